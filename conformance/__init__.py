@@ -1,0 +1,1 @@
+"""The conformance suite: adapter protocol, checks, runner, CLI and scenario catalog."""

@@ -1,0 +1,250 @@
+"""The adapter protocol: what a gateway under test implements, and what the harness hands it.
+
+Events go in through `Gateway` methods; observations come out through the observers in
+`Harness` (a fake LLM, the platform outbox, a recording memory provider, recording memory
+backends, a plugin-hook bus). Background work (expiry watcher ticks, idle sweeps) runs as
+timers the gateway sets on `Harness.scheduler`, so the simulator decides when it happens and
+every tick lands in the log at its exact virtual time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from conformance.observations import DurableState, ObservationLog, Resources, first_turn, turn_ids
+from sim.clock import VirtualClock
+from sim.engine import Engine, Timer
+from sim.scenario import Chat, GatewayConfig
+
+EVENT_KINDS = frozenset(
+    {"message", "command", "delegate", "sigterm", "crash", "restart", "delete_session",
+     "delete_parent", "db_locked", "backend_fail"}
+)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What a gateway claims about itself; the checks hold it to exactly this.
+
+    finalization: 'eager' ends a session within `latency` ms of its boundary (a watcher);
+      'lazy' ends it when the chat's next message arrives.
+    crash_durable: every acknowledged turn survives SIGKILL, in the store and in memory.
+    sweep_interval: how often idle agents are swept (I7 allows this much slack past the TTL).
+    unsupported: event kinds the gateway cannot take; the runner skips them and says so.
+    """
+
+    finalization: Literal["eager", "lazy"] = "eager"
+    latency: int = 0
+    crash_durable: bool = True
+    sweep_interval: int = 0
+    unsupported: frozenset[str] = frozenset()
+
+    def to_detail(self) -> dict[str, Any]:
+        return {
+            "finalization": self.finalization,
+            "latency": self.latency,
+            "crash_durable": self.crash_durable,
+            "sweep_interval": self.sweep_interval,
+            "unsupported": sorted(self.unsupported),
+        }
+
+
+@dataclass(frozen=True)
+class Inbound:
+    """A user message as the platform hands it over. The turn id is in the text."""
+
+    chat: Chat
+    text: str
+    muted: bool = False
+
+
+class BackendUnavailable(RuntimeError):
+    """A memory backend refused a call (an injected `backend_fail` fault)."""
+
+
+class Scheduler:
+    """Virtual-time timers for the gateway's background work."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def now(self) -> int:
+        return self._engine.now
+
+    def call_at(self, when: int, callback: Callable[..., Any], *args: Any) -> Timer:
+        return self._engine.timer(when, callback, *args)
+
+
+class FakeLLM:
+    """Answers every request after the configured latency with '[<turn>] reply'."""
+
+    def __init__(self, log: ObservationLog, engine: Engine, latency: int, deliver: Callable[[str, str], None]) -> None:
+        self._log, self._engine, self._latency, self._deliver = log, engine, latency, deliver
+        self._count = 0
+        self.epoch = 0  # bumped when the gateway process dies: replies to the dead one are lost
+
+    def request(self, chat: str, session: str, prompt: Sequence[str]) -> str:
+        """Send the prompt (the session's texts, last one the user's); returns a request id."""
+        self._count += 1
+        request_id = f"r{self._count}"
+        turn = first_turn(prompt[-1]) if prompt else None
+        self._log.add("llm_request", chat=chat, session=session, turns=(turn,) if turn else (), request=request_id)
+        self._engine.call_later(self._latency, self._reply, self.epoch, request_id, turn)
+        return request_id
+
+    def _reply(self, epoch: int, request_id: str, turn: str | None) -> None:
+        if epoch == self.epoch:
+            self._deliver(request_id, f"[{turn}] reply" if turn else "reply")
+
+
+class Platform:
+    """The chat platform's outbox: a reply delivered here acknowledges its turn."""
+
+    def __init__(self, log: ObservationLog) -> None:
+        self._log = log
+
+    def send_reply(self, chat: str, session: str, text: str) -> None:
+        self._log.add("reply", chat=chat, session=session, turns=turn_ids(text))
+
+
+class MemoryBackend:
+    """Where a memory provider ships turns; 'ingested' is counted here."""
+
+    def __init__(self, name: str, log: ObservationLog, now: Callable[[], int]) -> None:
+        self.name, self._log, self._now = name, log, now
+        self.down_until = -1
+
+    def ingest(self, session: str, texts: Sequence[str]) -> None:
+        """Store the texts of turns of `session`. Raises BackendUnavailable while failing."""
+        turns = tuple(dict.fromkeys(t for text in texts for t in turn_ids(text)))
+        if self._now() < self.down_until:
+            self._log.add("ingest_failed", session=session, turns=turns, backend=self.name)
+            raise BackendUnavailable(f"memory backend {self.name!r} is unavailable")
+        self._log.add("ingest", session=session, turns=turns, backend=self.name)
+
+
+class RecordingProvider:
+    """sessiongate's own memory provider: records every hook and ships each turn at once.
+
+    Every gateway loads it beside its own providers; it is how the checks see `sync_turn`,
+    `on_session_end`, `on_session_switch` and `shutdown` in the order the gateway calls them.
+    """
+
+    name = "recorder"
+
+    def __init__(self, log: ObservationLog, backend: MemoryBackend) -> None:
+        self._log, self._backend = log, backend
+
+    def sync_turn(self, session: str, user: str, assistant: str) -> None:
+        self._log.add("sync_turn", session=session, turns=turn_ids(user))
+        self._backend.ingest(session, [user, assistant])
+
+    def on_session_end(self, session: str, transcript: Sequence[tuple[str, str]]) -> None:
+        turns: list[str] = []
+        for role, content in transcript:
+            turn = first_turn(content)
+            if role == "user" and turn:
+                turns.append(turn)
+        self._log.add("on_session_end", session=session, turns=turns, messages=len(transcript))
+
+    def on_session_switch(self, old: str | None, new: str) -> None:
+        self._log.add("on_session_switch", session=new, previous=old)
+
+    def shutdown(self) -> None:
+        self._log.add("memory_shutdown")
+
+
+class HookBus:
+    """The plugin-hook bus: records `on_session_finalize` and `on_session_reset`."""
+
+    def __init__(self, log: ObservationLog) -> None:
+        self._log = log
+
+    def on_session_finalize(self, session: str, reason: str) -> None:
+        self._log.add("on_session_finalize", session=session, reason=reason)
+
+    def on_session_reset(self, session: str) -> None:
+        self._log.add("on_session_reset", session=session)
+
+
+@dataclass
+class Harness:
+    """Everything the harness hands a gateway at start; all of it is virtual and recorded."""
+
+    clock: VirtualClock
+    scheduler: Scheduler
+    llm: FakeLLM
+    platform: Platform
+    recorder: RecordingProvider
+    backends: dict[str, MemoryBackend]
+    hooks: HookBus
+    log: ObservationLog = field(repr=False)
+
+    def note(self, what: str, **detail: Any) -> None:
+        """The gateway's own account of something internal (eviction, sweep, heal): shown in
+        timelines and lifecycle coverage, never trusted by a check."""
+        self.log.add("note", what=what, **detail)
+
+
+@runtime_checkable
+class Gateway(Protocol):
+    """A gateway under test. Every method is called at the virtual time of its event."""
+
+    def profile(self, config: GatewayConfig) -> Profile:
+        """What this gateway claims under `config` (see `Profile`)."""
+        ...
+
+    def start(self, config: GatewayConfig, harness: Harness) -> None:
+        """Boot: open the store, load the providers, set the first timers."""
+        ...
+
+    def deliver_message(self, message: Inbound) -> None:
+        """A user message arrives; the gateway routes it and asks `harness.llm`."""
+        ...
+
+    def deliver_command(self, chat: Chat, command: str) -> None:
+        """A slash command arrives: '/new', '/reset', '/stop' or '/resume'."""
+        ...
+
+    def deliver_reply(self, request_id: str, text: str) -> None:
+        """The LLM answers request `request_id`; the gateway completes that turn."""
+        ...
+
+    def delegate(self, chat: Chat, text: str) -> None:
+        """The chat's current session runs a delegate child turn (its own session row)."""
+        ...
+
+    def sigterm(self) -> None:
+        """Graceful shutdown: drain or interrupt turns, flush buffers, end no session."""
+        ...
+
+    def crash(self) -> None:
+        """SIGKILL: drop every in-memory object; the durable store survives."""
+        ...
+
+    def restart(self) -> None:
+        """Start again after sigterm or crash, rebuilding from the durable store."""
+        ...
+
+    def delete_session_row(self, session_id: str, keep_children: bool = False) -> None:
+        """Another surface deletes this session's row (cascading to its messages and delegate
+        children). `keep_children`: it deletes the row and its messages with foreign keys
+        off, as the sqlite3 shell does by default, leaving children with a dangling parent."""
+        ...
+
+    def lock_store(self, until: int) -> None:
+        """Writes to the durable store fail as 'database is locked' until virtual time `until`."""
+        ...
+
+    def durable_state(self) -> DurableState:
+        """The store's transcripts and routing, read the way another surface would."""
+        ...
+
+    def resources(self) -> Resources:
+        """What the gateway holds right now (cached agents, live tasks)."""
+        ...
+
+
+GatewayFactory = Callable[[], Gateway]

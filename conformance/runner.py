@@ -1,0 +1,292 @@
+"""Runs one scenario against one gateway: events in, observations out, then the checks.
+
+scenario -> engine on a virtual clock -> adapter calls -> observation log -> checks -> verdicts.
+The runner ends every scenario with quiescence: restart a stopped gateway, advance past
+every boundary, watcher tick and sweep, SIGTERM, snapshot the durable state, check.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from conformance.adapter import (
+    FakeLLM,
+    Gateway,
+    HookBus,
+    Harness,
+    Inbound,
+    MemoryBackend,
+    Platform,
+    Profile,
+    RecordingProvider,
+    Scheduler,
+)
+from conformance.observations import DurableState, ObservationLog, Obs, Resources
+from conformance.verdict import GatewayFailure, Verdict
+from sim.clock import VirtualClock
+from sim.engine import Engine, EventBudgetExceeded
+from sim.scenario import (
+    Advance,
+    BackendFail,
+    Checkpoint,
+    Command,
+    Crash,
+    DbLocked,
+    Delegate,
+    DeleteParent,
+    DeleteSession,
+    Event,
+    Message,
+    Restart,
+    Scenario,
+    Sigterm,
+)
+
+DEFAULT_BUDGET = 2_000_000
+
+
+@dataclass
+class RunResult:
+    """Everything a run produced: the log, the final durable state and the verdicts."""
+
+    scenario: Scenario
+    gateway: str
+    profile: Profile
+    records: list[Obs]
+    final: DurableState | None
+    verdicts: dict[str, Verdict] = field(default_factory=dict)
+    failure: GatewayFailure | None = None
+
+    def log_text(self) -> str:
+        return "".join(r.to_json() + "\n" for r in self.records)
+
+    @property
+    def passed(self) -> bool:
+        return self.failure is None and all(v.status in ("pass", "skip", "xfail") for v in self.verdicts.values())
+
+
+class _GatewayRaised(Exception):
+    def __init__(self, failure: GatewayFailure) -> None:
+        super().__init__(failure.describe())
+        self.failure = failure
+
+
+def _short_traceback(err: BaseException) -> tuple[str, ...]:
+    frames = traceback.extract_tb(err.__traceback__)[-4:]
+    lines = [f"{frame.filename.rsplit('/', 2)[-1]}:{frame.lineno} in {frame.name}" for frame in frames]
+    return (*lines, f"{type(err).__name__}: {err}")
+
+
+def scenario_detail(scenario: Scenario, profile: Profile) -> dict[str, Any]:
+    """The first log record: everything the checks need to know about the inputs."""
+    from sim.loader import scenario_document  # the canonical document form, shared with files
+
+    document = scenario_document(scenario)
+    return {
+        "name": scenario.name,
+        "seed": scenario.seed,
+        "zone": scenario.zone,
+        "start": scenario.start,
+        "config": document["config"],
+        "chats": document["chats"],
+        "profile": profile.to_detail(),
+    }
+
+
+class Run:
+    """One scenario in flight. Use `run_scenario`."""
+
+    def __init__(self, scenario: Scenario, gateway: Gateway, name: str, budget: int) -> None:
+        self.scenario = scenario
+        self.gateway = gateway
+        self.name = name
+        self.clock = VirtualClock(scenario.start, scenario.zone)
+        self.engine = Engine(self.clock, seed=scenario.seed, budget=budget)
+        self.log = ObservationLog(self.clock.now)
+        self.profile = gateway.profile(scenario.config)
+        self.up = False
+        self.inbox: deque[tuple[Event, Any]] = deque()  # what arrived while the gateway was down
+        self.last_resources: Resources | None = None
+        self.current_event = "start"
+        backends = {"recorder": MemoryBackend("recorder", self.log, self.clock.now)}
+        for spec in scenario.config.providers:
+            backends[spec.name] = MemoryBackend(spec.name, self.log, self.clock.now)
+        self.llm = FakeLLM(self.log, self.engine, scenario.config.turn_latency, self._deliver_reply)
+        self.harness = Harness(
+            clock=self.clock,
+            scheduler=Scheduler(self.engine),
+            llm=self.llm,
+            platform=Platform(self.log),
+            recorder=RecordingProvider(self.log, backends["recorder"]),
+            backends=backends,
+            hooks=HookBus(self.log),
+            log=self.log,
+        )
+
+    # -- calling the gateway -------------------------------------------------------------
+
+    def _call(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except EventBudgetExceeded:
+            raise
+        except Exception as err:  # the gateway under test raised: an error verdict, never a crash
+            raise _GatewayRaised(
+                GatewayFailure("error", self.log.step, what, f"{type(err).__name__}: {err}", _short_traceback(err))
+            ) from err
+
+    def _deliver_reply(self, request_id: str, text: str) -> None:
+        if self.up:
+            self._call(f"reply {request_id}", self.gateway.deliver_reply, request_id, text)
+
+    def _sample_resources(self) -> None:
+        resources = self._call("resources", self.gateway.resources)
+        if resources != self.last_resources:
+            self.last_resources = resources
+            self.log.add("resources", **resources.to_detail())
+
+    def _snapshot(self, label: str) -> DurableState:
+        state: DurableState = self._call("durable_state", self.gateway.durable_state)
+        self.log.add("durable", label=label, **state.to_detail())
+        return state
+
+    def _routing(self) -> dict[str, str]:
+        state: DurableState = self._call("durable_state", self.gateway.durable_state)
+        return dict(state.routing)
+
+    # -- applying scenario events --------------------------------------------------------
+
+    def _apply(self, step: int, event: Event) -> None:
+        self.log.step = step
+        self.current_event = f"{event.kind} (line {event.line})" if event.line else event.kind
+        kind = event.kind
+        if kind in self.profile.unsupported:
+            self.log.add("skipped", event=kind, reason="the gateway declares it cannot take this event")
+            return
+        if isinstance(event, Message):
+            chat = self.scenario.chat(event.chat)
+            self.log.add("message", chat=event.chat, turns=(event.turn,), muted=event.muted, queued=not self.up)
+            self._to_gateway(event, Inbound(chat, f"[{event.turn}] {event.text}", event.muted))
+        elif isinstance(event, Command):
+            self.log.add("command", chat=event.chat, command=event.name, queued=not self.up)
+            self._to_gateway(event, None)
+        elif isinstance(event, Delegate):
+            self.log.add("delegate", chat=event.chat, turns=(event.turn,), queued=not self.up)
+            self._to_gateway(event, None)
+        elif isinstance(event, Advance):
+            self.log.add("advance")
+        elif isinstance(event, Checkpoint):
+            self.log.add("checkpoint", name=event.name)
+            self._snapshot(event.name)
+        elif isinstance(event, Sigterm):
+            self._stop("sigterm")
+        elif isinstance(event, Crash):
+            self._stop("crash")
+        elif isinstance(event, Restart):
+            self._restart()
+        elif isinstance(event, (DeleteSession, DeleteParent)):
+            session = self._routing().get(event.chat)
+            self.log.add(kind, chat=event.chat, session=session)
+            if session is not None:
+                self._call(kind, self.gateway.delete_session_row, session, isinstance(event, DeleteParent))
+        elif isinstance(event, DbLocked):
+            self.log.add("db_locked", until=event.t + event.duration)
+            self._call("db_locked", self.gateway.lock_store, event.t + event.duration)
+        elif isinstance(event, BackendFail):
+            self.log.add("backend_fail", backend=event.provider, until=event.t + event.duration)
+            self.harness.backends[event.provider].down_until = event.t + event.duration
+        self._sample_resources()
+
+    def _to_gateway(self, event: Event, payload: Any) -> None:
+        if not self.up:
+            self.inbox.append((event, payload))  # the platform holds it until the gateway is back
+            return
+        self._dispatch(event, payload)
+
+    def _dispatch(self, event: Event, payload: Any) -> None:
+        if isinstance(event, Message):
+            self._call(self.current_event, self.gateway.deliver_message, payload)
+        elif isinstance(event, Command):
+            self._call(self.current_event, self.gateway.deliver_command, self.scenario.chat(event.chat), event.name)
+        elif isinstance(event, Delegate):
+            chat = self.scenario.chat(event.chat)
+            self._call(self.current_event, self.gateway.delegate, chat, f"[{event.turn}] delegated task")
+
+    def _stop(self, how: str) -> None:
+        if not self.up:
+            self.log.add("skipped", event=how, reason="the gateway is not running")
+            return
+        self.log.add(how)
+        self.llm.epoch += 1  # replies to the stopped process never arrive
+        self._call(how, getattr(self.gateway, how))
+        self.up = False
+        self._snapshot(how)
+
+    def _restart(self) -> None:
+        if self.up:
+            self.log.add("skipped", event="restart", reason="the gateway is already running")
+            return
+        self.log.add("restart", held=len(self.inbox))
+        self._call("restart", self.gateway.restart)
+        self.up = True
+        while self.inbox:
+            event, payload = self.inbox.popleft()
+            self._dispatch(event, payload)
+
+    # -- the whole run -------------------------------------------------------------------
+
+    def _run_until(self, until: int) -> None:
+        engine = self.engine
+        while (due := engine.peek()) is not None and due <= until:
+            engine.step()
+            self._sample_resources()
+        engine.run_until(until)
+
+    def execute(self) -> RunResult:
+        scenario = self.scenario
+        self.log.add("scenario", **scenario_detail(scenario, self.profile))
+        failure: GatewayFailure | None = None
+        final: DurableState | None = None
+        try:
+            self._call("start", self.gateway.start, scenario.config, self.harness)
+            self.up = True
+            self._sample_resources()
+            for step, event in enumerate(scenario.events, start=1):
+                self._run_until(event.t)
+                self._apply(step, event)
+            # Quiescence: back up, past every boundary and sweep, then a graceful stop.
+            self.log.step = len(scenario.events) + 1
+            self.current_event = "quiescence"
+            if not self.up:
+                self._restart()
+            horizon = self.clock.now() + scenario.config.horizon()
+            self.log.add("quiesce", until=horizon)
+            self._run_until(horizon)
+            self.log.add("sigterm", final=True)
+            self.llm.epoch += 1
+            self._call("sigterm", self.gateway.sigterm)
+            self.up = False
+            self._sample_resources()
+            final = self._snapshot("final")
+        except _GatewayRaised as raised:
+            failure = raised.failure
+        except EventBudgetExceeded as err:
+            failure = GatewayFailure("error", self.log.step, self.current_event, f"{err}: the gateway schedules work without end")
+        if failure is not None:
+            self.log.add("error", failure=failure.kind, event=failure.event, message=failure.message)
+        return RunResult(scenario, self.name, self.profile, self.log.records, final, failure=failure)
+
+
+def run_scenario(scenario: Scenario, gateway: Gateway, name: str = "gateway", *, budget: int = DEFAULT_BUDGET,
+                 check: bool = True) -> RunResult:
+    """Run `scenario` against a fresh `gateway` instance and (by default) judge it."""
+    result = Run(scenario, gateway, name, budget).execute()
+    if check:
+        from conformance.checks import judge
+
+        result.verdicts = judge(result.records, result.final, result.failure)
+    return result

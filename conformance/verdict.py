@@ -1,0 +1,81 @@
+"""Verdicts: what a check concluded, with the evidence a gateway author needs to act on it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Status = Literal["pass", "fail", "xfail", "xpass", "error", "timeout", "skip"]
+CHECK_IDS: tuple[str, ...] = ("I1", "I2", "I3", "I4", "I5", "I6", "I7", "I8")
+CHECK_NAMES: dict[str, str] = {
+    "I1": "exactly-once end",
+    "I2": "no lost turn (store)",
+    "I3": "no lost turn (memory)",
+    "I4": "no double ingest",
+    "I5": "ordering",
+    "I6": "reset policy",
+    "I7": "bounded resources",
+    "I8": "heal",
+}
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One thing that went wrong, in words, with the log records (by index) that show it."""
+
+    message: str
+    records: tuple[int, ...] = ()
+    t: int | None = None
+    session: str | None = None
+    turns: tuple[str, ...] = ()
+
+    def to_detail(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"message": self.message, "records": list(self.records)}
+        if self.t is not None:
+            out["t"] = self.t
+        if self.session is not None:
+            out["session"] = self.session
+        if self.turns:
+            out["turns"] = list(self.turns)
+        return out
+
+
+@dataclass(frozen=True)
+class Verdict:
+    check: str
+    status: Status
+    violations: tuple[Violation, ...] = ()
+    reason: str = ""  # for skip / error / timeout / xfail: why
+    examined: int = 0  # how many items the check examined (sessions, turns…): 0 means vacuous
+
+    @property
+    def summary(self) -> str:
+        if self.violations:
+            first = self.violations[0].message
+            more = len(self.violations) - 1
+            return first + (f" (+{more} more)" if more else "")
+        return self.reason
+
+    def with_status(self, status: Status, reason: str = "") -> Verdict:
+        return Verdict(self.check, status, self.violations, reason or self.reason, self.examined)
+
+    def to_detail(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"status": self.status, "evidence": [v.to_detail() for v in self.violations]}
+        if self.reason:
+            out["reason"] = self.reason
+        return out
+
+
+@dataclass(frozen=True)
+class GatewayFailure:
+    """The gateway under test raised, hung or broke the protocol at a step."""
+
+    kind: Literal["error", "timeout"]
+    step: int
+    event: str
+    message: str
+    traceback: tuple[str, ...] = field(default=())
+
+    def describe(self) -> str:
+        where = f"step {self.step} ({self.event})" if self.step else f"({self.event})"
+        return f"gateway {self.kind} at {where}: {self.message}"

@@ -1,0 +1,62 @@
+"""The agent cache: live agents by session, least recently used first.
+
+Eviction is never a boundary (CONTRACT): the gateway flushes an agent's transcript and its
+providers' buffers before dropping it, and ends nothing. The cap counts idle agents only;
+an agent with a turn in flight is never evicted.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from reference_impl.store import Row
+
+
+@dataclass
+class Agent:
+    """A session's live state: its transcript in memory and how much of it is durable."""
+
+    session: str
+    chat: str
+    chat_key: str
+    kind: str = "chat"  # or "delegate"
+    parent: str | None = None
+    rows: list[Row] = field(default_factory=list)
+    flushed: int = 0  # rows[:flushed] are in the store
+    created: bool = False  # the row is believed to exist (re-checked on a foreign-key failure)
+    replay_pending: bool = False  # the row was recreated: the whole transcript must be written
+    last_activity: int = 0
+    busy: bool = False
+
+    @property
+    def dirty(self) -> bool:
+        return self.replay_pending or self.flushed < len(self.rows)
+
+
+class AgentCache:
+    def __init__(self, cap: int, idle_ttl: int) -> None:
+        self.cap, self.idle_ttl = cap, idle_ttl
+        self.agents: OrderedDict[str, Agent] = OrderedDict()
+
+    def get(self, session: str) -> Agent | None:
+        agent = self.agents.get(session)
+        if agent is not None:
+            self.agents.move_to_end(session)
+        return agent
+
+    def put(self, agent: Agent) -> None:
+        self.agents[agent.session] = agent
+        self.agents.move_to_end(agent.session)
+
+    def pop(self, session: str) -> Agent | None:
+        return self.agents.pop(session, None)
+
+    def over_cap(self) -> list[Agent]:
+        """Idle agents past the cap, least recently used first."""
+        idle = [a for a in self.agents.values() if not a.busy]
+        return idle[: max(0, len(idle) - self.cap)]
+
+    def stale(self, now: int) -> list[Agent]:
+        """Idle agents unused for longer than the idle TTL."""
+        return [a for a in self.agents.values() if not a.busy and now - a.last_activity > self.idle_ttl]

@@ -1,0 +1,439 @@
+"""The reference gateway: routing, reset policy, agent cache, memory, shutdown, heal.
+
+It implements `conformance.adapter.Gateway` directly and keeps the whole contract. Every
+boundary goes through `end_session`, which reads the transcript it owes from the agent or
+the store, fires memory `on_session_end` then `on_session_finalize`, and records both in the
+store so a restart never repeats or skips them. The bug zoo (`reference_impl.variants`)
+overrides one method at a time to put a reported bug back.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from conformance.adapter import Harness, Inbound, Profile
+from conformance.observations import DurableState, Resources, StoredMessage, StoredSession, first_turn
+from reference_impl.cache import Agent, AgentCache
+from reference_impl.memory import BatchingProvider, MemoryManager, Turn
+from reference_impl.policy import ResetPolicyEvaluator, chat_key
+from reference_impl.store import Route, Row, Store, StoreLocked, is_foreign_key_error
+from sim.clock import MINUTE, SECOND
+from sim.engine import Timer
+from sim.scenario import Chat, GatewayConfig, ResetPolicy
+
+SWEEP_INTERVAL = 5 * MINUTE  # idle sweeps in lazy mode, where there is no watcher
+FLUSH_RETRY = SECOND
+
+
+@dataclass
+class Pending:
+    """A turn in flight: asked of the LLM, not yet answered."""
+
+    chat: Chat
+    key: str
+    session: str
+    turn: str
+    delegate: bool = False
+    reply: str | None = None  # set when the reply is in but the store refused the write
+
+
+class ReferenceGateway:
+    """A clean gateway that passes every check. Registered as `reference`."""
+
+    def __init__(self, db_path: str = ":memory:") -> None:
+        self.db_path = db_path
+        self.running = False
+
+    # -- adapter protocol: lifecycle ---------------------------------------------------
+
+    def profile(self, config: GatewayConfig) -> Profile:
+        if config.watcher_interval is None:
+            return Profile("lazy", 0, crash_durable=True, sweep_interval=SWEEP_INTERVAL)
+        return Profile("eager", config.watcher_interval, crash_durable=True, sweep_interval=config.watcher_interval)
+
+    def start(self, config: GatewayConfig, harness: Harness) -> None:
+        self.config, self.h = config, harness
+        self.store = Store(harness.clock.now, self.db_path)  # the disk: it outlives crashes
+        self.boot()
+
+    def boot(self) -> None:
+        """Build every in-memory object from the store (first start and every restart)."""
+        self.policy = ResetPolicyEvaluator(self.h.clock.zone)
+        self.cache = AgentCache(self.config.cache_cap, self.config.idle_ttl)
+        self.unflushed: dict[str, Agent] = {}  # evicted agents whose write the store refused
+        self.inflight: dict[str, Pending] = {}
+        self.busy_chats: dict[str, str] = {}  # chat key -> request id
+        self.queues: dict[str, deque[tuple[str, Any, int]]] = {}
+        self.children: dict[str, str] = {}  # parent session -> delegate child session
+        self.timers: list[Timer] = []
+        providers = [
+            BatchingProvider(spec.name, spec.retain_every_n_turns, self.h.backends[spec.name], self.store)
+            for spec in self.config.providers
+        ]
+        self.memory = MemoryManager(self.h.recorder, providers, self.store)
+        self.running = True
+        self.finish_interrupted_ends()
+        self.memory.recover()
+        self.schedule_tick()
+
+    def sigterm(self) -> None:
+        """Interrupt turns in flight (and say so), flush everything, end nothing."""
+        self.stop_timers()
+        for pending in self.inflight.values():
+            self.h.note("interrupted", session=pending.session, turn=pending.turn)
+            agent = self.cache.get(pending.session)
+            if agent is not None:
+                self.drop_turn(agent, pending.turn)
+        for agent in [*self.cache.agents.values(), *self.unflushed.values()]:
+            self.flush(agent)
+            self.memory.flush(agent.session)
+        self.memory.shutdown()
+        self.running = False
+
+    def crash(self) -> None:
+        """SIGKILL: every object but the store (the disk) is gone; no hook runs."""
+        self.stop_timers()
+        self.running = False
+        for name in ("cache", "unflushed", "inflight", "busy_chats", "queues", "children", "memory"):
+            delattr(self, name)
+
+    def restart(self) -> None:
+        self.boot()
+
+    def stop_timers(self) -> None:
+        for timer in self.timers:
+            timer.cancel()
+        self.timers = []
+
+    def schedule_tick(self) -> None:
+        interval = self.config.watcher_interval or SWEEP_INTERVAL
+        self.timers = [t for t in self.timers if not t.cancelled and t.when > self.h.clock.now()]
+        self.timers.append(self.h.scheduler.call_at(self.h.clock.now() + interval, self.tick))
+
+    # -- adapter protocol: inbound ---------------------------------------------------------
+
+    def deliver_message(self, message: Inbound) -> None:
+        key = chat_key(message.chat)
+        if key in self.busy_chats or self.queues.get(key):
+            self.queues.setdefault(key, deque()).append(("message", message, self.h.clock.now()))
+            return
+        self.start_turn(message, self.h.clock.now())
+
+    def deliver_command(self, chat: Chat, command: str) -> None:
+        key = chat_key(chat)
+        if command == "/stop":
+            self.stop_turn(key)
+            return
+        if key in self.busy_chats or self.queues.get(key):  # never mid-turn: after the reply
+            self.queues.setdefault(key, deque()).append(("command", (chat, command), self.h.clock.now()))
+            return
+        self.run_command(chat, command)
+
+    def deliver_reply(self, request_id: str, text: str) -> None:
+        pending = self.inflight.get(request_id)
+        if pending is None:  # stopped by /stop or lost with a restart
+            return
+        agent = self.agent_of(pending)
+        visibility = agent.rows[-1].visibility if agent.rows else "visible"
+        agent.rows.append(Row(pending.turn, "assistant", text, visibility))
+        pending.reply = text
+        self.complete_turn(request_id)
+
+    def delegate(self, chat: Chat, text: str) -> None:
+        key = chat_key(chat)
+        route = self.store.route(key)
+        if route is None or route.session_id is None or route.ended:
+            self.h.note("delegate_skipped", chat=chat.name, reason="no live session to delegate from")
+            return
+        child = self.child_agent(chat, key, route.session_id)
+        child.rows.append(Row(first_turn(text), "user", text))
+        child.busy, child.last_activity = True, self.h.clock.now()
+        request = self.h.llm.request(chat.name, child.session, [text])
+        self.inflight[request] = Pending(chat, key, child.session, first_turn(text) or "", delegate=True)
+        self.enforce_cap()
+
+    # -- adapter protocol: faults and views -----------------------------------------------
+
+    def delete_session_row(self, session_id: str, keep_children: bool = False) -> None:
+        self.store.delete_session(session_id, keep_children=keep_children)
+
+    def lock_store(self, until: int) -> None:
+        self.store.locked_until = until
+
+    def durable_state(self) -> DurableState:
+        sessions = tuple(
+            StoredSession(sid, parent, tuple(StoredMessage(r.role, r.content, r.visibility) for r in self.store.transcript(sid)))
+            for sid, parent in self.store.all_sessions()
+        )
+        routing = tuple(sorted((r.chat, r.session_id) for r in self.store.routes() if r.session_id))
+        return DurableState(sessions, routing)
+
+    def resources(self) -> Resources:
+        if not self.running:
+            return Resources()
+        cached = tuple((a.session, a.busy) for a in self.cache.agents.values())
+        return Resources(cached, sum(1 for t in self.timers if not t.cancelled))
+
+    # -- turns ------------------------------------------------------------------------
+
+    def policy_for(self, route: Route) -> ResetPolicy:
+        platform, chat_type = route.chat_key.split(":", 2)[:2]
+        return self.config.policy_for(platform, chat_type)
+
+    def start_turn(self, message: Inbound, arrival: int) -> None:
+        chat, key = message.chat, chat_key(message.chat)
+        route = self.store.route(key) or Route(key, chat.name, None, None, None, None, False)
+        if route.session_id and not route.ended:
+            reason = self.expiry_reason(route)
+            if reason:
+                self.end_session(route, reason)
+        if route.session_id is None or route.ended:
+            self.open_session(route, chat, arrival)
+        route.last_user = arrival
+        self.store.save_route(route)
+        agent = self.route_agent(route)
+        agent.rows.append(Row(first_turn(message.text), "user", message.text, "hidden" if message.muted else "visible"))
+        agent.busy, agent.last_activity = True, self.h.clock.now()
+        request = self.h.llm.request(chat.name, agent.session, [r.content for r in agent.rows])
+        self.inflight[request] = Pending(chat, key, agent.session, first_turn(message.text) or "")
+        self.busy_chats[key] = request
+        self.enforce_cap()
+
+    def expiry_reason(self, route: Route) -> str | None:
+        return self.policy.expiry_reason(self.policy_for(route), route.anchor, route.last_user, self.h.clock.now())
+
+    def open_session(self, route: Route, chat: Chat, arrival: int) -> None:
+        previous = route.session_id
+        session = f"s{self.store.next_id('session')}"
+        route.previous_id, route.session_id, route.ended, route.anchor = previous, session, False, arrival
+        self.store.save_route(route)
+        self.cache.put(Agent(session, chat.name, route.chat_key, last_activity=self.h.clock.now()))
+        if previous is not None:
+            self.memory.switch(previous, session)
+            self.h.hooks.on_session_reset(session)
+
+    def complete_turn(self, request_id: str) -> None:
+        """Write the turn, then deliver the reply: an acknowledged turn is always durable."""
+        pending = self.inflight[request_id]
+        agent = self.agent_of(pending)
+        if not self.flush(agent):
+            self.timers.append(self.h.scheduler.call_at(self.h.clock.now() + FLUSH_RETRY, self.retry_turn, request_id))
+            return
+        del self.inflight[request_id]
+        assert pending.reply is not None
+        self.h.platform.send_reply(pending.chat.name, pending.session, pending.reply)
+        agent.busy, agent.last_activity = False, self.h.clock.now()
+        if not pending.delegate:
+            user = next(r.content for r in reversed(agent.rows) if r.role == "user" and r.turn == pending.turn)
+            self.memory.sync_turn(Turn(pending.session, pending.turn, user, pending.reply))
+            del self.busy_chats[pending.key]
+            self.drain_queue(pending.key)
+        self.enforce_cap()
+
+    def retry_turn(self, request_id: str) -> None:
+        if self.running and request_id in self.inflight:
+            self.complete_turn(request_id)
+
+    def stop_turn(self, key: str) -> None:
+        request = self.busy_chats.pop(key, None)
+        if request is None:
+            return
+        pending = self.inflight.pop(request)
+        agent = self.agent_of(pending)
+        self.drop_turn(agent, pending.turn)
+        agent.busy = False
+        self.h.note("stopped", session=pending.session, turn=pending.turn)
+        self.drain_queue(key)
+
+    def drop_turn(self, agent: Agent, turn: str) -> None:
+        """Forget an interrupted turn's rows; they never reached the store."""
+        agent.rows = [r for i, r in enumerate(agent.rows) if i < agent.flushed or r.turn != turn]
+
+    def drain_queue(self, key: str) -> None:
+        queue = self.queues.get(key)
+        while queue and key not in self.busy_chats:
+            kind, payload, arrival = queue.popleft()
+            if kind == "message":
+                self.start_turn(payload, arrival)
+            else:
+                self.run_command(*payload)
+        if queue is not None and not queue:
+            del self.queues[key]
+
+    def run_command(self, chat: Chat, command: str) -> None:
+        key = chat_key(chat)
+        route = self.store.route(key)
+        if route is None or route.session_id is None:
+            return
+        if command in ("/new", "/reset"):
+            if not route.ended:
+                self.end_session(route, "new")
+        elif command == "/resume":
+            self.resume_previous(route)
+
+    def resume_previous(self, route: Route) -> None:
+        """/resume: switch back to the chat's previous session; the one left behind ends."""
+        target = route.previous_id
+        if target is None:
+            self.h.note("resume_skipped", chat=route.chat, reason="no previous session")
+            return
+        left = route.session_id
+        if not route.ended:
+            self.end_session(route, "switch")
+        self.store.bump_life(target)
+        now = self.h.clock.now()
+        route.previous_id, route.session_id, route.ended, route.anchor, route.last_user = left, target, False, now, now
+        self.store.save_route(route)
+        self.memory.switch(left, target)
+
+    # -- boundaries -------------------------------------------------------------------
+
+    def end_session(self, route: Route, reason: str) -> None:
+        """The one way a session ends: full transcript to memory, then finalize; durably once."""
+        session = route.session_id
+        assert session is not None
+        route.ended = True
+        self.store.save_route(route)
+        if not self.store.record_end(session, reason):
+            return
+        agent = self.cache.pop(session) or self.unflushed.pop(session, None)
+        if agent is not None and not self.flush(agent):
+            self.unflushed[session] = agent
+        transcript = agent.rows if agent is not None else self.store.transcript(session)
+        self.memory.end_session(session, transcript)
+        self.store.mark_end_done(session, "memory_done")
+        self.h.hooks.on_session_finalize(session, reason)
+        self.store.mark_end_done(session, "finalize_done")
+
+    def finish_interrupted_ends(self) -> None:
+        """A crash between recording an end and its hooks: finish them, once."""
+        for session, reason, memory_done, finalize_done in self.store.unfinished_ends():
+            if not memory_done:
+                self.memory.end_session(session, self.store.transcript(session))
+                self.store.mark_end_done(session, "memory_done")
+            if not finalize_done:
+                self.h.hooks.on_session_finalize(session, reason)
+                self.store.mark_end_done(session, "finalize_done")
+
+    def tick(self) -> None:
+        """The expiry watcher (eager mode), the idle sweep and retries of failed writes."""
+        if not self.running:
+            return
+        if self.config.watcher_interval is not None:
+            for route in self.store.routes():
+                if route.session_id is None or route.ended:
+                    continue
+                if route.chat_key in self.busy_chats or self.queues.get(route.chat_key):
+                    continue  # a turn in flight defers the rotation
+                reason = self.expiry_reason(route)
+                if reason:
+                    self.end_session(route, reason)
+        now = self.h.clock.now()
+        for agent in self.cache.stale(now):
+            self.evict(agent, "idle_ttl")
+        for session in sorted(self.unflushed):
+            if self.flush(self.unflushed[session]):
+                del self.unflushed[session]
+        self.memory.retry()
+        self.schedule_tick()
+
+    # -- the agent cache --------------------------------------------------------------
+
+    def enforce_cap(self) -> None:
+        for agent in self.cache.over_cap():
+            self.evict(agent, "lru_cap")
+
+    def evict(self, agent: Agent, why: str) -> None:
+        """Never a boundary: flush the transcript and the providers' buffers, end nothing."""
+        self.cache.pop(agent.session)
+        if not self.flush(agent):
+            self.unflushed[agent.session] = agent
+        self.memory.flush(agent.session)
+        self.h.note("evict", session=agent.session, why=why)
+
+    def load_agent(self, session: str, chat: str, key: str, kind: str = "chat", parent: str | None = None) -> Agent:
+        """Rebuild an agent from the store (after eviction or restart)."""
+        agent = self.unflushed.pop(session, None)
+        if agent is None:
+            rows = self.store.transcript(session)
+            agent = Agent(session, chat, key, kind, parent, rows, flushed=len(rows))
+        agent.last_activity = self.h.clock.now()
+        self.cache.put(agent)
+        return agent
+
+    def route_agent(self, route: Route) -> Agent:
+        assert route.session_id is not None
+        return self.cache.get(route.session_id) or self.load_agent(route.session_id, route.chat, route.chat_key)
+
+    def agent_of(self, pending: Pending) -> Agent:
+        agent = self.cache.get(pending.session)
+        if agent is None:  # busy agents are never evicted; this is a defect, not a fault
+            raise RuntimeError(f"agent of session {pending.session} vanished mid-turn")
+        return agent
+
+    def child_agent(self, chat: Chat, key: str, parent: str) -> Agent:
+        child = self.children.get(parent) or self.stored_child(parent)
+        if child is not None:
+            return self.cache.get(child) or self.load_agent(child, chat.name, key, "delegate", parent)
+        session = f"s{self.store.next_id('session')}"
+        self.children[parent] = session
+        agent = Agent(session, chat.name, key, "delegate", parent, last_activity=self.h.clock.now())
+        self.cache.put(agent)
+        return agent
+
+    def stored_child(self, parent: str) -> str | None:
+        row = self.store.db.execute(
+            "SELECT id FROM sessions WHERE parent_id = ? AND kind = 'delegate' ORDER BY started DESC, id DESC LIMIT 1",
+            (parent,),
+        ).fetchone()
+        if row:
+            self.children[parent] = row[0]
+        return row[0] if row else None
+
+    # -- writing the transcript (and healing a deleted row: seed 003) --------------------
+
+    def flush(self, agent: Agent) -> bool:
+        """Write what the store lacks. One heal retry within the flush; False if refused."""
+        if not agent.dirty:
+            return True
+        for _attempt in range(2):
+            try:
+                self.write(agent)
+                return True
+            except StoreLocked:
+                return False
+            except sqlite3.IntegrityError as err:
+                if not is_foreign_key_error(err) or not self.heal(agent):
+                    return False
+        return False
+
+    def write(self, agent: Agent) -> None:
+        if not agent.created:
+            self.create_row(agent)
+        start = 0 if agent.replay_pending else agent.flushed
+        self.store.append(agent.session, agent.rows[start:])
+        agent.flushed, agent.replay_pending = len(agent.rows), False
+
+    def create_row(self, agent: Agent) -> None:
+        """Upsert the row; a delegate whose parent row is gone is created without it."""
+        now = self.h.clock.now()
+        try:
+            self.store.upsert_session(agent.session, agent.chat, agent.parent, agent.kind, now)
+        except sqlite3.IntegrityError as err:
+            if not (is_foreign_key_error(err) and agent.parent and not self.store.session_exists(agent.parent)):
+                raise
+            self.store.upsert_session(agent.session, agent.chat, None, agent.kind, now)
+        agent.created = True
+
+    def heal(self, agent: Agent) -> bool:
+        """The row is confirmed gone: recreate it and replay the whole transcript (kept
+        pending until a write succeeds). A foreign-key failure with the row present is not
+        a deletion and never replays anything."""
+        if self.store.session_exists(agent.session):
+            return False
+        agent.created, agent.replay_pending = False, True
+        self.h.note("heal", session=agent.session)
+        return True

@@ -1,0 +1,126 @@
+"""Memory: a manager that fans turns and boundaries out to providers, in order.
+
+`BatchingProvider` is the reference gateway's own batching plugin, shaped like Hindsight
+(seed 001): it buffers turns and ships every N-th; it flushes at session end, eviction and
+shutdown (before refusing new work), and a durable watermark means nothing ships twice,
+even across a crash (recovery re-ships from the store only what was never taken).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from conformance.adapter import BackendUnavailable, MemoryBackend, RecordingProvider
+from reference_impl.store import Row, Store
+
+
+@dataclass(frozen=True)
+class Turn:
+    session: str
+    turn: str
+    user: str
+    assistant: str
+
+
+class BatchingProvider:
+    """Buffers turns per session; ships every `retain_every_n_turns`-th turn to its backend."""
+
+    def __init__(self, name: str, every: int, backend: MemoryBackend, store: Store) -> None:
+        self.name, self.every, self.backend, self.store = name, every, backend, store
+        self.buffers: dict[str, list[Turn]] = {}
+        self.counts: dict[str, int] = {}
+        self.shipped = store.ingested(name)
+        self.shutting_down = False
+        self.owed: set[str] = set()  # sessions whose flush was asked for and failed
+
+    def sync_turn(self, turn: Turn) -> None:
+        self.buffers.setdefault(turn.session, []).append(turn)
+        self.counts[turn.session] = self.counts.get(turn.session, 0) + 1
+        if self.counts[turn.session] % self.every == 0:
+            self.flush(turn.session)
+
+    def flush(self, session: str) -> bool:
+        """Ship the session's buffered turns not yet shipped (the watermark); clear on success."""
+        buffer = self.buffers.get(session)
+        if not buffer:
+            return True
+        pending = [t for t in buffer if t.turn not in self.shipped]
+        if pending:
+            if self.shutting_down:
+                return False
+            try:
+                self.backend.ingest(session, [text for t in pending for text in (t.user, t.assistant)])
+            except BackendUnavailable:
+                self.owed.add(session)  # kept; retried at the next tick, flush or shutdown
+                return False
+            self.store.mark_ingested(self.name, [t.turn for t in pending])
+            self.shipped.update(t.turn for t in pending)
+        del self.buffers[session]
+        self.owed.discard(session)
+        return True
+
+    def on_session_end(self, session: str) -> None:
+        self.flush(session)
+
+    def retry(self) -> None:
+        """Ship what a failed backend call left behind."""
+        for session in sorted(self.owed):
+            self.flush(session)
+
+    def shutdown(self) -> None:
+        """Flush every buffer, then refuse new work. The order is load-bearing (seed 001)."""
+        for session in sorted(self.buffers):
+            self.flush(session)
+        self.shutting_down = True
+
+    def recover(self, stored: Sequence[Turn]) -> None:
+        """After a restart: ship every stored turn the backend never took, by session."""
+        by_session: dict[str, list[Turn]] = {}
+        for turn in stored:
+            if turn.turn not in self.shipped:
+                by_session.setdefault(turn.session, []).append(turn)
+        for session, turns in by_session.items():
+            self.buffers.setdefault(session, [])[:0] = turns
+            self.flush(session)
+
+
+class MemoryManager:
+    """Delivers sync_turn, session ends and switches to the recorder and every provider."""
+
+    def __init__(self, recorder: RecordingProvider, providers: Sequence[BatchingProvider], store: Store) -> None:
+        self.recorder, self.providers, self.store = recorder, list(providers), store
+
+    def sync_turn(self, turn: Turn) -> None:
+        self.recorder.sync_turn(turn.session, turn.user, turn.assistant)
+        self.store.mark_ingested(self.recorder.name, [turn.turn])
+        for provider in self.providers:
+            provider.sync_turn(turn)
+
+    def end_session(self, session: str, transcript: Sequence[Row]) -> None:
+        """on_session_end with the full transcript; batching providers flush their buffer."""
+        self.recorder.on_session_end(session, [(r.role, r.content) for r in transcript])
+        for provider in self.providers:
+            provider.on_session_end(session)
+
+    def switch(self, old: str | None, new: str) -> None:
+        self.recorder.on_session_switch(old, new)
+
+    def flush(self, session: str) -> None:
+        """An agent leaves the cache: nothing ends, but nothing may stay only in its RAM."""
+        for provider in self.providers:
+            provider.flush(session)
+
+    def retry(self) -> None:
+        for provider in self.providers:
+            provider.retry()
+
+    def shutdown(self) -> None:
+        for provider in self.providers:
+            provider.shutdown()
+        self.recorder.shutdown()
+
+    def recover(self) -> None:
+        stored = [Turn(*row) for row in self.store.stored_turns()]
+        for provider in self.providers:
+            provider.recover(stored)

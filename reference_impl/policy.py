@@ -1,0 +1,52 @@
+"""Routing keys and the reset policy: when a chat's session is past its boundary.
+
+idle: expired iff now > last user message + idle_minutes.
+daily: expired iff the session began before the most recent local `at_hour` boundary and,
+  with `daily_min_idle_minutes`, the chat has been quiet that long (the cut is deferred,
+  never skipped: seed 002).
+"""
+
+from __future__ import annotations
+
+from zoneinfo import ZoneInfo
+
+from sim.clock import MINUTE, daily_boundary_at_or_before
+from sim.scenario import Chat, ResetPolicy
+
+
+def chat_key(chat: Chat, profile: str = "default") -> str:
+    """platform:chat_type:chat_id[:thread][:user]@profile — one routing entry per chat."""
+    parts = [chat.platform, chat.chat_type, chat.name]
+    if chat.thread:
+        parts.append(f"thread={chat.thread}")
+    if chat.user:
+        parts.append(f"user={chat.user}")
+    return ":".join(parts) + f"@{profile}"
+
+
+class ResetPolicyEvaluator:
+    """Decides expiry from the routing entry's user-activity clock and the session's start."""
+
+    def __init__(self, zone: ZoneInfo) -> None:
+        self.zone = zone
+
+    def idle_expired(self, policy: ResetPolicy, last_user: int, now: int) -> bool:
+        return now > last_user + policy.idle_minutes * MINUTE
+
+    def daily_boundary(self, policy: ResetPolicy, now: int) -> int:
+        return daily_boundary_at_or_before(now, policy.at_hour, self.zone)
+
+    def daily_expired(self, policy: ResetPolicy, anchor: int, last_user: int, now: int) -> bool:
+        if anchor >= self.daily_boundary(policy, now):
+            return False
+        return now - last_user >= policy.daily_min_idle_minutes * MINUTE
+
+    def expiry_reason(self, policy: ResetPolicy, anchor: int | None, last_user: int | None, now: int) -> str | None:
+        """'idle' or 'daily' when the entry is past a boundary at `now`, else None."""
+        if last_user is None or anchor is None or policy.mode == "none":
+            return None
+        if policy.mode in ("idle", "both") and self.idle_expired(policy, last_user, now):
+            return "idle"
+        if policy.mode in ("daily", "both") and self.daily_expired(policy, anchor, last_user, now):
+            return "daily"
+        return None

@@ -1,0 +1,264 @@
+"""The durable store: real SQLite with foreign keys on. It is the reference gateway's disk.
+
+A crash drops every Python object but this connection (the database survives); a restart
+rebuilds from it. Writes can be refused as 'database is locked' to inject that fault.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+SCHEMA = """
+CREATE TABLE sessions (
+    id TEXT PRIMARY KEY,
+    chat TEXT NOT NULL,
+    parent_id TEXT REFERENCES sessions(id) ON DELETE CASCADE,
+    kind TEXT NOT NULL DEFAULT 'chat',  -- 'chat' or 'delegate' (delegates have no memory)
+    started INTEGER NOT NULL
+);
+CREATE TABLE messages (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    turn_id TEXT,
+    role TEXT NOT NULL,
+    content TEXT NOT NULL,
+    visibility TEXT NOT NULL DEFAULT 'visible'
+);
+CREATE INDEX messages_by_session ON messages(session_id, seq);
+-- Routing is not tied to session rows: deleting a row must not silently re-route the chat.
+CREATE TABLE routing (
+    chat_key TEXT PRIMARY KEY,
+    chat TEXT NOT NULL,
+    session_id TEXT,
+    previous_id TEXT,
+    last_user INTEGER,
+    anchor INTEGER,
+    ended INTEGER NOT NULL DEFAULT 0
+);
+-- Boundary bookkeeping survives row deletion and restarts: a boundary fires exactly once.
+CREATE TABLE session_ends (
+    session_id TEXT NOT NULL,
+    life INTEGER NOT NULL,
+    t INTEGER NOT NULL,
+    reason TEXT NOT NULL,
+    memory_done INTEGER NOT NULL DEFAULT 0,
+    finalize_done INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (session_id, life)
+);
+CREATE TABLE lives (session_id TEXT PRIMARY KEY, life INTEGER NOT NULL);
+-- Memory watermark: which turns each provider's backend has taken (idempotent recovery).
+CREATE TABLE ingested (provider TEXT NOT NULL, turn_id TEXT NOT NULL, PRIMARY KEY (provider, turn_id));
+CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+"""
+
+
+class StoreLocked(sqlite3.OperationalError):
+    """Raised for transcript writes while an injected lock is in force."""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One transcript message as the gateway holds it in memory and writes it."""
+
+    turn: str | None
+    role: str
+    content: str
+    visibility: str = "visible"
+
+
+@dataclass
+class Route:
+    chat_key: str
+    chat: str
+    session_id: str | None
+    previous_id: str | None
+    last_user: int | None
+    anchor: int | None
+    ended: bool
+
+
+def is_foreign_key_error(err: sqlite3.Error) -> bool:
+    code = getattr(err, "sqlite_errorcode", None)
+    return code == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY or "FOREIGN KEY" in str(err).upper()
+
+
+class Store:
+    """Transcripts, routing and lifecycle flags in one SQLite database."""
+
+    def __init__(self, now: Callable[[], int], path: str = ":memory:") -> None:
+        self._now = now
+        self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self.db.execute("PRAGMA foreign_keys = ON")
+        self.locked_until = -1
+        if not self.db.execute("SELECT name FROM sqlite_master WHERE name = 'sessions'").fetchone():
+            self.db.executescript(SCHEMA)
+
+    # -- faults -----------------------------------------------------------------------
+
+    def _check_lock(self) -> None:
+        if self._now() < self.locked_until:
+            raise StoreLocked("database is locked")
+
+    # -- transcripts ------------------------------------------------------------------
+
+    def next_id(self, name: str) -> int:
+        value = self.db.execute(
+            "INSERT INTO counters(name, value) VALUES (?, 1) ON CONFLICT(name) DO UPDATE SET value = value + 1 "
+            "RETURNING value",
+            (name,),
+        ).fetchone()[0]
+        return int(value)
+
+    def upsert_session(self, session_id: str, chat: str, parent_id: str | None, kind: str, started: int) -> None:
+        """Create the row, or refresh its parent (session create is an upsert)."""
+        self._check_lock()
+        self.db.execute(
+            "INSERT INTO sessions(id, chat, parent_id, kind, started) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT(id) DO UPDATE SET parent_id = excluded.parent_id",
+            (session_id, chat, parent_id, kind, started),
+        )
+
+    def append(self, session_id: str, rows: Iterable[Row]) -> None:
+        """Append rows in one transaction: all land or none do."""
+        self._check_lock()
+        with _transaction(self.db):
+            self.db.executemany(
+                "INSERT INTO messages(session_id, turn_id, role, content, visibility) VALUES (?, ?, ?, ?, ?)",
+                [(session_id, r.turn, r.role, r.content, r.visibility) for r in rows],
+            )
+
+    def session_exists(self, session_id: str) -> bool:
+        return self.db.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is not None
+
+    def transcript(self, session_id: str) -> list[Row]:
+        return [
+            Row(turn, role, content, visibility)
+            for turn, role, content, visibility in self.db.execute(
+                "SELECT turn_id, role, content, visibility FROM messages WHERE session_id = ? ORDER BY seq",
+                (session_id,),
+            )
+        ]
+
+    def parent_of(self, session_id: str) -> str | None:
+        row = self.db.execute("SELECT parent_id FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        return row[0] if row else None
+
+    def delete_session(self, session_id: str, *, keep_children: bool = False) -> None:
+        """What another surface does. `keep_children` deletes with foreign keys off, as the
+        sqlite3 shell does by default: the row and its messages go, its children dangle."""
+        if keep_children:
+            self.db.execute("PRAGMA foreign_keys = OFF")
+            try:
+                with _transaction(self.db):
+                    self.db.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
+                    self.db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+            finally:
+                self.db.execute("PRAGMA foreign_keys = ON")
+        else:
+            self.db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+
+    # -- routing ----------------------------------------------------------------------
+
+    def routes(self) -> list[Route]:
+        return [
+            Route(key, chat, sid, prev, last, anchor, bool(ended))
+            for key, chat, sid, prev, last, anchor, ended in self.db.execute(
+                "SELECT chat_key, chat, session_id, previous_id, last_user, anchor, ended FROM routing ORDER BY chat_key"
+            )
+        ]
+
+    def route(self, chat_key: str) -> Route | None:
+        row = self.db.execute(
+            "SELECT chat_key, chat, session_id, previous_id, last_user, anchor, ended FROM routing WHERE chat_key = ?",
+            (chat_key,),
+        ).fetchone()
+        return Route(*row[:6], bool(row[6])) if row else None
+
+    def save_route(self, route: Route) -> None:
+        self.db.execute(
+            "INSERT INTO routing(chat_key, chat, session_id, previous_id, last_user, anchor, ended) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(chat_key) DO UPDATE SET session_id = excluded.session_id, "
+            "previous_id = excluded.previous_id, last_user = excluded.last_user, anchor = excluded.anchor, "
+            "ended = excluded.ended",
+            (route.chat_key, route.chat, route.session_id, route.previous_id, route.last_user, route.anchor, int(route.ended)),
+        )
+
+    # -- lifecycle flags --------------------------------------------------------------
+
+    def life(self, session_id: str) -> int:
+        row = self.db.execute("SELECT life FROM lives WHERE session_id = ?", (session_id,)).fetchone()
+        return int(row[0]) if row else 0
+
+    def bump_life(self, session_id: str) -> None:
+        self.db.execute(
+            "INSERT INTO lives(session_id, life) VALUES (?, 1) ON CONFLICT(session_id) DO UPDATE SET life = life + 1",
+            (session_id,),
+        )
+
+    def record_end(self, session_id: str, reason: str) -> bool:
+        """Mark the session's current life ended. False if it already was (exactly once)."""
+        cursor = self.db.execute(
+            "INSERT OR IGNORE INTO session_ends(session_id, life, t, reason) VALUES (?, ?, ?, ?)",
+            (session_id, self.life(session_id), self._now(), reason),
+        )
+        return cursor.rowcount == 1
+
+    def mark_end_done(self, session_id: str, column: str) -> None:
+        assert column in ("memory_done", "finalize_done")
+        self.db.execute(
+            f"UPDATE session_ends SET {column} = 1 WHERE session_id = ? AND life = ?", (session_id, self.life(session_id))
+        )
+
+    def unfinished_ends(self) -> list[tuple[str, str, bool, bool]]:
+        """Ends recorded but whose hooks did not all fire (a crash in between)."""
+        return [
+            (sid, reason, bool(mem), bool(fin))
+            for sid, reason, mem, fin in self.db.execute(
+                "SELECT session_id, reason, memory_done, finalize_done FROM session_ends "
+                "WHERE memory_done = 0 OR finalize_done = 0 ORDER BY t, session_id"
+            )
+        ]
+
+    def is_ended(self, session_id: str) -> bool:
+        return self.db.execute(
+            "SELECT 1 FROM session_ends WHERE session_id = ? AND life = ?", (session_id, self.life(session_id))
+        ).fetchone() is not None
+
+    # -- memory watermark -------------------------------------------------------------
+
+    def mark_ingested(self, provider: str, turns: Iterable[str]) -> None:
+        self.db.executemany("INSERT OR IGNORE INTO ingested(provider, turn_id) VALUES (?, ?)", [(provider, t) for t in turns])
+
+    def ingested(self, provider: str) -> set[str]:
+        return {row[0] for row in self.db.execute("SELECT turn_id FROM ingested WHERE provider = ?", (provider,))}
+
+    def stored_turns(self) -> list[tuple[str, str, str, str]]:
+        """(session, turn, user text, assistant text) of every complete stored turn, in order,
+        skipping delegate children (they have no memory)."""
+        out: list[tuple[str, str, str, str]] = []
+        pending: dict[tuple[str, str], str] = {}
+        for sid, turn, role, content in self.db.execute(
+            "SELECT m.session_id, m.turn_id, m.role, m.content FROM messages m JOIN sessions s ON s.id = m.session_id "
+            "WHERE s.kind = 'chat' AND m.turn_id IS NOT NULL ORDER BY m.seq"
+        ):
+            if role == "user":
+                pending[(sid, turn)] = content
+            elif (sid, turn) in pending:
+                out.append((sid, turn, pending.pop((sid, turn)), content))
+        return out
+
+    def all_sessions(self) -> list[tuple[str, str | None]]:
+        return list(self.db.execute("SELECT id, parent_id FROM sessions ORDER BY id"))
+
+
+class _transaction:
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def __enter__(self) -> None:
+        self.db.execute("BEGIN")
+
+    def __exit__(self, exc_type: object, *_: object) -> None:
+        self.db.execute("ROLLBACK" if exc_type else "COMMIT")

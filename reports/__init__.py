@@ -1,0 +1,1 @@
+"""Reports: JUnit XML, JSON summary, HTML timelines and coverage."""

@@ -1,0 +1,1 @@
+"""The simulator: virtual clock, discrete-event engine, scenarios, generators, faults."""

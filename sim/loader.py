@@ -1,0 +1,642 @@
+"""Scenario files (YAML, safe subset, or JSON) to `Scenario`, and back.
+
+Every error is a `ScenarioError` naming file, line and field, e.g.
+`catalog/x.yaml:12: events[3].advance: expected a positive duration like '61m', got '-5m'`.
+Unknown keys are errors; YAML tags that would construct objects are refused; so are
+oversized files and timelines.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import fields, replace
+from datetime import date
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import yaml
+
+from sim.clock import format_duration, from_ms, local_instant, parse_duration
+from sim.scenario import (
+    CHAT_TYPES,
+    COMMANDS,
+    PLATFORMS,
+    RESET_MODES,
+    Advance,
+    BackendFail,
+    Chat,
+    Checkpoint,
+    Command,
+    Crash,
+    DbLocked,
+    Delegate,
+    DeleteParent,
+    DeleteSession,
+    Event,
+    GatewayConfig,
+    Message,
+    ProviderSpec,
+    ResetPolicy,
+    Restart,
+    Scenario,
+    Sigterm,
+)
+
+MAX_FILE_BYTES = 1 << 20
+MAX_EVENTS = 100_000
+MAX_NODES = 500_000
+
+
+class ScenarioError(ValueError):
+    """A scenario that cannot be loaded: where, which field, and what was expected."""
+
+    def __init__(self, source: str, line: int, field: str, message: str) -> None:
+        self.source, self.line, self.field, self.message = source, line, field, message
+        where = f"{source}:{line}" if line else source
+        super().__init__(f"{where}: {field}: {message}" if field else f"{where}: {message}")
+
+
+# ---------------------------------------------------------------------------------------
+# Parsing with line numbers
+
+
+class Located(dict):  # type: ignore[type-arg]
+    """A mapping that remembers the line of each key."""
+
+    line: int = 0
+    lines: dict[str, int]
+
+
+class LocatedList(list):  # type: ignore[type-arg]
+    """A sequence that remembers the line of each item."""
+
+    line: int = 0
+    lines: list[int]
+
+
+class _Loader(yaml.SafeLoader):
+    """Safe composer with no implicit typing: plain scalars stay text until we type them."""
+
+    yaml_implicit_resolvers: dict[str, Any] = {}
+
+
+_STR, _SEQ, _MAP = "tag:yaml.org,2002:str", "tag:yaml.org,2002:seq", "tag:yaml.org,2002:map"
+_INT = re.compile(r"[-+]?\d+")
+_FLOAT = re.compile(r"[-+]?(\d+\.\d*|\.\d+|\d+)([eE][-+]?\d+)?")
+
+
+def _plain(text: str) -> Any:
+    """Type a plain (unquoted) scalar: null, bool, int, float, else text. No YAML 1.1 surprises."""
+    if text in ("", "~", "null", "Null", "NULL"):
+        return None
+    if text in ("true", "True", "TRUE"):
+        return True
+    if text in ("false", "False", "FALSE"):
+        return False
+    if _INT.fullmatch(text):
+        return int(text)
+    if _FLOAT.fullmatch(text):
+        return float(text)
+    return text
+
+
+def _convert(node: yaml.Node, source: str, budget: list[int], stack: set[int]) -> Any:
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise ScenarioError(source, node.start_mark.line + 1, "", f"document too large (over {MAX_NODES} nodes)")
+    line = node.start_mark.line + 1
+    if id(node) in stack:
+        raise ScenarioError(source, line, "", "recursive alias is not allowed")
+    if isinstance(node, yaml.ScalarNode):
+        if node.tag != _STR:
+            raise ScenarioError(source, line, "", f"YAML tag {node.tag!r} is not allowed")
+        return node.value if node.style in ("'", '"', "|", ">") else _plain(node.value)
+    stack.add(id(node))
+    try:
+        if isinstance(node, yaml.SequenceNode):
+            if node.tag != _SEQ:
+                raise ScenarioError(source, line, "", f"YAML tag {node.tag!r} is not allowed")
+            seq = LocatedList(_convert(item, source, budget, stack) for item in node.value)
+            seq.line, seq.lines = line, [item.start_mark.line + 1 for item in node.value]
+            return seq
+        if isinstance(node, yaml.MappingNode):
+            if node.tag != _MAP:
+                raise ScenarioError(source, line, "", f"YAML tag {node.tag!r} is not allowed")
+            mapping = Located()
+            mapping.line, mapping.lines = line, {}
+            for key_node, value_node in node.value:
+                key = _convert(key_node, source, budget, stack)
+                if key == "<<" and key_node.tag == _STR:
+                    raise ScenarioError(source, key_node.start_mark.line + 1, "", "YAML merge keys are not allowed")
+                if not isinstance(key, str):
+                    raise ScenarioError(source, key_node.start_mark.line + 1, "", f"keys must be text, got {key!r}")
+                if key in mapping:
+                    raise ScenarioError(source, key_node.start_mark.line + 1, key, "duplicate key")
+                mapping[key] = _convert(value_node, source, budget, stack)
+                mapping.lines[key] = key_node.start_mark.line + 1
+            return mapping
+    finally:
+        stack.discard(id(node))
+    raise ScenarioError(source, line, "", f"unsupported YAML node {type(node).__name__}")
+
+
+def parse_document(text: str, source: str) -> Any:
+    """Text of a YAML or JSON document -> plain values that remember their lines."""
+    if len(text.encode("utf-8", "surrogatepass")) > MAX_FILE_BYTES:
+        raise ScenarioError(source, 0, "", f"file is larger than {MAX_FILE_BYTES} bytes")
+    if source.endswith(".json"):
+        try:
+            json.loads(text)
+        except json.JSONDecodeError as err:
+            raise ScenarioError(source, err.lineno, "", f"invalid JSON: {err.msg} (column {err.colno})") from None
+        except RecursionError:
+            raise ScenarioError(source, 0, "", "invalid JSON: nested too deeply") from None
+    try:
+        node = yaml.compose(text, Loader=_Loader)
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        line = mark.line + 1 if mark else 0
+        raise ScenarioError(source, line, "", f"invalid YAML: {err.problem or err.context}") from None
+    except yaml.YAMLError as err:
+        raise ScenarioError(source, 0, "", f"invalid YAML: {err}") from None
+    except RecursionError:
+        raise ScenarioError(source, 0, "", "invalid YAML: nested too deeply") from None
+    if node is None:
+        raise ScenarioError(source, 1, "", "empty document: expected a mapping with 'name' and 'events'")
+    try:
+        return _convert(node, source, [MAX_NODES], set())
+    except RecursionError:
+        raise ScenarioError(source, 0, "", "document nested too deeply") from None
+
+
+# ---------------------------------------------------------------------------------------
+# Typing the document into a Scenario
+
+
+class _Fields:
+    """Reads typed fields out of one mapping, naming file, line and field on any error."""
+
+    def __init__(self, source: str, data: Any, path: str, line: int) -> None:
+        if not isinstance(data, dict):
+            raise ScenarioError(source, getattr(data, "line", line), path or "document", f"expected a mapping, got {_show(data)}")
+        self.source, self.data, self.path = source, data, path
+        self.line = getattr(data, "line", line) or line
+        self.used: set[str] = set()
+
+    def name(self, key: str) -> str:
+        return f"{self.path}.{key}" if self.path else key
+
+    def line_of(self, key: str) -> int:
+        lines = getattr(self.data, "lines", {})
+        return lines.get(key, self.line)
+
+    def error(self, key: str, message: str) -> ScenarioError:
+        return ScenarioError(self.source, self.line_of(key), self.name(key), message)
+
+    def has(self, key: str) -> bool:
+        return key in self.data
+
+    def raw(self, key: str, default: Any = None) -> Any:
+        self.used.add(key)
+        return self.data.get(key, default)
+
+    def get(self, key: str, kind: str, default: Any = None, *, check: Callable[[Any], str | None] | None = None) -> Any:
+        """`kind` is one of: str, int, bool, duration, pos_duration."""
+        if key not in self.data:
+            return default
+        value = self.raw(key)
+        if kind == "str":
+            if not isinstance(value, str) or not value:
+                raise self.error(key, f"expected text, got {_show(value)}")
+        elif kind == "int":
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise self.error(key, f"expected a whole number, got {_show(value)}")
+        elif kind == "bool":
+            if not isinstance(value, bool):
+                raise self.error(key, f"expected true or false, got {_show(value)}")
+        elif kind in ("duration", "pos_duration"):
+            try:
+                value = parse_duration(value) if isinstance(value, str) else None
+            except ValueError:
+                value = None
+            if value is None or (kind == "pos_duration" and value <= 0):
+                adjective = "positive " if kind == "pos_duration" else ""
+                raise self.error(key, f"expected a {adjective}duration like '61m', got {_show(self.data[key])}")
+        if check is not None:
+            problem = check(value)
+            if problem:
+                raise self.error(key, problem)
+        return value
+
+    def sub(self, key: str) -> _Fields:
+        self.used.add(key)
+        return _Fields(self.source, self.data[key], self.name(key), self.line_of(key))
+
+    def done(self) -> None:
+        for key in self.data:
+            if key not in self.used:
+                raise self.error(key, "unknown key")
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, str):
+        return repr(value)
+    if value is None:
+        return "nothing"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dict, list)):
+        return "a mapping" if isinstance(value, dict) else "a list"
+    return repr(value)
+
+
+def _one_of(options: tuple[str, ...]) -> Callable[[Any], str | None]:
+    return lambda v: None if v in options else f"expected one of {', '.join(options)}, got {_show(v)}"
+
+
+def _at_least(low: int) -> Callable[[Any], str | None]:
+    return lambda v: None if v >= low else f"expected at least {low}, got {v}"
+
+
+def _between(low: int, high: int) -> Callable[[Any], str | None]:
+    return lambda v: None if low <= v <= high else f"expected {low} to {high}, got {v}"
+
+
+def _policy(f: _Fields) -> ResetPolicy:
+    policy = ResetPolicy(
+        mode=f.get("mode", "str", "none", check=_one_of(RESET_MODES)),
+        idle_minutes=f.get("idle_minutes", "int", 1440, check=_at_least(1)),
+        at_hour=f.get("at_hour", "int", 4, check=_between(0, 23)),
+        daily_min_idle_minutes=f.get("daily_min_idle_minutes", "int", 0, check=_at_least(0)),
+    )
+    f.done()
+    return policy
+
+
+def _policy_table(f: _Fields, key: str, options: tuple[str, ...]) -> tuple[tuple[str, ResetPolicy], ...]:
+    if not f.has(key):
+        return ()
+    table = f.sub(key)
+    entries = []
+    for name in table.data:
+        if name not in options:
+            raise table.error(name, f"expected one of {', '.join(options)}")
+        entries.append((name, _policy(table.sub(name))))
+    return tuple(sorted(entries))
+
+
+def _config(f: _Fields) -> GatewayConfig:
+    defaults = GatewayConfig()
+    reset = _policy(f.sub("reset")) if f.has("reset") else defaults.reset
+    watcher = defaults.watcher_interval
+    if f.has("watcher_interval"):
+        if f.raw("watcher_interval") == "lazy":
+            watcher = None
+        else:
+            watcher = f.get("watcher_interval", "pos_duration")
+    providers: list[ProviderSpec] = []
+    if f.has("providers"):
+        items = f.raw("providers")
+        if not isinstance(items, list):
+            raise f.error("providers", f"expected a list, got {_show(items)}")
+        for index, item in enumerate(items):
+            line = items.lines[index] if isinstance(items, LocatedList) else f.line_of("providers")
+            p = _Fields(f.source, item, f"{f.name('providers')}[{index}]", line)
+            name = p.get("name", "str", check=lambda v: None if re.fullmatch(r"[a-z][a-z0-9_-]*", v) else f"expected a lowercase name, got {v!r}")
+            if name is None:
+                raise p.error("name", "required")
+            if name == "recorder":
+                raise p.error("name", "'recorder' is the harness's own provider and is always loaded")
+            if any(existing.name == name for existing in providers):
+                raise p.error("name", f"duplicate provider {name!r}")
+            providers.append(ProviderSpec(name, p.get("retain_every_n_turns", "int", 1, check=_at_least(1))))
+            p.done()
+    config = GatewayConfig(
+        reset=reset,
+        reset_by_platform=_policy_table(f, "reset_by_platform", PLATFORMS),
+        reset_by_chat_type=_policy_table(f, "reset_by_chat_type", CHAT_TYPES),
+        cache_cap=f.get("cache_cap", "int", defaults.cache_cap, check=_at_least(1)),
+        idle_ttl=f.get("idle_ttl", "pos_duration", defaults.idle_ttl),
+        watcher_interval=watcher,
+        providers=tuple(providers),
+        turn_latency=f.get("turn_latency", "duration", defaults.turn_latency),
+    )
+    f.done()
+    return config
+
+
+def _chats(f: _Fields) -> tuple[Chat, ...]:
+    chats = []
+    for name in f.data:
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+            raise f.error(name, "chat names are letters, digits, '.', '_' or '-'")
+        c = f.sub(name) if f.data[name] is not None else None
+        if c is None:
+            chats.append(Chat(name))
+            continue
+        chats.append(
+            Chat(
+                name,
+                platform=c.get("platform", "str", "telegram", check=_one_of(PLATFORMS)),
+                chat_type=c.get("chat_type", "str", "dm", check=_one_of(CHAT_TYPES)),
+                user=c.get("user", "str"),
+                thread=c.get("thread", "str"),
+            )
+        )
+        c.done()
+    f.done()
+    return tuple(chats)
+
+
+_TIME_OF_DAY = re.compile(r"(\d{1,2}):(\d{2})(?::(\d{2}))?")
+_DATETIME = re.compile(r"(\d{4})-(\d{2})-(\d{2})[T ](\d{1,2}):(\d{2})(?::(\d{2}))?")
+
+
+def _instant(text: Any, zone: ZoneInfo, start_day: date) -> int | None:
+    """'09:30' (on the start day) or '2026-03-29T04:27' (local) -> epoch ms."""
+    if not isinstance(text, str):
+        return None
+    if m := _TIME_OF_DAY.fullmatch(text):
+        day, (hour, minute, second) = start_day, (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0))
+    elif m := _DATETIME.fullmatch(text):
+        try:
+            day = date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
+        except ValueError:
+            return None
+        hour, minute, second = int(m.group(4)), int(m.group(5)), int(m.group(6) or 0)
+    else:
+        return None
+    if hour > 23 or minute > 59 or second > 59:
+        return None
+    return local_instant(day, hour, minute, zone) + second * 1000
+
+
+_PRIMARY = {
+    "message": "chat",
+    "command": "name",
+    "delegate": "chat",
+    "advance": "duration",
+    "sigterm": None,
+    "crash": None,
+    "restart": None,
+    "delete_session": "chat",
+    "delete_parent": "chat",
+    "db_locked": "duration",
+    "backend_fail": "provider",
+    "checkpoint": "name",
+}
+
+
+def _events(items: Any, source: str, line: int, zone: ZoneInfo, start: int, chats: dict[str, Chat], implicit: bool, providers: set[str]) -> tuple[tuple[Event, ...], dict[str, Chat]]:
+    if not isinstance(items, list):
+        raise ScenarioError(source, line, "events", f"expected a list, got {_show(items)}")
+    if len(items) > MAX_EVENTS:
+        raise ScenarioError(source, line, "events", f"{len(items)} events is over the limit of {MAX_EVENTS}")
+    start_day = from_ms(start, zone).date()
+    cursor = start
+    turns = 0
+    events: list[Event] = []
+    for index, item in enumerate(items):
+        item_line = items.lines[index] if isinstance(items, LocatedList) else line
+        f = _Fields(source, item, f"events[{index}]", item_line)
+        kinds = [key for key in f.data if key in _PRIMARY]
+        if len(kinds) != 1:
+            what = "none" if not kinds else " and ".join(kinds)
+            raise ScenarioError(source, f.line, f.path, f"expected exactly one of {', '.join(_PRIMARY)}; found {what}")
+        kind = kinds[0]
+        # When: `at` an absolute local time, or `after` a duration, else at the cursor.
+        if f.has("at") and f.has("after"):
+            raise f.error("after", "give either 'at' or 'after', not both")
+        t = cursor
+        if f.has("at"):
+            t = _instant(f.raw("at"), zone, start_day)
+            if t is None:
+                raise f.error("at", f"expected a local time like '09:30' or '2026-03-29T04:27', got {_show(f.data['at'])}")
+            if t < cursor:
+                raise f.error("at", f"{f.data['at']} is before the previous event ({format_duration(cursor - t)} earlier)")
+        elif f.has("after"):
+            t = cursor + f.get("after", "duration")
+
+        def chat_ref(key: str) -> str:
+            name = f.get(key, "str")
+            if name not in chats:
+                if not implicit:
+                    raise f.error(key, f"unknown chat {name!r}; declared chats: {', '.join(sorted(chats)) or 'none'}")
+                chats[name] = Chat(name)
+            return name
+
+        event: Event
+        if kind == "message":
+            turns += 1
+            text = f.get("text", "str", "hello")
+            event = Message(t, item_line, chat=chat_ref("message"), turn=f"t{turns}", text=text, muted=f.get("muted", "bool", False))
+        elif kind == "command":
+            name = f.get("command", "str", check=_one_of(COMMANDS))
+            if not f.has("chat"):
+                raise f.error("command", "a command needs 'chat'")
+            event = Command(t, item_line, chat=chat_ref("chat"), name=name)
+        elif kind == "delegate":
+            turns += 1
+            event = Delegate(t, item_line, chat=chat_ref("delegate"), turn=f"t{turns}")
+        elif kind == "advance":
+            t = t + f.get("advance", "pos_duration")
+            event = Advance(t, item_line)
+        elif kind in ("sigterm", "crash", "restart"):
+            value = f.raw(kind)
+            if value not in (None, True, {}):
+                raise f.error(kind, f"takes no value, got {_show(value)}")
+            event = {"sigterm": Sigterm, "crash": Crash, "restart": Restart}[kind](t, item_line)
+        elif kind == "delete_session":
+            event = DeleteSession(t, item_line, chat=chat_ref("delete_session"))
+        elif kind == "delete_parent":
+            event = DeleteParent(t, item_line, chat=chat_ref("delete_parent"))
+        elif kind == "db_locked":
+            event = DbLocked(t, item_line, duration=f.get("db_locked", "pos_duration"))
+        elif kind == "backend_fail":
+            provider = f.get("backend_fail", "str")
+            if provider != "recorder" and provider not in providers:
+                raise f.error("backend_fail", f"unknown provider {provider!r}; known: {', '.join(['recorder', *sorted(providers)])}")
+            if not f.has("for"):
+                raise f.error("backend_fail", "needs 'for', a duration")
+            event = BackendFail(t, item_line, provider=provider, duration=f.get("for", "pos_duration"))
+        else:
+            event = Checkpoint(t, item_line, name=f.get("checkpoint", "str"))
+        f.done()
+        events.append(event)
+        cursor = t
+    return tuple(events), chats
+
+
+def load_text(text: str, source: str = "<scenario>") -> Scenario:
+    """Parse and type one scenario document. Raises ScenarioError only."""
+    data = parse_document(text, source)
+    f = _Fields(source, data, "", 1)
+    name = f.get("name", "str")
+    if name is None:
+        raise ScenarioError(source, f.line, "name", "required")
+    seed = f.get("seed", "int", 0, check=_at_least(0))
+    zone_name = f.get("zone", "str", "UTC")
+    try:
+        zone = ZoneInfo(zone_name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise f.error("zone", f"unknown time zone {zone_name!r}; use an IANA name like 'Europe/Berlin'") from None
+    start_text = f.raw("start", "2026-01-05T09:00")
+    start = _instant(start_text, zone, date(2026, 1, 5)) if _DATETIME.fullmatch(str(start_text)) else None
+    if start is None:
+        raise f.error("start", f"expected a local date and time like '2026-03-29T09:00', got {_show(start_text)}")
+    config = _config(f.sub("config")) if f.has("config") else GatewayConfig()
+    implicit = not f.has("chats")
+    chats = {c.name: c for c in _chats(f.sub("chats"))} if not implicit else {}
+    if not f.has("events"):
+        raise ScenarioError(source, f.line, "events", "required")
+    events, chats = _events(f.raw("events"), source, f.line_of("events"), zone, start, chats, implicit, {p.name for p in config.providers})
+    f.raw("catches")  # zoo metadata: the variants this scenario exists to catch
+    catches = f.data.get("catches")
+    if catches is not None and not (isinstance(catches, list) and all(isinstance(c, str) for c in catches)):
+        raise f.error("catches", f"expected a list of variant names, got {_show(catches)}")
+    f.done()
+    header = "\n".join(line[1:].strip() for line in _leading_comment(text))
+    return Scenario(
+        name=name,
+        seed=seed,
+        zone=zone_name,
+        start=start,
+        config=config,
+        chats=tuple(chats.values()),
+        events=events,
+        source=source,
+        header=header,
+        catches=tuple(catches or ()),
+    )
+
+
+def _leading_comment(text: str) -> list[str]:
+    lines = []
+    for line in text.splitlines():
+        if line.startswith("#"):
+            lines.append(line)
+        elif line.strip():
+            break
+    return lines
+
+
+def load_file(path: str | Path) -> Scenario:
+    """Load a scenario file; the error names the path as given."""
+    source = str(path)
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as err:
+        raise ScenarioError(source, 0, "", f"cannot read: {err.strerror}") from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise ScenarioError(source, 0, "", f"file is larger than {MAX_FILE_BYTES} bytes")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ScenarioError(source, raw[: err.start].count(b"\n") + 1, "", "file is not UTF-8 text") from None
+    if "\x00" in text:
+        raise ScenarioError(source, text[: text.index("\x00")].count("\n") + 1, "", "file contains a NUL byte")
+    return load_text(text, source)
+
+
+# ---------------------------------------------------------------------------------------
+# Writing scenarios back (fuzz failures, shrunk scenarios)
+
+
+def _policy_dict(policy: ResetPolicy) -> dict[str, Any]:
+    out: dict[str, Any] = {"mode": policy.mode}
+    default = ResetPolicy()
+    for fld in fields(ResetPolicy):
+        value = getattr(policy, fld.name)
+        if fld.name != "mode" and value != getattr(default, fld.name):
+            out[fld.name] = value
+    return out
+
+
+def scenario_document(scenario: Scenario) -> dict[str, Any]:
+    """The scenario as plain data that `load_text` reads back to an equal scenario."""
+    zone = ZoneInfo(scenario.zone)
+    config = scenario.config
+    default = GatewayConfig()
+    cfg: dict[str, Any] = {"reset": _policy_dict(config.reset)}
+    if config.reset_by_platform:
+        cfg["reset_by_platform"] = {name: _policy_dict(p) for name, p in config.reset_by_platform}
+    if config.reset_by_chat_type:
+        cfg["reset_by_chat_type"] = {name: _policy_dict(p) for name, p in config.reset_by_chat_type}
+    cfg["cache_cap"] = config.cache_cap
+    cfg["idle_ttl"] = format_duration(config.idle_ttl)
+    cfg["watcher_interval"] = "lazy" if config.watcher_interval is None else format_duration(config.watcher_interval)
+    if config.providers:
+        cfg["providers"] = [{"name": p.name, "retain_every_n_turns": p.retain_every_n_turns} for p in config.providers]
+    if config.turn_latency != default.turn_latency:
+        cfg["turn_latency"] = format_duration(config.turn_latency)
+    chats = {}
+    for chat in scenario.chats:
+        entry: dict[str, Any] = {"platform": chat.platform, "chat_type": chat.chat_type}
+        if chat.user:
+            entry["user"] = chat.user
+        if chat.thread:
+            entry["thread"] = chat.thread
+        chats[chat.name] = entry
+    events = []
+    cursor = scenario.start
+    for event in scenario.events:
+        item: dict[str, Any]
+        gap = event.t - cursor
+        if isinstance(event, Advance):
+            item = {"advance": format_duration(gap)} if gap > 0 else {"checkpoint": "advance"}
+            events.append(item)
+            cursor = event.t
+            continue
+        if isinstance(event, Message):
+            item = {"message": event.chat}
+            if event.text != "hello":
+                item["text"] = event.text
+            if event.muted:
+                item["muted"] = True
+        elif isinstance(event, Command):
+            item = {"command": event.name, "chat": event.chat}
+        elif isinstance(event, Delegate):
+            item = {"delegate": event.chat}
+        elif isinstance(event, (Sigterm, Crash, Restart)):
+            item = {event.kind: True}
+        elif isinstance(event, (DeleteSession, DeleteParent)):
+            item = {event.kind: event.chat}
+        elif isinstance(event, DbLocked):
+            item = {"db_locked": format_duration(event.duration)}
+        elif isinstance(event, BackendFail):
+            item = {"backend_fail": event.provider, "for": format_duration(event.duration)}
+        elif isinstance(event, Checkpoint):
+            item = {"checkpoint": event.name}
+        else:  # pragma: no cover - every event type is listed above
+            raise TypeError(type(event).__name__)
+        if gap:
+            item["after"] = format_duration(gap)
+        events.append(item)
+        cursor = event.t
+    document: dict[str, Any] = {
+        "name": scenario.name,
+        "seed": scenario.seed,
+        "zone": scenario.zone,
+        "start": from_ms(scenario.start, zone).strftime("%Y-%m-%dT%H:%M:%S"),
+        "config": cfg,
+        "chats": chats,
+        "events": events,
+    }
+    if scenario.catches:
+        document["catches"] = list(scenario.catches)
+    return document
+
+
+def dump_text(scenario: Scenario, header: str = "") -> str:
+    """YAML text for a scenario, with `header` as its leading comment."""
+    comment = "".join(f"# {line}\n" if line else "#\n" for line in header.splitlines())
+    body = yaml.safe_dump(scenario_document(scenario), sort_keys=False, default_flow_style=None, width=100)
+    return comment + body
+
+
+def with_events(scenario: Scenario, events: tuple[Event, ...]) -> Scenario:
+    """The same scenario with another timeline (turn ids are kept)."""
+    return replace(scenario, events=events)

@@ -1,0 +1,222 @@
+"""What a scenario is: a gateway configuration and a timeline of events, all in virtual time.
+
+Times are epoch milliseconds (`sim.clock`); every event has already been resolved to an
+absolute time by the loader or generator. Each event keeps the source line it came from,
+so a failing step can be named in the scenario file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from sim.clock import DAY, HOUR, MINUTE, SECOND
+
+ResetMode = Literal["idle", "daily", "both", "none"]
+RESET_MODES: tuple[str, ...] = ("idle", "daily", "both", "none")
+COMMANDS: tuple[str, ...] = ("/new", "/reset", "/stop", "/resume")
+PLATFORMS: tuple[str, ...] = ("telegram", "discord", "slack", "whatsapp", "signal", "cli")
+CHAT_TYPES: tuple[str, ...] = ("dm", "group", "channel", "thread")
+
+
+@dataclass(frozen=True)
+class ResetPolicy:
+    """When a chat's session ends by itself (CONTRACT boundaries, 2)."""
+
+    mode: ResetMode = "none"
+    idle_minutes: int = 1440
+    at_hour: int = 4
+    daily_min_idle_minutes: int = 0
+
+
+@dataclass(frozen=True)
+class ProviderSpec:
+    """A memory provider the gateway loads; `retain_every_n_turns > 1` batches its turns."""
+
+    name: str
+    retain_every_n_turns: int = 1
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    """Everything the gateway under test is configured with."""
+
+    reset: ResetPolicy = ResetPolicy()
+    reset_by_platform: tuple[tuple[str, ResetPolicy], ...] = ()
+    reset_by_chat_type: tuple[tuple[str, ResetPolicy], ...] = ()
+    cache_cap: int = 64
+    idle_ttl: int = HOUR
+    watcher_interval: int | None = 5 * MINUTE  # None: lazy, expiry noticed by the next message
+    providers: tuple[ProviderSpec, ...] = ()
+    turn_latency: int = 2 * SECOND
+
+    def policy_for(self, platform: str, chat_type: str) -> ResetPolicy:
+        """Per platform, then per chat type, then the default (CONTRACT boundaries, 2)."""
+        for name, policy in self.reset_by_platform:
+            if name == platform:
+                return policy
+        for name, policy in self.reset_by_chat_type:
+            if name == chat_type:
+                return policy
+        return self.reset
+
+    def horizon(self) -> int:
+        """How far past the last event every boundary, watcher tick and sweep has happened."""
+        policies = [self.reset, *(p for _, p in self.reset_by_platform), *(p for _, p in self.reset_by_chat_type)]
+        reach = 0
+        for policy in policies:
+            if policy.mode in ("idle", "both"):
+                reach = max(reach, policy.idle_minutes * MINUTE)
+            if policy.mode in ("daily", "both"):
+                reach = max(reach, DAY + HOUR + policy.daily_min_idle_minutes * MINUTE)
+        tick = self.watcher_interval or 0
+        return reach + self.idle_ttl + 2 * tick + self.turn_latency + MINUTE
+
+
+@dataclass(frozen=True)
+class Chat:
+    """One conversation route, as the platform presents it."""
+
+    name: str
+    platform: str = "telegram"
+    chat_type: str = "dm"
+    user: str | None = None
+    thread: str | None = None
+
+
+@dataclass(frozen=True)
+class Event:
+    """Base of every timeline event: when it happens and where it was written."""
+
+    t: int
+    line: int = field(default=0, compare=False)
+
+    @property
+    def kind(self) -> str:
+        return _KIND_BY_CLASS[type(self)]
+
+
+@dataclass(frozen=True)
+class Message(Event):
+    """An inbound user message; it starts turn `turn` (its id is carried in the text)."""
+
+    chat: str = ""
+    turn: str = ""
+    text: str = ""
+    muted: bool = False
+
+
+@dataclass(frozen=True)
+class Command(Event):
+    """A slash command typed in a chat: /new, /reset, /stop, /resume."""
+
+    chat: str = ""
+    name: str = "/new"
+
+
+@dataclass(frozen=True)
+class Delegate(Event):
+    """A turn of a delegate child session spawned by the chat's current session."""
+
+    chat: str = ""
+    turn: str = ""
+
+
+@dataclass(frozen=True)
+class Advance(Event):
+    """Let virtual time run to `t`: watcher ticks, sweeps and replies due by then happen."""
+
+
+@dataclass(frozen=True)
+class Sigterm(Event):
+    """Graceful shutdown."""
+
+
+@dataclass(frozen=True)
+class Crash(Event):
+    """SIGKILL: every in-memory object is lost; the durable store survives."""
+
+
+@dataclass(frozen=True)
+class Restart(Event):
+    """Start the gateway again after a sigterm or crash; it rebuilds from its store."""
+
+
+@dataclass(frozen=True)
+class DeleteSession(Event):
+    """Another surface deletes the chat's current session row (and, by cascade, its messages)."""
+
+    chat: str = ""
+
+
+@dataclass(frozen=True)
+class DeleteParent(Event):
+    """Another surface deletes the parent row of the chat's delegate child (cascading to it)."""
+
+    chat: str = ""
+
+
+@dataclass(frozen=True)
+class DbLocked(Event):
+    """The durable store refuses writes ('database is locked') for `duration`."""
+
+    duration: int = 0
+
+
+@dataclass(frozen=True)
+class BackendFail(Event):
+    """The memory backend of `provider` fails every call for `duration`."""
+
+    provider: str = ""
+    duration: int = 0
+
+
+@dataclass(frozen=True)
+class Checkpoint(Event):
+    """Snapshot the durable state into the observation log here."""
+
+    name: str = ""
+
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    "message": Message,
+    "command": Command,
+    "delegate": Delegate,
+    "advance": Advance,
+    "sigterm": Sigterm,
+    "crash": Crash,
+    "restart": Restart,
+    "delete_session": DeleteSession,
+    "delete_parent": DeleteParent,
+    "db_locked": DbLocked,
+    "backend_fail": BackendFail,
+    "checkpoint": Checkpoint,
+}
+_KIND_BY_CLASS: dict[type[Event], str] = {cls: kind for kind, cls in EVENT_TYPES.items()}
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One replayable run: same scenario, same observation log, byte for byte."""
+
+    name: str
+    seed: int = 0
+    zone: str = "UTC"
+    start: int = 0
+    config: GatewayConfig = GatewayConfig()
+    chats: tuple[Chat, ...] = ()
+    events: tuple[Event, ...] = ()
+    source: str = ""  # the file it was loaded from, if any
+    header: str = ""  # the file's leading comment: source report and symptom
+    catches: tuple[str, ...] = ()  # zoo variants this scenario exists to catch
+
+    def chat(self, name: str) -> Chat:
+        for chat in self.chats:
+            if chat.name == name:
+                return chat
+        raise KeyError(name)
+
+    @property
+    def end(self) -> int:
+        """The time of the last event (or the start)."""
+        return max((event.t for event in self.events), default=self.start)
