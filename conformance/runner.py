@@ -16,8 +16,8 @@ from typing import Any
 from conformance.adapter import (
     FakeLLM,
     Gateway,
-    HookBus,
     Harness,
+    HookBus,
     Inbound,
     MemoryBackend,
     Platform,
@@ -25,7 +25,7 @@ from conformance.adapter import (
     RecordingProvider,
     Scheduler,
 )
-from conformance.observations import DurableState, ObservationLog, Obs, Resources
+from conformance.observations import DurableState, Obs, ObservationLog, Resources
 from conformance.verdict import GatewayFailure, Verdict
 from sim.clock import VirtualClock
 from sim.engine import Engine, EventBudgetExceeded
@@ -288,5 +288,5 @@ def run_scenario(scenario: Scenario, gateway: Gateway, name: str = "gateway", *,
     if check:
         from conformance.checks import judge
 
-        result.verdicts = judge(result.records, result.final, result.failure)
+        result.verdicts = judge(result.records)
     return result

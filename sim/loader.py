@@ -640,3 +640,8 @@ def dump_text(scenario: Scenario, header: str = "") -> str:
 def with_events(scenario: Scenario, events: tuple[Event, ...]) -> Scenario:
     """The same scenario with another timeline (turn ids are kept)."""
     return replace(scenario, events=events)
+
+
+def config_from_document(document: dict[str, Any]) -> GatewayConfig:
+    """The `config` mapping of a scenario document (as logged) back to a GatewayConfig."""
+    return _config(_Fields("<log>", document, "config", 0))

@@ -1,0 +1,55 @@
+"""I6 reset policy: a turn lands in a new session iff its chat's entry was past a boundary
+when the turn arrived; never mid-turn; slash commands and internal traffic do not move the
+idle clock. The expected cuts come from the inputs alone (`model.RunModel.segments`)."""
+
+from __future__ import annotations
+
+from conformance.checks.model import RunModel
+from conformance.checks.text import boundary_words
+from conformance.verdict import Verdict, Violation
+
+
+def check(m: RunModel) -> Verdict:
+    violations: list[Violation] = []
+    examined = 0
+    owner: dict[str, tuple[str, int]] = {}
+    for chat in sorted(m.segments):
+        segments = m.segments[chat]
+        for seg in segments:
+            for turn in seg.turns:
+                examined += 1
+                assert turn.request is not None
+                if turn.reply is not None and turn.reply.session != turn.request.session:
+                    violations.append(Violation(
+                        f"turn {turn.id} started in {turn.request.session} but its reply landed in {turn.reply.session} "
+                        f"at {m.at(turn.reply.t)} (a reset mid-turn)", (turn.request_index, turn.reply_index),
+                        turn.reply.t, turn.request.session, (turn.id,)))
+                    continue
+                if turn.session != seg.session:
+                    violations.append(Violation(
+                        f"turn {turn.id} arrived at {m.at(turn.arrival)}, before any boundary of {seg.session} "
+                        f"({boundary_words(m, seg) if seg.boundary else 'none reached'}): it belongs in {seg.session} "
+                        f"but landed in {turn.session}", (turn.request_index,), turn.arrival, turn.session, (turn.id,)))
+            if seg.session is None or not seg.turns:
+                continue
+            previous = segments[seg.number - 1] if seg.number else None
+            if seg.resumes is not None:
+                target = segments[seg.resumes].session
+                if seg.session != target:
+                    violations.append(Violation(
+                        f"after /resume at {m.at(seg.start)} turn {seg.turns[0].id} landed in {seg.session}, "
+                        f"not the resumed session {target}", (seg.turns[0].request_index,), seg.start, seg.session))
+                continue
+            first = seg.turns[0]
+            if previous is not None and previous.session == seg.session:
+                violations.append(Violation(
+                    f"turn {first.id} arrived at {m.at(first.arrival)}, past {previous.session}'s {previous.reason} boundary "
+                    f"at {m.at(previous.boundary)} ({boundary_words(m, previous)}): it should open a new session "
+                    f"but landed in {seg.session}", (first.request_index,), first.arrival, seg.session, (first.id,)))
+            elif seg.session in owner and owner[seg.session] != (chat, seg.number):
+                other_chat, _ = owner[seg.session]
+                violations.append(Violation(
+                    f"session {seg.session} is reused: turn {first.id} of chat {chat} landed in a session that "
+                    f"chat {other_chat} already used", (first.request_index,), first.arrival, seg.session, (first.id,)))
+            owner.setdefault(seg.session, (chat, seg.number))
+    return Verdict("I6", "fail" if violations else "pass", tuple(violations), examined=examined)
