@@ -1,0 +1,254 @@
+"""`sessiongate`: run scenarios against a gateway and print verdicts.
+
+    sessiongate run [PATHS…] [--gateway NAME] [--table] [--report DIR]   (default: the catalog, reference)
+    sessiongate replay FILE [--gateway NAME]                              (the whole timeline of observations)
+    sessiongate zoo [--matrix] [--report DIR]                              (every bug-zoo variant must be caught)
+
+Exit codes: 0 nothing unexpected failed, 1 something did, 2 usage or input error,
+130/143 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import signal
+import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+from conformance.registry import UnknownGateway, resolve
+from conformance.runner import RunResult, run_scenario
+from conformance.suite import Expectations, catalog_paths, load_all, outcome, run_all, scenario_paths
+from conformance.verdict import CHECK_IDS
+from sim.loader import ScenarioError
+
+SYMBOL = {"pass": ".", "fail": "F", "xfail": "x", "xpass": "X", "error": "E", "timeout": "T", "skip": "s"}
+
+
+class UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def _interrupted(signum: int, _frame: Any) -> None:
+    raise KeyboardInterrupt(signum)
+
+
+# -- run ------------------------------------------------------------------------------
+
+
+def _scenario_line(result: RunResult) -> list[str]:
+    word = outcome(result)
+    lines = [f"{word:<5} {result.scenario.name}"]
+    if result.failure is not None:
+        lines.append(f"      {result.failure.describe()}")
+        return lines
+    for check, verdict in result.verdicts.items():
+        if verdict.status in ("fail", "xpass"):
+            lines.append(f"      {check} {verdict.summary}")
+    return lines
+
+
+def _table(results: list[RunResult]) -> list[str]:
+    width = max((len(r.scenario.name) for r in results), default=8)
+    lines = [f"{'scenario':<{width}}  " + " ".join(f"{c:>2}" for c in CHECK_IDS)]
+    for result in results:
+        cells = " ".join(f"{SYMBOL[result.verdicts[c].status] if c in result.verdicts else 'E':>2}" for c in CHECK_IDS)
+        lines.append(f"{result.scenario.name:<{width}}  {cells}")
+    lines.append("(. pass  F fail  x expected failure  X unexpected pass  E error  T timeout  s skip)")
+    return lines
+
+
+def summary_line(results: list[RunResult]) -> str:
+    words = [outcome(r) for r in results]
+    failed = sum(1 for w in words if w in ("fail", "error", "timeout"))
+    line = f"{len(results)} scenarios, {words.count('pass')} passed, {failed} failed"
+    if words.count("xfail"):
+        line += f", {words.count('xfail')} expected failures"
+    return line
+
+
+def _write_report(results: list[RunResult], directory: str | None, gateway: str) -> None:
+    if not directory:
+        return
+    try:
+        reports = importlib.import_module("reports")
+        write = reports.write_all
+    except (ImportError, AttributeError):
+        print("sessiongate: --report needs the reports package", file=sys.stderr)
+        return
+    write(results, directory, gateway)
+    print(f"report written to {directory}")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    factory = resolve(args.gateway)
+    paths = scenario_paths(args.paths) if args.paths else catalog_paths()
+    scenarios, errors = load_all(paths)
+    for error in errors:
+        print(f"error {error}", file=sys.stderr)
+    if errors and not scenarios:
+        return 2
+    expectations = Expectations.for_gateway(args.gateway, args.expectations)
+    results: list[RunResult] = []
+    try:
+        for result in run_all(scenarios, factory, args.gateway, expectations):
+            results.append(result)
+            if not args.quiet or outcome(result) not in ("pass", "xfail"):
+                print("\n".join(_scenario_line(result)), flush=True)
+    except KeyboardInterrupt as stop:
+        _write_report(results, args.report, args.gateway)
+        print(summary_line(results) + " (interrupted)")
+        return 143 if stop.args and stop.args[0] == signal.SIGTERM else 130
+    if args.table:
+        print("\n".join(_table(results)))
+    _write_report(results, args.report, args.gateway)
+    print(summary_line(results))
+    bad = any(outcome(r) in ("fail", "error", "timeout") for r in results)
+    return 1 if bad or errors else 0
+
+
+# -- replay ---------------------------------------------------------------------------
+
+
+def timeline(result: RunResult) -> list[str]:
+    """Every observation as one short line: time, step, what, where."""
+    from conformance.checks.model import RunModel
+
+    model = RunModel.build(result.records)
+    lines = []
+    for r in result.records[1:]:
+        if r.kind in ("resources", "durable"):
+            if r.kind == "durable":
+                sessions = r.d("sessions", {})
+                body = " ".join(f"{sid}={len(v['rows'])}" for sid, v in sessions.items())
+                lines.append(f"{model.at(r.t):>9}  #{r.step:<3} durable[{r.d('label')}] {body}")
+            continue
+        where = " ".join(x for x in (r.chat and f"chat={r.chat}", r.session and f"session={r.session}") if x)
+        turns = ",".join(r.turns)
+        extra = " ".join(f"{k}={v}" for k, v in sorted(r.detail.items()) if k not in ("queued",) and v not in (None, False))
+        lines.append(f"{model.at(r.t):>9}  #{r.step:<3} {r.kind:<19} {where} {turns} {extra}".rstrip())
+    return lines
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    factory = resolve(args.gateway)
+    scenarios, errors = load_all(scenario_paths([args.file]))
+    if errors:
+        print(f"error {errors[0]}", file=sys.stderr)
+        return 2
+    result = run_scenario(scenarios[0], factory(), args.gateway)
+    if args.jsonl:
+        sys.stdout.write(result.log_text())
+        return 0
+    print("\n".join(timeline(result)))
+    print("\n".join(_scenario_line(result)))
+    return 0 if outcome(result) in ("pass", "xfail") else 1
+
+
+# -- zoo ------------------------------------------------------------------------------
+
+
+def cmd_zoo(args: argparse.Namespace) -> int:
+    from reference_impl.variants import VARIANTS
+
+    scenarios, errors = load_all(catalog_paths())
+    if errors:
+        for error in errors:
+            print(f"error {error}", file=sys.stderr)
+        return 2
+    reference = list(run_all(scenarios, resolve("reference"), "reference"))
+    dirty = [r for r in reference if outcome(r) != "pass"]
+    for r in dirty:
+        print("\n".join(["reference " + line for line in _scenario_line(r)]))
+    caught = 0
+    matrix: dict[str, dict[str, str]] = {}
+    all_results = list(reference)
+    for name in VARIANTS:
+        gateway = f"reference:{name}"
+        results = list(run_all(scenarios, resolve(gateway), gateway))
+        all_results.extend(results)
+        hits: dict[str, list[str]] = {}
+        row: dict[str, str] = {}
+        for result in results:
+            failing = [c for c, v in result.verdicts.items() if v.status in ("fail", "error", "timeout")]
+            row[result.scenario.name] = "".join(c[1:] for c in failing) or "."
+            for check in failing:
+                hits.setdefault(check, []).append(result.scenario.name)
+        matrix[name] = row
+        if hits:
+            caught += 1
+            where = "; ".join(f"{check} in {len(names)} ({names[0]}{', …' if len(names) > 1 else ''})"
+                              for check, names in sorted(hits.items()))
+            print(f"caught     {name:<40} {where}")
+        else:
+            print(f"NOT CAUGHT {name}")
+    if args.matrix:
+        names = [s.name for s in scenarios]
+        print("variant × scenario (digits: failing checks, . none)")
+        for number, scenario in enumerate(names):
+            print(f"  s{number:02d} = {scenario}")
+        print(f"{'':<40} " + " ".join(f"s{n:02d}" for n in range(len(names))))
+        for name, row in matrix.items():
+            print(f"{name:<40} " + " ".join(f"{row.get(s, '?'):>3}" for s in names))
+    _write_report(all_results, args.report, "zoo")
+    print(f"{len(VARIANTS)} variants, {caught} caught" + (f"; reference failed {len(dirty)} scenarios" if dirty else ""))
+    return 0 if caught == len(VARIANTS) and not dirty else 1
+
+
+# -- entry ----------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="sessiongate", description="Deterministic session-lifecycle conformance for chat-agent gateways.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    run = sub.add_parser("run", help="run scenarios (default: the catalog) against a gateway")
+    run.add_argument("paths", nargs="*", help="scenario files or folders (default: the built-in catalog)")
+    run.add_argument("--gateway", default="reference", help="gateway name, NAME:ARG or MODULE:FACTORY (default: reference)")
+    run.add_argument("--expectations", help="expected-failures file (default: conformance/expectations/<gateway>.txt)")
+    run.add_argument("--table", action="store_true", help="print a scenario × check verdict table")
+    run.add_argument("--report", metavar="DIR", help="write JUnit, JSON and HTML reports to DIR")
+    run.add_argument("-q", "--quiet", action="store_true", help="print only failing scenarios and the summary")
+    run.set_defaults(func=cmd_run)
+    replay = sub.add_parser("replay", help="print a scenario's whole timeline of observations")
+    replay.add_argument("file")
+    replay.add_argument("--gateway", default="reference")
+    replay.add_argument("--jsonl", action="store_true", help="print the raw canonical observation log")
+    replay.set_defaults(func=cmd_replay)
+    zoo = sub.add_parser("zoo", help="run every bug-zoo variant against the catalog; all must be caught")
+    zoo.add_argument("--matrix", action="store_true", help="print variant × scenario")
+    zoo.add_argument("--report", metavar="DIR")
+    zoo.set_defaults(func=cmd_zoo)
+    for module in ("conformance.fuzz", "reports.cli"):
+        try:
+            importlib.import_module(module).add_commands(sub)
+        except (ImportError, AttributeError):
+            pass
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    previous = signal.signal(signal.SIGTERM, _interrupted)
+    try:
+        return int(args.func(args))
+    except (UnknownGateway, ScenarioError, UsageError) as err:
+        parser.print_usage(sys.stderr)
+        print(f"sessiongate: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,59 @@
+"""Finding gateways by name: entry points in the `sessiongate.gateways` group, or MODULE:FACTORY.
+
+`reference` names an entry point; `reference:batch-lost-on-shutdown` passes the part after
+the colon to that entry point's factory (a variant, a self-test mode…); `pkg.mod:make` imports
+a factory from a module. A factory is called once per scenario and returns a fresh gateway.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from importlib.metadata import entry_points
+from typing import Any
+
+from conformance.adapter import Gateway
+
+GROUP = "sessiongate.gateways"
+# Used when sessiongate runs from a source tree that was never installed.
+BUILTIN = {"reference": "reference_impl.registry:reference"}
+
+
+class UnknownGateway(LookupError):
+    pass
+
+
+def _load(target: str) -> Callable[..., Any]:
+    module, _, attr = target.partition(":")
+    try:
+        obj: Any = importlib.import_module(module)
+    except ImportError as err:
+        raise UnknownGateway(f"cannot import {module!r}: {err}") from None
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise UnknownGateway(f"{module!r} has no {attr!r}") from None
+    return obj
+
+
+def registered() -> dict[str, str]:
+    """Short name -> 'module:factory', entry points first, then built-ins."""
+    names = dict(BUILTIN)
+    for ep in entry_points(group=GROUP):
+        names[ep.name] = ep.value
+    return names
+
+
+def resolve(name: str) -> Callable[[], Gateway]:
+    """A zero-argument factory for the gateway called `name`."""
+    known = registered()
+    head, sep, arg = name.partition(":")
+    if head in known:
+        factory = _load(known[head])
+        if not sep:
+            return factory
+        return lambda: factory(arg)
+    if sep and "." in head or sep and arg:
+        return _load(name)
+    raise UnknownGateway(f"unknown gateway {name!r}; known: {', '.join(sorted(known))} (or MODULE:FACTORY)")

@@ -1,0 +1,111 @@
+"""Running many scenarios against one gateway, with an expectations file applied.
+
+An expectations file (like web-platform-tests' expectation files) marks (scenario, check)
+pairs that are expected to fail on a gateway, each with a one-line reason:
+
+    03-lru-evict-finalizable I1  # eviction soft-releases without on_session_end (gateway/run.py:_enforce_agent_cache_cap)
+
+A marked failure becomes `xfail`; a marked pair that passes becomes `xpass`, which counts as
+unexpected, so a fixed bug is noticed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from conformance.adapter import Gateway
+from conformance.runner import RunResult, run_scenario
+from conformance.verdict import CHECK_IDS
+from sim.loader import ScenarioError, load_file
+from sim.scenario import Scenario
+
+CATALOG = Path(__file__).parent / "catalog"
+EXPECTATIONS = Path(__file__).parent / "expectations"
+
+
+def catalog_paths() -> list[Path]:
+    return sorted(CATALOG.glob("*.yaml"))
+
+
+def scenario_paths(paths: Iterable[str]) -> list[Path]:
+    """Files as given; folders expand to their *.yaml and *.json files, sorted."""
+    out: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            out.extend(sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml", ".json")))
+        else:
+            out.append(path)
+    return out
+
+
+def load_all(paths: list[Path]) -> tuple[list[Scenario], list[ScenarioError]]:
+    scenarios, errors = [], []
+    for path in paths:
+        try:
+            scenarios.append(load_file(path))
+        except ScenarioError as err:
+            errors.append(err)
+    return scenarios, errors
+
+
+@dataclass(frozen=True)
+class Expectations:
+    pairs: dict[tuple[str, str], str]  # (scenario, check) -> reason
+    source: str = ""
+
+    @staticmethod
+    def parse(text: str, source: str) -> Expectations:
+        pairs: dict[tuple[str, str], str] = {}
+        for number, line in enumerate(text.splitlines(), start=1):
+            body, _, reason = line.partition("#")
+            words = body.split()
+            if not words:
+                continue
+            if len(words) != 2 or words[1] not in CHECK_IDS:
+                raise ScenarioError(source, number, "", f"expected 'SCENARIO CHECK  # reason' with CHECK one of {', '.join(CHECK_IDS)}")
+            if not reason.strip():
+                raise ScenarioError(source, number, words[0], "every expected failure needs a one-line reason after '#'")
+            pairs[(words[0], words[1])] = reason.strip()
+        return Expectations(pairs, source)
+
+    @staticmethod
+    def for_gateway(name: str, explicit: str | None = None) -> Expectations:
+        path = Path(explicit) if explicit else EXPECTATIONS / f"{name.replace(':', '-')}.txt"
+        if not path.exists():
+            if explicit:
+                raise ScenarioError(str(path), 0, "", "expectations file not found")
+            return Expectations({})
+        return Expectations.parse(path.read_text(encoding="utf-8"), str(path))
+
+    def apply(self, result: RunResult) -> RunResult:
+        for check, verdict in list(result.verdicts.items()):
+            reason = self.pairs.get((result.scenario.name, check))
+            if reason is None:
+                continue
+            if verdict.status == "fail":
+                result.verdicts[check] = verdict.with_status("xfail", reason)
+            elif verdict.status == "pass":
+                result.verdicts[check] = verdict.with_status("xpass", f"expected to fail: {reason}")
+        return result
+
+
+def outcome(result: RunResult) -> str:
+    """One word for a scenario: pass, fail, xfail (only expected failures), error or timeout."""
+    statuses = {v.status for v in result.verdicts.values()}
+    if result.failure is not None:
+        return result.failure.kind
+    if statuses & {"fail", "xpass"}:
+        return "fail"
+    if "xfail" in statuses:
+        return "xfail"
+    return "pass"
+
+
+def run_all(scenarios: list[Scenario], factory: Callable[[], Gateway], name: str,
+            expectations: Expectations | None = None) -> Iterator[RunResult]:
+    for scenario in scenarios:
+        result = run_scenario(scenario, factory(), name)
+        yield (expectations or Expectations({})).apply(result)
