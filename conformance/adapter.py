@@ -64,6 +64,18 @@ class BackendUnavailable(RuntimeError):
     """A memory backend refused a call (an injected `backend_fail` fault)."""
 
 
+class GatewayTimeout(Exception):
+    """A gateway step took longer than the wall-clock step timeout (isolated gateways)."""
+
+
+class RemoteGatewayError(Exception):
+    """A gateway in another process failed a step, died, or broke the wire protocol."""
+
+    def __init__(self, message: str, traceback: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.traceback = traceback
+
+
 class Scheduler:
     """Virtual-time timers for the gateway's background work."""
 

@@ -33,7 +33,8 @@ INPUT_KINDS = frozenset(
 )
 OUTPUT_KINDS = frozenset(
     {"llm_request", "reply", "sync_turn", "on_session_end", "on_session_switch", "memory_shutdown",
-     "ingest", "ingest_failed", "on_session_finalize", "on_session_reset", "durable", "resources", "note", "error"}
+     "ingest", "ingest_failed", "on_session_finalize", "on_session_reset", "durable", "resources", "threads", "note",
+     "error"}
 )
 
 

@@ -16,7 +16,11 @@ from conformance.adapter import Gateway
 
 GROUP = "sessiongate.gateways"
 # Used when sessiongate runs from a source tree that was never installed.
-BUILTIN = {"reference": "reference_impl.registry:reference"}
+BUILTIN = {
+    "reference": "reference_impl.registry:reference",
+    "exec": "conformance.exec_gateway:exec_gateway",
+    "selftest": "reference_impl.selftest:selftest",
+}
 
 
 class UnknownGateway(LookupError):

@@ -7,6 +7,7 @@ every boundary, watcher tick and sweep, SIGTERM, snapshot the durable state, che
 
 from __future__ import annotations
 
+import threading
 import traceback
 from collections import deque
 from collections.abc import Callable
@@ -16,6 +17,7 @@ from typing import Any
 from conformance.adapter import (
     FakeLLM,
     Gateway,
+    GatewayTimeout,
     Harness,
     HookBus,
     Inbound,
@@ -23,6 +25,7 @@ from conformance.adapter import (
     Platform,
     Profile,
     RecordingProvider,
+    RemoteGatewayError,
     Scheduler,
 )
 from conformance.observations import DurableState, Obs, ObservationLog, Resources
@@ -107,7 +110,7 @@ class Run:
         self.clock = VirtualClock(scenario.start, scenario.zone)
         self.engine = Engine(self.clock, seed=scenario.seed, budget=budget)
         self.log = ObservationLog(self.clock.now)
-        self.profile = gateway.profile(scenario.config)
+        self.profile = Profile()  # replaced by what the gateway declares, first thing in execute()
         self.up = False
         self.inbox: deque[tuple[Event, Any]] = deque()  # what arrived while the gateway was down
         self.last_resources: Resources | None = None
@@ -132,8 +135,12 @@ class Run:
     def _call(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
         try:
             return fn(*args)
-        except EventBudgetExceeded:
+        except (EventBudgetExceeded, _GatewayRaised):
             raise
+        except GatewayTimeout as err:
+            raise _GatewayRaised(GatewayFailure("timeout", self.log.step, what, str(err))) from err
+        except RemoteGatewayError as err:
+            raise _GatewayRaised(GatewayFailure("error", self.log.step, what, str(err), err.traceback)) from err
         except Exception as err:  # the gateway under test raised: an error verdict, never a crash
             raise _GatewayRaised(
                 GatewayFailure("error", self.log.step, what, f"{type(err).__name__}: {err}", _short_traceback(err))
@@ -248,10 +255,17 @@ class Run:
 
     def execute(self) -> RunResult:
         scenario = self.scenario
-        self.log.add("scenario", **scenario_detail(scenario, self.profile))
         failure: GatewayFailure | None = None
         final: DurableState | None = None
         try:
+            self.profile = self._call("profile", self.gateway.profile, scenario.config)
+        except _GatewayRaised as raised:
+            failure = raised.failure
+        self.log.add("scenario", **scenario_detail(scenario, self.profile))
+        try:
+            if failure is not None:
+                raise _GatewayRaised(failure)
+            threads_before = {t.ident for t in threading.enumerate()}
             self._call("start", self.gateway.start, scenario.config, self.harness)
             self.up = True
             self._sample_resources()
@@ -271,11 +285,15 @@ class Run:
             self._call("sigterm", self.gateway.sigterm)
             self.up = False
             self._sample_resources()
+            leaked = [t for t in threading.enumerate() if t.ident not in threads_before and t.is_alive()]
+            if leaked:  # harness-observed: threads the gateway started and left running
+                self.log.add("threads", running=len(leaked))
             final = self._snapshot("final")
         except _GatewayRaised as raised:
             failure = raised.failure
         except EventBudgetExceeded as err:
-            failure = GatewayFailure("error", self.log.step, self.current_event, f"{err}: the gateway schedules work without end")
+            failure = GatewayFailure("timeout", self.log.step, self.current_event,
+                                     f"{err} at {self.clock.format()}: the gateway schedules work without end")
         if failure is not None:
             self.log.add("error", failure=failure.kind, event=failure.event, message=failure.message)
         return RunResult(scenario, self.name, self.profile, self.log.records, final, failure=failure)
@@ -284,7 +302,12 @@ class Run:
 def run_scenario(scenario: Scenario, gateway: Gateway, name: str = "gateway", *, budget: int = DEFAULT_BUDGET,
                  check: bool = True) -> RunResult:
     """Run `scenario` against a fresh `gateway` instance and (by default) judge it."""
-    result = Run(scenario, gateway, name, budget).execute()
+    try:
+        result = Run(scenario, gateway, name, budget).execute()
+    finally:
+        close = getattr(gateway, "close", None)
+        if close is not None:
+            close()
     if check:
         from conformance.checks import judge
 

@@ -49,4 +49,8 @@ def check(m: RunModel) -> Verdict:
             if cached or running:
                 violations.append(Violation(
                     f"after shutdown the gateway still held {len(cached)} agents and {running} running tasks", (index,), r.t))
+        for index, r in m.of("threads"):
+            if index > final_stop and r.d("running", 0):
+                violations.append(Violation(
+                    f"after shutdown {r.d('running')} threads the gateway started were still running", (index,), r.t))
     return Verdict("I7", "fail" if violations else "pass", tuple(violations), examined=len(samples))

@@ -1,0 +1,191 @@
+"""Serve a Python gateway over the JSON-lines protocol: `python -m conformance.exec_server NAME`.
+
+This is the child end of `conformance.exec_gateway`: it reads one request per line, runs it on
+the gateway, and answers `done` or `fail`. While a request runs, the gateway's calls on the
+harness (LLM, platform, memory, hooks, timers) go back to the parent as `call` lines, one
+answer each, so the order of everything is the parent's and stays deterministic.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from collections.abc import Callable
+from typing import IO, Any
+
+from conformance.adapter import BackendUnavailable, Gateway, Harness, Inbound
+from conformance.registry import resolve
+from conformance.wire import (
+    VERSION,
+    chat_from_wire,
+    dumps,
+    resources_to_wire,
+    state_to_wire,
+)
+from sim.clock import VirtualClock
+from sim.loader import config_from_document
+
+
+class Channel:
+    def __init__(self, reader: IO[str], writer: IO[str]) -> None:
+        self.reader, self.writer = reader, writer
+
+    def send(self, message: dict[str, Any]) -> None:
+        self.writer.write(dumps(message))
+        self.writer.flush()
+
+    def call(self, name: str, **args: Any) -> Any:
+        """Ask the parent's harness to do something; wait for its answer."""
+        self.send({"call": name, "args": args})
+        line = self.reader.readline()
+        if not line:
+            raise SystemExit(0)  # the parent went away
+        answer = json.loads(line)
+        if answer.get("error") == "unavailable":
+            raise BackendUnavailable(answer.get("message", "memory backend unavailable"))
+        if "error" in answer:
+            raise RuntimeError(f"harness refused {name}: {answer['error']}")
+        return answer.get("result")
+
+
+class RemoteTimer:
+    def __init__(self, channel: Channel, timer_id: int, when: int) -> None:
+        self.channel, self.id, self.when, self.cancelled = channel, timer_id, when, False
+
+    def cancel(self) -> None:
+        if not self.cancelled:
+            self.cancelled = True
+            self.channel.call("timer.cancel", id=self.id)
+
+
+class RemoteScheduler:
+    def __init__(self, channel: Channel, clock: VirtualClock) -> None:
+        self.channel, self.clock = channel, clock
+        self.callbacks: dict[int, tuple[Callable[..., Any], tuple[Any, ...]]] = {}
+
+    def now(self) -> int:
+        return self.clock.now()
+
+    def call_at(self, when: int, callback: Callable[..., Any], *args: Any) -> RemoteTimer:
+        timer_id = int(self.channel.call("scheduler.call_at", when=when))
+        self.callbacks[timer_id] = (callback, args)
+        return RemoteTimer(self.channel, timer_id, max(when, self.clock.now()))
+
+
+class _Proxy:
+    """Forwards `obj.method(**kwargs)` as the call `prefix.method` with fixed argument names."""
+
+    def __init__(self, channel: Channel, prefix: str, signatures: dict[str, tuple[str, ...]], **extra: Any) -> None:
+        self._channel, self._prefix, self._signatures, self._extra = channel, prefix, signatures, extra
+
+    def __getattr__(self, method: str) -> Callable[..., Any]:
+        if method not in self._signatures:
+            raise AttributeError(method)
+        names = self._signatures[method]
+
+        def forward(*args: Any) -> Any:
+            payload = dict(zip(names, args, strict=True), **self._extra)
+            if method == "on_session_end":
+                payload["transcript"] = [list(pair) for pair in payload["transcript"]]
+            if "texts" in payload or "prompt" in payload:
+                for key in ("texts", "prompt"):
+                    if key in payload:
+                        payload[key] = list(payload[key])
+            return self._channel.call(f"{self._prefix}.{method}", **payload)
+
+        return forward
+
+
+class RemoteHarness(Harness):
+    def note(self, what: str, **detail: Any) -> None:
+        self.scheduler.channel.call("note", what=what, detail=detail)  # type: ignore[attr-defined]
+
+
+def _harness(channel: Channel, zone: str, now: int, backends: list[str]) -> RemoteHarness:
+    clock = VirtualClock(now, zone)
+    recorder = _Proxy(channel, "recorder", {
+        "sync_turn": ("session", "user", "assistant"),
+        "on_session_end": ("session", "transcript"),
+        "on_session_switch": ("old", "new"),
+        "shutdown": (),
+    })
+    recorder.name = "recorder"  # type: ignore[attr-defined]
+    return RemoteHarness(
+        clock=clock,
+        scheduler=RemoteScheduler(channel, clock),  # type: ignore[arg-type]
+        llm=_Proxy(channel, "llm", {"request": ("chat", "session", "prompt")}),  # type: ignore[arg-type]
+        platform=_Proxy(channel, "platform", {"send_reply": ("chat", "session", "text")}),  # type: ignore[arg-type]
+        recorder=recorder,  # type: ignore[arg-type]
+        backends={name: _Proxy(channel, "backend", {"ingest": ("session", "texts")}, backend=name)  # type: ignore[misc]
+                  for name in backends},
+        hooks=_Proxy(channel, "hooks", {"on_session_finalize": ("session", "reason"),  # type: ignore[arg-type]
+                                        "on_session_reset": ("session",)}),
+        log=None,  # type: ignore[arg-type]
+    )
+
+
+def serve(factory: Callable[[], Gateway], reader: IO[str], writer: IO[str]) -> None:
+    channel = Channel(reader, writer)
+    gateway = factory()
+    harness: RemoteHarness | None = None
+    for line in reader:
+        request = json.loads(line)
+        op = request.get("op")
+        if harness is not None and request.get("now") is not None and request["now"] > harness.clock.now():
+            harness.clock.set(request["now"])
+        try:
+            value: Any = None
+            if op == "hello":
+                value = {"version": VERSION}
+            elif op == "profile":
+                value = gateway.profile(config_from_document(request["config"])).to_detail()
+            elif op == "start":
+                harness = _harness(channel, request["zone"], request["now"], request["backends"])
+                gateway.start(config_from_document(request["config"]), harness)
+            elif op == "deliver_message":
+                gateway.deliver_message(Inbound(chat_from_wire(request["chat"]), request["text"], request["muted"]))
+            elif op == "deliver_command":
+                gateway.deliver_command(chat_from_wire(request["chat"]), request["command"])
+            elif op == "deliver_reply":
+                gateway.deliver_reply(request["request"], request["text"])
+            elif op == "delegate":
+                gateway.delegate(chat_from_wire(request["chat"]), request["text"])
+            elif op in ("sigterm", "crash", "restart"):
+                getattr(gateway, op)()
+            elif op == "delete_session_row":
+                gateway.delete_session_row(request["session"], request["keep_children"])
+            elif op == "lock_store":
+                gateway.lock_store(request["until"])
+            elif op == "durable_state":
+                value = state_to_wire(gateway.durable_state())
+            elif op == "resources":
+                value = resources_to_wire(gateway.resources())
+            elif op == "fire_timer":
+                assert harness is not None
+                callback, args = harness.scheduler.callbacks.pop(request["id"])  # type: ignore[attr-defined]
+                callback(*args)
+            else:
+                raise ValueError(f"unknown op {op!r}")
+            channel.send({"done": True, "value": value})
+        except SystemExit:
+            raise
+        except BaseException as err:
+            frames = traceback.extract_tb(err.__traceback__)[-4:]
+            trace = [f"{f.filename.rsplit('/', 2)[-1]}:{f.lineno} in {f.name}" for f in frames]
+            channel.send({"fail": {"message": f"{type(err).__name__}: {err}", "traceback": [*trace, f"{type(err).__name__}: {err}"]}})
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m conformance.exec_server GATEWAY_NAME", file=sys.stderr)
+        return 2
+    protocol_out = sys.stdout
+    sys.stdout = sys.stderr  # a stray print() in the gateway must not corrupt the protocol
+    serve(resolve(args[0]), sys.stdin, protocol_out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,63 @@
+"""The JSON-lines wire form of the adapter protocol (docs/protocol.md), shared by both ends.
+
+One canonical JSON object per line: sorted keys, no spaces, UTF-8. Version 1.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Any
+
+from conformance.adapter import Profile
+from conformance.observations import DurableState, Resources, StoredMessage, StoredSession
+from sim.scenario import Chat
+
+VERSION = 1
+
+
+def dumps(obj: dict[str, Any]) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n"
+
+
+def chat_to_wire(chat: Chat) -> dict[str, Any]:
+    return asdict(chat)
+
+
+def chat_from_wire(data: dict[str, Any]) -> Chat:
+    return Chat(**data)
+
+
+def profile_from_wire(data: dict[str, Any]) -> Profile:
+    return Profile(
+        finalization=data["finalization"],
+        latency=int(data["latency"]),
+        crash_durable=bool(data["crash_durable"]),
+        sweep_interval=int(data["sweep_interval"]),
+        unsupported=frozenset(data.get("unsupported", ())),
+    )
+
+
+def state_to_wire(state: DurableState) -> dict[str, Any]:
+    return {
+        "sessions": [
+            {"id": s.id, "parent": s.parent, "messages": [[m.role, m.content, m.visibility] for m in s.messages]}
+            for s in state.sessions
+        ],
+        "routing": [list(pair) for pair in state.routing],
+    }
+
+
+def state_from_wire(data: dict[str, Any]) -> DurableState:
+    sessions = tuple(
+        StoredSession(s["id"], s["parent"], tuple(StoredMessage(*m) for m in s["messages"])) for s in data["sessions"]
+    )
+    return DurableState(sessions, tuple((chat, sid) for chat, sid in data["routing"]))
+
+
+def resources_to_wire(resources: Resources) -> dict[str, Any]:
+    return resources.to_detail()
+
+
+def resources_from_wire(data: dict[str, Any]) -> Resources:
+    return Resources(tuple((sid, bool(busy)) for sid, busy in data["cached"]), int(data["running"]))

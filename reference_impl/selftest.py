@@ -1,0 +1,72 @@
+"""Self-test gateways: misbehaving on purpose, so users can see how sessiongate reports each.
+
+    selftest:raise             raises on the first message          -> an `error` verdict naming the step
+    selftest:hang              loops forever on the first message   -> a `timeout` verdict (isolated, 2 s)
+    selftest:nondeterministic  session ids from unseeded randomness -> found by --check-determinism
+    selftest:leaky-threads     leaves a thread running at shutdown  -> I7 fails
+    selftest:runaway           sets timers without end              -> stopped by the event budget
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+
+from conformance.adapter import Harness, Inbound
+from conformance.registry import UnknownGateway
+from reference_impl.gateway import ReferenceGateway
+from sim.scenario import GatewayConfig
+
+
+class RaisingGateway(ReferenceGateway):
+    def deliver_message(self, message: Inbound) -> None:
+        raise RuntimeError("selftest: this gateway raises on every message")
+
+
+class HangingGateway(ReferenceGateway):
+    def deliver_message(self, message: Inbound) -> None:
+        while True:  # a gateway stuck in a loop: only a wall-clock step timeout can stop it
+            pass
+
+
+class NondeterministicGateway(ReferenceGateway):
+    def open_session(self, route, chat, arrival):  # type: ignore[no-untyped-def]
+        self.store.next_id("session")  # keep the counter moving, then ignore it
+        self.store.db.execute(
+            "UPDATE counters SET value = value + ? WHERE name = 'session'", (random.SystemRandom().randrange(1, 1000),)
+        )
+        super().open_session(route, chat, arrival)
+
+
+class LeakyThreadsGateway(ReferenceGateway):
+    def start(self, config: GatewayConfig, harness: Harness) -> None:
+        super().start(config, harness)
+        self._never = threading.Event()
+        threading.Thread(target=self._never.wait, name="selftest-leak", daemon=True).start()
+
+
+class RunawayGateway(ReferenceGateway):
+    def start(self, config: GatewayConfig, harness: Harness) -> None:
+        super().start(config, harness)
+        self.spin()
+
+    def spin(self) -> None:
+        """A timer that always sets another: virtual time crawls, events pile up."""
+        self.h.scheduler.call_at(self.h.clock.now() + 1, self.spin)
+
+
+def selftest(mode: str | None = None):  # type: ignore[no-untyped-def]
+    if mode == "hang":
+        from conformance.exec_gateway import isolated
+
+        return isolated("selftest:hang-in-process", step_timeout=2.0)
+    gateways = {
+        "raise": RaisingGateway,
+        "hang-in-process": HangingGateway,
+        "nondeterministic": NondeterministicGateway,
+        "leaky-threads": LeakyThreadsGateway,
+        "runaway": RunawayGateway,
+    }
+    if mode not in gateways:
+        raise UnknownGateway(f"unknown self-test {mode!r}; known: hang, {', '.join(sorted(set(gateways) - {'hang-in-process'}))}")
+    return gateways[mode]()
