@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import shlex
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from conformance.registry import UnknownGateway, resolve
 from conformance.runner import RunResult, run_scenario
 from conformance.suite import Expectations, catalog_paths, load_all, outcome, run_all, scenario_paths
-from conformance.verdict import CHECK_IDS
+from conformance.verdict import CHECK_IDS, GatewayFailure
 from sim.loader import ScenarioError
 
 SYMBOL = {"pass": ".", "fail": "F", "xfail": "x", "xpass": "X", "error": "E", "timeout": "T", "skip": "s"}
@@ -35,6 +36,16 @@ class _Parser(argparse.ArgumentParser):
         self.print_usage(sys.stderr)
         print(f"{self.prog}: error: {message}", file=sys.stderr)
         raise SystemExit(2)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text.rstrip("s"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds like '10' or '2.5s', got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
 
 
 def _interrupted(signum: int, _frame: Any) -> None:
@@ -88,8 +99,53 @@ def _write_report(results: list[RunResult], directory: str | None, gateway: str)
     print(f"report written to {directory}")
 
 
+def gateway_factory(args: argparse.Namespace) -> Callable[[], Any]:
+    """The named gateway, in a child process of its own when isolated (always for exec:)."""
+    from conformance.exec_gateway import ExecGateway, isolated
+
+    name = args.gateway
+    timeout, memory = args.step_timeout, args.memory_mb
+    if name.startswith("exec:"):
+        argv = shlex.split(name[5:])
+        if not argv:
+            raise UsageError("exec: needs a command, e.g. exec:\"node my-gateway.js\"")
+        return lambda: ExecGateway(argv, step_timeout=timeout, memory_mb=memory)
+    resolve(name)  # unknown names fail here, before any child starts
+    if args.isolate:
+        return lambda: isolated(name, step_timeout=timeout, memory_mb=memory)
+    return resolve(name)
+
+
+def first_divergence(first: str, second: str) -> str:
+    a, b = first.splitlines(), second.splitlines()
+    for number, (x, y) in enumerate(zip(a, b, strict=False), start=1):
+        if x != y:
+            return f"record {number}: {x[:160]}  vs  {y[:160]}"
+    return f"record {min(len(a), len(b)) + 1}: one log is longer ({len(a)} vs {len(b)} records)"
+
+
+def check_determinism(results: list[RunResult], args: argparse.Namespace) -> None:
+    """Run each scenario again (under another PYTHONHASHSEED when isolated); a different log
+    means the gateway reads the real clock, races threads or uses unseeded randomness."""
+    from conformance.exec_gateway import isolated
+
+    for result in results:
+        if result.failure is not None:
+            continue
+        if args.isolate:
+            again = run_scenario(result.scenario, isolated(args.gateway, step_timeout=args.step_timeout,
+                                                           env={"PYTHONHASHSEED": "12345"}), args.gateway)
+        else:
+            again = run_scenario(result.scenario, resolve(args.gateway)(), args.gateway)
+        if again.log_text() != result.log_text():
+            where = first_divergence(result.log_text(), again.log_text())
+            result.failure = GatewayFailure("error", 0, "determinism",
+                                            f"nondeterministic gateway (real clock read, thread race or unseeded randomness): "
+                                            f"two runs diverge at {where}")
+
+
 def cmd_run(args: argparse.Namespace) -> int:
-    factory = resolve(args.gateway)
+    factory = gateway_factory(args)
     paths = scenario_paths(args.paths) if args.paths else catalog_paths()
     scenarios, errors = load_all(paths)
     for error in errors:
@@ -103,7 +159,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             results.append(result)
             if not args.quiet or outcome(result) not in ("pass", "xfail"):
                 print("\n".join(_scenario_line(result)), flush=True)
-    except KeyboardInterrupt as stop:
+        if args.check_determinism:
+            check_determinism(results, args)
+            for result in results:
+                if result.failure is not None and result.failure.event == "determinism":
+                    print("\n".join(_scenario_line(result)))
+    except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM: keep what finished
         _write_report(results, args.report, args.gateway)
         print(summary_line(results) + " (interrupted)")
         return 143 if stop.args and stop.args[0] == signal.SIGTERM else 130
@@ -216,6 +277,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--table", action="store_true", help="print a scenario × check verdict table")
     run.add_argument("--report", metavar="DIR", help="write JUnit, JSON and HTML reports to DIR")
     run.add_argument("-q", "--quiet", action="store_true", help="print only failing scenarios and the summary")
+    run.add_argument("--isolate", action="store_true", help="run each scenario's gateway in a child process of its own")
+    run.add_argument("--step-timeout", type=_seconds, default=10.0, metavar="SECONDS",
+                     help="wall-clock limit per step for isolated and exec: gateways (default 10)")
+    run.add_argument("--memory-mb", type=int, default=4096, metavar="MB", help="memory cap of an isolated gateway (default 4096)")
+    run.add_argument("--check-determinism", action="store_true",
+                     help="run each scenario twice and report the first divergence of the logs")
     run.set_defaults(func=cmd_run)
     replay = sub.add_parser("replay", help="print a scenario's whole timeline of observations")
     replay.add_argument("file")
