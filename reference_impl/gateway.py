@@ -22,7 +22,7 @@ from reference_impl.policy import ResetPolicyEvaluator, chat_key
 from reference_impl.store import Route, Row, Store, StoreLocked, is_foreign_key_error
 from sim.clock import MINUTE, SECOND
 from sim.engine import Timer
-from sim.scenario import Chat, GatewayConfig, ResetPolicy
+from sim.scenario import Chat, GatewayConfig, ProviderSpec, ResetPolicy
 
 SWEEP_INTERVAL = 5 * MINUTE  # idle sweeps in lazy mode, where there is no watcher
 FLUSH_RETRY = SECOND
@@ -69,15 +69,16 @@ class ReferenceGateway:
         self.queues: dict[str, deque[tuple[str, Any, int]]] = {}
         self.children: dict[str, str] = {}  # parent session -> delegate child session
         self.timers: list[Timer] = []
-        providers = [
-            BatchingProvider(spec.name, spec.retain_every_n_turns, self.h.backends[spec.name], self.store)
-            for spec in self.config.providers
-        ]
+        providers = [self.make_provider(spec) for spec in self.config.providers]
         self.memory = MemoryManager(self.h.recorder, providers, self.store)
         self.running = True
         self.finish_interrupted_ends()
         self.memory.recover()
         self.schedule_tick()
+
+    def make_provider(self, spec: ProviderSpec) -> BatchingProvider:
+        """One configured memory provider (the bug zoo swaps in a broken one here)."""
+        return BatchingProvider(spec.name, spec.retain_every_n_turns, self.h.backends[spec.name], self.store)
 
     def sigterm(self) -> None:
         """Interrupt turns in flight (and say so), flush everything, end nothing."""

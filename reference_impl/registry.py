@@ -5,10 +5,13 @@ from __future__ import annotations
 from reference_impl.gateway import ReferenceGateway
 
 
-def reference(variant: str | None = None) -> ReferenceGateway:
-    """`reference`, or `reference:<variant>` for a gateway from the bug zoo."""
-    if variant is None:
-        return ReferenceGateway()
+def reference(name: str | None = None) -> ReferenceGateway:
+    """The reference gateway, or with a name (`reference:<name>`) one of its bug-zoo variants."""
+    return variant(name) if name else ReferenceGateway()
+
+
+def variant(name: str) -> ReferenceGateway:
+    """The bug-zoo variant `name`: the reference with one reported bug put back."""
     from reference_impl.variants import make
 
-    return make(variant)
+    return make(name)

@@ -1,0 +1,75 @@
+"""The bug zoo: the reference gateway with one real-world bug put back per variant.
+
+Each variant overrides one method of `ReferenceGateway` (or of `BatchingProvider`, via
+`make_provider`) and quotes its report. The checks must catch every one; catalog
+scenarios name the variants they exist to catch in `catches:`.
+"""
+
+from __future__ import annotations
+
+from reference_impl.gateway import ReferenceGateway
+from reference_impl.variants.boundaries import (
+    EndAfterSwitch,
+    ExpirySkipsEndWithoutAgent,
+    IdleExpiryNoFinalize,
+    ShutdownEndsSessions,
+    SyncAfterEnd,
+)
+from reference_impl.variants.eviction import (
+    EvictCommitThenExpiryDoubleEnd,
+    IdleSweepEvictsBeforeDailyExpiry,
+    IdleSweepNeverReapsNone,
+    LruEvictDropsUnflushed,
+)
+from reference_impl.variants.heal import (
+    DeletedRowDropsTurns,
+    HealForgetsPendingReplay,
+    HealMutedHidesHistory,
+    HealOnAnyFkDuplicates,
+    HealReplaysTailOnly,
+    OrphanChildNeverRecreated,
+)
+from reference_impl.variants.memory import BatchFlushReshipsRetained, BatchLostOnShutdown, BatchNoFlushOnSessionEnd
+from reference_impl.variants.policy import (
+    CommandMovesIdleClock,
+    DailyBoundaryInUtc,
+    MessageResetFiresNoHooks,
+    ResetMidTurn,
+)
+
+VARIANTS: dict[str, type[ReferenceGateway]] = {
+    "expiry-skips-end-without-agent": ExpirySkipsEndWithoutAgent,
+    "idle-expiry-no-finalize": IdleExpiryNoFinalize,
+    "lru-evict-drops-unflushed": LruEvictDropsUnflushed,
+    "idle-sweep-evicts-before-daily-expiry": IdleSweepEvictsBeforeDailyExpiry,
+    "idle-sweep-never-reaps-none": IdleSweepNeverReapsNone,
+    "evict-commit-then-expiry-double-end": EvictCommitThenExpiryDoubleEnd,
+    "batch-no-flush-on-session-end": BatchNoFlushOnSessionEnd,
+    "batch-lost-on-shutdown": BatchLostOnShutdown,
+    "batch-flush-reships-retained": BatchFlushReshipsRetained,
+    "end-after-switch": EndAfterSwitch,
+    "deleted-row-drops-turns": DeletedRowDropsTurns,
+    "heal-replays-tail-only": HealReplaysTailOnly,
+    "heal-on-any-fk-duplicates": HealOnAnyFkDuplicates,
+    "heal-muted-hides-history": HealMutedHidesHistory,
+    "heal-forgets-pending-replay": HealForgetsPendingReplay,
+    "orphan-child-never-recreated": OrphanChildNeverRecreated,
+    "reset-mid-turn": ResetMidTurn,
+    "command-moves-idle-clock": CommandMovesIdleClock,
+    "daily-boundary-in-utc": DailyBoundaryInUtc,
+    "message-reset-fires-no-hooks": MessageResetFiresNoHooks,
+    "shutdown-ends-sessions": ShutdownEndsSessions,
+    "sync-after-end": SyncAfterEnd,
+}
+
+
+def make(name: str) -> ReferenceGateway:
+    """A fresh instance of the variant `name`; KeyError lists the known names."""
+    try:
+        cls = VARIANTS[name]
+    except KeyError:
+        raise KeyError(f"unknown variant {name!r}; known: {', '.join(sorted(VARIANTS))}") from None
+    return cls()
+
+
+__all__ = ["VARIANTS", "make"]

@@ -1,0 +1,141 @@
+"""Boundary bugs: an end or finalize skipped, fired at a non-boundary, or out of order.
+
+Each class is the reference gateway with one method put back the way a reported gateway
+had it. The docstring quotes the report.
+"""
+
+from __future__ import annotations
+
+from reference_impl.gateway import FLUSH_RETRY, ReferenceGateway
+from reference_impl.memory import Turn
+from reference_impl.store import Route
+
+EXPIRY_REASONS = ("idle", "daily")
+
+
+class ExpirySkipsEndWithoutAgent(ReferenceGateway):
+    """expiry-skips-end-without-agent — hermes-agent #11205 (seed 000):
+
+    "MemoryProvider.on_session_end() never called on gateway session expiry" — "the watcher
+    tears down whatever agent it finds in ``_agent_cache`` at expiry time. If cache pressure
+    (the LRU cap) soft-evicts a finalizable session's agent BEFORE it expires, the watcher
+    later finds no cached agent and ``on_session_end`` is silently skipped".
+
+    Here: an expiry whose agent is no longer cached fires finalize but no memory end.
+    """
+
+    def end_session(self, route: Route, reason: str) -> None:
+        session = route.session_id
+        assert session is not None
+        if reason not in EXPIRY_REASONS or session in self.cache.agents or session in self.unflushed:
+            super().end_session(route, reason)
+            return
+        route.ended = True
+        self.store.save_route(route)
+        if self.store.record_end(session, reason):
+            self.store.mark_end_done(session, "memory_done")  # no agent to tear down: no on_session_end
+            self.h.hooks.on_session_finalize(session, reason)
+            self.store.mark_end_done(session, "finalize_done")
+
+
+class IdleExpiryNoFinalize(ReferenceGateway):
+    """idle-expiry-no-finalize — hermes-agent #14981 (seed 000):
+
+    "The on_session_finalize hook is not being fired when gateway sessions expire due to
+    configured idle time." (fixed by #15132, "fire on_session_finalize on idle expiry").
+
+    Here: an idle expiry delivers the memory end and records the boundary as finished, but
+    never fires on_session_finalize.
+    """
+
+    def end_session(self, route: Route, reason: str) -> None:
+        if reason != "idle":
+            super().end_session(route, reason)
+            return
+        session = route.session_id
+        assert session is not None
+        route.ended = True
+        self.store.save_route(route)
+        if not self.store.record_end(session, reason):
+            return
+        agent = self.cache.pop(session) or self.unflushed.pop(session, None)
+        if agent is not None and not self.flush(agent):
+            self.unflushed[session] = agent
+        transcript = agent.rows if agent is not None else self.store.transcript(session)
+        self.memory.end_session(session, transcript)
+        self.store.mark_end_done(session, "memory_done")
+        self.store.mark_end_done(session, "finalize_done")  # ...without on_session_finalize
+
+
+class EndAfterSwitch(ReferenceGateway):
+    """end-after-switch — seed 001 (hermes-agent #88944 fix PR):
+
+    "MemoryManager.commit_session_boundary_async (agent/memory_manager.py:927) deliberately
+    delivers on_session_end strictly before on_session_switch, and its docstring names
+    'double-ingest of the old turn buffer' as the hazard it is guarding against."
+
+    Here: /resume announces the switch to memory first and ends the session left behind
+    after it.
+    """
+
+    def resume_previous(self, route: Route) -> None:
+        target, left = route.previous_id, route.session_id
+        if target is None or left is None:
+            super().resume_previous(route)
+            return
+        self.memory.switch(left, target)  # the successor is announced first...
+        if not route.ended:
+            self.end_session(route, "switch")  # ...and the left session's end comes after it
+        self.store.bump_life(target)
+        now = self.h.clock.now()
+        route.previous_id, route.session_id, route.ended, route.anchor, route.last_user = left, target, False, now, now
+        self.store.save_route(route)
+
+
+class ShutdownEndsSessions(ReferenceGateway):
+    """shutdown-ends-sessions — hermes-agent #12917 (seed 000, closed unmerged):
+
+    "fix(gateway): clean up cached agents on shutdown (#11205)" — tearing agents down at
+    SIGTERM fires on_session_end, though "Soft eviction ... deliberately keeps the session
+    resumable and does NOT fire on_session_end — that hook is reserved for the true session
+    boundary".
+
+    Here: SIGTERM ends every cached chat session in memory; after the restart each resumes
+    under the same id and ends again at its real boundary.
+    """
+
+    def sigterm(self) -> None:
+        for agent in list(self.cache.agents.values()):
+            if agent.kind == "chat":
+                self.memory.end_session(agent.session, agent.rows)
+        super().sigterm()
+
+
+class SyncAfterEnd(ReferenceGateway):
+    """sync-after-end — seed 001 (hermes-agent #88944 fix PR), CONTRACT I5:
+
+    "on_session_end comes after every sync_turn of its turns" — the hazard named by
+    commit_session_boundary_async. A gateway that hands the chat's queue on (a /new waiting
+    behind the turn) before its memory sync delivers the turn's sync_turn after the end.
+
+    Here: a completed turn drains the chat's queue first and syncs memory after.
+    """
+
+    def complete_turn(self, request_id: str) -> None:
+        pending = self.inflight[request_id]
+        if pending.delegate:
+            super().complete_turn(request_id)
+            return
+        agent = self.agent_of(pending)
+        if not self.flush(agent):
+            self.timers.append(self.h.scheduler.call_at(self.h.clock.now() + FLUSH_RETRY, self.retry_turn, request_id))
+            return
+        del self.inflight[request_id]
+        assert pending.reply is not None
+        self.h.platform.send_reply(pending.chat.name, pending.session, pending.reply)
+        agent.busy, agent.last_activity = False, self.h.clock.now()
+        user = next(r.content for r in reversed(agent.rows) if r.role == "user" and r.turn == pending.turn)
+        del self.busy_chats[pending.key]
+        self.drain_queue(pending.key)  # a queued /new ends the session here...
+        self.memory.sync_turn(Turn(pending.session, pending.turn, user, pending.reply))  # ...before this
+        self.enforce_cap()

@@ -1,0 +1,148 @@
+"""Heal bugs: a live session whose row was deleted, from hermes-agent #123583 / PR #124117 (seed 003).
+
+The reference heals only a row confirmed gone, replays the whole in-memory transcript
+with each row's own visibility, keeps the replay pending until a write succeeds, and
+creates a delegate child without its deleted parent. Each variant takes one back.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import replace
+
+from reference_impl.cache import Agent
+from reference_impl.gateway import ReferenceGateway
+from reference_impl.store import StoreLocked, is_foreign_key_error
+
+
+class DeletedRowDropsTurns(ReferenceGateway):
+    """deleted-row-drops-turns — hermes-agent #123583 (seed 003):
+
+    "`_ensure_db_session` trusts the cached `_session_db_created` flag as proof the row
+    exists ... every later turn's append fails the FK and is dropped with one WARNING per
+    turn. The agent keeps answering; the durable transcript silently stops growing".
+
+    Here: a foreign-key failure on the transcript write is logged and the batch counted as
+    written; no heal.
+    """
+
+    def flush(self, agent: Agent) -> bool:
+        if not agent.dirty:
+            return True
+        try:
+            self.write(agent)
+        except StoreLocked:
+            return False
+        except sqlite3.IntegrityError as err:
+            if not is_foreign_key_error(err):
+                return False
+            self.h.note("flush_failed", session=agent.session, error="FOREIGN KEY constraint failed")
+            agent.flushed = len(agent.rows)  # the batch is dropped; the agent keeps answering
+        return True
+
+
+class HealReplaysTailOnly(ReferenceGateway):
+    """heal-replays-tail-only — PR #124117 (seed 003):
+
+    "The heal retry passed the caller's conversation_history through, so
+    _db_flush_collect's id()-based history shortcut treated the prefix as already durable
+    and skipped it. The row was recreated with only the new tail and the flush returned
+    True: a silent partial restore."
+
+    Here: the heal recreates the row but leaves the flush cursor, so only the tail lands.
+    """
+
+    def heal(self, agent: Agent) -> bool:
+        if self.store.session_exists(agent.session):
+            return False
+        agent.created = False  # recreate the row; the history prefix still counts as durable
+        self.h.note("heal", session=agent.session)
+        return True
+
+
+class HealOnAnyFkDuplicates(ReferenceGateway):
+    """heal-on-any-fk-duplicates — PR #124117 (seed 003):
+
+    "The FK classifier behind session_row_missing also matches the sessions table's own
+    parent_session_id / system_prompt_hash FKs, and session create is an upsert. Healing on
+    the classification alone could replay the whole transcript into a still-live row and
+    duplicate it. Heal only when get_session(session_id) confirms the row is gone."
+
+    Here: a delegate child's upsert failing its deleted parent's foreign key is taken for a
+    deleted row: the live child row is re-created and the whole transcript replayed into it.
+    """
+
+    def create_row(self, agent: Agent) -> None:
+        now = self.h.clock.now()
+        try:
+            self.store.upsert_session(agent.session, agent.chat, agent.parent, agent.kind, now)
+        except sqlite3.IntegrityError as err:
+            if not is_foreign_key_error(err):
+                raise
+            self.h.note("heal", session=agent.session)  # no check that the row is gone
+            self.store.upsert_session(agent.session, agent.chat, None, agent.kind, now)
+            agent.replay_pending = True
+        agent.created = True
+
+
+class HealMutedHidesHistory(ReferenceGateway):
+    """heal-muted-hides-history — PR #124117 (seed 003):
+
+    "On a muted notification-reply turn that also made _db_flush_collect treat every
+    history row as new: each replayed row was written display_kind=hidden and the flag was
+    stamped onto the live in-memory history dicts, hiding the user's whole past transcript
+    from pollers from then on."
+
+    Here: a replay writes every row with the current turn's visibility, in the store and in
+    the agent's memory.
+    """
+
+    def write(self, agent: Agent) -> None:
+        if agent.replay_pending and agent.rows:
+            visibility = agent.rows[-1].visibility
+            agent.rows = [replace(row, visibility=visibility) for row in agent.rows]
+        super().write(agent)
+
+
+class HealForgetsPendingReplay(ReferenceGateway):
+    """heal-forgets-pending-replay — PR #124117 (seed 003):
+
+    "When the heal recreated the session row but its single retry write then failed
+    (database locked, turn lease, disk), the replay was carried only by the per-call
+    _replay_history argument. The next flush found a live row, hit no FK error, ran no
+    heal, and stamped the history prefix durable without writing it".
+
+    Here the heal's retry is the next flush (a write cannot fail between two statements of
+    one simulated instant); a retry refused as locked forgets the replay, so the row is
+    recreated with the tail only.
+    """
+
+    def flush(self, agent: Agent) -> bool:
+        if not agent.dirty:
+            return True
+        try:
+            self.write(agent)
+            return True
+        except StoreLocked:
+            agent.replay_pending = False  # the replay rode on this retry alone
+            return False
+        except sqlite3.IntegrityError as err:
+            if is_foreign_key_error(err):
+                self.heal(agent)  # replay pending for the retry, fail closed until then
+            return False
+
+
+class OrphanChildNeverRecreated(ReferenceGateway):
+    """orphan-child-never-recreated — PR #124117 (seed 003):
+
+    "Deleting a parent session cascades to its delegate children. A live child then can
+    never be recreated: create_session(parent_session_id=...) hits the parent FK on every
+    flush for the agent's lifetime."
+
+    Here: the row is always created with its parent, so a child whose parent was deleted
+    fails every flush and its turn never completes.
+    """
+
+    def create_row(self, agent: Agent) -> None:
+        self.store.upsert_session(agent.session, agent.chat, agent.parent, agent.kind, self.h.clock.now())
+        agent.created = True

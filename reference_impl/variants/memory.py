@@ -1,0 +1,89 @@
+"""Batching-provider bugs: hermes-agent #88944 and its fix PR (seed 001).
+
+The reference `BatchingProvider` flushes its buffer at session end, eviction and shutdown
+(before refusing new work) and ships nothing twice (a durable watermark). Each variant
+here takes one of those back; provider variants come in through `make_provider`.
+"""
+
+from __future__ import annotations
+
+from conformance.adapter import BackendUnavailable
+from reference_impl.gateway import ReferenceGateway
+from reference_impl.memory import BatchingProvider
+from sim.scenario import ProviderSpec
+
+
+class NoEndFlushProvider(BatchingProvider):
+    """A provider without on_session_end: the session's buffer is released with it, unshipped."""
+
+    def on_session_end(self, session: str) -> None:
+        self.buffers.pop(session, None)
+
+
+class NoWatermarkProvider(BatchingProvider):
+    """A provider whose buffer is the session's whole document, re-shipped by every flush."""
+
+    def flush(self, session: str) -> bool:
+        buffer = self.buffers.get(session)
+        if not buffer:
+            return True
+        if self.shutting_down:
+            return False
+        try:
+            self.backend.ingest(session, [text for t in buffer for text in (t.user, t.assistant)])
+        except BackendUnavailable:
+            self.owed.add(session)
+            return False
+        self.store.mark_ingested(self.name, [t.turn for t in buffer])
+        self.shipped.update(t.turn for t in buffer)
+        self.owed.discard(session)  # the buffer is kept: no watermark, no clear
+        return True
+
+
+class BatchNoFlushOnSessionEnd(ReferenceGateway):
+    """batch-no-flush-on-session-end — hermes-agent #88944 (seed 001):
+
+    "No on_session_end. MemoryProvider.on_session_end (agent/memory_provider.py:251) is the
+    base-class hook for exactly this ... Hindsight — the only one that batches — did not.
+    Its sole flush point was on_session_switch, which fires only when session_id rotates.
+    Sessions that end without rotating ... never reached it."
+
+    Here: the batching provider has no on_session_end flush; turns buffered when the
+    session ends never reach its backend.
+    """
+
+    def make_provider(self, spec: ProviderSpec) -> BatchingProvider:
+        return NoEndFlushProvider(spec.name, spec.retain_every_n_turns, self.h.backends[spec.name], self.store)
+
+
+class BatchLostOnShutdown(ReferenceGateway):
+    """batch-lost-on-shutdown — hermes-agent #88944 (seed 001):
+
+    "shutdown() never flushed. It set _shutting_down, then drained the writer queue ...
+    Ordering in shutdown() is load-bearing. The helper refuses to enqueue once
+    _shutting_down is set ..., so the flush runs before that flag goes up. Reversed, it
+    would silently discard the very buffer it exists to save."
+
+    Here: SIGTERM raises every provider's shutting-down flag before the flushes, so each
+    buffered turn is refused and dies with the process.
+    """
+
+    def sigterm(self) -> None:
+        for provider in self.memory.providers:
+            provider.shutting_down = True  # the flag goes up first...
+        super().sigterm()  # ...so every flush below refuses to ship
+
+
+class BatchFlushReshipsRetained(ReferenceGateway):
+    """batch-flush-reships-retained — seed 001 (hermes-agent #88944 fix PR):
+
+    "sync_turn skips a retain when the turn count hasn't reached a boundary, so
+    on_session_end/shutdown must not re-ship turns already persisted." and "Clearing on
+    flush is what makes the hook safe to call from several paths".
+
+    Here: a flush ships the session's whole buffer without the watermark and keeps it, so
+    every flush after a retain boundary ingests the retained turns again.
+    """
+
+    def make_provider(self, spec: ProviderSpec) -> BatchingProvider:
+        return NoWatermarkProvider(spec.name, spec.retain_every_n_turns, self.h.backends[spec.name], self.store)

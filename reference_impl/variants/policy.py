@@ -1,0 +1,91 @@
+"""Reset-policy bugs, from the hermes-session-reset-policy plugin (seed 002) and CONTRACT I6.
+
+The reference rotates a chat iff its entry is past a boundary when a message arrives (or
+the watcher ticks), never mid-turn, from a clock only user messages move, with the daily
+boundary in the gateway's local time, and every rotation owes the full boundary hooks.
+"""
+
+from __future__ import annotations
+
+from zoneinfo import ZoneInfo
+
+from conformance.adapter import Inbound
+from reference_impl.gateway import ReferenceGateway
+from reference_impl.policy import ResetPolicyEvaluator, chat_key
+from reference_impl.store import Route
+from sim.scenario import Chat
+
+
+class ResetMidTurn(ReferenceGateway):
+    """reset-mid-turn — seed 002 (hermes-session-reset-policy):
+
+    "Past the boundary, and with no turn in flight (the entry's durable active_turn_token
+    marker), resets the conversation" — "A turn in flight is never reset; the clock is left
+    untouched and the reset re-arms on the next message."
+
+    Here: /new does not wait for the turn in flight. The session ends under the running
+    turn, which then completes, is stored and synced in the session that already ended.
+    """
+
+    def deliver_command(self, chat: Chat, command: str) -> None:
+        request = self.busy_chats.get(chat_key(chat))
+        if command not in ("/new", "/reset") or request is None:
+            super().deliver_command(chat, command)
+            return
+        running = self.cache.get(self.inflight[request].session)
+        self.run_command(chat, command)  # no deferral
+        if running is not None:
+            self.cache.put(running)  # the running agent carries on with its turn
+
+
+class CommandMovesIdleClock(ReferenceGateway):
+    """command-moves-idle-clock — seed 002 (hermes-session-reset-policy):
+
+    "the plugin's own srp_last_user_inbound session metadata, advanced only by messages that
+    reach this hook (slash commands and internal/cron traffic never do" — unlike the
+    gateway's updated_at, which every command bumps.
+
+    Here: every slash command in a live session stamps the chat's idle clock.
+    """
+
+    def deliver_command(self, chat: Chat, command: str) -> None:
+        super().deliver_command(chat, command)
+        route = self.store.route(chat_key(chat))
+        if route is not None and route.session_id is not None and not route.ended:
+            route.last_user = self.h.clock.now()
+            self.store.save_route(route)
+
+
+class DailyBoundaryInUtc(ReferenceGateway):
+    """daily-boundary-in-utc — seed 002 (hermes-session-reset-policy):
+
+    "at_hour is the server's local time. For a user in another timezone the daily boundary
+    can land in the middle of their evening, and the first message after it starts a fresh
+    session mid-conversation."
+
+    Here: the daily boundary is computed in UTC, not in the gateway's local time zone.
+    """
+
+    def expiry_reason(self, route: Route) -> str | None:
+        utc = ResetPolicyEvaluator(ZoneInfo("UTC"))
+        return utc.expiry_reason(self.policy_for(route), route.anchor, route.last_user, self.h.clock.now())
+
+
+class MessageResetFiresNoHooks(ReferenceGateway):
+    """message-reset-fires-no-hooks — seed 002 (hermes-session-reset-policy):
+
+    "When the funnel is unreachable (older gateways, renamed internals) the plugin degrades
+    to a bare SessionStore.reset_session() plus the lifecycle hook pair" — the funnel being
+    what makes "everything a conversation boundary owes happen: ... the
+    on_session_finalize/on_session_reset plugin hooks."
+
+    Here: an expiry noticed by the next message rotates the chat with a bare routing reset:
+    the old session gets no on_session_end and no on_session_finalize.
+    """
+
+    def start_turn(self, message: Inbound, arrival: int) -> None:
+        route = self.store.route(chat_key(message.chat))
+        if route is not None and route.session_id is not None and not route.ended and self.expiry_reason(route):
+            route.ended = True  # rotated in the routing table only
+            self.store.save_route(route)
+        super().start_turn(message, arrival)

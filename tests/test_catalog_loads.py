@@ -1,0 +1,66 @@
+"""The regression catalog is well formed: every file loads, says where it came from and what
+breaks, and names only bug-zoo variants that exist."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from conformance.suite import catalog_paths
+from sim.loader import load_file
+
+# The bug zoo's variant names (reference_impl.variants), kept here so this test stands alone.
+KNOWN_VARIANTS = frozenset({
+    "expiry-skips-end-without-agent",
+    "idle-expiry-no-finalize",
+    "lru-evict-drops-unflushed",
+    "idle-sweep-evicts-before-daily-expiry",
+    "idle-sweep-never-reaps-none",
+    "evict-commit-then-expiry-double-end",
+    "batch-no-flush-on-session-end",
+    "batch-lost-on-shutdown",
+    "batch-flush-reships-retained",
+    "end-after-switch",
+    "deleted-row-drops-turns",
+    "heal-replays-tail-only",
+    "heal-on-any-fk-duplicates",
+    "heal-muted-hides-history",
+    "heal-forgets-pending-replay",
+    "orphan-child-never-recreated",
+    "reset-mid-turn",
+    "command-moves-idle-clock",
+    "daily-boundary-in-utc",
+    "message-reset-fires-no-hooks",
+    "shutdown-ends-sessions",
+    "sync-after-end",
+})
+FILE_NAME = re.compile(r"\d\d-[a-z0-9]+(-[a-z0-9]+)*\.yaml")
+PATHS = catalog_paths()
+
+
+def test_catalog_has_at_least_32_scenarios() -> None:
+    assert len(PATHS) >= 32
+
+
+def test_catalog_numbers_are_unique() -> None:
+    numbers = [p.name[:2] for p in PATHS]
+    assert len(numbers) == len(set(numbers)), numbers
+
+
+def test_every_variant_has_a_scenario_that_exists_to_catch_it() -> None:
+    named = {variant for path in PATHS for variant in load_file(path).catches}
+    assert sorted(KNOWN_VARIANTS - named) == []
+
+
+@pytest.mark.parametrize("path", PATHS, ids=[p.stem for p in PATHS])
+def test_catalog_file_is_well_formed(path: Path) -> None:
+    scenario = load_file(path)
+    assert FILE_NAME.fullmatch(path.name), f"{path.name}: expected NN-short-slug.yaml"
+    assert scenario.name == path.stem, "name: is the file name without .yaml"
+    header = scenario.header.splitlines()
+    assert any(line.startswith("source: ") for line in header), "header comment lacks a 'source:' line"
+    assert sum(line.startswith("symptom: ") for line in header) == 1, "header comment needs one 'symptom:' line"
+    assert set(scenario.catches) <= KNOWN_VARIANTS, f"unknown variants: {sorted(set(scenario.catches) - KNOWN_VARIANTS)}"
+    assert 3 <= len(scenario.events) <= 15, f"{len(scenario.events)} events; keep a catalog scenario small"

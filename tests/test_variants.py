@@ -1,0 +1,146 @@
+"""Each bug-zoo variant differs from the reference exactly where its report says.
+
+Every variant runs its own scenario (tests/zoo_scenarios/<name>.yaml) beside the
+reference, without the checks; the test reads one observable off both logs and compares
+it with what the reference and the bug should produce.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from conformance.observations import Obs
+from conformance.runner import run_scenario
+from reference_impl.gateway import ReferenceGateway
+from reference_impl.memory import BatchingProvider
+from reference_impl.registry import reference, variant
+from reference_impl.variants import VARIANTS, make
+from sim.loader import load_file
+from sim.scenario import ProviderSpec
+
+SCENARIOS = Path(__file__).parent / "zoo_scenarios"
+
+
+def ends(records: list[Obs], session: str | None = None) -> list[tuple[str | None, tuple[str, ...]]]:
+    """(session, turns) of every on_session_end, in order."""
+    return [(r.session, r.turns) for r in records if r.kind == "on_session_end" and session in (None, r.session)]
+
+
+def count(records: list[Obs], kind: str, session: str | None = None) -> int:
+    return sum(1 for r in records if r.kind == kind and session in (None, r.session))
+
+
+def ingested(records: list[Obs], backend: str) -> list[str]:
+    """Every turn the backend took, repeats included."""
+    return [turn for r in records if r.kind == "ingest" and r.d("backend") == backend for turn in r.turns]
+
+
+def stored(records: list[Obs], session: str, what: str = "turns") -> Any:
+    """The final durable state of one session: its user turns, visibilities or parent (None if absent)."""
+    final = [r for r in records if r.kind == "durable" and r.d("label") == "final"][-1]
+    body = final.d("sessions").get(session)
+    if body is None:
+        return None
+    if what == "parent":
+        return body["parent"]
+    if what == "visibility":
+        return [visibility for _role, _turn, visibility in body["rows"]]
+    return [turn for role, turn, _visibility in body["rows"] if role == "user"]
+
+
+def sequence(records: list[Obs], kinds: tuple[str, ...], sessions: tuple[str, ...]) -> list[str]:
+    """'kind session' of the given kinds, in log order."""
+    return [f"{r.kind} {r.session}" for r in records if r.kind in kinds and r.session in sessions]
+
+
+def reply_session(records: list[Obs], turn: str) -> str | None:
+    return next((r.session for r in records if r.kind == "reply" and turn in r.turns), None)
+
+
+def cached_at_checkpoint(records: list[Obs]) -> list[list[Any]]:
+    """The cache as last sampled before the first checkpoint."""
+    index = next(i for i, r in enumerate(records) if r.kind == "checkpoint")
+    return next(r.d("cached") for r in reversed(records[:index]) if r.kind == "resources")
+
+
+# variant -> (what to read off a log, the reference's value, the variant's value)
+CASES: dict[str, tuple[Callable[[list[Obs]], Any], Any, Any]] = {
+    "expiry-skips-end-without-agent": (lambda r: (ends(r), count(r, "on_session_finalize")),
+                                       ([("s1", ("t1", "t2"))], 1), ([], 1)),
+    "idle-expiry-no-finalize": (lambda r: (len(ends(r)), count(r, "on_session_finalize")), (1, 1), (1, 0)),
+    "lru-evict-drops-unflushed": (lambda r: ingested(r, "hindsight"), ["t1", "t2", "t3"], ["t3"]),
+    "idle-sweep-evicts-before-daily-expiry": (ends, [("s1", ("t1", "t2"))], [("s1", ())]),
+    "idle-sweep-never-reaps-none": (cached_at_checkpoint, [], [["s1", False]]),
+    "evict-commit-then-expiry-double-end": (lambda r: ends(r, "s1"), [("s1", ("t1",))], [("s1", ("t1",))] * 2),
+    "batch-no-flush-on-session-end": (lambda r: ingested(r, "hindsight"), ["t1", "t2"], []),
+    "batch-lost-on-shutdown": (lambda r: ingested(r, "hindsight"), ["t1", "t2"], []),
+    "batch-flush-reships-retained": (lambda r: ingested(r, "hindsight"),
+                                     ["t1", "t2", "t3"], ["t1", "t2", "t1", "t2", "t3", "t1", "t2", "t3"]),
+    "end-after-switch": (lambda r: [x for x in sequence(r, ("on_session_end", "on_session_switch"), ("s1", "s2"))
+                                    if x in ("on_session_end s2", "on_session_switch s1")],
+                         ["on_session_end s2", "on_session_switch s1"], ["on_session_switch s1", "on_session_end s2"]),
+    "deleted-row-drops-turns": (lambda r: stored(r, "s1"), ["t1", "t2", "t3"], None),
+    "heal-replays-tail-only": (lambda r: stored(r, "s1"), ["t1", "t2"], ["t2"]),
+    "heal-on-any-fk-duplicates": (lambda r: (stored(r, "s2"), stored(r, "s2", "parent")),
+                                  (["t2", "t3"], None), (["t2", "t2", "t3"], None)),
+    "heal-muted-hides-history": (lambda r: stored(r, "s1", "visibility"),
+                                 ["visible", "visible", "hidden", "hidden"], ["hidden"] * 4),
+    "heal-forgets-pending-replay": (lambda r: stored(r, "s1"), ["t1", "t2"], ["t2"]),
+    "orphan-child-never-recreated": (lambda r: (reply_session(r, "t3"), stored(r, "s2")), ("s2", ["t2", "t3"]), (None, None)),
+    "reset-mid-turn": (lambda r: sequence(r, ("reply", "sync_turn", "on_session_end"), ("s1",)),
+                       ["reply s1", "sync_turn s1", "on_session_end s1"], ["on_session_end s1", "reply s1", "sync_turn s1"]),
+    "command-moves-idle-clock": (lambda r: reply_session(r, "t2"), "s2", "s1"),
+    "daily-boundary-in-utc": (lambda r: reply_session(r, "t2"), "s1", "s2"),
+    "message-reset-fires-no-hooks": (lambda r: (count(r, "on_session_end", "s1"), count(r, "on_session_finalize", "s1")),
+                                     (1, 1), (0, 0)),
+    "shutdown-ends-sessions": (lambda r: ends(r, "s1"), [("s1", ("t1", "t2"))], [("s1", ("t1",)), ("s1", ("t1", "t2"))]),
+    "sync-after-end": (lambda r: sequence(r, ("sync_turn", "on_session_end"), ("s1",)),
+                       ["sync_turn s1", "on_session_end s1"], ["on_session_end s1", "sync_turn s1"]),
+}
+
+
+def test_every_variant_has_a_case_and_a_scenario() -> None:
+    assert sorted(CASES) == sorted(VARIANTS)
+    assert sorted(p.stem for p in SCENARIOS.glob("*.yaml")) == sorted(VARIANTS)
+
+
+@pytest.mark.parametrize("name", list(VARIANTS))
+def test_variant_differs_where_its_report_says(name: str) -> None:
+    scenario = load_file(SCENARIOS / f"{name}.yaml")
+    assert scenario.catches == (name,)
+    observe, want_reference, want_variant = CASES[name]
+    clean = run_scenario(scenario, ReferenceGateway(), "reference", check=False)
+    broken = run_scenario(scenario, make(name), f"reference:{name}", check=False)
+    assert clean.failure is None and broken.failure is None
+    assert observe(clean.records) == want_reference
+    assert observe(broken.records) == want_variant
+
+
+@pytest.mark.parametrize("name", list(VARIANTS))
+def test_variant_puts_back_one_method(name: str) -> None:
+    """One bug each: a direct subclass of the reference that overrides one method (a batching
+    provider variant comes in through `make_provider` and overrides one method itself)."""
+    cls = VARIANTS[name]
+    assert cls.__bases__ == (ReferenceGateway,)
+    own = [attr for attr, value in vars(cls).items() if callable(value)]
+    assert len(own) == 1 and hasattr(ReferenceGateway, own[0])
+    if own == ["make_provider"]:
+        gateway = make(name)
+        gateway.h = SimpleNamespace(backends={"p": None})  # type: ignore[assignment]
+        gateway.store = SimpleNamespace(ingested=lambda provider: set())  # type: ignore[assignment]
+        provider = gateway.make_provider(ProviderSpec("p", 3))
+        assert type(provider).__bases__ == (BatchingProvider,)
+        assert len([a for a, v in vars(type(provider)).items() if callable(v)]) == 1
+
+
+def test_registry_resolves_variants() -> None:
+    assert type(reference()) is ReferenceGateway
+    assert type(reference("sync-after-end")) is VARIANTS["sync-after-end"]
+    assert type(variant("heal-replays-tail-only")) is VARIANTS["heal-replays-tail-only"]
+    with pytest.raises(KeyError, match="unknown variant"):
+        make("no-such-bug")
