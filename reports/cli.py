@@ -1,0 +1,110 @@
+"""`sessiongate report` and `sessiongate coverage` (added to the CLI by conformance.cli).
+
+    sessiongate report RUN_DIR                      re-judge RUN_DIR/logs and write every report again
+    sessiongate coverage [PATHS…] [--gateway NAME]  lifecycle coverage of scenarios (default: the catalog)
+                         [--markdown] [--code PKG…]  as docs/coverage.md; line coverage of PKG too
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from reports.coverage import Coverage, Table, lifecycle_coverage
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from conformance.cli import summary_line
+    from conformance.suite import outcome
+    from reports import rerender
+    from reports.rundir import RunDirError
+
+    try:
+        results = rerender(args.run_dir)
+    except RunDirError as err:
+        print(f"sessiongate: error: {err}", file=sys.stderr)
+        return 2
+    print(f"report written to {args.run_dir}")
+    print(summary_line(results))
+    return 1 if any(outcome(r) in ("fail", "error", "timeout") for r in results) else 0
+
+
+def cmd_coverage(args: argparse.Namespace) -> int:
+    from conformance.registry import resolve
+    from conformance.suite import catalog_paths, load_all, run_all, scenario_paths
+
+    paths = scenario_paths(args.paths) if args.paths else catalog_paths()
+    if args.code:
+        from reports.coverage import combine_code, measure_code
+
+        with tempfile.TemporaryDirectory() as folder:
+            data = str(Path(folder) / ".coverage")
+            measure_code([str(p) for p in paths], args.gateway, args.code, data)
+            percent, text = combine_code(data)
+        print(text.rstrip())
+        print(f"line coverage of {', '.join(args.code)}: {percent:.1f}%")
+    scenarios, errors = load_all(paths)
+    for error in errors:
+        print(f"error {error}", file=sys.stderr)
+    cover = lifecycle_coverage(r.records for r in run_all(scenarios, resolve(args.gateway), args.gateway))
+    lines = markdown(cover, len(scenarios), args.gateway) if args.markdown else plain(cover)
+    print("\n".join(lines))
+    return 2 if errors else 0
+
+
+def plain(cover: Coverage) -> list[str]:
+    """Both tables as fixed-width text, then the cells no scenario reaches."""
+    lines: list[str] = []
+    for table in (cover.lifecycle, cover.boundaries):
+        width = max(len(r) for r in table.rows) + 2
+        lines.append(" " * width + " ".join(f"{c[:9]:>9}" for c in table.columns))
+        for r in table.rows:
+            cells = ("-" if (r, c) in table.impossible else str(table.counts.get((r, c), 0)) for c in table.columns)
+            lines.append(f"{r:<{width}}" + " ".join(f"{cell:>9}" for cell in cells))
+        lines.append("")
+    lines.append("never reached: " + ("; ".join(f"{r} / {c}" for t in (cover.lifecycle, cover.boundaries)
+                                               for r, c in t.unreached()) or "none"))
+    return lines
+
+
+def _md_table(table: Table, corner: str) -> list[str]:
+    lines = [f"| {corner} | " + " | ".join(table.columns) + " |", "|---" * (len(table.columns) + 1) + "|"]
+    for r in table.rows:
+        cells = []
+        for c in table.columns:
+            count = table.counts.get((r, c), 0)
+            if (r, c) in table.impossible:
+                cells.append("n/a")
+            elif (r, c) in table.nonconforming:
+                cells.append(f"({count})")
+            else:
+                cells.append(str(count) if count else "**0**")
+        lines.append(f"| {r} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def markdown(cover: Coverage, scenarios: int, gateway: str) -> list[str]:
+    """The tables and the list of unreached cells, as docs/coverage.md prints them."""
+    lines = [f"Computed from {scenarios} scenarios against `{gateway}` with "
+             f"`sessiongate coverage --markdown`.", "",
+             "### Session state before an event, by event", "", *_md_table(cover.lifecycle, "state \\ event"), "",
+             "### Boundary cause, by what set off its on_session_end", "",
+             *_md_table(cover.boundaries, "cause \\ path"), "", "### Cells no scenario reaches yet", ""]
+    for table in (cover.lifecycle, cover.boundaries):
+        lines += [f"- {r} / {c}" for r, c in table.unreached()]
+    return lines
+
+
+def add_commands(subparsers: Any) -> None:
+    report = subparsers.add_parser("report", help="re-render every report in RUN_DIR from its saved logs")
+    report.add_argument("run_dir", metavar="RUN_DIR", help="a folder written by --report")
+    report.set_defaults(func=cmd_report)
+    coverage = subparsers.add_parser("coverage", help="lifecycle coverage of scenarios (default: the catalog)")
+    coverage.add_argument("paths", nargs="*", help="scenario files or folders")
+    coverage.add_argument("--gateway", default="reference")
+    coverage.add_argument("--markdown", action="store_true", help="print the tables as docs/coverage.md has them")
+    coverage.add_argument("--code", nargs="+", metavar="PKG", help="also measure line coverage of these packages")
+    coverage.set_defaults(func=cmd_coverage)

@@ -1,0 +1,72 @@
+"""JUnit XML: one testcase per (run, check), so CI shows which invariant broke where.
+
+classname is the scenario, name is the check ('I1 exactly-once end'); one testsuite per
+gateway. A failure carries every violation message; an expected failure is skipped with
+its reason; a gateway error or timeout is an error. No timestamps: same runs, same bytes.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+
+from conformance.verdict import CHECK_IDS, CHECK_NAMES, Verdict
+from reports.rundir import Keyed
+
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def _clean(text: str) -> str:
+    return _NOT_XML.sub("?", text)
+
+
+def _case(suite: ET.Element, classname: str, check: str, verdict: Verdict | None) -> str:
+    """Add one testcase; returns its status."""
+    case = ET.SubElement(suite, "testcase", classname=classname, name=f"{check} {CHECK_NAMES[check]}", time="0")
+    status = verdict.status if verdict is not None else "error"
+    if verdict is None:
+        ET.SubElement(case, "error", message="no verdict", type="error")
+        return status
+    evidence = _clean("\n".join(v.message for v in verdict.violations))
+    if status == "fail":
+        node = ET.SubElement(case, "failure", message=_clean(verdict.summary), type=check)
+        node.text = evidence
+    elif status == "xpass":
+        node = ET.SubElement(case, "failure", message=_clean(f"unexpected pass: {verdict.reason}"), type="xpass")
+    elif status == "xfail":
+        node = ET.SubElement(case, "skipped", message=_clean(f"expected failure: {verdict.reason}"))
+        node.text = evidence
+    elif status == "skip":
+        ET.SubElement(case, "skipped", message=_clean(verdict.reason or "skipped"))
+    elif status in ("error", "timeout"):
+        ET.SubElement(case, "error", message=_clean(verdict.reason), type=status)
+    return status
+
+
+def render(runs: list[Keyed], gateway: str) -> str:
+    root = ET.Element("testsuites", name=f"sessiongate {gateway}")
+    suites: dict[str, ET.Element] = {}
+    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    tallies: dict[str, dict[str, int]] = {}
+    for run in runs:
+        name = run.result.gateway
+        if name not in suites:
+            suites[name] = ET.SubElement(root, "testsuite", name=name)
+            tallies[name] = dict.fromkeys(totals, 0)
+        classname = run.key.rsplit("/", 1)[-1] if "/" in run.key and run.key.startswith(f"{name}/") else run.key
+        for check in CHECK_IDS:
+            status = _case(suites[name], classname, check, run.result.verdicts.get(check))
+            tally = tallies[name]
+            tally["tests"] += 1
+            tally["failures"] += status in ("fail", "xpass")
+            tally["errors"] += status in ("error", "timeout")
+            tally["skipped"] += status in ("xfail", "skip")
+    for name, suite in suites.items():
+        for key, value in tallies[name].items():
+            suite.set(key, str(value))
+            totals[key] += value
+        suite.set("time", "0")
+    for key, value in totals.items():
+        root.set(key, str(value))
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

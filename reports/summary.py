@@ -1,0 +1,36 @@
+"""summary.json: every run's verdicts with evidence, and lifecycle coverage, in one
+versioned, canonical document (docs/report-schema.md). Same runs, same bytes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from conformance.suite import outcome
+from conformance.verdict import CHECK_IDS
+from reports.coverage import Coverage
+from reports.rundir import Keyed, canonical_json, display_path
+
+SCHEMA = 1
+
+
+def document(runs: list[Keyed], gateway: str, cover: Coverage) -> dict[str, Any]:
+    scenarios = []
+    for run in runs:
+        result = run.result
+        scenarios.append({
+            "key": run.key,
+            "name": result.scenario.name,
+            "gateway": result.gateway,
+            "file": display_path(result.scenario.source),
+            "seed": result.scenario.seed,
+            "log": run.log_path,
+            "outcome": outcome(result),
+            "verdicts": {c: result.verdicts[c].to_detail() for c in CHECK_IDS if c in result.verdicts},
+        })
+    words = [s["outcome"] for s in scenarios]
+    totals = {w: words.count(w) for w in ("pass", "fail", "xfail", "error", "timeout")}
+    return {"schema": SCHEMA, "gateway": gateway, "totals": totals, "scenarios": scenarios, "coverage": cover.to_detail()}
+
+
+def render(runs: list[Keyed], gateway: str, cover: Coverage) -> str:
+    return canonical_json(document(runs, gateway, cover))

@@ -1,0 +1,184 @@
+"""Reports: JUnit validates, the JSON summary keeps its schema, the HTML has a timeline per
+failing run, re-rendering from the saved logs gives the same bytes, writes are atomic."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import pytest
+from reportcase import FAILING, mixed_results, scenario
+
+import reports
+from conformance.cli import main
+from conformance.runner import run_scenario
+from conformance.suite import outcome
+from conformance.verdict import CHECK_IDS
+from reference_impl import ReferenceGateway
+from reports import rundir
+from reports.axis import Axis
+from reports.coverage import lifecycle_coverage
+from sim.clock import DAY, MINUTE
+
+XSD = Path(__file__).parent / "data" / "junit.xsd"
+STATUSES = {"pass", "fail", "xfail", "xpass", "error", "timeout", "skip"}
+
+
+@pytest.fixture(scope="module")
+def results():
+    return mixed_results()
+
+
+@pytest.fixture(scope="module")
+def run_dir(results, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("report")
+    reports.write_all(results, str(folder), "reference")
+    return folder
+
+
+def test_the_mixed_runs_are_what_the_tests_need(results):
+    assert [outcome(r) for r in results] == ["pass", "fail", "xfail", "error"]
+
+
+def test_junit_has_a_case_per_run_and_check_and_validates(run_dir, results):
+    root = ET.parse(run_dir / "junit.xml").getroot()
+    cases = root.findall("./testsuite/testcase")
+    assert len(cases) == len(results) * len(CHECK_IDS)
+    assert root.get("tests") == str(len(cases))
+    failing = [c for c in cases if c.find("failure") is not None]
+    assert failing and all(c.get("classname") == results[1].scenario.name for c in failing)
+    verdict = next(v for v in results[1].verdicts.values() if v.status == "fail")
+    failure = next(c for c in failing if c.get("name").startswith(verdict.check)).find("failure")
+    assert all(v.message in failure.text for v in verdict.violations)
+    skipped = [c.find("skipped") for c in cases if c.find("skipped") is not None]
+    assert skipped and all(s.get("message") == "expected failure: known: no finalize on idle expiry" for s in skipped)
+    errors = [c.find("error") for c in cases if c.find("error") is not None]
+    assert len(errors) == len(CHECK_IDS) and "boom" in errors[0].get("message")
+    xmlschema = pytest.importorskip("xmlschema")
+    xmlschema.XMLSchema(str(XSD)).validate(str(run_dir / "junit.xml"))
+
+
+def test_summary_keeps_the_documented_schema(run_dir, results):
+    text = (run_dir / "summary.json").read_text(encoding="utf-8")
+    doc = json.loads(text)
+    assert text == rundir.canonical_json(doc)
+    assert doc["schema"] == 1 and doc["gateway"] == "reference"
+    assert [s["name"] for s in doc["scenarios"]] == [r.scenario.name for r in results]
+    for entry in doc["scenarios"]:
+        assert set(entry) == {"key", "name", "gateway", "file", "seed", "log", "outcome", "verdicts"}
+        assert entry["file"].endswith(".yaml") and isinstance(entry["seed"], int)
+        assert list(entry["verdicts"]) == list(CHECK_IDS)
+        for verdict in entry["verdicts"].values():
+            assert verdict["status"] in STATUSES and isinstance(verdict["evidence"], list)
+    failing = doc["scenarios"][1]["verdicts"]
+    evidence = [e for v in failing.values() if v["status"] == "fail" for e in v["evidence"]]
+    assert evidence and all({"message", "records"} <= set(e) for e in evidence)
+    assert set(doc["coverage"]) == {"lifecycle", "boundaries"}
+    assert doc["coverage"]["lifecycle"]["cells"]["live+cached"]["message"]["count"] > 0
+
+
+def test_html_is_one_file_with_a_timeline_per_failing_run(run_dir, results):
+    page = (run_dir / "report.html").read_text(encoding="utf-8")
+    assert "<script" not in page and "<link" not in page and " src=" not in page
+    assert page.replace('xmlns="http://www.w3.org/2000/svg"', "").count("http") == 0
+    unexpected = [r for r in results if outcome(r) in ("fail", "error", "timeout")]
+    expected = [r for r in results if outcome(r) == "xfail"]
+    assert page.count("<svg") == len(unexpected) + len(expected)
+    for result in unexpected:
+        section = page.split(f'id="s-{result.scenario.name}"')[1].split("</section>")[0]
+        assert "<svg" in section
+    assert "1 passing run<" in page and "<details>" in page
+    assert "Lifecycle coverage" in page
+
+
+def test_rerendering_from_the_logs_gives_the_same_bytes(run_dir, results, tmp_path):
+    before = {p.relative_to(run_dir): p.read_bytes() for p in sorted(run_dir.rglob("*")) if p.is_file()}
+    assert Path("logs/index.json") in before and Path(f"logs/{results[1].scenario.name}.jsonl") in before
+    copy = tmp_path / "copy"
+    for rel, data in before.items():
+        (copy / rel).parent.mkdir(parents=True, exist_ok=True)
+        (copy / rel).write_bytes(data)
+    for rel in reports.FILES:
+        (copy / rel).unlink()
+    assert main(["report", str(copy)]) == 1  # the failing run still fails when judged again
+    after = {p.relative_to(copy): p.read_bytes() for p in sorted(copy.rglob("*")) if p.is_file()}
+    assert after == before
+
+
+def test_report_of_a_folder_without_logs_is_a_usage_error(tmp_path, capsys):
+    assert main(["report", str(tmp_path)]) == 2
+    assert "index.json" in capsys.readouterr().err
+
+
+def test_writes_are_atomic_and_leave_no_temp_files(run_dir, tmp_path, monkeypatch):
+    assert not [p for p in run_dir.rglob("*") if p.name.endswith(".tmp")]
+    target = tmp_path / "summary.json"
+    rundir.atomic_write(target, "old\n")
+
+    def refuse(*_args):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(rundir.os, "replace", refuse)
+    with pytest.raises(OSError):
+        rundir.atomic_write(target, "new\n")
+    assert target.read_text() == "old\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["summary.json"]
+
+
+def test_zoo_style_runs_get_one_log_per_gateway_and_scenario(tmp_path):
+    clean = run_scenario(scenario(FAILING[0]), ReferenceGateway(), "reference")
+    other = run_scenario(scenario(FAILING[0]), ReferenceGateway(), "reference:twin")
+    reports.write_all([clean, other], str(tmp_path), "zoo")
+    name = clean.scenario.name
+    assert (tmp_path / f"logs/reference/{name}.jsonl").exists()
+    assert (tmp_path / f"logs/reference-twin/{name}.jsonl").exists()
+    suites = ET.parse(tmp_path / "junit.xml").getroot().findall("testsuite")
+    assert [s.get("name") for s in suites] == ["reference", "reference:twin"]
+
+
+def test_lifecycle_coverage_sees_states_events_and_hook_paths():
+    logs = [run_scenario(scenario(name), ReferenceGateway(), "reference", check=False).records
+            for name in ("01-idle-expiry", "07-batch-flush-at-shutdown", "25-message-before-watcher")]
+    cover = lifecycle_coverage(logs)
+    assert cover.lifecycle.counts[("live+cached", "SIGTERM")] >= 1
+    assert cover.lifecycle.scenarios[("live+cached", "SIGTERM")] == [scenario("07-batch").name]
+    assert cover.boundaries.counts[("idle", "watcher")] >= 1
+    assert cover.boundaries.counts[("idle", "message")] >= 1
+    assert ("shut down", "message") in cover.lifecycle.unreached()
+    assert ("shut down", "sweep") not in cover.lifecycle.unreached()  # cannot happen, so not owed
+
+
+def test_a_two_day_quiet_gap_is_squeezed_to_a_break():
+    zone = ZoneInfo("Europe/Berlin")
+    start = 1_772_438_400_000
+    busy = [start + k * MINUTE for k in range(0, 60, 5)]
+    axis = Axis([*busy, start + 2 * DAY], 0, 1000, zone)
+    assert len(axis.breaks) == 1 and axis.breaks[0].label == "1d23h"
+    assert axis.x(busy[-1]) > 600  # the busy hour keeps most of the width
+    assert all(not axis.in_break(t.t) for t in axis.ticks())
+
+
+def test_code_coverage_helper_measures_the_gateway_package(tmp_path):
+    import sys
+
+    if sys.gettrace() is not None:
+        pytest.skip("already running under a tracer (coverage or a debugger)")
+    from reports.coverage import combine_code, measure_code
+
+    data = str(tmp_path / ".coverage")
+    written = measure_code([str(scenario(FAILING[0]).source)], "reference", ["reference_impl"], data)
+    assert Path(written).name.startswith(".coverage.")
+    percent, text = combine_code(data)
+    assert 0 < percent <= 100 and "gateway.py" in text
+
+
+def test_coverage_command_prints_the_tables_and_the_gaps(capsys):
+    path = str(scenario("01-idle-expiry").source)
+    assert main(["coverage", path]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[1].startswith("live+cached") and "never reached: " in out
+    assert main(["coverage", path, "--markdown"]) == 0
+    out = capsys.readouterr().out
+    assert "| idle | " in out and "### Cells no scenario reaches yet" in out
