@@ -18,7 +18,7 @@ HOUR = 60 * MINUTE
 DAY = 24 * HOUR
 
 _UNITS = {"ms": MS, "s": SECOND, "m": MINUTE, "h": HOUR, "d": DAY}
-_DURATION = re.compile(r"(\d+)(ms|s|m|h|d)")
+_DURATION = re.compile(r"(\d+)(ms|s|m|h|d)", re.ASCII)
 
 
 def parse_duration(text: str) -> int:
@@ -37,9 +37,11 @@ def parse_duration(text: str) -> int:
 
 
 def format_duration(ms: int) -> str:
-    """The shortest exact spelling of a duration: 3_660_000 -> '61m'."""
+    """An exact spelling of a duration, largest unit first: 3_660_000 -> '1h1m'; negatives get a '-'."""
     if ms == 0:
         return "0s"
+    if ms < 0:
+        return "-" + format_duration(-ms)
     parts = []
     for unit, size in (("d", DAY), ("h", HOUR), ("m", MINUTE), ("s", SECOND), ("ms", MS)):
         if ms >= size:
@@ -106,7 +108,11 @@ def next_daily_boundary_after(t: int, at_hour: int, zone: ZoneInfo) -> int:
 
 
 class VirtualClock:
-    """The simulation's only clock. Wall time is zone-aware; monotonic time is separate."""
+    """The simulation's only clock. Wall time is zone-aware; monotonic time is separate.
+
+    sim.engine.Engine reads and advances `_now` directly on its hot path, so `set()` must
+    stay a plain checked assignment: give it side effects and the engine must call it.
+    """
 
     __slots__ = ("_now", "_origin", "zone")
 
