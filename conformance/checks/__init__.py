@@ -44,4 +44,13 @@ def judge(records: list[Obs]) -> dict[str, Verdict]:
         status = "timeout" if failure.d("failure") == "timeout" else "error"
         reason = f"gateway {status} at step {failure.step} ({failure.d('event')}): {failure.d('message')}"
         return {check: Verdict(check, status, reason=reason) for check in CHECKS}
-    return {check: fn(model) for check, fn in CHECKS.items()}
+    return {check: _once(fn(model)) for check, fn in CHECKS.items()}
+
+
+def _once(verdict: Verdict) -> Verdict:
+    """Each distinct message once (two chats can point at the same broken session)."""
+    seen: set[str] = set()
+    kept = tuple(v for v in verdict.violations if not (v.message in seen or seen.add(v.message)))
+    if len(kept) == len(verdict.violations):
+        return verdict
+    return Verdict(verdict.check, verdict.status, kept, verdict.reason, verdict.examined)

@@ -1,14 +1,18 @@
 """I2 no lost turn (store): every acknowledged turn is in the durable store under its
 session, in order, exactly once, from the end of its turn on.
 
-Checked at every snapshot of the store in the log (checkpoints, stops, the final state).
-After another surface deletes a live session's row, its earlier turns are owed again from
-the session's next flush; if no live agent held them, nothing can restore them.
+Checked at every snapshot of the store in the log (checkpoints, stops, the final state):
+each acknowledged turn's user row once under its session, its reply row beside it, in
+the order the turns were asked. After another surface deletes a session's row, its earlier turns are
+owed again from the session's next flush; if no live agent held them, nothing can restore them.
 """
 
 from __future__ import annotations
 
-from conformance.checks.model import RunModel, deletions, excused_from_store
+from bisect import bisect_left
+
+from conformance.checks.deletions import excused_from_store
+from conformance.checks.model import RunModel, Turn
 from conformance.checks.text import turn_list
 from conformance.verdict import Verdict, Violation
 
@@ -22,38 +26,83 @@ def snapshot_rows(snapshot_detail: dict) -> dict[str, list[str]]:
 
 
 def check(m: RunModel) -> Verdict:
-    cuts = deletions(m)
     violations: list[Violation] = []
     reported: set[tuple[str, str]] = set()
     examined = 0
+    acked = sorted((t for t in m.turns.values() if t.acked), key=lambda t: t.reply_index)
+    acked_at = [t.reply_index for t in acked]
+    sessions = [t.session or "" for t in acked]
     for index, snap in m.of("durable"):
-        rows = snapshot_rows(snap.detail)
-        where = {turn: sid for sid, turns in rows.items() for turn in turns}
-        label = snap.d("label")
+        users: dict[str, list[str]] = {}
+        stored: dict[tuple[str, str], int] = {}  # (session, turn) -> user rows
+        replied: set[tuple[str, str]] = set()
+        for sid, body in snap.d("sessions", {}).items():
+            mine = users[sid] = []
+            for role, turn, _vis in body["rows"]:
+                if not turn:
+                    continue
+                if role == "user":
+                    mine.append(turn)
+                    stored[sid, turn] = stored.get((sid, turn), 0) + 1
+                elif role == "assistant":
+                    replied.add((sid, turn))
+        where = _Where(users)
+        label = f"snapshot '{snap.d('label')}' ({m.at(snap.t)})"
         owed_by_session: dict[str, list[str]] = {}
-        for turn in sorted((t for t in m.turns.values() if t.acked and t.reply_index < index), key=lambda t: t.reply_index):
-            examined += 1
-            session = turn.session or ""
-            if excused_from_store(m, turn, index, cuts):
+        upto = bisect_left(acked_at, index)
+        examined += upto
+        for k in range(upto):
+            turn, session = acked[k], sessions[k]
+            if excused_from_store(m, turn, index):
                 continue
             owed_by_session.setdefault(session, []).append(turn.id)
-            stored_in = where.get(turn.id)
-            if stored_in == session or (turn.id, "missing") in reported:
+            count = stored.get((session, turn.id), 0)
+            if count == 1 and (session, turn.id) in replied:
                 continue
-            reported.add((turn.id, "missing"))
-            if stored_in is None:
-                message = (f"turn {turn.id} (session {session}, acknowledged {m.at(turn.reply.t if turn.reply else None)}) "
-                           f"is missing from the store at snapshot '{label}' ({m.at(snap.t)})")
-            else:
-                message = f"turn {turn.id} of session {session} is stored under {stored_in} at snapshot '{label}'"
-            violations.append(Violation(message, (turn.reply_index, index), snap.t, session, (turn.id,)))
+            problem = _problem(m, turn, count, where)
+            if (turn.id, problem[0]) in reported:
+                continue
+            reported.add((turn.id, problem[0]))
+            violations.append(Violation(f"{problem[1]} at {label}", (turn.reply_index, index), snap.t, session, (turn.id,)))
         for session, owed in owed_by_session.items():
-            stored = [t for t in rows.get(session, []) if t in set(owed)]
-            seen = list(dict.fromkeys(stored))
-            expected = [t for t in owed if t in seen]
-            if seen != expected and (session, "order") not in reported:
+            wanted = set(owed)
+            seen = list(dict.fromkeys(t for t in users.get(session, []) if t in wanted))
+            if seen == owed or (session, "order") in reported:
+                continue
+            kept = set(seen)
+            expected = sorted((t for t in owed if t in kept), key=lambda t: m.turns[t].request_index)
+            if seen != expected:
                 reported.add((session, "order"))
                 violations.append(Violation(
-                    f"session {session}'s stored turns are out of order at snapshot '{label}': {turn_list(seen)}, "
-                    f"acknowledged as {turn_list(expected)}", (index,), snap.t, session))
+                    f"session {session}'s stored turns are out of order at {label}: {turn_list(seen)}, "
+                    f"asked as {turn_list(expected)}", (index,), snap.t, session))
     return Verdict("I2", "fail" if violations else "pass", tuple(violations), examined=examined)
+
+
+class _Where:
+    """Which sessions of a snapshot hold a turn's user row (built on first use)."""
+
+    def __init__(self, rows: dict[str, list[str]]) -> None:
+        self.rows, self.table = rows, None
+
+    def others(self, turn: str, session: str) -> list[str]:
+        if self.table is None:
+            self.table = {}
+            for sid in sorted(self.rows):
+                for t in dict.fromkeys(self.rows[sid]):
+                    self.table.setdefault(t, []).append(sid)
+        return [sid for sid in self.table.get(turn, []) if sid != session]
+
+
+def _problem(m: RunModel, turn: Turn, stored: int, where: _Where) -> tuple[str, str]:
+    """(kind, words) of what is wrong with one owed turn in one snapshot."""
+    session = turn.session or ""
+    if stored == 0:
+        others = where.others(turn.id, session)
+        if others:
+            return "missing", f"turn {turn.id} of session {session} is stored under {', '.join(others)} instead"
+        acked = m.at(turn.reply.t if turn.reply else None)
+        return "missing", f"turn {turn.id} (session {session}, acknowledged {acked}) is missing from the store"
+    if stored > 1:
+        return "twice", f"turn {turn.id} is stored {stored} times in session {session}"
+    return "reply", f"turn {turn.id} of session {session} is stored without its reply"

@@ -1,5 +1,6 @@
 """I3 no lost turn (memory): by quiescence every acknowledged turn reached every backend,
-including what a batching provider still buffered at a session end, an eviction or SIGTERM."""
+including what a batching provider still buffered at a session end, an eviction or SIGTERM
+(and, for a gateway that claims crash durability, at a crash)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ def check(m: RunModel) -> Verdict:
     for _index, r in m.of("ingest"):
         ingested.setdefault(r.d("backend"), set()).update(r.turns)
     crashes = [i for i, _ in m.of("crash")]
-    durable = m.profile.get("crash_durable", True)
+    excused_before = crashes[-1] if crashes and not m.profile.get("crash_durable", True) else -1
     violations: list[Violation] = []
     examined = 0
     turns = sorted((t for t in m.turns.values() if t.acked and not t.delegate), key=lambda t: t.reply_index)
@@ -22,17 +23,18 @@ def check(m: RunModel) -> Verdict:
         missing = []
         for turn in turns:
             examined += 1
-            if turn.id in ingested.get(backend, set()):
-                continue
-            if not durable and any(c > turn.reply_index for c in crashes):
+            if turn.id in ingested[backend] or turn.reply_index < excused_before:
                 continue
             missing.append(turn)
-        if missing:
-            sessions = sorted({t.session or "?" for t in missing})
-            first, last = missing[0].reply, missing[-1].reply
-            span = m.at(first.t if first else None) + (f"–{m.at(last.t)}" if last and first and last.t != first.t else "")
-            violations.append(Violation(
-                f"backend '{backend}' never ingested {turn_list([t.id for t in missing])} "
-                f"(session {', '.join(sessions)}, acknowledged {span})",
-                tuple(t.reply_index for t in missing[:5]), first.t if first else None, sessions[0], tuple(t.id for t in missing)))
+        if not missing:
+            continue
+        sessions = list(dict.fromkeys(t.session or "?" for t in missing))
+        first, last = missing[0].reply, missing[-1].reply
+        assert first is not None and last is not None
+        span = m.at(first.t) if last.t == first.t else f"from {m.at(first.t)} to {m.at(last.t)}"
+        violations.append(Violation(
+            f"backend '{backend}' never ingested {turn_list([t.id for t in missing])} "
+            f"(session {', '.join(sessions)}, acknowledged {span})",
+            tuple(t.reply_index for t in missing[:5]), first.t, sessions[0], tuple(t.id for t in missing)))
     return Verdict("I3", "fail" if violations else "pass", tuple(violations), examined=examined)
+

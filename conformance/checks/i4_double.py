@@ -1,12 +1,13 @@
-"""I4 no double ingest: no turn ingested twice into a backend, stored twice, replied twice or
-carried by two sessions' on_session_end; no on_session_end twice for one session's life."""
+"""I4 no double ingest: no turn ingested twice into a backend, stored twice (in one session
+or in two), replied to twice or carried by two sessions' on_session_end; no on_session_end
+twice for one life of a session."""
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import defaultdict
 
 from conformance.checks.model import RunModel
-from conformance.checks.text import describe_time_context
+from conformance.checks.text import at_times
 from conformance.verdict import Verdict, Violation
 
 
@@ -20,42 +21,86 @@ def check(m: RunModel) -> Verdict:
     for (backend, turn), indexes in sorted(seen.items(), key=lambda kv: kv[1][0]):
         examined += 1
         if len(indexes) > 1:
-            times = " and ".join(f"{m.at(m.records[i].t)}{describe_time_context(m, i)}" for i in indexes[:3])
             violations.append(Violation(
-                f"backend '{backend}' ingested {turn} {len(indexes)} times: at {times}",
+                f"backend '{backend}' ingested {turn} {len(indexes)} times: at {at_times(m, indexes[:3])}",
                 tuple(indexes), m.records[indexes[1]].t, m.records[indexes[0]].session, (turn,)))
-    for index, snap in m.of("durable"):
-        for sid, body in sorted(snap.d("sessions", {}).items()):
-            counts = Counter((role, turn) for role, turn, _vis in body["rows"] if turn)
-            doubled = sorted({turn for (_role, turn), n in counts.items() if n > 1})
-            if doubled:
-                violations.append(Violation(
-                    f"session {sid} stores {', '.join(doubled)} more than once at snapshot '{snap.d('label')}' ({m.at(snap.t)})",
-                    (index,), snap.t, sid, tuple(doubled)))
-        if violations and snap.d("label") != "final":
-            continue
-    carriers: dict[str, set[str]] = defaultdict(set)
-    for _index, r in m.of("on_session_end"):
+    violations += _stored_twice(m)
+    violations += _ended_twice(m)
+    carriers: dict[str, dict[str, int]] = defaultdict(dict)  # turn -> session -> first end index
+    for index, r in m.of("on_session_end"):
+        examined += 1
         for turn in r.turns:
-            carriers[turn].add(r.session or "")
-    for turn, sessions in sorted(carriers.items()):
+            carriers[turn].setdefault(r.session or "", index)
+    for turn, sessions in sorted(carriers.items(), key=lambda kv: min(kv[1].values())):
         if len(sessions) > 1:
+            names = sorted(sessions, key=lambda s: sessions[s])
             violations.append(Violation(
-                f"turn {turn} was delivered in on_session_end of {len(sessions)} sessions: {', '.join(sorted(sessions))}",
-                (), None, None, (turn,)))
+                f"turn {turn} was delivered in on_session_end of {len(sessions)} sessions: {', '.join(names)}",
+                tuple(sessions[s] for s in names), m.records[sessions[names[1]]].t, names[1], (turn,)))
+    replies: dict[str, list[int]] = defaultdict(list)
+    for index, r in m.of("reply"):
+        if r.turns:
+            replies[r.turns[0]].append(index)
     for turn in sorted(m.turns.values(), key=lambda t: t.index):
+        examined += 1
         if turn.replies > 1:
-            violations.append(Violation(f"turn {turn.id} was replied to {turn.replies} times", (turn.reply_index,),
-                                        turn.reply.t if turn.reply else None, turn.session, (turn.id,)))
-    violations = _dedupe(violations)
+            indexes = replies[turn.id]
+            violations.append(Violation(
+                f"turn {turn.id} was replied to {turn.replies} times: at {at_times(m, indexes[:3])}", tuple(indexes),
+                m.records[indexes[1]].t, turn.session, (turn.id,)))
     return Verdict("I4", "fail" if violations else "pass", tuple(violations), examined=examined)
 
 
-def _dedupe(violations: list[Violation]) -> list[Violation]:
-    out, seen = [], set()
-    for v in violations:
-        key = (v.session, v.turns, v.message.split(" at snapshot")[0])
-        if key not in seen:
-            seen.add(key)
-            out.append(v)
+def _stored_twice(m: RunModel) -> list[Violation]:
+    """Rows stored twice in one session, or one turn stored in two sessions (each said once)."""
+    out: list[Violation] = []
+    said: set[tuple[str, ...]] = set()
+    for index, snap in m.of("durable"):
+        holders: dict[str, str] = {}  # turn -> first session holding its user row
+        shared: dict[str, list[str]] = {}
+        for sid, body in sorted(snap.d("sessions", {}).items()):
+            seen: set[tuple[str, str]] = set()
+            doubled: set[str] = set()
+            for role, turn, _vis in body["rows"]:
+                if not turn:
+                    continue
+                if (role, turn) in seen:
+                    doubled.add(turn)
+                    continue
+                seen.add((role, turn))
+                if role == "user":
+                    first = holders.setdefault(turn, sid)
+                    if first != sid:
+                        shared.setdefault(turn, [first]).append(sid)
+            if doubled and (sid, *sorted(doubled)) not in said:
+                said.add((sid, *sorted(doubled)))
+                out.append(Violation(
+                    f"session {sid} stores {', '.join(sorted(doubled))} more than once at snapshot '{snap.d('label')}' "
+                    f"({m.at(snap.t)})", (index,), snap.t, sid, tuple(sorted(doubled))))
+        for turn, sids in shared.items():
+            if (turn,) not in said:
+                said.add((turn,))
+                out.append(Violation(
+                    f"turn {turn} is stored in {len(sids)} sessions at snapshot '{snap.d('label')}' ({m.at(snap.t)}): "
+                    f"{', '.join(sids)}", (index,), snap.t, sids[0], (turn,)))
+    return out
+
+
+def _ended_twice(m: RunModel) -> list[Violation]:
+    """More than one on_session_end in one life of a session (a /resume starts a new life)."""
+    out: list[Violation] = []
+    covered: set[str] = set()
+    lives = []
+    for chat in sorted(m.segments):
+        for seg in m.segments[chat]:
+            if seg.session is not None:
+                covered.add(seg.session)
+                lives.append((seg.session, m.ends_in(seg)))
+    for session in sorted({r.session for _i, r in m.of("on_session_end") if r.session} - covered):
+        lives.append((session, m.of_session("on_session_end", session)))
+    for session, ends in lives:
+        if len(ends) > 1:
+            out.append(Violation(
+                f"session {session} got {len(ends)} on_session_end calls: at {at_times(m, [i for i, _ in ends])}",
+                tuple(i for i, _ in ends), ends[1][1].t, session))
     return out

@@ -3,47 +3,56 @@ any hook of its successor; on_session_switch strictly after the end it follows."
 
 from __future__ import annotations
 
-from conformance.checks.model import RunModel
-from conformance.verdict import Verdict, Violation
+from itertools import islice
 
-SUCCESSOR_HOOKS = ("sync_turn", "on_session_switch", "on_session_reset", "on_session_end", "on_session_finalize")
+from conformance.checks.model import RunModel, Segment
+from conformance.observations import Obs
+from conformance.verdict import Verdict, Violation
 
 
 def check(m: RunModel) -> Verdict:
     violations: list[Violation] = []
     examined = 0
-    ends = m.of("on_session_end")
-    syncs = m.of("sync_turn")
+    switches: dict[str, list[tuple[int, str | None]]] = {}  # previous session -> (index, new session)
+    for i, r in m.of("on_session_switch"):
+        switches.setdefault(r.d("previous") or "", []).append((i, r.session))
     for chat in sorted(m.segments):
         segments = m.segments[chat]
         for seg in segments:
             session = seg.session
             if session is None or seg.boundary is None:
                 continue
-            later_lives = [s.start_index for s in segments if s.session == session and s.start_index > seg.start_index]
-            hi = min(later_lives, default=len(m.records))
-            mine = [(i, r) for i, r in ends if r.session == session and i < hi and (seg.resumes is None or i >= seg.start_index)]
-            if not mine:
+            ends = m.ends_in(seg)
+            if not ends:
                 continue
             examined += 1
-            end_index, end = mine[0]
-            for i, r in syncs:
-                if r.session == session and end_index < i < hi:
+            end_index, end = ends[0]
+            for i, r in m.of_session("sync_turn", session, end_index + 1, seg.window[1]):
+                violations.append(Violation(
+                    f"sync_turn for {', '.join(r.turns)} of {session} came at {m.at(r.t)}, after {session}'s "
+                    f"on_session_end at {m.at(end.t)}", (end_index, i), r.t, session, r.turns))
+            successor = next((s for s in islice(segments, seg.number + 1, None) if s.session and s.session != session), None)
+            early = _successor_hook(m, seg.start_index, end_index, successor) if successor is not None else None
+            if early is not None and successor is not None:
+                i, r = early
+                violations.append(Violation(
+                    f"{r.kind} of successor session {successor.session} at {m.at(r.t)} came before {session}'s "
+                    f"on_session_end at {m.at(end.t)}", (i, end_index), r.t, session))
+            for i, new in switches.get(session, []):
+                if seg.window[0] <= i < end_index and (early is None or early[0] != i):
                     violations.append(Violation(
-                        f"sync_turn for {', '.join(r.turns)} of {session} came at {m.at(r.t)}, after {session}'s "
-                        f"on_session_end at {m.at(end.t)}", (end_index, i), r.t, session, r.turns))
-            following = [s for s in segments if s.number > seg.number and s.session and s.session != session]
-            if following:
-                successor = following[0].session
-                for i, r in m.of(*SUCCESSOR_HOOKS):
-                    if i < end_index and r.session == successor and i >= seg.start_index:
-                        violations.append(Violation(
-                            f"{r.kind} of successor session {successor} at {m.at(r.t)} came before {session}'s "
-                            f"on_session_end at {m.at(end.t)}", (i, end_index), r.t, session))
-                        break
-            for i, r in m.of("on_session_switch"):
-                if r.d("previous") == session and seg.start_index <= i < end_index:
-                    violations.append(Violation(
-                        f"on_session_switch {session} → {r.session} at {m.at(r.t)} came before {session}'s "
-                        f"on_session_end at {m.at(end.t)}", (i, end_index), r.t, session))
+                        f"on_session_switch {session} → {new} at {m.at(m.records[i].t)} came before {session}'s "
+                        f"on_session_end at {m.at(end.t)}", (i, end_index), m.records[i].t, session))
     return Verdict("I5", "fail" if violations else "pass", tuple(violations), examined=examined)
+
+
+def _successor_hook(m: RunModel, lo: int, end_index: int, successor: Segment) -> tuple[int, Obs] | None:
+    """The first hook of the successor's new life that came before `end_index`: a sync_turn
+    of one of its turns, its switch or reset (from `lo`, the predecessor's start), or an end."""
+    session = successor.session or ""
+    mine = {t.id for t in successor.turns}
+    found = [next(((i, r) for i, r in m.of_session("sync_turn", session, hi=end_index) if mine.intersection(r.turns)), None)]
+    found += [hooks[0] for kind in ("on_session_switch", "on_session_reset") if (hooks := m.of_session(kind, session, lo, end_index))]
+    found += [hooks[0] for kind in ("on_session_end", "on_session_finalize")
+              if (hooks := m.of_session(kind, session, successor.window[0], end_index))]
+    return min((f for f in found if f is not None), default=None, key=lambda f: f[0])

@@ -4,7 +4,7 @@ idle clock. The expected cuts come from the inputs alone (`model.RunModel.segmen
 
 from __future__ import annotations
 
-from conformance.checks.model import RunModel
+from conformance.checks.model import RunModel, Segment
 from conformance.checks.text import boundary_words
 from conformance.verdict import Verdict, Violation
 
@@ -16,30 +16,11 @@ def check(m: RunModel) -> Verdict:
     for chat in sorted(m.segments):
         segments = m.segments[chat]
         for seg in segments:
-            for turn in seg.turns:
-                examined += 1
-                assert turn.request is not None
-                if turn.reply is not None and turn.reply.session != turn.request.session:
-                    violations.append(Violation(
-                        f"turn {turn.id} started in {turn.request.session} but its reply landed in {turn.reply.session} "
-                        f"at {m.at(turn.reply.t)} (a reset mid-turn)", (turn.request_index, turn.reply_index),
-                        turn.reply.t, turn.request.session, (turn.id,)))
-                    continue
-                if turn.session != seg.session:
-                    violations.append(Violation(
-                        f"turn {turn.id} arrived at {m.at(turn.arrival)}, before any boundary of {seg.session} "
-                        f"({boundary_words(m, seg) if seg.boundary else 'none reached'}): it belongs in {seg.session} "
-                        f"but landed in {turn.session}", (turn.request_index,), turn.arrival, turn.session, (turn.id,)))
-            if seg.session is None or not seg.turns:
+            examined += len(seg.turns)
+            violations += _turns(m, seg, segments)
+            if seg.session is None or not seg.turns or seg.resumes is not None:
                 continue
             previous = segments[seg.number - 1] if seg.number else None
-            if seg.resumes is not None:
-                target = segments[seg.resumes].session
-                if seg.session != target:
-                    violations.append(Violation(
-                        f"after /resume at {m.at(seg.start)} turn {seg.turns[0].id} landed in {seg.session}, "
-                        f"not the resumed session {target}", (seg.turns[0].request_index,), seg.start, seg.session))
-                continue
             first = seg.turns[0]
             if previous is not None and previous.session == seg.session:
                 violations.append(Violation(
@@ -53,3 +34,35 @@ def check(m: RunModel) -> Verdict:
                     f"chat {other_chat} already used", (first.request_index,), first.arrival, seg.session, (first.id,)))
             owner.setdefault(seg.session, (chat, seg.number))
     return Verdict("I6", "fail" if violations else "pass", tuple(violations), examined=examined)
+
+
+def _turns(m: RunModel, seg: Segment, segments: list[Segment]) -> list[Violation]:
+    """Each turn of the segment in the segment's session, and none cut mid-turn."""
+    out: list[Violation] = []
+    resumed = segments[seg.resumes].session if seg.resumes is not None else None
+    for turn in seg.turns:
+        assert turn.request is not None
+        if turn.reply is not None and turn.reply.session != turn.request.session:
+            out.append(Violation(
+                f"turn {turn.id} started in {turn.request.session} but its reply landed in {turn.reply.session} "
+                f"at {m.at(turn.reply.t)} (a reset mid-turn)", (turn.request_index, turn.reply_index),
+                turn.reply.t, turn.request.session, (turn.id,)))
+        elif resumed is not None and turn.session != resumed:
+            out.append(Violation(
+                f"after /resume at {m.at(seg.start)} turn {turn.id} landed in {turn.session}, "
+                f"not the resumed session {resumed}", (turn.request_index,), turn.arrival, turn.session, (turn.id,)))
+        elif turn.session != seg.session:
+            out.append(Violation(
+                f"turn {turn.id} arrived at {m.at(turn.arrival)}, before any boundary of {seg.session} "
+                f"({boundary_words(m, seg) if seg.boundary else 'none reached'}): it belongs in {seg.session} "
+                f"but landed in {turn.session}", (turn.request_index,), turn.arrival, turn.session, (turn.id,)))
+    ends = m.ends_in(seg) if seg.session else []
+    if ends:
+        end_index, end = ends[0]
+        for turn in seg.turns:
+            if turn.request_index < end_index < turn.reply_index and turn.reply is not None:
+                out.append(Violation(
+                    f"session {seg.session} ended at {m.at(end.t)} while turn {turn.id} was in flight "
+                    f"(asked {m.at(turn.request.t)}, answered {m.at(turn.reply.t)}): a reset mid-turn",
+                    (turn.request_index, end_index, turn.reply_index), end.t, seg.session, (turn.id,)))
+    return out

@@ -3,11 +3,14 @@
 `RunModel.build(records)` reads only the observation log. From the inputs (messages,
 commands, the configuration) it derives, per chat, the *segments* a conforming gateway must
 produce: runs of turns that share one session, and the boundary that ends each one. The
-checks then compare the gateway's outputs against those segments.
+checks then compare the gateway's outputs against those segments. Indexes (records by kind
+and session, turns by session) are built once, so every check stays linear on big logs.
 """
 
 from __future__ import annotations
 
+import heapq
+from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,7 +21,7 @@ from sim.clock import MINUTE, from_ms, next_daily_boundary_after
 from sim.loader import config_from_document
 from sim.scenario import GatewayConfig, ResetPolicy
 
-EXPLICIT = ("new", "switch")
+NEVER = 1 << 62
 
 
 @dataclass
@@ -36,6 +39,7 @@ class Turn:
     reply: Obs | None = None  # acknowledgment
     reply_index: int = -1
     replies: int = 0
+    done: tuple[int, int] = (NEVER, NEVER)  # (time, index) the turn ended: its reply, or a /stop or stop abandoning it
 
     @property
     def acked(self) -> bool:
@@ -63,6 +67,7 @@ class Segment:
     boundary: int | None = None  # when it ended, per the contract
     reason: str | None = None  # idle, daily, new, switch
     resumes: int | None = None  # for /resume: the number of the segment whose session it reopens
+    window: tuple[int, int] = (0, NEVER)  # record indexes of this life of its session (set by build)
 
     def label(self) -> str:
         return self.session or f"{self.chat}#{self.number}"
@@ -82,25 +87,44 @@ class RunModel:
     failure: Obs | None
     stopped_at: list[tuple[int, int]]  # (down from, up at) windows, index-free times
     final_stop: int | None
+    final_index: int = -1
+    by_kind: dict[str, list[int]] = field(default_factory=dict, repr=False)
+    by_session: dict[tuple[str, str], list[int]] = field(default_factory=dict, repr=False)  # (kind, session)
+    acked_by_session: dict[str, list[Turn]] = field(default_factory=dict, repr=False)  # in reply order
+    memo: dict[str, Any] = field(default_factory=dict, repr=False)  # derived views (deletions…)
 
     # -- rendering --------------------------------------------------------------------
 
     def at(self, t: int | None) -> str:
-        """A virtual time as a person reads it, in the scenario's zone."""
+        """A virtual time as a person reads it, in the scenario's zone (to the second)."""
         if t is None:
             return "never"
         moment = from_ms(t, self.zone)
         start = from_ms(self.records[0].t, self.zone) if self.records else moment
         if moment.date() == start.date():
-            return moment.strftime("%H:%M:%S" if moment.second or moment.microsecond else "%H:%M")
+            return moment.strftime("%H:%M:%S" if moment.second else "%H:%M")
         return moment.strftime("%a %H:%M:%S" if moment.second else "%a %H:%M")
 
     def policy(self, chat: str) -> ResetPolicy:
         info = self.chats.get(chat, {})
         return self.config.policy_for(info.get("platform", "telegram"), info.get("chat_type", "dm"))
 
+    # -- looking things up ------------------------------------------------------------
+
     def of(self, *kinds: str) -> list[tuple[int, Obs]]:
-        return [(i, r) for i, r in enumerate(self.records) if r.kind in kinds]
+        """Records of these kinds, in log order, with their indexes."""
+        lists = [self.by_kind.get(kind, []) for kind in kinds]
+        indexes = lists[0] if len(lists) == 1 else heapq.merge(*lists)
+        return [(i, self.records[i]) for i in indexes]
+
+    def of_session(self, kind: str, session: str, lo: int = 0, hi: int = NEVER) -> list[tuple[int, Obs]]:
+        """Records of one kind about one session, with index in [lo, hi)."""
+        indexes = self.by_session.get((kind, session), [])
+        return [(i, self.records[i]) for i in indexes[bisect_left(indexes, lo):bisect_left(indexes, hi)]]
+
+    def ends_in(self, seg: Segment) -> list[tuple[int, Obs]]:
+        """The on_session_end calls that belong to this life of the segment's session."""
+        return self.of_session("on_session_end", seg.session or "", *seg.window)
 
     @property
     def eager(self) -> bool:
@@ -114,14 +138,28 @@ class RunModel:
         return {t.session for t in self.turns.values() if not t.delegate and t.session}
 
     def delegate_sessions(self) -> set[str]:
-        return {t.session for t in self.turns.values() if t.delegate and t.session}
+        if "delegates" not in self.memo:
+            self.memo["delegates"] = {t.session for t in self.turns.values() if t.delegate and t.session}
+        return self.memo["delegates"]
 
     def acked_in(self, session: str, before: int | None = None) -> list[Turn]:
         """Acknowledged turns of `session`, in acknowledgment order (optionally before an index)."""
-        turns = [t for t in self.turns.values() if t.acked and t.session == session]
-        if before is not None:
-            turns = [t for t in turns if t.reply_index < before]
-        return sorted(turns, key=lambda t: t.reply_index)
+        turns = self.acked_by_session.get(session, [])
+        if before is None:
+            return list(turns)
+        return turns[: bisect_left(self._ack_indexes(session), before)]
+
+    def next_ack(self, session: str, after: int) -> Turn | None:
+        """The first turn of `session` acknowledged after record `after` (its next flush)."""
+        turns = self.acked_by_session.get(session, [])
+        k = bisect_right(self._ack_indexes(session), after)
+        return turns[k] if k < len(turns) else None
+
+    def _ack_indexes(self, session: str) -> list[int]:
+        table = self.memo.setdefault("ack_indexes", {})
+        if session not in table:
+            table[session] = [t.reply_index for t in self.acked_by_session.get(session, [])]
+        return table[session]
 
     def down_at(self, t: int) -> int | None:
         """If the gateway was stopped at `t`, when it came back (None if it was up)."""
@@ -144,11 +182,17 @@ class RunModel:
         commands: dict[str, list[tuple[int, int, str]]] = defaultdict(list)  # chat -> (t, index, name)
         held_commands: list[tuple[str, int, str]] = []
         stopped: list[tuple[int, int]] = []
+        by_kind: dict[str, list[int]] = defaultdict(list)
+        by_session: dict[tuple[str, str], list[int]] = defaultdict(list)
         down_since: int | None = None
         final = failure = None
         final_stop = None
+        final_index = -1
         for index, r in enumerate(records):
             kind = r.kind
+            by_kind[kind].append(index)
+            if r.session is not None:
+                by_session[(kind, r.session)].append(index)
             if kind in ("message", "delegate"):
                 turn = Turn(r.turns[0], r.chat or "", r.t, index, delegate=kind == "delegate", muted=bool(r.d("muted")))
                 turns[turn.id] = turn
@@ -184,15 +228,27 @@ class RunModel:
                 if turn.reply is None:
                     turn.reply, turn.reply_index = r, index
             elif kind == "durable" and r.d("label") == "final":
-                final = r
+                final, final_index = r, index
             elif kind == "error":
                 failure = r
         if down_since is not None:
-            stopped.append((down_since, 1 << 62))
+            stopped.append((down_since, NEVER))
+        acked: dict[str, list[Turn]] = defaultdict(list)
+        for turn in sorted((t for t in turns.values() if t.acked and t.session), key=lambda t: t.reply_index):
+            acked[turn.session or ""].append(turn)
         model = RunModel(records, head.d("name"), zone, config, head.d("chats") or {}, head.d("profile") or {},
-                         turns, {}, final, failure, stopped, final_stop)
+                         turns, {}, final, failure, stopped, final_stop, final_index,
+                         dict(by_kind), dict(by_session), dict(acked))
+        by_chat: dict[str, list[Turn]] = defaultdict(list)
+        for turn in turns.values():
+            if turn.request is not None:
+                by_chat[turn.chat].append(turn)
+        _mark_done(model, by_chat, commands)
+        for chat in by_chat:
+            by_chat[chat] = [t for t in by_chat[chat] if not t.delegate]
         for chat in sorted(model.chats):
-            model.segments[chat] = _segments(model, chat, commands.get(chat, []))
+            model.segments[chat] = _segments(model, chat, by_chat.get(chat, []), commands.get(chat, []))
+            _set_windows(model, model.segments[chat])
         return model
 
 
@@ -207,24 +263,47 @@ def expiry_instant(policy: ResetPolicy, anchor: int, last_user: int, zone: ZoneI
     return min(options) if options else None
 
 
-def _segments(model: RunModel, chat: str, commands: list[tuple[int, int, str]]) -> list[Segment]:
+def _mark_done(m: RunModel, chat_turns: dict[str, list[Turn]], commands: dict[str, list[tuple[int, int, str]]]) -> None:
+    """Each admitted turn's end: its reply, else the /stop in its chat or the stop
+    (sigterm, crash) that abandoned it."""
+    stops = [(m.records[i].t, i) for i in sorted(m.by_kind.get("sigterm", []) + m.by_kind.get("crash", []))]
+    for chat, turns in chat_turns.items():
+        ends = sorted([(t, i) for t, i, name in commands.get(chat, []) if name == "/stop"] + stops, key=lambda s: s[1])
+        indexes = [i for _t, i in ends]
+        for turn in turns:
+            if turn.reply is not None:
+                turn.done = (turn.reply.t, turn.reply_index)
+            else:
+                k = bisect_right(indexes, turn.request_index)
+                turn.done = ends[k] if k < len(ends) else (NEVER, NEVER)
+
+
+def _effective(m: RunModel, admitted: list[Turn], commands: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    """When each command takes effect, as (time, record index, name): on arrival, or once
+    every turn that arrived before it in the chat is done (never mid-turn; the chat is served
+    in arrival order)."""
+    by_arrival = sorted(admitted, key=lambda t: t.index)
+    arrivals = [t.index for t in by_arrival]
+    done: list[tuple[int, int]] = []  # done[k]: the latest end among the first k+1 arrivals
+    latest = (-1, -1)
+    for turn in by_arrival:
+        latest = max(latest, turn.done)
+        done.append(latest)
+    effective: list[tuple[int, int, int, str]] = []
+    for t, index, name in commands:
+        k = bisect_left(arrivals, index)
+        when = max((t, index), done[k - 1] if k else (t, index))
+        if when != (t, index) and m.records[when[1]].kind in ("sigterm", "crash"):
+            continue  # queued behind a turn the process died with: lost with the process, like that turn
+        effective.append((*when, index, name))
+    return [(t, index, name) for t, index, _arrival, name in sorted(effective)]  # ties keep arrival order
+
+
+def _segments(model: RunModel, chat: str, turns: list[Turn], commands: list[tuple[int, int, str]]) -> list[Segment]:
     """Walk the chat's admitted turns and commands in order; cut where the contract cuts."""
     policy = model.policy(chat)
-    admitted = sorted(
-        (t for t in model.turns.values() if t.chat == chat and not t.delegate and t.request is not None),
-        key=lambda t: t.request_index,
-    )
-    # A command takes effect when it arrives, or after the turn in flight then (never mid-turn).
-    effective: list[tuple[int, int, str]] = []
-    for t, index, name in commands:
-        when = t
-        for turn in admitted:
-            if turn.request is not None and turn.request.t <= t and turn.request_index < index:
-                done = turn.reply.t if turn.reply is not None else None
-                if done is not None and done > when:
-                    when = done
-        effective.append((when, index, name))
-    effective.sort()
+    admitted = sorted(turns, key=lambda t: t.request_index)
+    effective = _effective(model, admitted, commands)
     segments: list[Segment] = []
     current: Segment | None = None
     cursor = 0
@@ -248,12 +327,11 @@ def _segments(model: RunModel, chat: str, commands: list[tuple[int, int, str]]) 
                 close(when, "new")
             elif name == "/resume":
                 left = current if current is not None else (segments[-1] if segments else None)
-                previous = [s for s in segments if left is None or s.number < left.number]
-                if not previous:
-                    continue
+                if left is None or left.number == 0:
+                    continue  # nothing before it to return to
                 if current is not None:
                     close(when, "switch")
-                target = previous[-1] if left is None else _previous_distinct(segments, left)
+                target = _previous_distinct(segments, left)
                 if target is None:
                     continue
                 current = Segment(chat, len(segments), session=target.session, start=when, start_index=index,
@@ -275,7 +353,7 @@ def _segments(model: RunModel, chat: str, commands: list[tuple[int, int, str]]) 
             current.session = turn.session
         current.turns.append(turn)
         current.last_user = turn.arrival
-    apply_commands(1 << 62, 1 << 62)
+    apply_commands(NEVER, NEVER)
     if current is not None and current.boundary is None:
         expiry = expiry_instant(policy, current.anchor, current.last_user, model.zone)
         horizon = model.final_stop if model.final_stop is not None else (model.records[-1].t if model.records else 0)
@@ -292,84 +370,24 @@ def _previous_distinct(segments: list[Segment], left: Segment) -> Segment | None
     return None
 
 
-@dataclass(frozen=True)
-class Deletion:
-    """Another surface removed a session row. `lost`: nothing in the gateway could restore
-    what was stored (no live agent held it, or the session had already ended)."""
-
-    session: str
-    index: int
-    t: int
-    lost: bool
-
-
-def deletions(m: RunModel) -> list[Deletion]:
-    """Every session row removed, with cascades to delegate children (delete_session only)."""
-    parents: dict[str, str] = {}
-    for turn in m.turns.values():
-        if turn.delegate and turn.session and turn.request is not None:
-            parent = _chat_session_at(m, turn.chat, turn.request_index)
-            if parent:
-                parents[turn.session] = parent
-    cached: set[str] = set()
-    ended: dict[str, int] = {}
-    out: list[Deletion] = []
-    for index, r in enumerate(m.records):
-        if r.kind == "resources":
-            cached = {sid for sid, _busy in r.d("cached", [])}
-        elif r.kind == "on_session_end" and r.session:
-            ended[r.session] = index
-        elif r.kind in ("delete_session", "delete_parent") and r.session:
-            removed = [r.session]
-            if r.kind == "delete_session":
-                removed += sorted(child for child, parent in parents.items() if parent == r.session)
-            for sid in removed:
-                live_segment = _live(m, sid, index)
-                lost = sid not in cached or (sid in ended and not live_segment)
-                out.append(Deletion(sid, index, r.t, lost))
-    return out
-
-
-def _live(m: RunModel, session: str, index: int) -> bool:
-    """Whether `session` was the live session of some chat at record `index`."""
-    for segments in m.segments.values():
-        for seg in segments:
-            if seg.session == session and seg.start_index <= index and not _closed_before(m, seg, index):
-                return True
-    return any(t.session == session for t in m.turns.values() if t.delegate)
-
-
-def _closed_before(m: RunModel, seg: Segment, index: int) -> bool:
-    for i, r in enumerate(m.records[:index]):
-        if r.kind == "on_session_end" and r.session == seg.session and i >= seg.start_index:
-            return True
-    return False
-
-
-def _chat_session_at(m: RunModel, chat: str, index: int) -> str | None:
-    current = None
-    for seg in m.segments.get(chat, []):
-        if seg.start_index <= index:
-            current = seg.session
-    return current
-
-
-def excused_from_store(m: RunModel, turn: Turn, at_index: int, cuts: list[Deletion]) -> str | None:
-    """Why an acknowledged turn need not be in a store snapshot taken at `at_index`, if it need not."""
-    session = turn.session
-    for cut in reversed(cuts):
-        if cut.session != session or cut.index > at_index or cut.index < turn.reply_index:
-            continue
-        if cut.lost:
-            return "its row was deleted while no live agent held the transcript"
-        flushed = any(
-            t.acked and t.session == session and cut.index < t.reply_index <= at_index for t in m.turns.values()
-        )
-        if not flushed:
-            return "its row was deleted and no flush has happened since"
-        break
-    if not m.profile.get("crash_durable", True):
-        for index, r in enumerate(m.records[turn.reply_index:at_index], start=turn.reply_index):
-            if r.kind == "crash":
-                return "the gateway does not claim crash durability"
-    return None
+def _set_windows(m: RunModel, segments: list[Segment]) -> None:
+    """Each segment's life of its session: from its start (from the log's start for the
+    session's first life in the chat) to the start of the session's next life. A /resume's
+    life starts at the gateway's switch into it, so resumes that take effect at the same
+    record (queued behind one turn) keep their lives apart."""
+    starts = []
+    seen: set[str | None] = set()
+    for seg in segments:
+        lo = 0
+        if seg.session in seen:
+            lo = seg.start_index
+            if seg.resumes is not None and seg.session:
+                switches = m.by_session.get(("on_session_switch", seg.session), [])
+                k = bisect_left(switches, seg.start_index)
+                lo = switches[k] if k < len(switches) else lo
+        seen.add(seg.session)
+        starts.append(lo)
+    next_start: dict[str | None, int] = {}
+    for seg, lo in zip(reversed(segments), reversed(starts), strict=True):
+        seg.window = (lo, next_start.get(seg.session, len(m.records)))
+        next_start[seg.session] = lo if lo else seg.start_index

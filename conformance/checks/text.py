@@ -14,7 +14,9 @@ _CONTEXT = {
     "message": "when a message arrived",
     "command": "at a command",
     "delete_session": "at a row deletion",
+    "delete_parent": "at a parent row deletion",
 }
+_NEAR = 64
 
 
 def turn_list(turns: Sequence[str]) -> str:
@@ -22,18 +24,30 @@ def turn_list(turns: Sequence[str]) -> str:
 
 
 def describe_time_context(m: RunModel, index: int) -> str:
-    """' (at sigterm)' when the record follows an input at the same instant, else ''."""
-    t = m.records[index].t
-    for r in reversed(m.records[:index]):
-        if r.t != t:
-            break
-        if r.kind in _CONTEXT and not r.d("final"):
-            return f" ({_CONTEXT[r.kind]})"
-        if r.kind == "sigterm":
+    """' (at sigterm)' when the record follows an input at the same instant, else ''.
+
+    An eviction of the record's own session at the same instant (the gateway's note,
+    before or after the record) names the eviction. Looks at most `_NEAR` records away."""
+    records, record = m.records, m.records[index]
+    before = [records[j] for j in range(index - 1, max(index - _NEAR, 0) - 1, -1)]
+    before = before[: next((k for k, r in enumerate(before) if r.t != record.t), len(before))]
+    after = [records[j] for j in range(index + 1, min(index + _NEAR, len(records)))]
+    after = after[: next((k for k, r in enumerate(after) if r.t != record.t), len(after))]
+    if record.session and any(
+        r.kind == "note" and r.d("what") == "evict" and r.session == record.session for r in before + after
+    ):
+        return " (at an eviction)"
+    for r in before:
+        if r.kind == "sigterm" and r.d("final"):
             return " (at the final sigterm)"
-        if r.kind == "note" and r.d("what") == "evict":
-            return " (at an eviction)"
+        if r.kind in _CONTEXT:
+            return f" ({_CONTEXT[r.kind]})"
     return ""
+
+
+def at_times(m: RunModel, indexes: Sequence[int]) -> str:
+    """'10:04 (at an eviction) and 14:00': when the records happened, in context."""
+    return " and ".join(f"{m.at(m.records[i].t)}{describe_time_context(m, i)}" for i in indexes)
 
 
 def boundary_words(m: RunModel, seg: Segment) -> str:

@@ -1,0 +1,361 @@
+"""Hand-made observation logs for the check tests: small scenarios run once on the reference
+gateway, and edits that turn a clean log into the one a buggy gateway would have written."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any
+
+from conformance.checks import judge
+from conformance.observations import Obs
+from conformance.runner import run_scenario
+from reference_impl import ReferenceGateway
+from sim.loader import load_text
+
+_HEAD = "start: 2026-03-02T09:00\nchats:\n  alice: {}\n  bob: {}\n"
+
+SCENARIOS: dict[str, str] = {
+    # Two chats, cap 1: bob's turn evicts alice's agent; both sessions expire at 09:3x.
+    "idle": """
+config: {reset: {mode: idle, idle_minutes: 30}, cache_cap: 1, providers: [{name: hindsight, retain_every_n_turns: 3}]}
+events:
+  - message: alice
+  - message: alice
+    after: 1m
+  - message: bob
+    after: 1m
+  - advance: 40m
+""",
+    # /new ends s1 at once; t2 opens s2 (switch, reset, then its turn).
+    "new": """
+config: {reset: {mode: none}, providers: [{name: hindsight, retain_every_n_turns: 2}]}
+events:
+  - message: alice
+  - command: /new
+    chat: alice
+    after: 1m
+  - message: alice
+    after: 1m
+""",
+    # /new ends s1, t2 opens s2, /resume ends s2 and reopens s1 for t3.
+    "resume": """
+config: {reset: {mode: none}}
+events:
+  - message: alice
+  - command: /new
+    chat: alice
+    after: 1m
+  - message: alice
+    after: 1m
+  - command: /resume
+    chat: alice
+    after: 1m
+  - message: alice
+    after: 1m
+""",
+    # A session that never ends, across a SIGTERM and restart; hindsight buffers 3 turns.
+    "sigterm": """
+config: {reset: {mode: none}, providers: [{name: hindsight, retain_every_n_turns: 3}]}
+events:
+  - message: alice
+  - message: alice
+    after: 1m
+  - sigterm: true
+    after: 1m
+  - restart: true
+    after: 1m
+  - message: alice
+    after: 1m
+""",
+    # s1's row is deleted; t3 heals it (t1, t2 replayed); t4 is a muted notification reply.
+    "heal": """
+config: {reset: {mode: idle, idle_minutes: 30}}
+events:
+  - message: alice
+  - message: alice
+    after: 1m
+  - delete_session: alice
+    after: 1m
+  - checkpoint: deleted
+    after: 30s
+  - message: alice
+    after: 30s
+  - checkpoint: healed
+    after: 1m
+  - message: alice
+    muted: true
+    after: 1m
+""",
+    # The parent s1 of delegate child s2 is deleted with foreign keys off; the child goes on.
+    "fk": """
+config: {reset: {mode: none}}
+events:
+  - message: alice
+  - delegate: alice
+    after: 1m
+  - delete_parent: alice
+    after: 1m
+  - sigterm: true
+    after: 1m
+  - restart: true
+    after: 1m
+  - delegate: alice
+    after: 1m
+""",
+    # Deleting s1 cascades to its child s2; the next delegate turn recreates s2 without a parent.
+    "orphan": """
+config: {reset: {mode: none}}
+events:
+  - message: alice
+  - delegate: alice
+    after: 1m
+  - delete_session: alice
+    after: 1m
+  - delegate: alice
+    after: 1m
+""",
+    # Reset policy none: s1's agent is reaped after the idle TTL (1h, swept every 5m), reloaded at 12:00.
+    "reaped": """
+config: {reset: {mode: none}, idle_ttl: 1h}
+events:
+  - message: alice
+  - message: alice
+    at: "12:00"
+""",
+    # A lazy gateway: s1 expires at 09:30 and is ended only when t2 arrives at 10:00.
+    "lazy": """
+config: {reset: {mode: idle, idle_minutes: 30}, watcher_interval: lazy}
+events:
+  - message: alice
+  - message: alice
+    at: "10:00"
+""",
+    # A turn (09:00-09:05) outlives the idle threshold (2m): the rotation waits for its reply.
+    "inflight": """
+config: {reset: {mode: idle, idle_minutes: 2}, watcher_interval: 1m, turn_latency: 5m}
+events:
+  - message: alice
+  - message: alice
+    at: "09:10"
+""",
+    # /stop (with no turn running) and a delegate turn do not move the idle clock: t3 opens s3.
+    "quiet": """
+config: {reset: {mode: idle, idle_minutes: 30}}
+events:
+  - message: alice
+  - command: /stop
+    chat: alice
+    at: "09:20"
+  - delegate: alice
+    at: "09:25"
+  - message: alice
+    at: "09:40"
+""",
+}
+
+# Logs on which an earlier oracle raised a false alarm against the reference gateway.
+ORACLE_CASES: dict[str, str] = {
+    # t2 arrives while t1 runs, /new after it: t2 still belongs in s1; /new ends s1 after t2.
+    "queued-turn-before-new": """
+config: {reset: {mode: idle, idle_minutes: 30}, turn_latency: 1m}
+events:
+  - message: alice
+  - message: alice
+    after: 10s
+  - command: /new
+    chat: alice
+    after: 10s
+  - message: alice
+    at: "09:05"
+""",
+    # t2 arrives at 09:00:30 behind t1 (09:00-09:05): s1 expires at 09:02:00 while t1 runs, t2
+    # opens s2 at 09:05 and runs to 09:10; s2's end is owed 5m after that reply, not after 09:02:30.
+    "queued-turn-past-boundary": """
+config: {reset: {mode: idle, idle_minutes: 2}, turn_latency: 5m}
+events:
+  - message: alice
+  - message: alice
+    after: 30s
+""",
+    # s1's boundary (09:30:30) passes while up; a SIGTERM at 09:33 restarts the 5m countdown.
+    "stop-during-countdown": """
+config: {reset: {mode: idle, idle_minutes: 30}}
+events:
+  - message: alice
+    after: 30s
+  - sigterm: true
+    at: "09:33"
+  - restart: true
+    at: "09:34"
+""",
+    # t1 is in flight at s1's boundary and dies with a crash; s1 ends a tick after the restart.
+    "crash-in-flight": """
+config: {reset: {mode: idle, idle_minutes: 2}, watcher_interval: 1m, turn_latency: 5m}
+events:
+  - message: alice
+  - crash: true
+    at: "09:03"
+  - restart: true
+    at: "09:20"
+""",
+    # /resume waits behind t3, which /stop then abandons: /resume takes effect at the /stop.
+    "stop-then-resume": """
+config: {reset: {mode: none}, turn_latency: 1m}
+events:
+  - message: alice
+  - command: /new
+    chat: alice
+    at: "09:02"
+  - message: alice
+    at: "09:03"
+  - message: alice
+    after: 10s
+  - command: /resume
+    chat: alice
+    after: 10s
+  - command: /stop
+    chat: alice
+    at: "09:04:30"
+  - message: alice
+    at: "09:06"
+""",
+    # Two /resume queued behind one turn take effect at once: s2 -> s1 -> s2, each life ending once.
+    "resume-twice-at-once": """
+config: {reset: {mode: none}, turn_latency: 1m}
+events:
+  - message: alice
+  - command: /new
+    chat: alice
+    after: 2m
+  - message: alice
+    after: 1m
+  - command: /resume
+    chat: alice
+    after: 10s
+  - command: /resume
+    chat: alice
+    after: 10s
+  - message: alice
+    at: "09:10"
+""",
+    # s1's agent is evicted (cap 1) then its row deleted: t1 is gone for good; t3 and t4 are owed.
+    "lost-then-live": """
+config: {reset: {mode: idle, idle_minutes: 30}, cache_cap: 1}
+events:
+  - message: alice
+  - message: bob
+    after: 1m
+  - delete_session: alice
+    after: 1m
+  - message: alice
+    after: 1m
+  - delete_session: alice
+    after: 1m
+  - message: alice
+    after: 1m
+""",
+    # The row is deleted while the agent is cached, but bob's turn evicts it before alice writes again.
+    "evicted-before-next-write": """
+config: {reset: {mode: idle, idle_minutes: 30}, cache_cap: 1}
+events:
+  - message: alice
+  - delete_session: alice
+    after: 1m
+  - message: bob
+    after: 1m
+  - message: alice
+    after: 1m
+""",
+    # s1 ends at 09:35; its row is deleted afterwards: the end still owed (and carried) t1.
+    "deleted-after-end": """
+config: {reset: {mode: idle, idle_minutes: 30}}
+events:
+  - message: alice
+  - delete_session: alice
+    at: "09:50"
+""",
+    # Child s2 is born after s1's row was deleted (and healed); deleting s1 later leaves s2 dangling.
+    "child-born-after-deletion": """
+config: {reset: {mode: none}}
+events:
+  - message: alice
+  - delete_session: alice
+    after: 1m
+  - message: alice
+    after: 1m
+  - delegate: alice
+    after: 1m
+  - delete_parent: alice
+    after: 1m
+""",
+}
+
+
+@functools.cache
+def log(name: str) -> tuple[Obs, ...]:
+    """The reference gateway's log of scenario `name` (run once per test session)."""
+    text = f"name: {name}\n{_HEAD}{SCENARIOS.get(name) or ORACLE_CASES[name]}"
+    return tuple(run_scenario(load_text(text, f"<{name}>"), ReferenceGateway(), "reference", check=False).records)
+
+
+def find(records: tuple[Obs, ...] | list[Obs], kind: str, *, session: str | None = None, turn: str | None = None,
+         nth: int = 0, **detail: Any) -> int:
+    """Index of the `nth` record of `kind` matching session, turn and detail values."""
+    hits = [
+        i for i, r in enumerate(records)
+        if r.kind == kind and (session is None or r.session == session) and (turn is None or turn in r.turns)
+        and all(r.d(k) == v for k, v in detail.items())
+    ]
+    return hits[nth]
+
+
+def edit(records: tuple[Obs, ...] | list[Obs], index: int, **changes: Any) -> list[Obs]:
+    """The log with one record changed; `detail=` merges into the record's detail."""
+    out = list(records)
+    if "detail" in changes:
+        changes["detail"] = {**out[index].detail, **changes["detail"]}
+    out[index] = dataclasses.replace(out[index], **changes)
+    return out
+
+
+def drop(records: tuple[Obs, ...] | list[Obs], *indexes: int) -> list[Obs]:
+    return [r for i, r in enumerate(records) if i not in indexes]
+
+
+def insert(records: tuple[Obs, ...] | list[Obs], index: int, record: Obs) -> list[Obs]:
+    """The log with `record` placed before position `index`."""
+    out = list(records)
+    out.insert(index, record)
+    return out
+
+
+def move(records: tuple[Obs, ...] | list[Obs], index: int, before: int, **changes: Any) -> list[Obs]:
+    """The log with record `index` moved before position `before` (of the original log),
+    taking the time of the record it now precedes unless `t=` says otherwise."""
+    record = records[index]
+    changes.setdefault("t", records[before].t if before < len(records) else records[-1].t)
+    moved = dataclasses.replace(record, **changes)
+    out = [r for i, r in enumerate(records) if i != index]
+    out.insert(before - (1 if index < before else 0), moved)
+    return out
+
+
+def rows(records: tuple[Obs, ...] | list[Obs], label: str, session: str, new_rows: list[list[Any]] | None,
+         parent: str | None = None) -> list[Obs]:
+    """The log with one session's rows in snapshot `label` replaced (None: the row is gone)."""
+    index = find(records, "durable", label=label)
+    sessions = {sid: dict(body) for sid, body in records[index].d("sessions").items()}
+    if new_rows is None:
+        del sessions[session]
+    else:
+        sessions[session] = {"parent": parent if parent is not None else sessions.get(session, {}).get("parent"),
+                             "rows": new_rows}
+    return edit(records, index, detail={"sessions": sessions})
+
+
+def messages(records: tuple[Obs, ...] | list[Obs], check: str) -> list[str]:
+    """What `check` says about the log: its violations' messages (none if it passes)."""
+    verdict = judge(list(records))[check]
+    assert (verdict.status == "fail") == bool(verdict.violations), verdict
+    return [v.message for v in verdict.violations]

@@ -1,0 +1,239 @@
+"""Each check against hand-made logs that violate it: the clean reference log passes, the log a
+buggy gateway would have written fails with exactly these words (I1-I4 here; I5-I8 and the
+oracle in test_checks_more.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from check_logs import ORACLE_CASES, SCENARIOS, drop, edit, find, insert, log, messages, move, rows
+
+from conformance.checks import judge
+from conformance.observations import Obs
+from conformance.verdict import CHECK_IDS
+
+EXERCISED = {  # a scenario that exercises each check (examined > 0 on it)
+    "I1": "idle", "I2": "heal", "I3": "idle", "I4": "idle", "I5": "new", "I6": "quiet", "I7": "reaped", "I8": "heal",
+}
+
+
+def both(*turns: str) -> list[list[str]]:
+    """Visible user and assistant rows of these turns, as a snapshot stores them."""
+    return [[role, turn, "visible"] for turn in turns for role in ("user", "assistant")]
+
+
+def ended_at(records: tuple[Obs, ...] | list[Obs], session: str, before: int) -> list[Obs]:
+    """The log with the session's on_session_end, then its finalize, moved before `before`."""
+    out = move(records, find(records, "on_session_end", session=session), before)
+    end = find(out, "on_session_end", session=session)
+    return move(out, find(out, "on_session_finalize", session=session), end + 1, t=out[end].t)
+
+
+@pytest.mark.parametrize("name", [*SCENARIOS, *ORACLE_CASES])
+def test_reference_logs_pass_every_check(name: str) -> None:
+    verdicts = judge(list(log(name)))
+    assert {c: v.summary for c, v in verdicts.items() if v.status != "pass"} == {}
+
+
+@pytest.mark.parametrize("check", CHECK_IDS)
+def test_each_check_examines_something(check: str) -> None:
+    verdict = judge(list(log(EXERCISED[check])))[check]
+    assert verdict.status == "pass" and verdict.examined > 0
+
+
+# -- I1 exactly-once end -----------------------------------------------------------------
+
+
+def test_i1_boundary_without_end() -> None:
+    records = log("idle")
+    assert messages(drop(records, find(records, "on_session_end", session="s1")), "I1") == [
+        "session s1 reached its idle boundary at 09:31 (idle 30m after the last user message at 09:01) but got no "
+        "on_session_end (owed by 09:36: eager finalization within 5m)",
+        "session s1 got on_session_finalize at 09:35 without an on_session_end",
+    ]
+
+
+def test_i1_two_ends() -> None:
+    records = log("idle")
+    stop = find(records, "sigterm", final=True)
+    again = dataclasses.replace(records[find(records, "on_session_end", session="s1")], t=records[stop].t)
+    assert messages(insert(records, stop, again), "I1") == ["session s1 got 2 on_session_end calls: at 09:35 and 11:23:02"]
+
+
+def test_i1_end_at_eviction_before_the_boundary() -> None:
+    records = log("idle")
+    assert messages(ended_at(records, "s1", find(records, "note", session="s1", what="evict")), "I1") == [
+        "session s1 got on_session_end at 09:02:02 (at an eviction), before its idle boundary at 09:31 "
+        "(idle 30m after the last user message at 09:01)"
+    ]
+
+
+def test_i1_no_end_at_shutdown_or_eviction_without_a_boundary() -> None:
+    records = log("sigterm")
+    stop = find(records, "sigterm")
+    end = Obs(records[stop].t, records[stop].step, "on_session_end", session="s1", turns=("t1", "t2"))
+    assert messages(insert(records, stop + 1, end), "I1") == [
+        "session s1 got on_session_end at 09:02 (at sigterm) but never reached a boundary (reset policy none)"
+    ]
+    records = log("reaped")
+    evict = find(records, "note", what="evict")
+    fin = Obs(records[evict].t, records[evict].step, "on_session_finalize", session="s1", detail={"reason": "evict"})
+    assert messages(insert(records, evict, fin), "I1") == [
+        "session s1 got on_session_finalize at 10:05 (at an eviction) but never reached a boundary (reset policy none)"
+    ]
+
+
+def test_i1_end_later_than_declared() -> None:
+    records = log("idle")  # eager: within the 5m watcher interval
+    assert messages(ended_at(records, "s2", find(records, "advance")), "I1") == [
+        "session s2 reached its idle boundary at 09:32 (idle 30m after the last user message at 09:02) but its "
+        "on_session_end came only at 09:42 (owed by 09:37: eager finalization within 5m)"
+    ]
+    records = log("lazy")  # lazy: before the chat's next message is served
+    late = ended_at(records, "s1", find(records, "llm_request", turn="t2") + 1)
+    assert messages(late, "I1") == [
+        "session s1 reached its idle boundary at 09:30 (idle 30m after the last user message at 09:00) but its "
+        "on_session_end came only after the chat's next message t2 at 10:00 (lazy finalization)"
+    ]
+
+
+def test_i1_transcript_full_and_in_order() -> None:
+    records = log("idle")
+    end = find(records, "on_session_end", session="s1")
+    assert messages(edit(records, end, turns=("t2",)), "I1") == [
+        "on_session_end for s1 carried [t2] but its acknowledged turns are [t1, t2] (missing [t1])"
+    ]
+    assert messages(edit(records, end, turns=("t2", "t1")), "I1") == [
+        "on_session_end for s1 carried [t2, t1] but its acknowledged turns are [t1, t2] (out of order)"
+    ]
+    assert messages(edit(records, end, turns=("t1", "t2", "t2", "t3")), "I1") == [
+        "on_session_end for s1 carried [t1, t2, t2, t3] but its acknowledged turns are [t1, t2] "
+        "([t3] of another session; [t2] repeated)"
+    ]
+
+
+def test_i1_one_finalize_after_the_end() -> None:
+    records = log("new")
+    fin, end = find(records, "on_session_finalize", session="s1"), find(records, "on_session_end", session="s1")
+    assert messages(move(records, fin, end), "I1") == ["session s1 got on_session_finalize at 09:01 before its on_session_end at 09:01"]
+    assert messages(drop(records, fin), "I1") == ["session s1 got on_session_end at 09:01 but no on_session_finalize"]
+    assert messages(insert(records, fin, records[fin]), "I1") == [
+        "session s1 got 2 on_session_finalize calls: at 09:01 (at a command) and 09:01 (at a command)"
+    ]
+
+
+def test_i1_delegate_child_never_ends() -> None:
+    records = log("orphan")
+    reply = find(records, "reply", turn="t3")
+    end = Obs(records[reply].t, records[reply].step, "on_session_end", session="s2", turns=("t2", "t3"))
+    assert messages(insert(records, reply + 1, end), "I1") == [
+        "delegate child session s2 got on_session_end at 09:03:02; a child reaches no boundary of its own"
+    ]
+
+
+# -- I2 no lost turn (store) ---------------------------------------------------------------
+
+
+def test_i2_turn_missing_or_under_another_session() -> None:
+    records = log("idle")
+    assert messages(rows(records, "final", "s1", both("t1")), "I2") == [
+        "turn t2 (session s1, acknowledged 09:01:02) is missing from the store at snapshot 'final' (11:23:02)"
+    ]
+    moved = rows(rows(records, "final", "s1", both("t1")), "final", "s2", both("t3", "t2"))
+    assert messages(moved, "I2") == ["turn t2 of session s1 is stored under s2 instead at snapshot 'final' (11:23:02)"]
+
+
+def test_i2_in_order_exactly_once_with_its_reply() -> None:
+    records = log("idle")
+    assert messages(rows(records, "final", "s1", both("t2", "t1")), "I2") == [
+        "session s1's stored turns are out of order at snapshot 'final' (11:23:02): [t2, t1], asked as [t1, t2]"
+    ]
+    assert messages(rows(records, "final", "s1", both("t1", "t2", "t2")), "I2") == [
+        "turn t2 is stored 2 times in session s1 at snapshot 'final' (11:23:02)"
+    ]
+    assert messages(rows(records, "final", "s1", [*both("t1"), ["user", "t2", "visible"]]), "I2") == [
+        "turn t2 of session s1 is stored without its reply at snapshot 'final' (11:23:02)"
+    ]
+
+
+def test_i2_from_the_end_of_its_turn_on() -> None:
+    records = log("sigterm")  # the snapshot taken at the SIGTERM already owes t1 and t2
+    assert messages(rows(records, "sigterm", "s1", both("t1")), "I2") == [
+        "turn t2 (session s1, acknowledged 09:01:02) is missing from the store at snapshot 'sigterm' (09:02)"
+    ]
+
+
+def test_i2_deleted_rows_are_owed_from_the_next_flush_on() -> None:
+    records = log("heal")  # 'deleted' (before t3's flush) may lack t1, t2; 'healed' (after it) may not
+    assert find(records, "durable", label="deleted") and messages(records, "I2") == []
+    assert messages(rows(records, "healed", "s1", both("t3")), "I2") == [
+        "turn t1 (session s1, acknowledged 09:00:02) is missing from the store at snapshot 'healed' (09:04)",
+        "turn t2 (session s1, acknowledged 09:01:02) is missing from the store at snapshot 'healed' (09:04)",
+    ]
+
+
+# -- I3 no lost turn (memory) --------------------------------------------------------------
+
+
+def test_i3_every_backend_ingests_every_turn() -> None:
+    records = log("idle")
+    assert messages(drop(records, find(records, "ingest", turn="t1", backend="recorder")), "I3") == [
+        "backend 'recorder' never ingested [t1] (session s1, acknowledged 09:00:02)"
+    ]
+
+
+def test_i3_batched_turns_flushed_at_end_eviction_and_sigterm() -> None:
+    records = log("idle")  # hindsight ships every 3rd turn: s2's t3 at its end, s1's t1, t2 at eviction
+    assert messages(drop(records, find(records, "ingest", turn="t3", backend="hindsight")), "I3") == [
+        "backend 'hindsight' never ingested [t3] (session s2, acknowledged 09:02:02)"
+    ]
+    assert messages(drop(records, find(records, "ingest", turn="t1", backend="hindsight")), "I3") == [
+        "backend 'hindsight' never ingested [t1, t2] (session s1, acknowledged from 09:00:02 to 09:01:02)"
+    ]
+    records = log("sigterm")
+    assert messages(drop(records, find(records, "ingest", turn="t1", backend="hindsight")), "I3") == [
+        "backend 'hindsight' never ingested [t1, t2] (session s1, acknowledged from 09:00:02 to 09:01:02)"
+    ]
+
+
+# -- I4 no double ingest -------------------------------------------------------------------
+
+
+def test_i4_ingested_twice() -> None:
+    records = log("idle")
+    end = find(records, "on_session_end", session="s1")
+    again = dataclasses.replace(records[find(records, "ingest", turn="t1", backend="hindsight")], t=records[end].t, turns=("t1",))
+    assert messages(insert(records, end + 1, again), "I4") == [
+        "backend 'hindsight' ingested t1 2 times: at 09:02:02 (at an eviction) and 09:35"
+    ]
+
+
+def test_i4_stored_twice_in_one_session_or_in_two() -> None:
+    records = log("idle")
+    assert messages(rows(records, "final", "s2", [*both("t3"), ["assistant", "t3", "visible"]]), "I4") == [
+        "session s2 stores t3 more than once at snapshot 'final' (11:23:02)"
+    ]
+    records = log("new")
+    assert messages(rows(records, "final", "s2", both("t1", "t2")), "I4") == [
+        "turn t1 is stored in 2 sessions at snapshot 'final' (10:13:02): s1, s2"
+    ]
+
+
+def test_i4_end_delivered_twice() -> None:
+    records = log("new")  # t1 in the ends of s1 and s2
+    stop = find(records, "sigterm", final=True)
+    end = Obs(records[stop].t, records[stop].step, "on_session_end", session="s2", turns=("t1", "t2"))
+    assert messages(insert(records, stop, end), "I4") == ["turn t1 was delivered in on_session_end of 2 sessions: s1, s2"]
+    records = log("resume")  # s2 lives once (s1 twice: one end per life is fine); a second end of s2 is not
+    stop = find(records, "sigterm", final=True)
+    end = dataclasses.replace(records[find(records, "on_session_end", session="s2")], t=records[stop].t)
+    assert messages(insert(records, stop, end), "I4") == [
+        "session s2 got 2 on_session_end calls: at 09:03 (at a command) and 10:15:02"
+    ]
+
+
+def test_i4_replied_twice() -> None:
+    records = log("new")
+    reply = find(records, "reply", turn="t1")
+    assert messages(insert(records, reply + 1, records[reply]), "I4") == ["turn t1 was replied to 2 times: at 09:00:02 and 09:00:02"]

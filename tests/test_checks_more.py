@@ -1,0 +1,215 @@
+"""I5-I8 against hand-made logs that violate them, and what holds for every check: a failed
+run is an error for each, and no check looks at the reference gateway."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from check_logs import drop, edit, find, insert, log, messages, move, rows
+
+from conformance import checks
+from conformance.checks import judge
+from conformance.observations import Obs
+
+
+def both(*turns: str, visibility: str = "visible") -> list[list[str]]:
+    return [[role, turn, visibility] for turn in turns for role in ("user", "assistant")]
+
+
+def relabel(records: tuple[Obs, ...] | list[Obs], turns: tuple[str, ...], session: str) -> list[Obs]:
+    """The log of a gateway that ran these turns in another session."""
+    out = list(records)
+    for i, r in enumerate(out):
+        if r.kind in ("llm_request", "reply", "sync_turn", "ingest") and r.turns and r.turns[0] in turns:
+            out = edit(out, i, session=session)
+    return out
+
+
+# -- I5 ordering ---------------------------------------------------------------------------
+
+
+def test_i5_end_after_every_sync_turn() -> None:
+    records = log("new")
+    sync = find(records, "sync_turn", turn="t1")
+    assert messages(move(records, sync, find(records, "on_session_end", session="s1") + 1), "I5") == [
+        "sync_turn for t1 of s1 came at 09:01, after s1's on_session_end at 09:01"
+    ]
+
+
+def test_i5_end_before_any_hook_of_the_successor() -> None:
+    records = log("lazy")  # s1 ends when t2 arrives, before s2's switch, reset and turn
+    late = move(records, find(records, "on_session_finalize", session="s1"), find(records, "llm_request", turn="t2"))
+    late = move(late, find(late, "on_session_end", session="s1"), find(late, "on_session_finalize", session="s1"))
+    assert messages(late, "I5") == ["on_session_switch of successor session s2 at 10:00 came before s1's on_session_end at 10:00"]
+    no_switch = drop(late, find(late, "on_session_switch"))
+    assert messages(no_switch, "I5") == ["on_session_reset of successor session s2 at 10:00 came before s1's on_session_end at 10:00"]
+
+
+def test_i5_switch_strictly_after_the_end() -> None:
+    records = log("new")
+    end = find(records, "on_session_end", session="s1")
+    switch = Obs(records[end].t, records[end].step, "on_session_switch", session="s9", detail={"previous": "s1"})
+    assert messages(insert(records, end, switch), "I5") == ["on_session_switch s1 → s9 at 09:01 came before s1's on_session_end at 09:01"]
+
+
+# -- I6 reset policy -----------------------------------------------------------------------
+
+
+def test_i6_new_session_iff_past_a_boundary() -> None:
+    assert messages(relabel(log("sigterm"), ("t3",), "s9"), "I6") == [
+        "turn t3 arrived at 09:04, before any boundary of s1 (none reached): it belongs in s1 but landed in s9"
+    ]
+    assert messages(relabel(log("lazy"), ("t2",), "s1"), "I6") == [
+        "turn t2 arrived at 10:00, past s1's idle boundary at 09:30 (idle 30m after the last user message at 09:00): "
+        "it should open a new session but landed in s1"
+    ]
+
+
+def test_i6_never_mid_turn() -> None:
+    records = log("inflight")  # t1 runs 09:00-09:05 past its 2m idle boundary
+    assert messages(edit(records, find(records, "reply", turn="t1"), session="s2"), "I6")[0] == (
+        "turn t1 started in s1 but its reply landed in s2 at 09:05 (a reset mid-turn)"
+    )
+    reply = find(records, "reply", turn="t1")
+    early = move(records, find(records, "on_session_end", session="s1"), reply, t=records[reply].t - 120_000)
+    assert messages(early, "I6") == [
+        "session s1 ended at 09:03 while turn t1 was in flight (asked 09:00, answered 09:05): a reset mid-turn"
+    ]
+
+
+def test_i6_commands_and_internal_traffic_keep_the_idle_clock() -> None:
+    records = log("quiet")  # /stop at 09:20, a delegate turn at 09:25: s1 still expires at 09:30
+    assert messages(relabel(records, ("t3",), "s1"), "I6") == [
+        "turn t3 arrived at 09:40, past s1's idle boundary at 09:30 (idle 30m after the last user message at 09:00): "
+        "it should open a new session but landed in s1"
+    ]
+
+
+def test_i6_resume_and_reuse() -> None:
+    assert messages(relabel(log("resume"), ("t3",), "s3"), "I6") == [
+        "after /resume at 09:03 turn t3 landed in s3, not the resumed session s1"
+    ]
+    assert messages(relabel(log("idle"), ("t3",), "s1"), "I6") == [
+        "session s1 is reused: turn t3 of chat bob landed in a session that chat alice already used"
+    ]
+
+
+# -- I7 bounded resources ------------------------------------------------------------------
+
+
+def test_i7_cache_cap() -> None:
+    records = log("idle")
+    sample = find(records, "resources", cached=[["s2", False]])
+    assert messages(edit(records, sample, detail={"cached": [["s1", False], ["s2", False]]}), "I7") == [
+        "the agent cache held 2 idle agents at 09:02:02 (cap 1): s1, s2"
+    ]
+
+
+def test_i7_none_session_reaped_after_the_ttl() -> None:
+    records = log("reaped")  # a gateway that keeps s1's agent from 09:00:02 until t2 at 12:00
+    kept = drop(records, find(records, "note", what="evict"), find(records, "resources", cached=[], nth=1))
+    assert messages(kept, "I7") == [
+        "the agent of session s1 (reset policy none) stayed cached until 12:00, idle since 09:00:02 "
+        "(idle TTL 1h, sweep every 5m: due out by 10:05:02)"
+    ]
+
+
+def test_i7_nothing_left_after_shutdown() -> None:
+    records = log("sigterm")
+    assert messages(edit(records, find(records, "resources", running=0), detail={"running": 2}), "I7") == [
+        "after the sigterm at 09:02 the gateway still held 2 running tasks"
+    ]
+    records = log("reaped")
+    final = find(records, "resources", running=0, nth=-1)
+    assert messages(edit(records, final, detail={"cached": [["s1", False]], "running": 1}), "I7")[-1] == (
+        "after the final sigterm at 13:11:02 the gateway still held 1 agent (s1) and 1 running task"
+    )
+    threads = Obs(records[final].t, records[final].step, "threads", detail={"running": 2})
+    assert messages(insert(records, final + 1, threads), "I7") == [
+        "after the final sigterm at 13:11:02 2 threads the gateway started were still running"
+    ]
+
+
+# -- I8 heal -------------------------------------------------------------------------------
+
+
+def test_i8_recreated_at_the_next_flush() -> None:
+    records = log("heal")
+    gone = rows(rows(records, "healed", "s1", None), "final", "s1", None)
+    assert messages(gone, "I8") == [
+        "session s1's row was deleted at 09:02 and never recreated: turn t3 (09:03:02) and every later turn were dropped"
+    ]
+    reply = find(records, "reply", turn="t3")
+    late = move(records, reply, find(records, "checkpoint", name="healed"), t=records[reply].t + 30_000)
+    assert messages(late, "I8") == [
+        "session s1's row was deleted at 09:02 and not recreated at the next flush: turn t3 (asked 09:03) got its "
+        "answer at 09:03:02 but was acknowledged only at 09:03:32"
+    ]
+
+
+def test_i8_with_the_full_transcript_under_the_same_id() -> None:
+    records = log("heal")
+    tail = rows(rows(records, "healed", "s1", both("t3")), "final", "s1", both("t3") + both("t4", visibility="hidden"))
+    assert messages(tail, "I8") == [
+        "session s1's row was deleted at 09:02 and recreated without [t1, t2]: the final store holds [t3, t4]"
+    ]
+    assert messages(relabel(records, ("t3", "t4"), "s9"), "I8") == [
+        "session s1's row was deleted at 09:02 and turn t3 then landed in s9 instead of the recreated s1"
+    ]
+
+
+def test_i8_foreign_key_failure_with_the_row_present_never_replays() -> None:
+    records = log("fk")
+    assert messages(rows(records, "final", "s2", both("t2", "t2", "t3")), "I8") == [
+        "delegate child s2 stores [t2] twice after its parent s1 was deleted "
+        "(a foreign-key failure with the child's row present must not replay)"
+    ]
+
+
+def test_i8_child_recreated_without_its_deleted_parent() -> None:
+    records = log("orphan")
+    assert messages(rows(records, "final", "s2", both("t2", "t3"), parent="s1"), "I8") == [
+        "delegate child s2 was recreated pointing at deleted parent s1"
+    ]
+    stuck = drop(records, find(records, "reply", turn="t3"))
+    assert messages(stuck, "I8") == [
+        "session s2's row was deleted at 09:02 and not recreated at the next flush: turn t3 (asked 09:03) was never answered"
+    ]
+
+
+def test_i8_replayed_history_keeps_its_visibility() -> None:
+    records = log("heal")
+    hidden = both("t1", visibility="hidden") + both("t2", "t3") + both("t4", visibility="hidden")
+    assert messages(rows(records, "final", "s1", hidden), "I8") == [
+        "user row of t1 in s1 is stored hidden; it was not muted and must stay visible"
+    ]
+    assert messages(rows(records, "final", "s1", both("t1", "t2", "t3", "t4")), "I8") == [
+        "user row of t4 in s1 is stored visible; it was a muted notification reply and must stay hidden"
+    ]
+
+
+# -- every check -----------------------------------------------------------------------------
+
+
+def test_a_failed_run_is_an_error_for_every_check() -> None:
+    records = list(log("idle"))
+    cut = find(records, "advance")
+    error = Obs(records[cut].t, 4, "error", detail={"failure": "error", "event": "advance", "message": "RuntimeError: boom"})
+    verdicts = judge([*records[:cut], error])
+    assert {v.status for v in verdicts.values()} == {"error"}
+    assert verdicts["I1"].reason == "gateway error at step 4 (advance): RuntimeError: boom"
+
+
+def test_a_log_without_a_final_state_skips_i8() -> None:
+    records = log("idle")
+    verdict = judge(drop(records, find(records, "durable", label="final")))["I8"]
+    assert (verdict.status, verdict.reason) == ("skip", "no final durable state in the log")
+
+
+def test_no_check_imports_the_reference_gateway() -> None:
+    for path in sorted(Path(checks.__file__).parent.glob("*.py")):
+        tree = ast.parse(path.read_text())
+        names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+        names += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+        assert not [n for n in names if n.startswith("reference_impl")], path.name
