@@ -88,6 +88,10 @@ class ReferenceGateway:
             agent = self.cache.get(pending.session)
             if agent is not None:
                 self.drop_turn(agent, pending.turn)
+        for key in sorted(self.queues):
+            for kind, payload, _arrival in self.queues[key]:
+                chat = payload.chat if kind == "message" else payload[0]
+                self.h.note("interrupted", chat=chat.name, queued=kind)
         for agent in [*self.cache.agents.values(), *self.unflushed.values()]:
             self.flush(agent)
             self.memory.flush(agent.session)
@@ -226,7 +230,7 @@ class ReferenceGateway:
         del self.inflight[request_id]
         assert pending.reply is not None
         self.h.platform.send_reply(pending.chat.name, pending.session, pending.reply)
-        agent.busy, agent.last_activity = False, self.h.clock.now()
+        agent.busy, agent.last_activity = self.still_busy(agent.session), self.h.clock.now()
         if not pending.delegate:
             user = next(r.content for r in reversed(agent.rows) if r.role == "user" and r.turn == pending.turn)
             self.memory.sync_turn(Turn(pending.session, pending.turn, user, pending.reply))
@@ -245,9 +249,14 @@ class ReferenceGateway:
         pending = self.inflight.pop(request)
         agent = self.agent_of(pending)
         self.drop_turn(agent, pending.turn)
-        agent.busy = False
+        agent.busy = self.still_busy(agent.session)
         self.h.note("stopped", session=pending.session, turn=pending.turn)
         self.drain_queue(key)
+        self.enforce_cap()
+
+    def still_busy(self, session: str) -> bool:
+        """Whether another turn (a delegate's, say) is still in flight in this session."""
+        return any(p.session == session for p in self.inflight.values())
 
     def drop_turn(self, agent: Agent, turn: str) -> None:
         """Forget an interrupted turn's rows; they never reached the store."""
@@ -413,6 +422,8 @@ class ReferenceGateway:
 
     def write(self, agent: Agent) -> None:
         if not agent.created:
+            if agent.flushed and not self.store.session_exists(agent.session):
+                self.heal(agent)  # history loaded from a row that has since been deleted
             self.create_row(agent)
         start = 0 if agent.replay_pending else agent.flushed
         self.store.append(agent.session, agent.rows[start:])

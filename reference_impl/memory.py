@@ -2,8 +2,9 @@
 
 `BatchingProvider` is the reference gateway's own batching plugin, shaped like Hindsight
 (seed 001): it buffers turns and ships every N-th; it flushes at session end, eviction and
-shutdown (before refusing new work), and a durable watermark means nothing ships twice,
-even across a crash (recovery re-ships from the store only what was never taken).
+shutdown (before refusing new work). Its buffer is durable (an outbox in the store, apart
+from the transcript, so another surface deleting a session's rows cannot take it), and a
+watermark of shipped turn ids means nothing ships twice, even across a crash.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class BatchingProvider:
         self.owed: set[str] = set()  # sessions whose flush was asked for and failed
 
     def sync_turn(self, turn: Turn) -> None:
+        self.store.outbox_add(self.name, turn.session, turn.turn, turn.user, turn.assistant)
         self.buffers.setdefault(turn.session, []).append(turn)
         self.counts[turn.session] = self.counts.get(turn.session, 0) + 1
         if self.counts[turn.session] % self.every == 0:
@@ -56,6 +58,7 @@ class BatchingProvider:
                 return False
             self.store.mark_ingested(self.name, [t.turn for t in pending])
             self.shipped.update(t.turn for t in pending)
+        self.store.outbox_done(self.name, [t.turn for t in buffer])
         del self.buffers[session]
         self.owed.discard(session)
         return True
@@ -74,14 +77,11 @@ class BatchingProvider:
             self.flush(session)
         self.shutting_down = True
 
-    def recover(self, stored: Sequence[Turn]) -> None:
-        """After a restart: ship every stored turn the backend never took, by session."""
-        by_session: dict[str, list[Turn]] = {}
-        for turn in stored:
-            if turn.turn not in self.shipped:
-                by_session.setdefault(turn.session, []).append(turn)
-        for session, turns in by_session.items():
-            self.buffers.setdefault(session, [])[:0] = turns
+    def recover(self) -> None:
+        """After a restart: ship what the outbox still holds (a crash or a failed shutdown)."""
+        for session, turn, user, assistant in self.store.outbox(self.name):
+            self.buffers.setdefault(session, []).append(Turn(session, turn, user, assistant))
+        for session in list(self.buffers):
             self.flush(session)
 
 
@@ -121,6 +121,5 @@ class MemoryManager:
         self.recorder.shutdown()
 
     def recover(self) -> None:
-        stored = [Turn(*row) for row in self.store.stored_turns()]
         for provider in self.providers:
-            provider.recover(stored)
+            provider.recover()

@@ -50,6 +50,15 @@ CREATE TABLE session_ends (
 CREATE TABLE lives (session_id TEXT PRIMARY KEY, life INTEGER NOT NULL);
 -- Memory watermark: which turns each provider's backend has taken (idempotent recovery).
 CREATE TABLE ingested (provider TEXT NOT NULL, turn_id TEXT NOT NULL, PRIMARY KEY (provider, turn_id));
+-- A batching provider's buffer, durable apart from the transcript: what it has not shipped yet.
+CREATE TABLE memory_outbox (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    provider TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    turn_id TEXT NOT NULL,
+    user TEXT NOT NULL,
+    assistant TEXT NOT NULL
+);
 CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 """
 
@@ -234,20 +243,20 @@ class Store:
     def ingested(self, provider: str) -> set[str]:
         return {row[0] for row in self.db.execute("SELECT turn_id FROM ingested WHERE provider = ?", (provider,))}
 
-    def stored_turns(self) -> list[tuple[str, str, str, str]]:
-        """(session, turn, user text, assistant text) of every complete stored turn, in order,
-        skipping delegate children (they have no memory)."""
-        out: list[tuple[str, str, str, str]] = []
-        pending: dict[tuple[str, str], str] = {}
-        for sid, turn, role, content in self.db.execute(
-            "SELECT m.session_id, m.turn_id, m.role, m.content FROM messages m JOIN sessions s ON s.id = m.session_id "
-            "WHERE s.kind = 'chat' AND m.turn_id IS NOT NULL ORDER BY m.seq"
-        ):
-            if role == "user":
-                pending[(sid, turn)] = content
-            elif (sid, turn) in pending:
-                out.append((sid, turn, pending.pop((sid, turn)), content))
-        return out
+    def outbox_add(self, provider: str, session: str, turn: str, user: str, assistant: str) -> None:
+        self.db.execute(
+            "INSERT INTO memory_outbox(provider, session_id, turn_id, user, assistant) VALUES (?, ?, ?, ?, ?)",
+            (provider, session, turn, user, assistant),
+        )
+
+    def outbox_done(self, provider: str, turns: Iterable[str]) -> None:
+        self.db.executemany("DELETE FROM memory_outbox WHERE provider = ? AND turn_id = ?", [(provider, t) for t in turns])
+
+    def outbox(self, provider: str) -> list[tuple[str, str, str, str]]:
+        """(session, turn, user, assistant) still unshipped, in the order they were buffered."""
+        return list(self.db.execute(
+            "SELECT session_id, turn_id, user, assistant FROM memory_outbox WHERE provider = ? ORDER BY seq", (provider,)
+        ))
 
     def all_sessions(self) -> list[tuple[str, str | None]]:
         return list(self.db.execute("SELECT id, parent_id FROM sessions ORDER BY id"))
