@@ -197,6 +197,21 @@ def test_i3_batched_turns_flushed_at_end_eviction_and_sigterm() -> None:
     ]
 
 
+def test_i3_buffered_turns_are_owed_at_the_end_and_at_sigterm_not_later() -> None:
+    records = log("new")  # hindsight ships s1's t1 at its /new end (09:01), s2's t2 at its eviction
+    ingest = find(records, "ingest", turn="t1", backend="hindsight")
+    final = find(records, "sigterm", final=True)
+    assert messages(move(records, ingest, final + 1), "I3") == [
+        "backend 'hindsight' took [t1] only at 10:13:02, after s1's on_session_end at 09:01: "
+        "what a provider buffers is owed when the session ends or the gateway stops"
+    ]
+    late = find(records, "ingest", turn="t2", backend="hindsight")
+    assert messages(move(records, late, final + 1, t=records[final].t + 60_000), "I3") == [
+        "backend 'hindsight' took [t2] only at 10:14:02, after the final SIGTERM at 10:13:02: "
+        "what a provider buffers is owed when the session ends or the gateway stops"
+    ]
+
+
 # -- I4 no double ingest -------------------------------------------------------------------
 
 

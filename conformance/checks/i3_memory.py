@@ -1,6 +1,11 @@
 """I3 no lost turn (memory): by quiescence every acknowledged turn reached every backend,
 including what a batching provider still buffered at a session end, an eviction or SIGTERM
-(and, for a gateway that claims crash durability, at a crash)."""
+(and, for a gateway that claims crash durability, at a crash).
+
+Buffered turns are owed at the boundary itself, not merely eventually: a session's turns
+must reach every backend by its on_session_end, and every turn by a graceful SIGTERM,
+unless that backend was failing at that moment.
+"""
 
 from __future__ import annotations
 
@@ -36,5 +41,46 @@ def check(m: RunModel) -> Verdict:
             f"backend '{backend}' never ingested {turn_list([t.id for t in missing])} "
             f"(session {', '.join(sessions)}, acknowledged {span})",
             tuple(t.reply_index for t in missing[:5]), first.t, sessions[0], tuple(t.id for t in missing)))
+    violations.extend(_late(m, backends))
     return Verdict("I3", "fail" if violations else "pass", tuple(violations), examined=examined)
+
+
+def _late(m: RunModel, backends: list[str]) -> list[Violation]:
+    """Turns that reached a backend only after the session end or SIGTERM that owed them."""
+    first: dict[tuple[str, str], tuple[int, int]] = {}
+    for index, r in m.of("ingest"):
+        for turn in r.turns:
+            first.setdefault((r.d("backend"), turn), (index, r.t))
+    failing: dict[str, list[tuple[int, int]]] = {}
+    for _index, r in m.of("backend_fail"):
+        failing.setdefault(r.d("backend"), []).append((r.t, r.d("until")))
+
+    def down(backend: str, t: int) -> bool:
+        return any(start <= t < until for start, until in failing.get(backend, []))
+
+    moments: list[tuple[int, int, str, list[str]]] = []  # (index, t, what, turns owed by then)
+    for index, end in m.of("on_session_end"):
+        if end.session in m.chat_sessions():
+            owed = [t.id for t in m.acked_in(end.session, before=index)]
+            moments.append((index, end.t, f"{end.session}'s on_session_end at {m.at(end.t)}", owed))
+    for index, stop in m.of("sigterm"):
+        owed = [t.id for t in m.turns.values() if t.acked and not t.delegate and t.reply_index < index]
+        moments.append((index, stop.t, f"the {'final ' if stop.d('final') else ''}SIGTERM at {m.at(stop.t)}", owed))
+    out: list[Violation] = []
+    reported: set[tuple[str, str]] = set()
+    for index, t, what, owed in sorted(moments):
+        for backend in backends:
+            if down(backend, t):
+                continue
+            late = [turn for turn in owed if (backend, turn) in first and first[(backend, turn)][1] > t
+                    and (backend, turn) not in reported]
+            if not late:
+                continue
+            reported.update((backend, turn) for turn in late)
+            when = first[(backend, late[0])]
+            out.append(Violation(
+                f"backend '{backend}' took {turn_list(late)} only at {m.at(when[1])}, after {what}: "
+                f"what a provider buffers is owed when the session ends or the gateway stops",
+                (index, when[0]), when[1], m.turns[late[0]].session, tuple(late)))
+    return out
 

@@ -112,9 +112,9 @@ class HealForgetsPendingReplay(ReferenceGateway):
     _replay_history argument. The next flush found a live row, hit no FK error, ran no
     heal, and stamped the history prefix durable without writing it".
 
-    Here the heal's retry is the next flush (a write cannot fail between two statements of
-    one simulated instant); a retry refused as locked forgets the replay, so the row is
-    recreated with the tail only.
+    Here the heal recreates the row at once and leaves the replay to the next flush (a
+    write cannot fail between two statements of one simulated instant); that retry refused
+    as locked forgets the replay, so the recreated row gets the tail only.
     """
 
     def flush(self, agent: Agent) -> bool:
@@ -127,8 +127,8 @@ class HealForgetsPendingReplay(ReferenceGateway):
             agent.replay_pending = False  # the replay rode on this retry alone
             return False
         except sqlite3.IntegrityError as err:
-            if is_foreign_key_error(err):
-                self.heal(agent)  # replay pending for the retry, fail closed until then
+            if is_foreign_key_error(err) and self.heal(agent):
+                self.create_row(agent)  # the row is back; the replay waits for the retry
             return False
 
 
