@@ -61,20 +61,26 @@ class ReferenceGateway:
 
     def boot(self) -> None:
         """Build every in-memory object from the store (first start and every restart)."""
-        self.policy = ResetPolicyEvaluator(self.h.clock.zone)
+        self.policy = self.make_policy()
         self.cache = AgentCache(self.config.cache_cap, self.config.idle_ttl)
         self.unflushed: dict[str, Agent] = {}  # evicted agents whose write the store refused
         self.inflight: dict[str, Pending] = {}
         self.busy_chats: dict[str, str] = {}  # chat key -> request id
         self.queues: dict[str, deque[tuple[str, Any, int]]] = {}
         self.children: dict[str, str] = {}  # parent session -> delegate child session
-        self.timers: list[Timer] = []
+        self.timers: list[Timer] = []  # retries of refused writes
+        self.tick_timer: Timer | None = None
+        self.tick_origin = self.h.clock.now()
         providers = [self.make_provider(spec) for spec in self.config.providers]
         self.memory = MemoryManager(self.h.recorder, providers, self.store)
         self.running = True
         self.finish_interrupted_ends()
         self.memory.recover()
         self.schedule_tick()
+
+    def make_policy(self) -> ResetPolicyEvaluator:
+        """The reset-policy rules, in the gateway's local zone."""
+        return ResetPolicyEvaluator(self.h.clock.zone)
 
     def make_provider(self, spec: ProviderSpec) -> BatchingProvider:
         """One configured memory provider (the bug zoo swaps in a broken one here)."""
@@ -109,14 +115,42 @@ class ReferenceGateway:
         self.boot()
 
     def stop_timers(self) -> None:
-        for timer in self.timers:
+        for timer in [*self.timers, *([self.tick_timer] if self.tick_timer else [])]:
             timer.cancel()
-        self.timers = []
+        self.timers, self.tick_timer = [], None
 
     def schedule_tick(self) -> None:
-        interval = self.config.watcher_interval or SWEEP_INTERVAL
-        self.timers = [t for t in self.timers if not t.cancelled and t.when > self.h.clock.now()]
-        self.timers.append(self.h.scheduler.call_at(self.h.clock.now() + interval, self.tick))
+        """Set the watcher's next tick: the first tick of its grid (every interval since boot)
+        at which something is due. Ticks with nothing to do are skipped, which changes
+        nothing: expiry, idleness and pending retries only become due as time passes."""
+        if not self.running:
+            return
+        due = self.next_due()
+        if due is None:
+            return
+        now, interval = self.h.clock.now(), self.config.watcher_interval or SWEEP_INTERVAL
+        steps = -(-(max(due, now + 1) - self.tick_origin) // interval)
+        when = self.tick_origin + steps * interval
+        if self.tick_timer is not None and not self.tick_timer.cancelled and self.tick_timer.when <= when:
+            return
+        if self.tick_timer is not None:
+            self.tick_timer.cancel()
+        self.tick_timer = self.h.scheduler.call_at(when, self.tick)
+
+    def next_due(self) -> int | None:
+        """The earliest instant a tick would have work: an expiry, a stale agent, a retry."""
+        now = self.h.clock.now()
+        due: list[int] = []
+        if self.unflushed or any(p.owed for p in self.memory.providers):
+            due.append(now)
+        due.extend(a.last_activity + self.config.idle_ttl + 1 for a in self.cache.agents.values() if not a.busy)
+        if self.config.watcher_interval is not None:
+            for route in self.store.routes():
+                if route.session_id and not route.ended and route.anchor is not None and route.last_user is not None:
+                    instant = self.policy.expiry_instant(self.policy_for(route), route.anchor, route.last_user)
+                    if instant is not None:
+                        due.append(instant)
+        return min(due, default=None)
 
     # -- adapter protocol: inbound ---------------------------------------------------------
 
@@ -180,7 +214,7 @@ class ReferenceGateway:
         if not self.running:
             return Resources()
         cached = tuple((a.session, a.busy) for a in self.cache.agents.values())
-        return Resources(cached, sum(1 for t in self.timers if not t.cancelled))
+        return Resources(cached, 1 + sum(1 for t in self.timers if not t.cancelled))  # the watcher, and retries
 
     # -- turns ------------------------------------------------------------------------
 
@@ -283,6 +317,7 @@ class ReferenceGateway:
                 self.end_session(route, "new")
         elif command == "/resume":
             self.resume_previous(route)
+        self.schedule_tick()
 
     def resume_previous(self, route: Route) -> None:
         """/resume: switch back to the chat's previous session; the one left behind ends."""
@@ -348,13 +383,16 @@ class ReferenceGateway:
             if self.flush(self.unflushed[session]):
                 del self.unflushed[session]
         self.memory.retry()
+        self.tick_timer = None
         self.schedule_tick()
 
     # -- the agent cache --------------------------------------------------------------
 
     def enforce_cap(self) -> None:
+        """After every turn starts or ends: evict idle agents past the cap, re-arm the watcher."""
         for agent in self.cache.over_cap():
             self.evict(agent, "lru_cap")
+        self.schedule_tick()
 
     def evict(self, agent: Agent, why: str) -> None:
         """Never a boundary: flush the transcript and the providers' buffers, end nothing."""

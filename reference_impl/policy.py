@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from zoneinfo import ZoneInfo
 
-from sim.clock import MINUTE, daily_boundary_at_or_before
+from sim.clock import MINUTE, daily_boundary_at_or_before, next_daily_boundary_after
 from sim.scenario import Chat, ResetPolicy
 
 
@@ -50,3 +50,13 @@ class ResetPolicyEvaluator:
         if policy.mode in ("daily", "both") and self.daily_expired(policy, anchor, last_user, now):
             return "daily"
         return None
+
+    def expiry_instant(self, policy: ResetPolicy, anchor: int, last_user: int) -> int | None:
+        """The first instant `expiry_reason` holds if no user message comes (None: never)."""
+        options = []
+        if policy.mode in ("idle", "both"):
+            options.append(last_user + policy.idle_minutes * MINUTE + 1)
+        if policy.mode in ("daily", "both"):
+            boundary = next_daily_boundary_after(anchor, policy.at_hour, self.zone)
+            options.append(max(boundary, last_user + policy.daily_min_idle_minutes * MINUTE))
+        return min(options, default=None)

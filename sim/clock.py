@@ -8,6 +8,7 @@ or `time.time()` themselves are pinned to virtual time with `FreezegunBridge`.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -61,6 +62,7 @@ def from_ms(ms: int, zone: ZoneInfo) -> datetime:
     return (datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=ms)).astimezone(zone)
 
 
+@lru_cache(maxsize=4096)
 def local_instant(day: date, hour: int, minute: int, zone: ZoneInfo) -> int:
     """The instant the local wall clock in `zone` first reads `hour:minute` on `day`.
 

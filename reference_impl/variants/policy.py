@@ -66,9 +66,8 @@ class DailyBoundaryInUtc(ReferenceGateway):
     Here: the daily boundary is computed in UTC, not in the gateway's local time zone.
     """
 
-    def expiry_reason(self, route: Route) -> str | None:
-        utc = ResetPolicyEvaluator(ZoneInfo("UTC"))
-        return utc.expiry_reason(self.policy_for(route), route.anchor, route.last_user, self.h.clock.now())
+    def make_policy(self) -> ResetPolicyEvaluator:
+        return ResetPolicyEvaluator(ZoneInfo("UTC"))
 
 
 class MessageResetFiresNoHooks(ReferenceGateway):
