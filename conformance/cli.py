@@ -16,6 +16,7 @@ import shlex
 import signal
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
 from conformance.registry import UnknownGateway, resolve
@@ -48,6 +49,16 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _megabytes(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of megabytes, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of megabytes, got {text!r}")
+    return value
+
+
 def _interrupted(signum: int, _frame: Any) -> None:
     raise KeyboardInterrupt(signum)
 
@@ -60,6 +71,9 @@ def _scenario_line(result: RunResult) -> list[str]:
     lines = [f"{word:<5} {result.scenario.name}"]
     if result.failure is not None:
         lines.append(f"      {result.failure.describe()}")
+        frames = result.failure.traceback[:-1]  # the last line repeats the message
+        if frames:
+            lines.append(f"      at {' > '.join(frames)}")
         return lines
     for check, verdict in result.verdicts.items():
         if verdict.status in ("fail", "xpass"):
@@ -99,7 +113,7 @@ def _write_report(results: list[RunResult], directory: str | None, gateway: str)
     print(f"report written to {directory}")
 
 
-def gateway_factory(args: argparse.Namespace) -> Callable[[], Any]:
+def gateway_factory(args: argparse.Namespace, env: dict[str, str] | None = None) -> Callable[[], Any]:
     """The named gateway, in a child process of its own when isolated (always for exec:)."""
     from conformance.exec_gateway import ExecGateway, isolated
 
@@ -109,10 +123,10 @@ def gateway_factory(args: argparse.Namespace) -> Callable[[], Any]:
         argv = shlex.split(name[5:])
         if not argv:
             raise UsageError("exec: needs a command, e.g. exec:\"node my-gateway.js\"")
-        return lambda: ExecGateway(argv, step_timeout=timeout, memory_mb=memory)
+        return lambda: ExecGateway(argv, step_timeout=timeout, memory_mb=memory, env=env)
     resolve(name)  # unknown names fail here, before any child starts
     if args.isolate:
-        return lambda: isolated(name, step_timeout=timeout, memory_mb=memory)
+        return lambda: isolated(name, step_timeout=timeout, memory_mb=memory, env=env)
     return resolve(name)
 
 
@@ -124,28 +138,25 @@ def first_divergence(first: str, second: str) -> str:
     return f"record {min(len(a), len(b)) + 1}: one log is longer ({len(a)} vs {len(b)} records)"
 
 
-def check_determinism(results: list[RunResult], args: argparse.Namespace) -> None:
-    """Run each scenario again (under another PYTHONHASHSEED when isolated); a different log
+def check_determinism(result: RunResult, factory: Callable[[], Any]) -> None:
+    """Run the scenario again (with --isolate, in a child under another PYTHONHASHSEED); a different log
     means the gateway reads the real clock, races threads or uses unseeded randomness."""
-    from conformance.exec_gateway import isolated
-
-    for result in results:
-        if result.failure is not None:
-            continue
-        if args.isolate:
-            again = run_scenario(result.scenario, isolated(args.gateway, step_timeout=args.step_timeout,
-                                                           env={"PYTHONHASHSEED": "12345"}), args.gateway)
-        else:
-            again = run_scenario(result.scenario, resolve(args.gateway)(), args.gateway)
-        if again.log_text() != result.log_text():
-            where = first_divergence(result.log_text(), again.log_text())
-            result.failure = GatewayFailure("error", 0, "determinism",
-                                            f"nondeterministic gateway (real clock read, thread race or unseeded randomness): "
-                                            f"two runs diverge at {where}")
+    if result.failure is not None:
+        return
+    again = run_scenario(result.scenario, factory(), result.gateway, check=False)
+    if again.log_text() != result.log_text():
+        where = first_divergence(result.log_text(), again.log_text())
+        result.failure = GatewayFailure("error", 0, "determinism",
+                                        f"nondeterministic gateway (real clock read, thread race or unseeded randomness): "
+                                        f"two runs diverge at {where}")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     factory = gateway_factory(args)
+    again = gateway_factory(args, env={"PYTHONHASHSEED": "12345"})
+    missing = [path for path in args.paths if not Path(path).exists()]
+    if missing:
+        raise UsageError(f"{missing[0]}: no such file or directory")
     paths = scenario_paths(args.paths) if args.paths else catalog_paths()
     scenarios, errors = load_all(paths)
     for error in errors:
@@ -156,14 +167,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     results: list[RunResult] = []
     try:
         for result in run_all(scenarios, factory, args.gateway, expectations):
+            if args.check_determinism:
+                check_determinism(result, again)
             results.append(result)
             if not args.quiet or outcome(result) not in ("pass", "xfail"):
                 print("\n".join(_scenario_line(result)), flush=True)
-        if args.check_determinism:
-            check_determinism(results, args)
-            for result in results:
-                if result.failure is not None and result.failure.event == "determinism":
-                    print("\n".join(_scenario_line(result)))
     except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM: keep what finished
         _write_report(results, args.report, args.gateway)
         print(summary_line(results) + " (interrupted)")
@@ -280,7 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--isolate", action="store_true", help="run each scenario's gateway in a child process of its own")
     run.add_argument("--step-timeout", type=_seconds, default=10.0, metavar="SECONDS",
                      help="wall-clock limit per step for isolated and exec: gateways (default 10)")
-    run.add_argument("--memory-mb", type=int, default=4096, metavar="MB", help="memory cap of an isolated gateway (default 4096)")
+    run.add_argument("--memory-mb", type=_megabytes, default=4096, metavar="MB", help="memory cap of an isolated gateway (default 4096)")
     run.add_argument("--check-determinism", action="store_true",
                      help="run each scenario twice and report the first divergence of the logs")
     run.set_defaults(func=cmd_run)

@@ -17,7 +17,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from conformance.adapter import BackendUnavailable, GatewayTimeout, Harness, Inbound, Profile, RemoteGatewayError
 from conformance.observations import DurableState, Resources
@@ -33,20 +34,25 @@ from sim.engine import Timer
 from sim.loader import config_document
 from sim.scenario import Chat, GatewayConfig
 
+T = TypeVar("T")
 DEFAULT_STEP_TIMEOUT = 10.0
+STARTUP_TIMEOUT = 30.0  # for `hello`: starting an interpreter on a loaded machine is not a gateway step
+MAX_LINE = 64 * 1024 * 1024  # a longer line is a protocol error, not a parent out of memory
 
 
 class ExecGateway:
     """Implements the adapter protocol by forwarding every call to a child process."""
 
     def __init__(self, argv: list[str], *, step_timeout: float = DEFAULT_STEP_TIMEOUT, memory_mb: int | None = None,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, reuse: bool = False) -> None:
         self.argv, self.step_timeout, self.memory_mb, self.env = argv, step_timeout, memory_mb, env
+        self.reuse = reuse  # close() resets the child for the next scenario instead of killing it
         self.proc: subprocess.Popen[bytes] | None = None
         self.h: Harness | None = None
         self.timers: dict[int, Timer] = {}
-        self._buffer = b""
-        self._stderr = tempfile.TemporaryFile()
+        self._buffer = bytearray()
+        self._answered = True  # the last request got its done/fail: the child is between requests
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the gateway)
 
     # -- the child process ----------------------------------------------------------------
 
@@ -58,19 +64,37 @@ class ExecGateway:
     def _spawn(self) -> None:
         env = dict(os.environ, **(self.env or {}))
         try:
+            # A process group of its own: a terminal's Ctrl-C reaches sessiongate, which then ends the child.
             self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
-                                         env=env, preexec_fn=self._limits)
+                                         env=env, preexec_fn=self._limits, process_group=0)
         except OSError as err:
             raise RemoteGatewayError(f"cannot start {shlex.join(self.argv)}: {err.strerror}") from None
-        hello = self._request("hello", version=VERSION)
+        hello = self._request("hello", wait=max(self.step_timeout, STARTUP_TIMEOUT), version=VERSION)
         if not isinstance(hello, dict) or hello.get("version") != VERSION:
+            self.kill()
             raise RemoteGatewayError(f"{shlex.join(self.argv)} does not speak protocol version {VERSION}: {hello!r}")
 
     def close(self) -> None:
+        """End of a scenario: kill the child, or with `reuse` ready a healthy one for the next."""
+        if self.reuse and self.proc is not None and self.proc.poll() is None and self._answered and not self._buffer:
+            try:
+                self._request("reset")
+            except (RemoteGatewayError, GatewayTimeout):
+                pass
+            else:
+                self.h = None
+                self.timers.clear()
+                self._stderr.seek(0)
+                self._stderr.truncate()
+                return
+        self.kill()
+
+    def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
-        self.proc = None
+        self.proc, self.h, self._buffer = None, None, bytearray()
+        self.timers.clear()
 
     def _stderr_tail(self) -> str:
         self._stderr.seek(0)
@@ -87,27 +111,37 @@ class ExecGateway:
 
     def _died(self) -> RemoteGatewayError:
         assert self.proc is not None
-        code = self.proc.wait()
-        why = f"killed by signal {-code}" if code < 0 else f"exited with status {code}"
+        try:
+            code = self.proc.wait(timeout=self.step_timeout)
+            why = f"killed by signal {-code}" if code < 0 else f"exited with status {code}"
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            why = "closed its stdout without exiting, and was killed"
         tail = self._stderr_tail()
         self.proc = None
         return RemoteGatewayError(f"gateway process {why}" + (f": {tail}" if tail else ""))
 
-    def _read_line(self, deadline: float, what: str) -> dict[str, Any]:
+    def _read_line(self, deadline: float, what: str, wait: float) -> dict[str, Any]:
         assert self.proc is not None and self.proc.stdout is not None
         fd = self.proc.stdout.fileno()
+        scanned = 0
         with selectors.DefaultSelector() as selector:
             selector.register(fd, selectors.EVENT_READ)
-            while b"\n" not in self._buffer:
+            while (end := self._buffer.find(b"\n", scanned)) < 0:
+                if len(self._buffer) > MAX_LINE:
+                    raise RemoteGatewayError(f"protocol error: a line longer than {MAX_LINE >> 20} MiB in answer to {what}")
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or not selector.select(remaining):
-                    self.close()
-                    raise GatewayTimeout(f"no answer to {what} within {self.step_timeout:g}s (wall clock); the process was killed")
+                    self.kill()
+                    raise GatewayTimeout(f"no answer to {what} within {wait:g}s (wall clock); the process was killed")
                 chunk = os.read(fd, 65536)
                 if not chunk:
                     raise self._died()
+                scanned = len(self._buffer)
                 self._buffer += chunk
-        line, _, self._buffer = self._buffer.partition(b"\n")
+        line = bytes(self._buffer[:end])
+        del self._buffer[: end + 1]
         try:
             message = json.loads(line)
         except ValueError:
@@ -116,23 +150,38 @@ class ExecGateway:
             raise RemoteGatewayError(f"protocol error: expected a JSON object in answer to {what}")
         return message
 
-    def _request(self, op: str, **fields: Any) -> Any:
+    def _request(self, op: str, wait: float | None = None, **fields: Any) -> Any:
+        """Send one request, serve the child's calls, return the `done` value. `wait`: seconds
+        of wall clock for the whole step, calls included (default: the step timeout)."""
         if self.proc is None:
             raise RemoteGatewayError("gateway process is not running")
         if self.h is not None:
             fields["now"] = self.h.clock.now()
+        self._answered = False
         self._send({"op": op, **fields})
+        wait = wait or self.step_timeout
+        deadline = time.monotonic() + wait
         while True:
-            message = self._read_line(time.monotonic() + self.step_timeout, op)
+            message = self._read_line(deadline, op, wait)
             if "call" in message:
                 self._send(self._serve(message))
             elif "done" in message:
+                self._answered = True
                 return message.get("value")
             elif "fail" in message:
+                self._answered = True
                 fail = message["fail"] if isinstance(message["fail"], dict) else {"message": str(message["fail"])}
-                raise RemoteGatewayError(str(fail.get("message", "")), tuple(fail.get("traceback", ())))
+                trace = fail.get("traceback")
+                raise RemoteGatewayError(str(fail.get("message", "")), tuple(map(str, trace)) if isinstance(trace, list) else ())
             else:
                 raise RemoteGatewayError(f"protocol error: unexpected line in answer to {op}: {sorted(message)}")
+
+    def _decoded(self, op: str, decode: Callable[[Any], T], **fields: Any) -> T:
+        value = self._request(op, **fields)
+        try:
+            return decode(value)
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as err:
+            raise RemoteGatewayError(f"protocol error: bad value in answer to {op}: {type(err).__name__}: {err}") from None
 
     def _serve(self, message: dict[str, Any]) -> dict[str, Any]:
         """Carry out one call the child makes on the harness's observers."""
@@ -184,7 +233,7 @@ class ExecGateway:
     def profile(self, config: GatewayConfig) -> Profile:
         if self.proc is None:
             self._spawn()
-        return profile_from_wire(self._request("profile", config=config_document(config)))
+        return self._decoded("profile", profile_from_wire, config=config_document(config))
 
     def start(self, config: GatewayConfig, harness: Harness) -> None:
         if self.proc is None:
@@ -221,10 +270,10 @@ class ExecGateway:
         self._request("lock_store", until=until)
 
     def durable_state(self) -> DurableState:
-        return state_from_wire(self._request("durable_state"))
+        return self._decoded("durable_state", state_from_wire)
 
     def resources(self) -> Resources:
-        return resources_from_wire(self._request("resources"))
+        return self._decoded("resources", resources_from_wire)
 
 
 def exec_gateway(command: str) -> ExecGateway:
@@ -233,7 +282,7 @@ def exec_gateway(command: str) -> ExecGateway:
 
 
 def isolated(name: str, *, step_timeout: float = DEFAULT_STEP_TIMEOUT, memory_mb: int | None = None,
-             env: dict[str, str] | None = None) -> ExecGateway:
+             env: dict[str, str] | None = None, reuse: bool = False) -> ExecGateway:
     """The registered gateway `name`, in a child process of its own."""
     return ExecGateway([sys.executable, "-m", "conformance.exec_server", name], step_timeout=step_timeout,
-                       memory_mb=memory_mb, env=env)
+                       memory_mb=memory_mb, env=env, reuse=reuse)

@@ -161,6 +161,8 @@ def serve(factory: Callable[[], Gateway], reader: IO[str], writer: IO[str]) -> N
                 value = state_to_wire(gateway.durable_state())
             elif op == "resources":
                 value = resources_to_wire(gateway.resources())
+            elif op == "reset":  # the next scenario: a fresh gateway in this same process
+                gateway, harness = factory(), None
             elif op == "fire_timer":
                 assert harness is not None
                 callback, args = harness.scheduler.callbacks.pop(request["id"])  # type: ignore[attr-defined]

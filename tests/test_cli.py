@@ -1,0 +1,123 @@
+"""The command line: argument errors exit 2 with a usage line; a bad scenario file is reported
+(file:line: field: message) while the good ones run; SIGINT / SIGTERM mid-run exit 130 / 143 and
+keep what finished in the report."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conformance.cli import main
+from conformance.suite import catalog_paths
+
+ROOT = Path(__file__).resolve().parent.parent
+CATALOG = catalog_paths()
+GOOD = CATALOG[0]
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """Exit code, stdout, stderr of `sessiongate ARGS`, in this process."""
+    try:
+        code = main(list(args))
+    except SystemExit as stop:  # argparse's own errors
+        code = int(stop.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+ARGUMENT_ERRORS = {
+    "no-subcommand": ((), "the following arguments are required: command"),
+    "unknown-subcommand": (("bogus",), "invalid choice: 'bogus'"),
+    "unknown-flag": (("run", "--bogus"), "unrecognized arguments: --bogus"),
+    "step-timeout-not-a-number": (("run", "--step-timeout", "soon"), "expected seconds like '10' or '2.5s', got 'soon'"),
+    "step-timeout-zero": (("run", "--step-timeout", "0"), "expected a positive number of seconds, got '0'"),
+    "memory-not-a-number": (("run", "--memory-mb", "lots"), "expected a whole number of megabytes, got 'lots'"),
+    "memory-negative": (("run", "--memory-mb", "-5"), "expected a positive number of megabytes, got '-5'"),
+    "unknown-gateway": (("run", "--gateway", "nope"), "unknown gateway 'nope'"),
+    "unimportable-gateway": (("run", "--gateway", "no.such.module:make"), "cannot import 'no.such.module'"),
+    "unknown-selftest": (("run", "--gateway", "selftest:sleepy"), "unknown self-test 'sleepy'"),
+    "exec-without-command": (("run", "--gateway", "exec:"), "exec: needs a command"),
+    "missing-scenario": (("run", "/nonexistent/s.yaml"), "/nonexistent/s.yaml: no such file or directory"),
+    "missing-among-good": (("run", str(GOOD), "/nonexistent/s.yaml"), "/nonexistent/s.yaml: no such file or directory"),
+    "missing-expectations": (("run", "--expectations", "/nonexistent/x.txt", str(GOOD)), "/nonexistent/x.txt: expectations file not found"),
+    "replay-without-file": (("replay",), "the following arguments are required: file"),
+}
+
+
+@pytest.mark.parametrize("case", ARGUMENT_ERRORS)
+def test_argument_errors_exit_2_with_a_usage_line(capsys: pytest.CaptureFixture[str], case: str) -> None:
+    args, message = ARGUMENT_ERRORS[case]
+    code, out, err = cli(capsys, *args)
+    assert code == 2
+    assert out == ""  # nothing ran
+    lines = err.splitlines()
+    assert lines[0].startswith("usage: sessiongate")
+    assert re.match(r"sessiongate( \w+)?: error: ", lines[-1]), lines[-1]
+    assert message in lines[-1]
+
+
+def test_the_installed_entry_point_exits_2_too() -> None:
+    done = subprocess.run([sys.executable, "-m", "conformance.cli", "run", "--step-timeout", "x"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=60, check=False)
+    assert done.returncode == 2
+    assert done.stderr.startswith("usage: sessiongate run")
+
+
+def test_a_malformed_file_is_reported_and_the_good_ones_still_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = GOOD.read_text(encoding="utf-8")
+    (tmp_path / "a-good.yaml").write_text(text, encoding="utf-8")
+    (tmp_path / "b-bad.yaml").write_text(text.replace("mode: idle", "mode: weekly"), encoding="utf-8")
+    (tmp_path / "c-broken.yaml").write_text("name: c\nevents: [\n", encoding="utf-8")
+    (tmp_path / "d-good.json").write_text(json.dumps({"name": "d-good", "events": [{"message": "alice"}],
+                                                       "chats": {"alice": {}}}), encoding="utf-8")
+    code, out, err = cli(capsys, "run", str(tmp_path))
+    assert code == 1
+    errors = err.splitlines()
+    assert errors[0] == f"error {tmp_path}/b-bad.yaml:8: config.reset.mode: expected one of idle, daily, both, none, got 'weekly'"
+    assert re.match(rf"error {re.escape(str(tmp_path))}/c-broken\.yaml:\d+: ", errors[1]), errors[1]
+    assert len(errors) == 2
+    assert out.splitlines() == [f"pass  {GOOD.stem}", "pass  d-good", "2 scenarios, 2 passed, 0 failed"]
+
+
+def test_only_malformed_files_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "bad.yaml").write_text("name: bad\nevents: 7\n", encoding="utf-8")
+    code, out, err = cli(capsys, "run", str(tmp_path / "bad.yaml"))
+    assert code == 2
+    assert err.startswith(f"error {tmp_path}/bad.yaml:")
+    assert out == ""
+
+
+# -- interrupted runs ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
+def test_an_interrupted_run_exits_and_keeps_what_finished(tmp_path: Path, signum: int, code: int) -> None:
+    report = tmp_path / "report"
+    run = subprocess.Popen([sys.executable, "-m", "conformance.cli", "run", "--isolate", "--report", str(report)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        assert run.stdout is not None
+        printed = [run.stdout.readline(), run.stdout.readline()]  # two scenarios done, many to go
+        run.send_signal(signum)
+        rest, err = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert run.returncode == code, err
+    lines = printed + rest.splitlines(keepends=True)
+    summary = re.fullmatch(r"(\d+) scenarios, (\d+) passed, 0 failed \(interrupted\)\n", lines[-1])
+    assert summary, lines[-1]
+    finished = int(summary.group(1))
+    assert 2 <= finished < len(CATALOG)
+    assert lines[-2] == f"report written to {report}\n"
+    assert [line.split()[-1] for line in lines[:-2]] == [p.stem for p in CATALOG[: len(lines) - 2]]
+    names = [s["name"] for s in json.loads((report / "summary.json").read_text(encoding="utf-8"))["scenarios"]]
+    assert names == [p.stem for p in CATALOG[:finished]]
+    assert len(lines) - 2 in (finished, finished - 1)  # the signal may land between a result and its line

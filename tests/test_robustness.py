@@ -1,0 +1,222 @@
+"""A misbehaving gateway gets a verdict, never takes sessiongate down, and the run goes on.
+
+The self-test gateways (reference_impl/selftest.py) and throwaway child processes that break the
+wire protocol (docs/protocol.md) in each way a real one might. docs/reliability.md tabulates these.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from conformance.cli import main
+from conformance.exec_gateway import ExecGateway
+from conformance.registry import resolve
+from conformance.runner import RunResult, run_scenario
+from conformance.suite import catalog_paths, run_all
+from sim.loader import load_file
+
+CATALOG = catalog_paths()
+FIRST, SECOND = CATALOG[0], CATALOG[16]  # 01-idle-expiry…, 17-policy-idle: both open with a message at line 12/13
+FIRST_MESSAGE = "message (line 12)"
+
+
+def run_two(gateway: str) -> list[RunResult]:
+    return list(run_all([load_file(FIRST), load_file(SECOND)], resolve(gateway), gateway))
+
+
+@pytest.fixture
+def spawned(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The process ids of every child started."""
+    pids: list[int] = []
+    original = ExecGateway._spawn
+
+    def spawn(self: ExecGateway) -> None:
+        original(self)
+        assert self.proc is not None
+        pids.append(self.proc.pid)
+
+    monkeypatch.setattr(ExecGateway, "_spawn", spawn)
+    return pids
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+# -- the self-test gateways ------------------------------------------------------------------
+
+
+def test_raise_is_an_error_naming_step_and_event_and_the_run_goes_on(capsys: pytest.CaptureFixture[str]) -> None:
+    first, second = run_two("selftest:raise")
+    for result in (first, second):
+        assert result.failure is not None and result.failure.kind == "error"
+        assert result.failure.step == 1
+        assert result.failure.message == "RuntimeError: selftest: this gateway raises on every message"
+        assert "selftest.py:" in " ".join(result.failure.traceback)
+        assert {v.status for v in result.verdicts.values()} == {"error"}
+    assert first.failure.event == FIRST_MESSAGE
+    assert main(["run", str(FIRST), str(SECOND), "--gateway", "selftest:raise"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[:3] == [
+        f"error {FIRST.stem}",
+        f"      gateway error at step 1 ({FIRST_MESSAGE}): RuntimeError: selftest: this gateway raises on every message",
+        out[2],
+    ]
+    assert out[2].startswith("      at ") and "selftest.py:" in out[2] and "in deliver_message" in out[2]
+    assert out[-1] == "2 scenarios, 0 passed, 2 failed"
+
+
+def test_raise_in_a_child_process_carries_the_childs_traceback() -> None:
+    result = run_scenario(load_file(FIRST), resolve("exec")(f"{sys.executable} -m conformance.exec_server selftest:raise"))
+    assert result.failure is not None and result.failure.kind == "error"
+    assert (result.failure.step, result.failure.event) == (1, FIRST_MESSAGE)
+    assert any("in deliver_message" in line for line in result.failure.traceback)
+
+
+def test_hang_is_a_timeout_the_child_is_killed_and_the_run_goes_on(spawned: list[int]) -> None:
+    first, second = run_two("selftest:hang")
+    for result in (first, second):
+        assert result.failure is not None and result.failure.kind == "timeout"
+        assert result.failure.step == 1
+        assert result.failure.message == "no answer to deliver_message within 2s (wall clock); the process was killed"
+        assert {v.status for v in result.verdicts.values()} == {"timeout"}
+    assert len(spawned) == 2 and all(gone(pid) for pid in spawned)
+
+
+def test_runaway_timers_hit_the_event_budget() -> None:
+    result = run_scenario(load_file(FIRST), resolve("selftest:runaway")(), "selftest:runaway", budget=20_000)
+    assert result.failure is not None and result.failure.kind == "timeout"
+    assert "event budget of 20000 exceeded" in result.failure.message
+    assert result.failure.message.endswith("the gateway schedules work without end")
+    assert {v.status for v in result.verdicts.values()} == {"timeout"}
+
+
+def test_leaky_threads_fail_i7() -> None:
+    result = run_scenario(load_file(FIRST), resolve("selftest:leaky-threads")(), "selftest:leaky-threads")
+    assert result.failure is None
+    assert result.verdicts["I7"].status == "fail"
+    assert "1 thread the gateway started was still running" in result.verdicts["I7"].summary
+    assert all(v.status == "pass" for c, v in result.verdicts.items() if c != "I7")
+
+
+def test_nondeterminism_is_reported_with_the_first_divergence(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", str(FIRST), "--gateway", "selftest:nondeterministic", "--check-determinism"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"error {FIRST.stem}"  # printed once, after both runs
+    assert out[1].startswith("      gateway error at (determinism): nondeterministic gateway")
+    assert "two runs diverge at record 4: " in out[1] and '"kind":"llm_request"' in out[1]
+    assert out[-1] == "1 scenarios, 0 passed, 1 failed"
+
+
+def test_a_deterministic_gateway_passes_the_determinism_check(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", str(FIRST), "--check-determinism"]) == 0
+    assert capsys.readouterr().out.splitlines() == [f"pass  {FIRST.stem}", "1 scenarios, 1 passed, 0 failed"]
+
+
+# -- children that break the protocol --------------------------------------------------------
+
+CHILD = '''
+import json, os, sys, time
+def send(message):
+    sys.stdout.write(json.dumps(message) + "\\n")
+    sys.stdout.flush()
+VALUES = {"hello": {"version": 1}, "durable_state": {"sessions": [], "routing": []}, "resources": {"cached": [], "running": 0},
+          "profile": {"finalization": "lazy", "latency": 0, "crash_durable": False, "sweep_interval": 0}}
+VALUES.update(%(values)s)
+for line in sys.stdin:
+    op = json.loads(line)["op"]
+    if op == "deliver_message":
+%(misbehave)s
+    send({"done": True, "value": VALUES.get(op)})
+'''
+
+# name: (misbehaviour on the first message, changed answers, failure kind, event, message)
+MISBEHAVING = {
+    "prints-garbage": ('print("hello from a stray print", flush=True)\ncontinue', {}, "error", FIRST_MESSAGE,
+                       "protocol error: not a JSON line in answer to deliver_message: b'hello from a stray print'"),
+    "prints-a-list": ('print("[1, 2]", flush=True)\ncontinue', {}, "error", FIRST_MESSAGE,
+                      "protocol error: expected a JSON object in answer to deliver_message"),
+    "answers-nonsense": ('send({"ok": 1})\ncontinue', {}, "error", FIRST_MESSAGE,
+                         "protocol error: unexpected line in answer to deliver_message: ['ok']"),
+    "exits-mid-step": ('sys.stderr.write("giving up\\n")\nsys.exit(3)', {}, "error", FIRST_MESSAGE,
+                       "gateway process exited with status 3: giving up"),
+    "closes-stdout-and-lingers": ("os.close(1)\ntime.sleep(60)", {}, "error", FIRST_MESSAGE,
+                                  "gateway process closed its stdout without exiting, and was killed"),
+    "hangs": ("while True: pass", {}, "timeout", FIRST_MESSAGE,
+              "no answer to deliver_message within 1s (wall clock); the process was killed"),
+    "calls-without-end": ('while True:\n    send({"call": "note", "args": {"what": "chatter"}})\n    sys.stdin.readline()', {},
+                          "timeout", FIRST_MESSAGE, "no answer to deliver_message within 1s (wall clock); the process was killed"),
+    "endless-line": ('sys.stdout.write("x" * (65 << 20))\nsys.stdout.flush()\ntime.sleep(60)', {}, "error", FIRST_MESSAGE,
+                     "protocol error: a line longer than 64 MiB in answer to deliver_message"),
+    "bad-call": ('send({"call": "llm.request", "args": {"chat": "alice"}})\nprint(sys.stdin.readline(), file=sys.stderr)\n'
+                 'send({"fail": {"message": "harness refused llm.request"}})\ncontinue', {}, "error", FIRST_MESSAGE,
+                 "harness refused llm.request"),
+    "wrong-version": ("pass", {"hello": {"version": 2}}, "error", "profile", "does not speak protocol version 1"),
+    "bad-resources": ("pass", {"resources": {"cached": "lots", "running": 0}}, "error", "resources",
+                      "protocol error: bad value in answer to resources: ValueError"),
+    "bad-profile": ("pass", {"profile": {"finalization": "eager"}}, "error", "profile",
+                    "protocol error: bad value in answer to profile: KeyError: 'latency'"),
+}
+
+
+def child_script(tmp_path: Path, misbehave: str, values: dict[str, object]) -> Path:
+    body = "\n".join("        " + line for line in misbehave.splitlines())
+    path = tmp_path / "child.py"
+    path.write_text(CHILD % {"misbehave": body, "values": repr(values)}, encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("name", MISBEHAVING)
+def test_a_child_that_breaks_the_protocol_gets_a_verdict(tmp_path: Path, spawned: list[int], name: str) -> None:
+    misbehave, values, kind, event, message = MISBEHAVING[name]
+    script = child_script(tmp_path, misbehave, values)
+    result = run_scenario(load_file(FIRST), ExecGateway([sys.executable, str(script)], step_timeout=1.0), name)
+    assert result.failure is not None, result.log_text()
+    assert (result.failure.kind, result.failure.event) == (kind, event)
+    assert message in result.failure.message
+    assert {v.status for v in result.verdicts.values()} == {kind}
+    assert all(gone(pid) for pid in spawned)
+
+
+def test_a_command_that_cannot_start_is_an_error() -> None:
+    result = run_scenario(load_file(FIRST), ExecGateway(["/nonexistent/gateway"]), "missing")
+    assert result.failure is not None and result.failure.kind == "error"
+    assert result.failure.message == "cannot start /nonexistent/gateway: No such file or directory"
+
+
+def test_memory_cap_turns_a_runaway_allocation_into_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    script = child_script(tmp_path, "hoard = []\nwhile True: hoard.append(bytearray(1 << 20))", {})
+    code = main(["run", str(FIRST), str(SECOND), "--gateway", f"exec:{sys.executable} {script}", "--memory-mb", "200"])
+    out = capsys.readouterr().out.splitlines()
+    assert code == 1
+    assert out[0] == f"error {FIRST.stem}"
+    assert out[1].startswith(f"      gateway error at step 1 ({FIRST_MESSAGE}): gateway process exited with status 1")
+    assert "MemoryError" in out[1]
+    assert out[-1] == "2 scenarios, 0 passed, 2 failed"
+
+
+def test_memory_cap_on_an_isolated_python_gateway(tmp_path: Path) -> None:
+    (tmp_path / "hoarder.py").write_text(
+        "from reference_impl.gateway import ReferenceGateway\n\n"
+        "class Hoarder(ReferenceGateway):\n"
+        "    def deliver_message(self, message):\n"
+        "        hoard = []\n"
+        "        while True:\n"
+        "            hoard.append(bytearray(1 << 20))\n",
+        encoding="utf-8",
+    )
+    from conformance.exec_gateway import isolated
+
+    gateway = isolated("hoarder:Hoarder", memory_mb=200, env={"PYTHONPATH": str(tmp_path)})
+    result = run_scenario(load_file(FIRST), gateway, "hoarder")
+    assert result.failure is not None and result.failure.kind == "error"
+    assert (result.failure.step, result.failure.event) == (1, FIRST_MESSAGE)
+    assert "MemoryError" in result.failure.message
