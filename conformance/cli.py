@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from conformance.registry import UnknownGateway, resolve
-from conformance.runner import RunResult, run_scenario
+from conformance.runner import DEFAULT_BUDGET, RunResult, run_scenario
 from conformance.suite import Expectations, catalog_paths, load_all, outcome, run_all, scenario_paths
 from conformance.verdict import CHECK_IDS, GatewayFailure
 from sim.loader import ScenarioError
@@ -56,6 +56,16 @@ def _megabytes(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number of megabytes, got {text!r}") from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive number of megabytes, got {text!r}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
     return value
 
 
@@ -166,7 +176,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     expectations = Expectations.for_gateway(args.gateway, args.expectations)
     results: list[RunResult] = []
     try:
-        for result in run_all(scenarios, factory, args.gateway, expectations):
+        for result in run_all(scenarios, factory, args.gateway, expectations, args.budget):
             if args.check_determinism:
                 check_determinism(result, again)
             results.append(result)
@@ -289,6 +299,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--step-timeout", type=_seconds, default=10.0, metavar="SECONDS",
                      help="wall-clock limit per step for isolated and exec: gateways (default 10)")
     run.add_argument("--memory-mb", type=_megabytes, default=4096, metavar="MB", help="memory cap of an isolated gateway (default 4096)")
+    run.add_argument("--budget", type=_positive_int, default=DEFAULT_BUDGET, metavar="EVENTS",
+                     help=f"simulator events per scenario before a gateway counts as runaway (default {DEFAULT_BUDGET:,})")
     run.add_argument("--check-determinism", action="store_true",
                      help="run each scenario twice and report the first divergence of the logs")
     run.set_defaults(func=cmd_run)

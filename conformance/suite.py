@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from conformance.adapter import Gateway
-from conformance.runner import RunResult, run_scenario
+from conformance.runner import DEFAULT_BUDGET, RunResult, run_scenario
 from conformance.verdict import CHECK_IDS
 from sim.loader import ScenarioError, load_file
 from sim.scenario import Scenario
@@ -105,7 +105,7 @@ def outcome(result: RunResult) -> str:
 
 
 def run_all(scenarios: list[Scenario], factory: Callable[[], Gateway], name: str,
-            expectations: Expectations | None = None) -> Iterator[RunResult]:
+            expectations: Expectations | None = None, budget: int = DEFAULT_BUDGET) -> Iterator[RunResult]:
     for scenario in scenarios:
-        result = run_scenario(scenario, factory(), name)
+        result = run_scenario(scenario, factory(), name, budget=budget)
         yield (expectations or Expectations({})).apply(result)
