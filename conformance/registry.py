@@ -20,6 +20,7 @@ BUILTIN = {
     "reference": "reference_impl.registry:reference",
     "exec": "conformance.exec_gateway:exec_gateway",
     "selftest": "reference_impl.selftest:selftest",
+    "hermes": "conformance.adapters.hermes:hermes",
 }
 
 

@@ -166,8 +166,9 @@ class FreezegunBridge:
     def __enter__(self) -> FreezegunBridge:
         import freezegun  # imported here: only gateways that read the real clock need it
 
+        # sim.clock keeps the real datetime: freezegun's drops `fold`, which zone math needs.
         self._freezer = freezegun.freeze_time(
-            from_ms(self.clock.now(), ZoneInfo("UTC")), tick=self._tick, real_asyncio=True
+            from_ms(self.clock.now(), ZoneInfo("UTC")), tick=self._tick, real_asyncio=True, ignore=["sim.clock"]
         )
         self._frozen = self._freezer.start()
         return self

@@ -1,0 +1,401 @@
+"""`hermes`: sessiongate's adapter for the real hermes-agent gateway (written against 0.19.0).
+
+It runs Hermes's own `GatewayRunner`, `SessionStore`, `SessionDB` (SQLite), `AIAgent`,
+`MemoryManager`, Hindsight provider and plugin-hook registry; only the LLM, the clock, the
+network and fire-and-forget threads are replaced (`hermes_seams`). Hermes is imported on the
+first `start()`, after `HERMES_HOME` points at a private directory. How it drives Hermes and
+what it cannot drive: docs/hermes.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import sqlite3
+import time
+from collections import deque
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from importlib import metadata
+from typing import Any
+
+from conformance.adapter import Harness, Inbound, Profile
+from conformance.adapters import hermes_home
+from conformance.observations import DurableState, Resources, StoredMessage, StoredSession
+from sim.clock import SECOND, VirtualClock
+from sim.engine import Timer
+from sim.scenario import Chat, GatewayConfig
+
+WATCHER_INTERVAL = 300 * SECOND  # gateway/run.py:_session_expiry_watcher(interval=300)
+WATCHER_DELAY = 60 * SECOND  # its first sleep
+CLEARING_COMMANDS = ("/stop", "/new", "/reset")  # mid-turn, these discard the queued follow-ups
+
+
+class FrozenClock:
+    """freezegun pinned to the virtual clock, in the scenario's zone: Hermes keeps session
+    times as naive local `datetime.now()` (gateway/session.py:_now), so TZ and freezegun's
+    offset follow the zone's UTC offset at each instant."""
+
+    def __init__(self, clock: VirtualClock) -> None:
+        self.clock = clock
+        self._freezer: Any = None
+        self._frozen: Any = None
+        self._tz: str | None = None
+
+    def enter(self) -> None:
+        import freezegun
+
+        self._tz = os.environ.get("TZ")
+        os.environ["TZ"] = self.clock.zone.key
+        time.tzset()
+        self._freezer = freezegun.freeze_time(self._utc(), real_asyncio=True)
+        self._frozen = self._freezer.start()
+        self.sync()
+
+    def _utc(self) -> datetime:
+        return datetime(1970, 1, 1) + timedelta(milliseconds=self.clock.now())
+
+    def sync(self) -> None:
+        import freezegun.api
+
+        self._frozen.move_to(self._utc())
+        # freezegun's datetime drops `fold`, so the offset is computed with the real class:
+        # on a fall-back day the second 02:30 must read +01:00, not +02:00.
+        instant = freezegun.api.real_datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=self.clock.now())
+        freezegun.api.tz_offsets[-1] = instant.astimezone(self.clock.zone).utcoffset()
+
+    def exit(self) -> None:
+        if self._freezer is None:
+            return
+        self._freezer.stop()
+        self._freezer = self._frozen = None
+        if self._tz is None:
+            os.environ.pop("TZ", None)
+        else:
+            os.environ["TZ"] = self._tz
+        time.tzset()
+
+
+def _failsafe(method: Callable[..., Any]) -> Callable[..., Any]:
+    """An adapter call that raises ends the run: unfreeze the clock, kill the process."""
+
+    @functools.wraps(method)
+    def guarded(self: HermesGateway, *args: Any) -> Any:
+        try:
+            return method(self, *args)
+        except BaseException:
+            self.abandon()
+            raise
+
+    return guarded
+
+
+class HermesGateway:
+    """The real Hermes gateway behind the `Gateway` protocol. Registered as `hermes`."""
+
+    def __init__(self) -> None:
+        self.generation: Any = None
+        self.timer: Timer | None = None
+        self.clock: FrozenClock | None = None
+        self.fast_yaml: Callable[[bool], None] | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def profile(self, config: GatewayConfig) -> Profile:
+        """Hermes as it is, whatever the scenario asks: an eager watcher sweeping every 300 s
+        (60 s after boot) whose idle clock restarts when a turn's reply is recorded
+        (gateway/session.py:SessionStore.update_session), so an end lags the contract's
+        boundary by up to one interval plus one turn; memory sync is fire-and-forget and
+        Hindsight buffers in RAM, so no crash durability; delegation needs a tool-calling LLM."""
+        return Profile("eager", WATCHER_INTERVAL + config.turn_latency, crash_durable=False,
+                       sweep_interval=WATCHER_INTERVAL, unsupported=frozenset({"delegate", "delete_parent"}))
+
+    def start(self, config: GatewayConfig, harness: Harness) -> None:
+        self.config, self.h = config, harness
+        self.clock = FrozenClock(harness.clock)
+        try:
+            self.open(config)
+        except BaseException:
+            self.abandon()
+            raise
+
+    def open(self, config: GatewayConfig) -> None:
+        hermes_home.prepare(config)
+        from conformance.adapters import hermes_seams  # imports Hermes: HERMES_HOME is set by now
+
+        hermes_seams.install()
+        self.fast_yaml = hermes_seams.fast_yaml
+        import gateway.run
+        import gateway.session
+
+        gateway.run._AGENT_CACHE_MAX_SIZE = config.cache_cap
+        gateway.run._AGENT_CACHE_IDLE_TTL_SECS = config.idle_ttl / SECOND
+        self.uuid_counter = [0]
+        self.lock_until = -1
+        self.message_ids = 0
+        self.sources: dict[str, Any] = {}
+        self.chat_by_key: dict[str, Chat] = {}
+        self.history: dict[str, list[str]] = {}  # chat -> the sessions it has used, for /resume
+        self.busy: dict[str, Any] = {}  # chat -> the Work of its turn in flight
+        self.waiting: dict[str, deque[Any]] = {}  # chat -> follow-ups held while busy
+        self._session_key = gateway.session.build_session_key
+        self.boot()
+
+    def boot(self) -> None:
+        from gateway.config import load_gateway_config
+        from gateway.run import GatewayRunner
+
+        from conformance.adapters.hermes_runtime import Generation
+
+        self.clock.enter()
+        self.fast_yaml(True)
+        self.busy, self.waiting, self.stopping = {}, {}, False
+        self.generation = Generation(self.h, self.done, self.uuid_counter, self.chat_by_key.get, self.store_locked)
+        self.generation.boot(lambda: GatewayRunner(load_gateway_config()), hermes_home.home())
+        self.schedule_tick(self.h.clock.now() + WATCHER_DELAY)
+
+    def schedule_tick(self, when: int) -> None:
+        self.timer = self.h.scheduler.call_at(when, self.tick)
+
+    @_failsafe
+    def tick(self) -> None:
+        """One real expiry-watcher sweep (and idle-agent sweep), at Hermes's own period."""
+        self.clock.sync()
+        self.generation.tick()
+        self.observe_routing()
+        self.schedule_tick(self.h.clock.now() + WATCHER_INTERVAL)
+
+    def end(self, how: str) -> None:
+        """SIGTERM (the real stop()) or SIGKILL; either way the process, its timer and its
+        frozen clock are gone afterwards."""
+        generation, self.generation = self.generation, None
+        try:
+            if how == "sigterm":
+                self.clock.sync()
+                self.stopping = True  # platform connections close during stop(): replies go nowhere
+                generation.stop()
+            else:
+                generation.kill()
+        finally:
+            self.release()
+
+    def release(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if self.fast_yaml is not None:
+            self.fast_yaml(False)
+        if self.clock is not None:
+            self.clock.exit()
+
+    def abandon(self) -> None:
+        """A call failed, so the run is over: leave nothing frozen, parked or running."""
+        generation, self.generation = self.generation, None
+        if generation is not None and generation.alive:
+            with contextlib.suppress(Exception):
+                generation.kill()
+        self.release()
+
+    @_failsafe
+    def sigterm(self) -> None:
+        self.end("sigterm")
+
+    @_failsafe
+    def crash(self) -> None:
+        self.end("crash")
+
+    @_failsafe
+    def restart(self) -> None:
+        self.boot()
+
+    # -- inbound ---------------------------------------------------------------------------
+
+    def source(self, chat: Chat) -> Any:
+        if chat.name not in self.sources:
+            from gateway.config import Platform
+            from gateway.session import SessionSource
+
+            platform = Platform(hermes_home.PLATFORMS.get(chat.platform, chat.platform))
+            source = SessionSource(platform=platform, chat_id=chat.name, chat_type=chat.chat_type,
+                                   user_id=chat.user or f"user-{chat.name}", user_name=chat.user or chat.name,
+                                   thread_id=chat.thread)
+            self.sources[chat.name] = source
+            self.chat_by_key[self._session_key(source)] = chat
+        return self.sources[chat.name]
+
+    def event(self, chat: Chat, text: str) -> Any:
+        from gateway.platforms.base import MessageEvent
+
+        self.message_ids += 1
+        return MessageEvent(text=text, source=self.source(chat), message_id=f"m{self.message_ids}")
+
+    @_failsafe
+    def deliver_message(self, message: Inbound) -> None:
+        self.clock.sync()
+        chat = message.chat
+        event = self.event(chat, message.text)
+        if chat.name in self.busy:
+            self.waiting.setdefault(chat.name, deque()).append(event)
+            self.interrupt_for_follow_up(event)
+        else:
+            self.dispatch(chat, event)
+        self.settle()
+
+    def interrupt_for_follow_up(self, event: Any) -> None:
+        """What Hermes's platform layer does with a follow-up while a turn runs
+        (gateway/run.py:_handle_active_session_busy_message, default busy_input_mode
+        'interrupt'): hold it as pending and interrupt the running agent."""
+        from gateway.run import _AGENT_PENDING_SENTINEL
+
+        runner = self.generation.runner
+        if runner._busy_input_mode != "interrupt":
+            return
+        agent = runner._running_agents.get(self._session_key(event.source))
+        if agent is not None and agent is not _AGENT_PENDING_SENTINEL:
+            agent.interrupt(event.text)
+
+    def dispatch(self, chat: Chat, event: Any) -> None:
+        runner = self.generation.runner
+        self.busy[chat.name] = self.generation.start("message", chat, runner._handle_message(event))
+
+    @_failsafe
+    def deliver_command(self, chat: Chat, command: str) -> None:
+        self.clock.sync()
+        text = command
+        if command == "/resume":
+            target = self.previous_session(chat)
+            text = f"/resume {target}" if target else command
+        if chat.name in self.busy and command in CLEARING_COMMANDS:
+            self.waiting.pop(chat.name, None)  # _interrupt_and_clear_session drops the pending follow-up
+        runner = self.generation.runner
+        self.generation.start("command", chat, runner._handle_message(self.event(chat, text)))
+        self.settle()
+
+    @_failsafe
+    def deliver_reply(self, request_id: str, text: str) -> None:
+        self.clock.sync()
+        if self.generation.reply(request_id, text):
+            self.settle()
+
+    def delegate(self, chat: Chat, text: str) -> None:
+        raise NotImplementedError("the hermes adapter declares 'delegate' unsupported")
+
+    def settle(self) -> None:
+        self.generation.settle()
+        self.observe_routing()
+
+    def done(self, work: Any) -> None:
+        """A handler finished: deliver its reply the way the platform adapter would, then
+        hand the chat its next held message."""
+        if work.kind != "message":
+            return
+        chat = work.chat
+        if self.busy.get(chat.name) is work:
+            del self.busy[chat.name]
+        text = str(work.task.result() or "")
+        waiting = self.waiting.get(chat.name)
+        stale = work.interrupted and bool(waiting)  # base.py: "Suppressing stale response"
+        if text.strip() and not stale and not self.stopping:
+            self.h.platform.send_reply(chat.name, work.session or self.current_session(chat) or "", text)
+        if waiting and chat.name not in self.busy:
+            self.dispatch(chat, waiting.popleft())
+
+    # -- routing -----------------------------------------------------------------------------
+
+    def current_session(self, chat: Chat) -> str | None:
+        runner = self.generation.runner if self.generation is not None else None
+        entry = runner.session_store._entries.get(self._session_key(self.source(chat))) if runner else None
+        return entry.session_id if entry is not None else None
+
+    def observe_routing(self) -> None:
+        if self.generation is None or not self.generation.alive:
+            return
+        for chat in list(self.chat_by_key.values()):
+            session = self.current_session(chat)
+            used = self.history.setdefault(chat.name, [])
+            if session and (not used or used[-1] != session):
+                used.append(session)
+
+    def previous_session(self, chat: Chat) -> str | None:
+        used = self.history.get(chat.name, [])
+        return used[-2] if len(used) > 1 else None
+
+    # -- faults and views -------------------------------------------------------------------
+
+    def delete_session_row(self, session_id: str, keep_children: bool = False) -> None:
+        """Another surface (the CLI, the web UI) deletes the row on its own connection."""
+        if keep_children:
+            raise NotImplementedError("the hermes adapter declares 'delete_parent' unsupported")
+        from hermes_state import SessionDB
+
+        from conformance.adapters.hermes_seams import FOREIGN_SURFACE
+
+        token = FOREIGN_SURFACE.set(True)
+        try:
+            db = SessionDB()
+        finally:
+            FOREIGN_SURFACE.reset(token)
+        try:
+            db.delete_session(session_id)
+        finally:
+            db.close()
+
+    def lock_store(self, until: int) -> None:
+        self.lock_until = until
+
+    def store_locked(self) -> bool:
+        return self.h.clock.now() < self.lock_until
+
+    def durable_state(self) -> DurableState:
+        """state.db read directly, as another surface would: user/assistant rows in order,
+        and the routing index (`gateway_routing`) mapped back to chat names."""
+        path = hermes_home.home() / "state.db"
+        if not path.exists():
+            return DurableState()
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            columns = {row[1] for row in con.execute("PRAGMA table_info(messages)")}
+            visibility = "visibility" if "visibility" in columns else "'visible'"
+            sessions = []
+            for sid, parent in con.execute("SELECT id, parent_session_id FROM sessions ORDER BY started_at, id").fetchall():
+                rows = con.execute(
+                    f"SELECT role, content, {visibility} FROM messages WHERE session_id = ? "
+                    "AND role IN ('user', 'assistant') ORDER BY id", (sid,)).fetchall()
+                messages = tuple(StoredMessage(role, content or "", vis or "visible") for role, content, vis in rows)
+                sessions.append(StoredSession(sid, parent, messages))
+            routing = []
+            for key, entry in con.execute("SELECT session_key, entry_json FROM gateway_routing").fetchall():
+                chat, session = self.chat_by_key.get(key), json.loads(entry).get("session_id")
+                if chat is not None and session:
+                    routing.append((chat.name, session))
+        finally:
+            con.close()
+        return DurableState(tuple(sessions), tuple(sorted(routing)))
+
+    def resources(self) -> Resources:
+        generation = self.generation
+        if generation is None or not generation.alive:
+            return Resources()
+        runner = generation.runner
+        with runner._agent_cache_lock:
+            entries = list(runner._agent_cache.items())
+        cached = tuple((_cached_session(entry), key in runner._running_agents) for key, entry in entries)
+        return Resources(cached, len(self.busy) + sum(1 for w in generation.works if w.kind == "watcher"))
+
+
+def _cached_session(entry: Any) -> str:
+    if isinstance(entry, tuple):
+        return str(entry[3] if len(entry) > 3 else entry[0].session_id)
+    return str(entry.session_id)
+
+
+def hermes(version: str | None = None) -> HermesGateway:
+    """Entry point `hermes` of the `sessiongate.gateways` group. `hermes:0.19` also insists
+    that the installed hermes-agent is a 0.19 release (and selects expectations/hermes-0.19.txt)."""
+    if version is not None:
+        installed = metadata.version("hermes-agent")
+        if installed != version and not installed.startswith(version + "."):
+            raise ValueError(f"gateway hermes:{version} asked for, but hermes-agent {installed} is installed")
+    return HermesGateway()

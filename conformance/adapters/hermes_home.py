@@ -1,0 +1,122 @@
+"""The Hermes home directory: one per process, emptied and reconfigured for every scenario.
+
+Hermes binds paths when its modules are imported (`hermes_state.DEFAULT_DB_PATH`,
+`gateway.run._hermes_home`), so `HERMES_HOME` is set before the first Hermes import and the
+directory is reused; each scenario starts from an empty directory holding only the files
+written here. Hermes caches parsed config files by (path, mtime, size), so every write gets
+a fresh, strictly increasing mtime.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sim.scenario import GatewayConfig, ResetPolicy
+
+# Set before Hermes is imported; each one names the Hermes code path it quiets.
+HERMES_ENV = {
+    "GATEWAY_ALLOW_ALL_USERS": "true",  # gateway/authz_mixin.py:_is_user_authorized default-denies
+    "HERMES_DISABLE_LAZY_INSTALLS": "1",  # tools/lazy_deps.py: no pip installs mid-run
+    "HERMES_GATEWAY_BUSY_ACK_ENABLED": "false",  # no "busy" acknowledgement text for follow-ups
+}
+PLATFORMS = {"cli": "local"}  # sessiongate platform name -> Hermes Platform value, where they differ
+LLM_BASE_URL = "http://127.0.0.1:9/v1"  # never contacted: the LLM call is replaced
+
+_home: Path | None = None
+_mtime_ns = 1_700_000_000 * 10**9
+
+
+def home() -> Path:
+    """The process's Hermes home, created (and `HERMES_HOME` set) on first use."""
+    global _home
+    if _home is None:
+        shm = Path("/dev/shm")  # memory-backed when available: SQLite's fsyncs cost nothing there
+        base = str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
+        _home = Path(tempfile.mkdtemp(prefix="sessiongate-hermes-", dir=base))
+        atexit.register(shutil.rmtree, _home, True)
+        os.environ["HERMES_HOME"] = str(_home)
+        os.environ.update(HERMES_ENV)
+    return _home
+
+
+def prepare(config: GatewayConfig) -> Path:
+    """Empty the home (logs stay: Hermes keeps them open) and write this scenario's config."""
+    root = home()
+    for entry in root.iterdir():
+        if entry.name == "logs":
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+    _write(root / "config.yaml", yaml.safe_dump(config_yaml(config), sort_keys=True))
+    _write(root / "gateway.json", json.dumps(gateway_json(config), sort_keys=True))
+    hindsight = next((p for p in config.providers if p.name == "hindsight"), None)
+    if hindsight is not None:
+        (root / "hindsight").mkdir()
+        _write(root / "hindsight" / "config.json", json.dumps({
+            "mode": "local_external",  # an external server: the provider's client is the seam
+            "api_url": "http://127.0.0.1:9",
+            "retain_every_n_turns": hindsight.retain_every_n_turns,
+            "auto_recall": False,  # no recall thread; recall is not under test
+        }, sort_keys=True))
+    return root
+
+
+def _write(path: Path, text: str) -> None:
+    global _mtime_ns
+    path.write_text(text, encoding="utf-8")
+    _mtime_ns += 10**9
+    os.utime(path, ns=(_mtime_ns, _mtime_ns))
+
+
+def memory_provider(config: GatewayConfig) -> str:
+    """The one external memory provider Hermes loads (it allows one); 'sessiongate' if none."""
+    names = [p.name for p in config.providers]
+    unknown = [n for n in names if n != "hindsight"]
+    if unknown or len(names) > 1:
+        raise ValueError(f"the hermes adapter drives one 'hindsight' provider at most, not {names}")
+    return names[0] if names else "sessiongate"
+
+
+def reset_policy(policy: ResetPolicy) -> dict[str, Any]:
+    """Hermes's `session_reset` block; it has no `daily_min_idle_minutes` (see docs/hermes.md)."""
+    return {"mode": policy.mode, "idle_minutes": policy.idle_minutes, "at_hour": policy.at_hour}
+
+
+def config_yaml(config: GatewayConfig) -> dict[str, Any]:
+    return {
+        "model": {
+            "provider": "custom",
+            "base_url": LLM_BASE_URL,
+            "default": "fake-model",
+            "api_key": "sk-sessiongate",
+            "context_length": 128000,  # skips the model-metadata probe; Hermes needs >= 64000
+            "ollama_num_ctx": 128000,  # skips the local-server probe a localhost base_url triggers
+        },
+        "agent": {
+            "environment_probe": False,  # tools/env_probe.py subprocess thread
+            "restart_drain_timeout": 0,  # the LLM never answers a stopping process: no wall-clock wait
+        },
+        "approvals": {"destructive_slash_confirm": False},  # /new runs without a confirm round-trip
+        "security": {"tirith_enabled": False, "allow_lazy_installs": False},
+        "auxiliary": {"title_generation": {"enabled": False}},  # no aux LLM call / auto-title thread
+        "memory": {"provider": memory_provider(config)},
+        "session_reset": reset_policy(config.reset),
+    }
+
+
+def gateway_json(config: GatewayConfig) -> dict[str, Any]:
+    """Per-platform and per-chat-type policies: Hermes reads these from gateway.json only."""
+    return {
+        "reset_by_platform": {PLATFORMS.get(name, name): reset_policy(p) for name, p in config.reset_by_platform},
+        "reset_by_type": {name: reset_policy(p) for name, p in config.reset_by_chat_type},
+    }

@@ -1,0 +1,291 @@
+"""The seams through which sessiongate drives real Hermes code, installed once per process.
+
+Importing it sets `HERMES_HOME` (`hermes_home.home()`) before the first Hermes import. Each
+patch replaces one thing the simulation owns and names the Hermes code it stands in for:
+
+- the LLM call (`AIAgent._interruptible_api_call` / `_interruptible_streaming_api_call`):
+  parks the agent thread until the harness answers (`hermes_runtime.Generation`);
+- `AIAgent.interrupt`: also wakes a parked call, as the real call's interrupt poll would;
+- session-id randomness (`gateway.session.uuid`): a per-scenario counter;
+- fire-and-forget threads (`gateway.run` eviction threads): run inline, in the order
+  Hermes starts them;
+- `gateway.run.asyncio.sleep`: the expiry watcher sleeps in virtual time, other sleeps
+  take no virtual time;
+- `SessionDB` connections: writes refused while the store is locked or after the process
+  that opened them was killed, and write-retry backoff takes no time;
+- the shutdown watchdog (`os._exit` backstop): the simulation owns process death;
+- network plumbing the fake call never uses (OpenAI clients, TLS setup, the local-server
+  probe), console prints and log files;
+- speed only, same results: config deep copies and YAML parsing.
+
+Memory, Hindsight and the plugin hooks: `hermes_memory`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import functools
+import logging
+import marshal
+import os
+import re
+import sqlite3
+import threading
+import types
+import uuid as _uuid
+from contextvars import ContextVar
+from typing import Any
+
+import yaml
+
+from conformance.adapters import hermes_home
+
+hermes_home.home()  # Hermes binds paths at import: HERMES_HOME first, whoever imports this module
+
+import gateway.run as hermes_run  # noqa: E402
+import gateway.session as hermes_session  # noqa: E402
+import hermes_cli.config as hermes_config  # noqa: E402
+import hermes_logging  # noqa: E402
+import hermes_state  # noqa: E402
+import httpx  # noqa: E402
+import run_agent  # noqa: E402
+from agent import model_metadata, ssl_guard, ssl_verify  # noqa: E402
+from openai import OpenAI  # noqa: E402
+from openai.types.chat import ChatCompletion  # noqa: E402
+
+OWNER: ContextVar[Any] = ContextVar("sessiongate_hermes_owner", default=None)
+"""The `hermes_runtime.Work` a piece of Hermes code runs for (copied into executor threads)."""
+
+LIVE: Any = None  # the running hermes_runtime.Generation, or None
+_installed = False
+_real_sleep = asyncio.sleep
+
+
+class SimulatedKill(BaseException):
+    """Raised in a parked agent thread of a process the scenario killed (SIGKILL)."""
+
+
+def generation_alive(generation: Any) -> bool:
+    return generation is not None and generation.alive
+
+
+def caller_alive() -> bool:
+    """False when the calling code belongs to a killed or stopped Hermes process."""
+    work = OWNER.get()
+    return work is None or work.generation.alive
+
+
+# -- the LLM ---------------------------------------------------------------------------
+
+def _completion(text: str) -> ChatCompletion:
+    return ChatCompletion.model_validate({
+        "id": "sessiongate", "object": "chat.completion", "created": 0, "model": "fake-model",
+        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    })
+
+
+def text_of(content: Any) -> str:
+    if isinstance(content, list):
+        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return content if isinstance(content, str) else ""
+
+
+def _fake_api_call(agent: Any, api_kwargs: dict[str, Any], **_: Any) -> ChatCompletion:
+    """Stands in for the HTTP round-trip: parks until the harness replies or Hermes interrupts."""
+    work = OWNER.get()
+    if work is None:  # not a chat turn (an auxiliary call): answer at once, say so
+        if LIVE is not None:
+            LIVE.harness.note("hermes_aux_llm_call", session=getattr(agent, "session_id", None))
+        return _completion("")
+    if not work.generation.alive:
+        raise SimulatedKill()
+    if getattr(agent, "_interrupt_requested", False):
+        raise InterruptedError("Agent interrupted before API call")
+    prompt = [text_of(m.get("content")) for m in api_kwargs.get("messages", []) if m.get("role") in ("user", "assistant")]
+    park = work.generation.park(work, agent, prompt)
+    if park.outcome == "reply":
+        return _completion(park.reply)
+    if park.outcome == "interrupt":
+        raise InterruptedError("Agent interrupted during API call")
+    raise SimulatedKill()
+
+
+_real_interrupt = run_agent.AIAgent.interrupt
+_http_client: Any = None
+
+
+def _create_openai_client(self: Any, client_kwargs: dict[str, Any], *, reason: str, shared: bool) -> Any:
+    """The OpenAI client is network plumbing the fake call never uses: one shared transport
+    instead of a TLS context (and CA-bundle load) per agent and per request."""
+    global _http_client
+    if _http_client is None:
+        _http_client = httpx.Client()
+    kwargs = {k: v for k, v in client_kwargs.items() if k in ("api_key", "base_url", "default_headers", "timeout")}
+    return OpenAI(**kwargs, http_client=_http_client, max_retries=0)
+
+
+def _interrupt(self: Any, message: str | None = None) -> None:
+    _real_interrupt(self, message)
+    if LIVE is not None:
+        LIVE.interrupted(self)
+
+
+# -- threads and sleeps in gateway.run ---------------------------------------------------
+
+class _InlineEvictThread:
+    """`gateway.run` starts agent evictions on daemon threads ('agent-*') and never joins
+    them; they run inline, at the point Hermes starts them. Other threads stay real."""
+
+    def __init__(self, group: Any = None, target: Any = None, name: str | None = None, args: Any = (),
+                 kwargs: dict[str, Any] | None = None, *, daemon: bool | None = None) -> None:
+        self.name = name or ""
+        self._target, self._args, self._kwargs = target, args, kwargs or {}
+        self._thread = None
+        if not self.name.startswith("agent-"):
+            self._thread = threading.Thread(group, target, name, args, kwargs, daemon=daemon)
+
+    def start(self) -> None:
+        if self._thread is not None:
+            self._thread.start()
+        elif self._target is not None:
+            self._target(*self._args, **self._kwargs)
+
+    def is_alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def join(self, timeout: float | None = None) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+
+async def _sleep(delay: float, result: Any = None) -> Any:
+    """The watcher sleeps in virtual time; any other sleep in gateway.run takes none."""
+    work = OWNER.get()
+    if work is not None and work.kind == "watcher":
+        generation = work.generation
+        generation.watcher_slept += delay
+        if generation.watcher_slept >= generation.watcher_due:  # its 60 s at boot, then 1 s per period
+            await generation.watcher_wait(work)
+        return result
+    await _real_sleep(0.001 if delay > 0 else 0)
+    return result
+
+
+def _module_proxy(module: types.ModuleType, name: str, **overrides: Any) -> types.ModuleType:
+    proxy = types.ModuleType(name)
+    proxy.__dict__.update({k: getattr(module, k) for k in dir(module) if not k.startswith("__")})
+    proxy.__dict__.update(overrides)
+    return proxy
+
+
+# -- the store ---------------------------------------------------------------------------
+
+_WRITE = re.compile(r"\s*(BEGIN\s+IMMEDIATE|BEGIN\s+EXCLUSIVE|INSERT|UPDATE|DELETE|REPLACE)\b", re.IGNORECASE)
+
+
+class _GatedConnection:
+    """A SessionDB connection whose writes fail like SQLite's would: 'database is locked'
+    while the scenario holds the lock, and not at all from a process that was killed."""
+
+    def __init__(self, conn: sqlite3.Connection, generation: Any, foreign: bool) -> None:
+        self._conn, self._generation, self._foreign = conn, generation, foreign
+
+    def _check(self, sql: str) -> None:
+        if not _WRITE.match(sql):
+            return
+        if self._generation is not None and not self._generation.alive:
+            raise sqlite3.OperationalError("attempt to write a readonly database (the process was killed)")
+        if not self._foreign and LIVE is not None and LIVE.store_locked():
+            raise sqlite3.OperationalError("database is locked")
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        self._check(sql)
+        return self._conn.execute(sql, *args)
+
+    def executemany(self, sql: str, *args: Any) -> Any:
+        self._check(sql)
+        return self._conn.executemany(sql, *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+
+FOREIGN_SURFACE: ContextVar[bool] = ContextVar("sessiongate_foreign_surface", default=False)
+_real_sessiondb_init = hermes_state.SessionDB.__init__
+
+
+def _sessiondb_init(self: Any, *args: Any, **kwargs: Any) -> None:
+    _real_sessiondb_init(self, *args, **kwargs)
+    if self._conn is not None and not getattr(self, "read_only", False):
+        work = OWNER.get()
+        generation = work.generation if work is not None else LIVE
+        self._conn = _GatedConnection(self._conn, generation, FOREIGN_SURFACE.get())
+
+
+# -- speed (same results, less work) ----------------------------------------------------
+
+def _copy_config(value: Any, memo: Any = None, _nil: Any = None) -> Any:
+    """`copy.deepcopy` for the plain YAML data Hermes copies on every config read
+    (hermes_cli/config.py:_load_config_impl, a third of a turn's CPU): a marshal round trip
+    gives an equal, independent copy (shared parts stay shared); anything marshal cannot
+    carry still goes through `copy.deepcopy`."""
+    try:
+        return marshal.loads(marshal.dumps(value))
+    except ValueError:
+        return copy.deepcopy(value, memo)
+
+
+_real_safe_load = yaml.safe_load
+
+
+def fast_yaml(on: bool) -> None:
+    """While a Hermes process runs, `yaml.safe_load` is libyaml's loader, as Hermes's own
+    `utils.fast_safe_load` is (gateway/run.py re-reads config.yaml several times a turn)."""
+    yaml.safe_load = _fast_safe_load if on else _real_safe_load
+
+
+def _fast_safe_load(stream: Any) -> Any:
+    return yaml.load(stream, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
+def next_session_uuid(counter: list[int]) -> _uuid.UUID:
+    counter[0] += 1
+    return _uuid.UUID(int=counter[0] << 96)  # hex[:8] is the counter: ids read 20260328_090000_00000001
+
+
+def install() -> None:
+    """Patch once per process. Idempotent; per-scenario state is reached through `LIVE`."""
+    global _installed
+    if _installed:
+        return
+    if not str(hermes_state.DEFAULT_DB_PATH).startswith(str(hermes_home.home())):
+        raise RuntimeError("Hermes was imported before the sessiongate adapter set HERMES_HOME; "
+                           "import conformance.adapters.hermes_seams first")
+    _installed = True
+    from conformance.adapters import hermes_memory
+
+    agent_cls = run_agent.AIAgent
+    agent_cls._interruptible_api_call = _fake_api_call
+    agent_cls._interruptible_streaming_api_call = _fake_api_call
+    agent_cls.interrupt = _interrupt
+    agent_cls._create_openai_client = _create_openai_client
+    agent_cls._safe_print = lambda self, *args, **kwargs: None  # console output is not an observation
+    for module in (hermes_run, hermes_session, hermes_state, run_agent):
+        module.print = lambda *args, **kwargs: None  # shadows the builtin in that module only
+    ssl_guard.verify_ca_bundle_with_fallback = functools.cache(ssl_guard.verify_ca_bundle_with_fallback)
+    ssl_verify.resolve_httpx_verify = functools.cache(ssl_verify.resolve_httpx_verify)  # one TLS context
+    model_metadata.detect_local_server_type = lambda base_url, api_key="": None  # its HTTP probe: nobody answers
+    hermes_logging.setup_logging = lambda **kwargs: None  # log files + a process-lifetime listener thread
+    hermes_session.uuid = types.SimpleNamespace(uuid4=lambda: next_session_uuid(LIVE.uuid_counter))
+    hermes_memory.install()
+    hermes_run.threading = _module_proxy(threading, "threading", Thread=_InlineEvictThread)
+    hermes_run.asyncio = _module_proxy(asyncio, "asyncio", sleep=_sleep)
+    hermes_run.arm_shutdown_watchdog = lambda *a, done_event=None, **k: done_event or threading.Event()
+    hermes_config.copy = _module_proxy(copy, "copy", deepcopy=_copy_config)
+    hermes_state.SessionDB.__init__ = _sessiondb_init
+    hermes_state.time = _module_proxy(hermes_state.time, "time", sleep=lambda seconds: None)
+    level = os.environ.get("SESSIONGATE_HERMES_LOG", "CRITICAL").upper()  # Hermes's logs are not observations
+    for name in ("gateway", "run_agent", "agent", "hermes_state", "plugins", "tools", "hermes_cli"):
+        logging.getLogger(name).setLevel(level)
