@@ -1,0 +1,234 @@
+"""`sessiongate explore --depth D`: every ordering of a small alphabet of steps, up to D steps.
+
+The world: chats `a` and `b` (and `c`, used only to evict), idle policy 30m, watcher 5m,
+agent cache cap 2 with a 10m idle TTL, one provider batching every 2 turns. The alphabet:
+
+    ma mb    a message to a / b                      (then 1m passes)
+    na nb    /new in a / b                           (then 1m passes)
+    da db    another surface deletes a's / b's row   (then 1m passes)
+    evict    a message to c: with cap 2, the least recently used agent is evicted (1m)
+    tick     5m pass: one watcher interval
+    idle     31m pass: past the idle boundary and the idle TTL
+    term     SIGTERM, and a restart 1m later
+
+Breadth first, one level per step. Each sequence runs as its own scenario (the prefix, a
+checkpoint, then the runner's quiescence), which judges it and yields its *state*. Two
+sequences are in the same state when a black-box observer could not tell their futures
+apart, up to renaming; only one of them is extended. The state is the digest of:
+  - the durable snapshot at the checkpoint: each chat's sessions (renamed `a0`, `a1`… in
+    the order the chat used them) with their rows (turns renamed by their order in the
+    session), parents, and the routing entries;
+  - the semantic projection of the observation log so far, as a multiset, not a sequence:
+    per session, the turns acknowledged, synced, ingested per backend, ended (with the
+    transcript `on_session_end` carried) and the count of finalize/switch/reset hooks;
+  - the agent cache at the checkpoint (renamed sessions, LRU order) and live task count;
+  - the clock as far as the future can tell: per chat, minutes since its last message
+    (capped at 31, past every threshold), and the minute within the watcher interval
+    counted from the start and from the last restart.
+Swapping a and b gives the same state (the chats are alike), so the smaller digest is used.
+This merges histories that differ only in order or in ids; it is an abstraction (timers a
+gateway keeps privately beyond those thresholds are not seen), documented as such.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from conformance.observations import Obs
+from conformance.registry import resolve
+from conformance.runner import run_scenario
+from sim.clock import MINUTE, SECOND, to_ms
+from sim.loader import dump_text
+from sim.scenario import (
+    Advance,
+    Chat,
+    Checkpoint,
+    Command,
+    DeleteSession,
+    Event,
+    GatewayConfig,
+    Message,
+    ProviderSpec,
+    ResetPolicy,
+    Restart,
+    Scenario,
+    Sigterm,
+)
+
+ALPHABET = ("ma", "mb", "na", "nb", "da", "db", "evict", "tick", "idle", "term")
+START = to_ms(datetime(2026, 1, 5, 9, 0, tzinfo=UTC))
+WATCHER = 5 * MINUTE
+CAP_MINUTES = 31
+CONFIG = GatewayConfig(
+    reset=ResetPolicy(mode="idle", idle_minutes=30),
+    cache_cap=2,
+    idle_ttl=10 * MINUTE,
+    watcher_interval=WATCHER,
+    providers=(ProviderSpec("hindsight", 2),),
+    turn_latency=2 * SECOND,
+)
+CHATS = (Chat("a"), Chat("b"), Chat("c"))
+
+
+def scenario_of(steps: Sequence[str]) -> Scenario:
+    """The scenario for a sequence of steps, ending in the checkpoint 'state'."""
+    events: list[Event] = []
+    t, turns = START, 0
+    for step in steps:
+        if step in ("ma", "mb", "evict"):
+            turns += 1
+            events.append(Message(t, chat="c" if step == "evict" else step[1], turn=f"t{turns}", text="hello"))
+        elif step in ("na", "nb"):
+            events.append(Command(t, chat=step[1], name="/new"))
+        elif step in ("da", "db"):
+            events.append(DeleteSession(t, chat=step[1]))
+        elif step == "term":
+            events += [Sigterm(t), Restart(t + MINUTE)]
+        t += {"tick": WATCHER, "idle": CAP_MINUTES * MINUTE}.get(step, MINUTE)
+        if step in ("tick", "idle"):
+            events.append(Advance(t))
+    events.append(Checkpoint(t, name="state"))
+    name = "explore-" + (".".join(steps) or "empty")
+    return Scenario(name=name, zone="UTC", start=START, config=CONFIG, chats=CHATS, events=tuple(events))
+
+
+def state_digest(records: list[Obs], swap: bool = False) -> str:
+    """The canonical digest of the state at the checkpoint (see the module docstring)."""
+    rename_chat = {"a": "b", "b": "a"} if swap else {}
+    cut = next(i for i, r in enumerate(records) if r.kind == "checkpoint")
+    head = records[: cut + 2]  # through the checkpoint's durable snapshot
+    now = records[cut].t
+    sessions: dict[str, str] = {}
+    per_chat: dict[str, int] = defaultdict(int)
+    turn_names: dict[str, str] = {}
+    per_session: dict[str, int] = defaultdict(int)
+
+    def session(sid: str | None, chat: str | None = None) -> str:
+        if sid is None:
+            return "-"
+        if sid not in sessions and chat is not None:
+            chat = rename_chat.get(chat, chat)
+            sessions[sid] = f"{chat}{per_chat[chat]}"
+            per_chat[chat] += 1
+        return sessions.get(sid, "?")
+
+    def turn(tid: str, sid: str | None) -> str:
+        if tid not in turn_names:
+            owner = session(sid)
+            turn_names[tid] = f"{owner}.{per_session[owner]}"
+            per_session[owner] += 1
+        return turn_names[tid]
+
+    facts: list[Any] = []
+    last_message: dict[str, int] = {}
+    last_restart = START
+    for r in head:
+        if r.kind == "llm_request" and r.chat:
+            session(r.session, r.chat)
+        if r.kind == "message" and r.chat:
+            last_message[rename_chat.get(r.chat, r.chat)] = r.t
+        elif r.kind == "restart":
+            last_restart = r.t
+        elif r.kind in ("reply", "sync_turn", "ingest", "ingest_failed", "on_session_end"):
+            facts.append([r.kind, session(r.session), r.d("backend"), [turn(t, r.session) for t in r.turns]])
+        elif r.kind in ("on_session_finalize", "on_session_switch", "on_session_reset"):
+            facts.append([r.kind, session(r.session), session(r.d("previous"))])
+    durable = head[-1] if head[-1].kind == "durable" else None
+    stored: list[Any] = []
+    routing: list[Any] = []
+    if durable is not None:
+        for sid, body in durable.d("sessions", {}).items():
+            rows = [[role, tid and turn(tid, sid), visibility] for role, tid, visibility in body["rows"]]
+            stored.append([session(sid), session(body.get("parent")), rows])
+        routing = sorted([rename_chat.get(chat, chat), session(sid)] for chat, sid in durable.d("routing", {}).items())
+    cache = next((r for r in reversed(head) if r.kind == "resources"), None)
+    cached = [[session(sid), busy] for sid, busy in (cache.d("cached", []) if cache else [])]
+    clock = {chat: min((now - t) // MINUTE, CAP_MINUTES) for chat, t in sorted(last_message.items())}
+    state = {
+        "facts": sorted(facts, key=json.dumps),
+        "stored": sorted(stored, key=json.dumps),
+        "routing": routing,
+        "cached": cached,
+        "running": cache.d("running", 0) if cache else 0,
+        "clock": clock,
+        "phase": [(now - START) % WATCHER // MINUTE, (now - last_restart) % WATCHER // MINUTE],
+    }
+    return hashlib.sha256(json.dumps(state, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:24]
+
+
+def evaluate(job: tuple[str, tuple[str, ...]]) -> tuple[str, dict[str, str]]:
+    """Run one sequence: its state digest and the checks it fails."""
+    gateway, steps = job
+    from conformance.fuzz import candidate_budget, factory
+
+    scenario = scenario_of(steps)
+    result = run_scenario(scenario, factory(gateway)(), gateway, budget=candidate_budget(scenario))
+    bad = {check: v.summary for check, v in result.verdicts.items() if v.status in ("fail", "error", "timeout")}
+    if result.failure is not None:
+        return "failed:" + ".".join(steps), bad
+    return min(state_digest(result.records), state_digest(result.records, swap=True)), bad
+
+
+def cmd_explore(args: argparse.Namespace) -> int:
+    from conformance.fuzz import Progress, in_order, parse_workers
+
+    resolve(args.gateway)
+    workers = parse_workers(args.workers)
+    started = time.monotonic()
+    seen: set[str] = set()
+    frontier: list[tuple[str, ...]] = [()]
+    explored = 0
+    violations: dict[tuple[str, ...], tuple[tuple[str, ...], dict[str, str]]] = {}
+    violating = 0
+    for depth in range(1, args.depth + 1):
+        jobs = [(args.gateway, (*steps, symbol)) for steps in frontier for symbol in ALPHABET]
+        progress = Progress(len(jobs), "sequences")
+        next_frontier = []
+        for done, ((_, steps), (digest, bad)) in enumerate(zip(jobs, in_order(evaluate, jobs, workers, chunksize=16), strict=True), 1):
+            explored += 1
+            if bad:
+                violating += 1
+                violations.setdefault(tuple(sorted(bad)), (steps, bad))
+            if digest not in seen:
+                seen.add(digest)
+                next_frontier.append(steps)
+            if progress.tty:
+                progress.update(done, violating)
+        progress.close()
+        frontier = next_frontier
+        print(f"depth {depth}: {len(jobs)} sequences, {len(frontier)} new states", flush=True)
+    elapsed = time.monotonic() - started
+    for checks, (steps, bad) in sorted(violations.items(), key=lambda item: (len(item[1][0]), item[1][0])):
+        path = _write_violation(Path(args.out), steps, bad, args.gateway)
+        print(f"VIOLATION {' '.join(checks)} after {' '.join(steps)}: {next(iter(bad.values()))}\n          written to {path}")
+    print(f"{explored} states explored, {len(seen)} distinct, {explored / max(elapsed, 1e-9):.0f} states/s, "
+          f"{violating} violating")
+    return 1 if violating else 0
+
+
+def _write_violation(out: Path, steps: tuple[str, ...], bad: dict[str, str], gateway: str) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    scenario = scenario_of(steps)
+    path = out / f"{scenario.name}.yaml"
+    header = "\n".join([f"explore: steps {' '.join(steps)} on gateway {gateway}",
+                        *(f"failing: {check} {summary}" for check, summary in bad.items()),
+                        f"reproduce: sessiongate run {path.name} --gateway {gateway}"])
+    path.write_text(dump_text(scenario, header), encoding="utf-8")
+    return path
+
+
+def add_command(subparsers: Any) -> None:
+    explore = subparsers.add_parser("explore", help="bounded exhaustive exploration of a small alphabet of steps")
+    explore.add_argument("--depth", type=int, default=4, help="longest sequence of steps (default 4)")
+    explore.add_argument("--gateway", default="reference")
+    explore.add_argument("-j", "-n", "--jobs", dest="workers", default="auto", help="worker processes (default: auto, one per core)")
+    explore.add_argument("--out", default="explore-violations", help="where violating sequences are written")
+    explore.set_defaults(func=cmd_explore)

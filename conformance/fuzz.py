@@ -1,0 +1,332 @@
+"""`sessiongate fuzz`, `zoo --generated`, `shrink` and `explore`: generated scenarios at scale.
+
+    sessiongate fuzz --seeds A:B [--gateway NAME] [-j N | -n auto] [--shard I/N] [--time-budget 60s] [--out DIR]
+    sessiongate zoo --generated [--seeds A:B] [-j N] [--out DIR]   (conformance.zoo_generated)
+    sessiongate shrink FILE [--gateway NAME] [--check ID]
+    sessiongate explore --depth D [--gateway NAME] [-j N] [--out DIR]    (conformance.explore)
+
+Seeds A:B are A <= seed < B. Each seed is a pure function (`sim.generate.scenario_for_seed`),
+so the verdicts do not depend on the number of workers or shards: `--shard I/N` takes every
+N-th seed starting at the I-th, and the shards' failures together are the serial run's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import multiprocessing
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+from conformance.registry import resolve
+from conformance.runner import RunResult, run_scenario
+from sim.clock import MINUTE, parse_duration
+from sim.generate import PROFILES, scenario_for_seed
+from sim.loader import dump_text, load_file, load_text
+from sim.scenario import Scenario
+from sim.shrink import Predicate, shrink, write_beside
+
+BAD = ("fail", "error", "timeout")
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class UsageError(ValueError):
+    """A malformed option (the CLI turns it into exit code 2)."""
+
+
+def candidate_budget(scenario: Scenario) -> int:
+    """Engine events one shrink or explore run may take: ample for a gateway that ticks at
+    most every 5m and retries a few hundred times per event, small enough that a candidate
+    sending a broken gateway into endless retries costs a second, not the default's minutes."""
+    tick = min(scenario.config.watcher_interval or 5 * MINUTE, 5 * MINUTE)
+    span = scenario.end - scenario.start + scenario.config.horizon()
+    return 4 * (span // tick) + 200 * len(scenario.events) + 5_000
+
+
+@functools.cache
+def factory(gateway: str) -> Callable[[], Any]:
+    """`resolve`, once per process: entry-point discovery costs milliseconds per call."""
+    return resolve(gateway)
+
+
+# -- failures and the shrink predicate -------------------------------------------------
+
+def failing(result: RunResult) -> dict[str, str]:
+    """check id -> one-line summary, for every check that failed, errored or timed out."""
+    return {check: v.summary for check, v in result.verdicts.items() if v.status in BAD}
+
+
+def same_failure(gateway: str, check: str, status: str, control: str | None = None) -> Predicate:
+    """True for scenarios on which `gateway` still gives `check` the verdict `status` (and,
+    with `control`, that gateway does not fail it: the failure still tells the two apart)."""
+    make = factory(gateway)
+    control_factory = factory(control) if control else None
+
+    def fails(scenario: Scenario) -> bool:
+        verdict = run_scenario(scenario, make(), gateway, budget=candidate_budget(scenario)).verdicts.get(check)
+        if verdict is None or verdict.status != status:
+            return False
+        if control_factory is None:
+            return True
+        other = run_scenario(scenario, control_factory(), control or "", budget=candidate_budget(scenario)).verdicts.get(check)
+        return other is None or other.status not in BAD
+
+    return fails
+
+
+@dataclass(frozen=True)
+class Shrinking:
+    """What shrinking a failure gave: files written and sizes."""
+
+    events: int
+    original: int
+    runs: int
+    path: str
+    reproduces: bool
+
+
+def shrink_and_write(scenario: Scenario, original: Path, gateway: str, check: str, status: str,
+                     control: str | None = None) -> Shrinking:
+    """Shrink a failing scenario keeping `check`'s verdict; write it beside `original`."""
+    fails = same_failure(gateway, check, status, control)
+    shrunk = shrink(scenario, fails)
+    result = replace(shrunk.scenario, name=f"{scenario.name}-shrunk")
+    header = (f"shrunk from {scenario.name} (seed {scenario.seed}, {shrunk.original_events} events) "
+              f"to {len(result.events)} events in {shrunk.runs} runs\n"
+              f"failing: {check} ({status}) on gateway {gateway}"
+              + (f", not on {control}" if control else "") + "\n"
+              f"reproduce: sessiongate run {original.with_name(original.stem + '.shrunk.yaml').name} --gateway {gateway}")
+    path, reproduces = write_beside(original, result, header, fails)
+    return Shrinking(len(result.events), shrunk.original_events, shrunk.runs, str(path), reproduces)
+
+
+# -- running seeds -----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SeedTask:
+    seed: int
+    gateway: str
+    profile: str
+    out: str
+    shrink: bool = True
+
+
+@dataclass(frozen=True)
+class SeedOutcome:
+    seed: int
+    failing: dict[str, str] = field(default_factory=dict)
+    path: str = ""
+    shrunk: Shrinking | None = None
+
+
+def run_seed(task: SeedTask) -> SeedOutcome:
+    """Generate, run and judge one seed; write a failing one (and its shrunk form) to `out`."""
+    scenario = scenario_for_seed(task.seed, task.profile)
+    result = run_scenario(scenario, factory(task.gateway)(), task.gateway)
+    bad = failing(result)
+    if not bad:
+        return SeedOutcome(task.seed)
+    out = Path(task.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{scenario.name}.yaml"
+    header = "\n".join([f"generated: seed {task.seed}, profile {task.profile}; gateway {task.gateway}",
+                        *(f"failing: {check} {summary}" for check, summary in bad.items()),
+                        f"reproduce: sessiongate run {path.name} --gateway {task.gateway}"])
+    text = dump_text(scenario, header)
+    path.write_text(text, encoding="utf-8")
+    assert replace(load_text(text), source="", header="") == scenario, "a generated scenario round-trips through its file"
+    shrunk = None
+    if task.shrink:
+        check = next(iter(bad))
+        status = result.verdicts[check].status
+        shrunk = shrink_and_write(scenario, path, task.gateway, check, status)
+    return SeedOutcome(task.seed, bad, str(path), shrunk)
+
+
+def parse_seeds(text: str) -> range:
+    try:
+        low, high = (int(part) for part in text.split(":"))
+    except ValueError:
+        raise UsageError(f"--seeds expects A:B (A <= seed < B), got {text!r}") from None
+    if low < 0 or high < low:
+        raise UsageError(f"--seeds expects 0 <= A <= B, got {text!r}")
+    return range(low, high)
+
+
+def parse_shard(text: str | None) -> tuple[int, int]:
+    if not text:
+        return 1, 1
+    try:
+        index, count = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise UsageError(f"--shard expects I/N, got {text!r}") from None
+    if not 1 <= index <= count:
+        raise UsageError(f"--shard expects 1 <= I <= N, got {text!r}")
+    return index, count
+
+
+def shard(seeds: range, text: str | None) -> range:
+    """Every N-th seed starting at the I-th (1-based): shards 1/N … N/N partition the range."""
+    index, count = parse_shard(text)
+    return seeds[index - 1::count]
+
+
+def parse_workers(text: str | None) -> int:
+    if text in (None, "", "1"):
+        return 1
+    if text == "auto":
+        return os.cpu_count() or 1
+    try:
+        workers = int(text)  # type: ignore[arg-type]
+    except ValueError:
+        raise UsageError(f"-j/-n expects a number or 'auto', got {text!r}") from None
+    if workers < 1:
+        raise UsageError(f"-j/-n expects at least 1, got {workers}")
+    return workers
+
+
+def in_order(fn: Callable[[T], R], items: Iterable[T], workers: int, chunksize: int = 1) -> Iterator[R]:
+    """fn over items, results in the items' order, on `workers` processes."""
+    if workers <= 1:
+        yield from map(fn, items)
+        return
+    with multiprocessing.get_context().Pool(workers, initializer=_worker_init) as pool:
+        yield from pool.imap(fn, items, chunksize=chunksize)
+
+
+def _worker_init() -> None:
+    """Workers die quietly when the pool ends them; the parent handles Ctrl-C and SIGTERM."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+class Progress:
+    """One progress line on stderr: rewritten in place on a terminal, every tenth otherwise."""
+
+    def __init__(self, total: int, what: str = "seeds") -> None:
+        self.total, self.what = total, what
+        self.started = time.monotonic()
+        self.tty = sys.stderr.isatty()
+        self.step = max(1, total // 10)
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def update(self, done: int, failed: int) -> None:
+        if not self.tty and done % self.step and done != self.total:
+            return
+        rate = done / max(self.elapsed(), 1e-9)
+        line = f"{done}/{self.total} {self.what}, {rate:.1f} {self.what}/s, {failed} failed"
+        sys.stderr.write(f"\r{line}\x1b[K" if self.tty else line + "\n")
+        sys.stderr.flush()
+
+    def clear(self) -> None:
+        """Make room for a line on stdout (the terminal shares one screen)."""
+        if self.tty:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.tty:
+            sys.stderr.write("\n")
+
+
+def cmd_fuzz(args: argparse.Namespace) -> int:
+    resolve(args.gateway)  # an unknown gateway is a usage error before any work
+    seeds = shard(parse_seeds(args.seeds), args.shard)
+    budget = parse_duration(args.time_budget) / 1000 if args.time_budget else None
+    tasks = [SeedTask(seed, args.gateway, args.profile, args.out, not args.no_shrink) for seed in seeds]
+    progress = Progress(len(tasks))
+    done = failed = 0
+    stopped = False
+    for outcome in in_order(run_seed, tasks, parse_workers(args.workers)):
+        done += 1
+        if outcome.failing:
+            failed += 1
+            progress.clear()
+            _print_failure(outcome)
+        progress.update(done, failed)
+        if budget is not None and progress.elapsed() > budget and done < len(tasks):
+            stopped = True
+            break
+    progress.close()
+    if stopped:
+        print(f"time budget of {args.time_budget} spent after {done} of {len(tasks)} seeds")
+    print(f"{done} scenarios, {done - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+def _print_failure(outcome: SeedOutcome) -> None:
+    first, *rest = outcome.failing.items()
+    print(f"FAIL gen-{outcome.seed}  {first[0]} {first[1]}" + (f" (+{', '.join(c for c, _ in rest)})" if rest else ""))
+    print(f"     written to {outcome.path}")
+    if outcome.shrunk is not None:
+        s = outcome.shrunk
+        note = "" if s.reproduces else " (NOTE: the file, with turns renumbered, does not reproduce; the in-memory shrink did)"
+        print(f"     shrunk {s.original} -> {s.events} events: {s.path}{note}")
+
+
+# -- shrink ------------------------------------------------------------------------------
+
+def cmd_shrink(args: argparse.Namespace) -> int:
+    scenario = load_file(args.file)
+    result = run_scenario(scenario, resolve(args.gateway)(), args.gateway)
+    bad = failing(result)
+    if not bad:
+        print(f"{scenario.name} passes on {args.gateway}: nothing to shrink")
+        return 1
+    check = args.check or next(iter(bad))
+    if check not in bad:
+        print(f"{scenario.name} does not fail {check} on {args.gateway} (it fails {', '.join(bad)})")
+        return 1
+    status = result.verdicts[check].status
+    s = shrink_and_write(scenario, Path(args.file), args.gateway, check, status)
+    print(f"shrunk {s.original} -> {s.events} events in {s.runs} runs: {s.path}"
+          + ("" if s.reproduces else " (NOTE: the file does not reproduce the failure)"))
+    return 0
+
+
+# -- registration ---------------------------------------------------------------------------
+
+def guarded(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return fn(args)
+        except UsageError as err:
+            print(f"sessiongate: error: {err}", file=sys.stderr)
+            return 2
+
+    return run
+
+
+def add_commands(subparsers: Any) -> None:
+    """Called by `conformance.cli.build_parser`: fuzz, shrink, explore, and zoo's --generated."""
+    fuzz = subparsers.add_parser("fuzz", help="run generated scenarios (seeds) against a gateway")
+    fuzz.add_argument("--seeds", required=True, help="A:B, the seeds A <= seed < B")
+    fuzz.add_argument("--gateway", default="reference")
+    fuzz.add_argument("-j", "-n", "--jobs", dest="workers", help="worker processes, or 'auto' (default 1)")
+    fuzz.add_argument("--shard", help="I/N: run only every N-th seed, starting at the I-th (1-based)")
+    fuzz.add_argument("--time-budget", help="stop taking new seeds after this long, e.g. 60s")
+    fuzz.add_argument("--out", default="fuzz-failures", help="where failing scenarios go (default fuzz-failures)")
+    fuzz.add_argument("--profile", default="default", choices=sorted(PROFILES))
+    fuzz.add_argument("--no-shrink", action="store_true", help="write failures without shrinking them")
+    fuzz.set_defaults(func=guarded(cmd_fuzz))
+    shrink_cmd = subparsers.add_parser("shrink", help="shrink a failing scenario file, keeping one check's failure")
+    shrink_cmd.add_argument("file")
+    shrink_cmd.add_argument("--gateway", default="reference")
+    shrink_cmd.add_argument("--check", help="the check whose failure to keep (default: the first failing)")
+    shrink_cmd.set_defaults(func=guarded(cmd_shrink))
+    from conformance import explore  # here: explore imports this module's helpers
+
+    explore.add_command(subparsers)
+    if "zoo" in subparsers.choices:
+        from conformance.zoo_generated import add_zoo_generated
+
+        add_zoo_generated(subparsers.choices["zoo"])

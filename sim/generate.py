@@ -1,0 +1,306 @@
+"""Scenarios from a seed: the fuzzer's input, a pure function of (seed, profile).
+
+One builder, `build_scenario`, makes every generated scenario. It asks a `Choices` for whole
+numbers and nothing else; `scenario_for_seed` answers from `random.Random` seeded by
+`derive_seed(seed, 'generate')` (the same on every machine, Python version and
+PYTHONHASHSEED), and `sim.strategies` answers from Hypothesis, so both share the weight
+tables below and Hypothesis can shrink every choice towards the first, plainest option.
+
+The tables keep scenarios realistic: most events are messages spaced by gaps of seconds to
+hours, faults are rarer, and every fault ends in time to be healed before quiescence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date
+from random import Random
+from typing import Protocol, TypeVar
+from zoneinfo import ZoneInfo
+
+from sim.clock import MINUTE, SECOND, local_instant, next_daily_boundary_after
+from sim.engine import derive_seed
+from sim.scenario import (
+    CHAT_TYPES,
+    PLATFORMS,
+    Advance,
+    BackendFail,
+    Chat,
+    Checkpoint,
+    Command,
+    Crash,
+    DbLocked,
+    Delegate,
+    DeleteParent,
+    DeleteSession,
+    Event,
+    GatewayConfig,
+    Message,
+    ProviderSpec,
+    ResetPolicy,
+    Restart,
+    Scenario,
+    Sigterm,
+)
+
+T = TypeVar("T")
+Table = Sequence[tuple[T, int]]  # (value, weight); the first value is the plainest
+
+
+class Choices(Protocol):
+    """A source of decisions: a whole number in [low, high]."""
+
+    def integer(self, low: int, high: int) -> int: ...
+
+
+class SeededChoices:
+    """Decisions from a seeded `random.Random` (only `randint`: stable across versions)."""
+
+    def __init__(self, rng: Random) -> None:
+        self._rng = rng
+
+    def integer(self, low: int, high: int) -> int:
+        return self._rng.randint(low, high)
+
+
+def weighted(choices: Choices, table: Table[T]) -> T:
+    point = choices.integer(0, sum(weight for _, weight in table) - 1)
+    for value, weight in table:
+        if point < weight:
+            return value
+        point -= weight
+    raise AssertionError("unreachable: point is below the total weight")
+
+
+def chance(choices: Choices, percent: int) -> bool:
+    return choices.integer(0, 99) < percent
+
+
+# -- weight tables (shared by the seeded generator and the Hypothesis strategies) ---------
+
+@dataclass(frozen=True)
+class GenProfile:
+    """How big a generated scenario is."""
+
+    events: tuple[int, int]
+    chats: Table[int]
+
+
+PROFILES: dict[str, GenProfile] = {
+    "default": GenProfile(events=(20, 200), chats=((1, 2), (2, 3), (3, 3), (4, 1), (5, 1))),
+    "small": GenProfile(events=(1, 24), chats=((1, 3), (2, 3), (3, 1))),
+}
+
+EVENT_WEIGHTS: Table[str] = (
+    ("message", 600),
+    ("advance", 40),
+    ("/new", 20),
+    ("/reset", 8),
+    ("/stop", 12),
+    ("/resume", 12),
+    ("delegate", 25),
+    ("sigterm", 12),  # sigterm, then restart
+    ("crash", 12),  # crash, then restart
+    ("delete_session", 12),
+    ("delete_parent", 6),
+    ("db_locked", 10),
+    ("backend_fail", 10),  # only with a configured provider; else a message
+    ("checkpoint", 10),
+)
+GAP_WEIGHTS: Table[tuple[str, int, int]] = (
+    (("seconds", 10, 120), 30),
+    (("burst", 0, 10), 15),  # arrives while the previous turn is still running
+    (("minutes", 120, 1800), 30),
+    (("hour", 1800, 7200), 12),
+    (("hours", 7200, 43200), 3),
+    (("boundary", 0, 0), 3),  # just before, at or just past the chat's next reset boundary
+)
+BOUNDARY_OFFSETS: Table[int] = ((1, 1), (0, 1), (-1, 1), (SECOND, 1), (-SECOND, 1), (MINUTE, 1))
+DOWNTIME: Table[tuple[int, int]] = (((5, 60), 3), ((60, 600), 3), ((600, 7200), 1))
+HELD_MESSAGE_PERCENT = 35  # a message arrives while the gateway is down
+LOCK_SECONDS: Table[tuple[int, int]] = (((1, 10), 3), ((10, 60), 2), ((60, 300), 1))
+BACKEND_FAIL_SECONDS: Table[tuple[int, int]] = (((10, 120), 2), ((120, 600), 2))  # <= 10m < any horizon
+MUTED_PERCENT = 3
+
+ZONES: Table[str] = (("UTC", 3), ("Europe/Berlin", 3), ("America/New_York", 2), ("Asia/Kolkata", 1), ("Australia/Sydney", 1))
+START_DAYS: Table[date] = (
+    (date(2026, 1, 5), 4),
+    (date(2026, 6, 15), 2),
+    (date(2026, 3, 28), 1),  # the eve of Europe's spring-forward day
+    (date(2026, 3, 7), 1),  # the eve of the US spring-forward day
+    (date(2026, 10, 24), 1),  # the eve of Europe's fall-back day
+    (date(2026, 10, 31), 1),  # the eve of the US fall-back day
+    (date(2026, 4, 4), 1),  # the eve of Sydney's fall-back day
+)
+CHAT_NAMES = ("alice", "bob", "carol", "dave", "erin")
+PLATFORM_WEIGHTS: Table[str] = tuple((p, 4 if p == "telegram" else 2 if p in ("discord", "slack") else 1) for p in PLATFORMS)
+CHAT_TYPE_WEIGHTS: Table[str] = tuple((c, {"dm": 5, "group": 3}.get(c, 1)) for c in CHAT_TYPES)
+
+MODES: Table[str] = (("idle", 4), ("none", 1), ("daily", 2), ("both", 3))
+IDLE_MINUTES: Table[int] = ((30, 3), (1, 1), (5, 2), (15, 2), (60, 2), (240, 1), (1440, 1))
+DAILY_MIN_IDLE: Table[int] = ((0, 4), (10, 1), (60, 1))
+OVERRIDE_PERCENT = 20  # a per-platform (or per-chat-type) policy table
+PROVIDER_COUNT: Table[int] = ((0, 3), (1, 4), (2, 2))
+PROVIDER_NAMES = ("hindsight", "mem0")
+BATCH_SIZES: Table[int] = ((1, 3), (2, 2), (3, 2), (5, 1))
+CACHE_CAPS: Table[int] = ((64, 3), (1, 2), (2, 2), (3, 1))
+IDLE_TTLS: Table[int] = ((60 * MINUTE, 3), (10 * MINUTE, 1), (30 * MINUTE, 2), (360 * MINUTE, 1))
+WATCHERS: Table[int | None] = ((5 * MINUTE, 4), (None, 2), (30 * SECOND, 1), (MINUTE, 1), (10 * MINUTE, 2))
+LATENCIES: Table[int] = ((2 * SECOND, 4), (500, 1), (10 * SECOND, 2), (45 * SECOND, 1), (3 * MINUTE, 1))
+
+
+# -- the builder ----------------------------------------------------------------------
+
+def _policy(choices: Choices) -> ResetPolicy:
+    mode = weighted(choices, MODES)
+    return ResetPolicy(
+        mode=mode,  # type: ignore[arg-type]
+        idle_minutes=weighted(choices, IDLE_MINUTES) if mode in ("idle", "both") else ResetPolicy().idle_minutes,
+        at_hour=choices.integer(0, 23) if mode in ("daily", "both") else ResetPolicy().at_hour,
+        daily_min_idle_minutes=weighted(choices, DAILY_MIN_IDLE) if mode in ("daily", "both") else 0,
+    )
+
+
+def _overrides(choices: Choices, names: Sequence[str]) -> tuple[tuple[str, ResetPolicy], ...]:
+    if not names or not chance(choices, OVERRIDE_PERCENT):
+        return ()
+    name = names[choices.integer(0, len(names) - 1)]
+    return ((name, _policy(choices)),)
+
+
+def _chats(choices: Choices, profile: GenProfile) -> tuple[Chat, ...]:
+    chats = []
+    for name in CHAT_NAMES[: weighted(choices, profile.chats)]:
+        chat_type = weighted(choices, CHAT_TYPE_WEIGHTS)
+        chats.append(Chat(name, weighted(choices, PLATFORM_WEIGHTS), chat_type,
+                          user="u1" if chat_type == "group" else None, thread="th1" if chat_type == "thread" else None))
+    return tuple(chats)
+
+
+def _config(choices: Choices, chats: Sequence[Chat]) -> GatewayConfig:
+    reset = _policy(choices)
+    by_platform = _overrides(choices, sorted({c.platform for c in chats}))
+    by_chat_type = _overrides(choices, sorted({c.chat_type for c in chats}))
+    providers = tuple(ProviderSpec(PROVIDER_NAMES[i], weighted(choices, BATCH_SIZES)) for i in range(weighted(choices, PROVIDER_COUNT)))
+    return GatewayConfig(
+        reset=reset,
+        reset_by_platform=by_platform,
+        reset_by_chat_type=by_chat_type,
+        cache_cap=weighted(choices, CACHE_CAPS),
+        idle_ttl=weighted(choices, IDLE_TTLS),
+        watcher_interval=weighted(choices, WATCHERS),
+        providers=providers,
+        turn_latency=weighted(choices, LATENCIES),
+    )
+
+
+class _Timeline:
+    """Appends events in time order, numbering turns the way the loader does."""
+
+    def __init__(self, choices: Choices, scenario_start: int, zone: ZoneInfo, config: GatewayConfig, chats: Sequence[Chat]) -> None:
+        self.choices, self.zone, self.config, self.chats = choices, zone, config, chats
+        self.cursor = scenario_start
+        self.events: list[Event] = []
+        self.turns = 0
+        self.last_user: dict[str, int] = {}
+        self.delegated: list[str] = []
+
+    def seconds(self, span: tuple[int, int]) -> int:
+        return self.choices.integer(*span) * SECOND
+
+    def chat(self) -> Chat:
+        return self.chats[self.choices.integer(0, len(self.chats) - 1)]
+
+    def gap(self, chat: Chat | None) -> int:
+        """When the next event happens: a plausible gap, or a probe of `chat`'s next boundary."""
+        name, low, high = weighted(self.choices, GAP_WEIGHTS)
+        if name != "boundary":
+            return self.cursor + self.seconds((low, high))
+        offset = weighted(self.choices, BOUNDARY_OFFSETS)
+        if chat is None or chat.name not in self.last_user:
+            return self.cursor + 30 * MINUTE + offset
+        policy = self.config.policy_for(chat.platform, chat.chat_type)
+        last = self.last_user[chat.name]
+        if policy.mode in ("idle", "both"):
+            boundary = last + policy.idle_minutes * MINUTE
+        elif policy.mode == "daily":
+            boundary = next_daily_boundary_after(last, policy.at_hour, self.zone)
+        else:
+            boundary = last + self.config.idle_ttl
+        return max(self.cursor, boundary + offset)
+
+    def add(self, event: Event) -> None:
+        self.events.append(event)
+        self.cursor = event.t
+
+    def message(self, t: int, chat: Chat) -> None:
+        self.turns += 1
+        muted = chance(self.choices, MUTED_PERCENT)
+        self.add(Message(t, chat=chat.name, turn=f"t{self.turns}", text="hello", muted=muted))
+        self.last_user[chat.name] = t
+
+    def step(self, kind: str) -> None:
+        """One draw from EVENT_WEIGHTS: one event, or a stop with its restart."""
+        if kind == "backend_fail" and not self.config.providers:
+            kind = "message"
+        chat = self.chat() if kind in ("message", "/new", "/reset", "/stop", "/resume", "delegate", "delete_session") else None
+        if kind == "delete_parent":
+            chat = self.chat() if not self.delegated else self.chat_named(self.delegated[-1])
+        t = self.gap(chat)
+        if kind == "message":
+            assert chat is not None
+            self.message(t, chat)
+        elif kind.startswith("/"):
+            assert chat is not None
+            self.add(Command(t, chat=chat.name, name=kind))
+        elif kind == "delegate":
+            assert chat is not None
+            self.turns += 1
+            self.delegated.append(chat.name)
+            self.add(Delegate(t, chat=chat.name, turn=f"t{self.turns}"))
+        elif kind == "advance":
+            self.add(Advance(max(t, self.cursor + SECOND)))
+        elif kind in ("sigterm", "crash"):
+            self.add(Sigterm(t) if kind == "sigterm" else Crash(t))
+            back = t + self.seconds(weighted(self.choices, DOWNTIME))
+            if chance(self.choices, HELD_MESSAGE_PERCENT):
+                self.message(self.choices.integer(t, back), self.chat())
+            self.add(Restart(back))
+        elif kind in ("delete_session", "delete_parent"):
+            assert chat is not None
+            self.add(DeleteSession(t, chat=chat.name) if kind == "delete_session" else DeleteParent(t, chat=chat.name))
+        elif kind == "db_locked":
+            self.add(DbLocked(t, duration=self.seconds(weighted(self.choices, LOCK_SECONDS))))
+        elif kind == "backend_fail":
+            provider = self.config.providers[self.choices.integer(0, len(self.config.providers) - 1)]
+            self.add(BackendFail(t, provider=provider.name, duration=self.seconds(weighted(self.choices, BACKEND_FAIL_SECONDS))))
+        else:
+            self.add(Checkpoint(t, name=f"c{sum(isinstance(e, Checkpoint) for e in self.events) + 1}"))
+
+    def chat_named(self, name: str) -> Chat:
+        return next(c for c in self.chats if c.name == name)
+
+
+def build_scenario(choices: Choices, name: str, seed: int, profile: str = "default") -> Scenario:
+    """A whole scenario from `choices`: zone, start, chats, configuration, then the timeline."""
+    if profile not in PROFILES:
+        raise ValueError(f"unknown profile {profile!r}; known: {', '.join(PROFILES)}")
+    shape = PROFILES[profile]
+    zone_name = weighted(choices, ZONES)
+    zone = ZoneInfo(zone_name)
+    start = local_instant(weighted(choices, START_DAYS), choices.integer(0, 23), 15 * choices.integer(0, 3), zone)
+    chats = _chats(choices, shape)
+    config = _config(choices, chats)
+    timeline = _Timeline(choices, start, zone, config, chats)
+    target = choices.integer(*shape.events)
+    timeline.message(start, chats[0])  # every scenario opens with a conversation
+    while len(timeline.events) < target:
+        timeline.step(weighted(choices, EVENT_WEIGHTS))
+    return Scenario(name=name, seed=seed, zone=zone_name, start=start, config=config, chats=chats, events=tuple(timeline.events))
+
+
+def scenario_for_seed(seed: int, profile: str = "default") -> Scenario:
+    """The generated scenario `gen-<seed>`: the same on every machine and Python."""
+    choices = SeededChoices(Random(derive_seed(seed, "generate" if profile == "default" else f"generate/{profile}")))
+    return build_scenario(choices, f"gen-{seed}", seed, profile)

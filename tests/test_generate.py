@@ -1,0 +1,76 @@
+"""Generated scenarios: a seed names one scenario everywhere, and every scenario is loadable."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from dataclasses import replace
+
+from hypothesis import HealthCheck, given, settings
+
+from sim.generate import EVENT_WEIGHTS, scenario_for_seed
+from sim.loader import dump_text, load_text
+from sim.scenario import BackendFail, Message, Scenario
+from sim.strategies import scenarios
+
+SEEDS = range(8)
+DIGEST_SCRIPT = (
+    "import hashlib; from sim.generate import scenario_for_seed; from sim.loader import dump_text; "
+    f"print(hashlib.sha256(''.join(dump_text(scenario_for_seed(s)) for s in {list(SEEDS)!r}).encode()).hexdigest())"
+)
+
+
+def _digest() -> str:
+    return hashlib.sha256("".join(dump_text(scenario_for_seed(s)) for s in SEEDS).encode()).hexdigest()
+
+
+def _round_trip(scenario: Scenario) -> Scenario:
+    return replace(load_text(dump_text(scenario)), source="", header="")
+
+
+def test_same_seed_same_scenario() -> None:
+    for seed in SEEDS:
+        assert scenario_for_seed(seed) == scenario_for_seed(seed)
+    assert scenario_for_seed(1) != scenario_for_seed(2)
+
+
+def test_same_scenario_under_any_hash_seed() -> None:
+    here = _digest()
+    for hash_seed in ("0", "4242"):
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+        out = subprocess.run([sys.executable, "-c", DIGEST_SCRIPT], env=env, capture_output=True, text=True, check=True)
+        assert out.stdout.strip() == here, f"PYTHONHASHSEED={hash_seed} changed the generated scenarios"
+
+
+def test_generated_scenarios_are_named_sized_and_round_trip() -> None:
+    for seed in SEEDS:
+        scenario = scenario_for_seed(seed)
+        assert scenario.name == f"gen-{seed}" and scenario.seed == seed
+        assert 20 <= len(scenario.events) <= 202  # a stop brings its restart (and a held message)
+        assert isinstance(scenario.events[0], Message)
+        times = [e.t for e in scenario.events]
+        assert times == sorted(times)
+        assert _round_trip(scenario) == scenario
+
+
+def test_messages_outnumber_faults_and_faults_target_real_providers() -> None:
+    messages = total = 0
+    for seed in range(30):
+        scenario = scenario_for_seed(seed)
+        providers = {p.name for p in scenario.config.providers}
+        for event in scenario.events:
+            total += 1
+            messages += isinstance(event, Message)
+            if isinstance(event, BackendFail):
+                assert event.provider in providers
+    assert messages / total > 0.6
+    assert dict(EVENT_WEIGHTS)["message"] > sum(w for kind, w in EVENT_WEIGHTS if kind != "message")
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(scenarios(profile="small"))
+def test_strategy_scenarios_round_trip(scenario: Scenario) -> None:
+    assert scenario.events and scenario.chats
+    assert _round_trip(scenario) == scenario
