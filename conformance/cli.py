@@ -2,7 +2,9 @@
 
     sessiongate run [PATHS…] [--gateway NAME] [--table] [--report DIR]   (default: the catalog, reference)
     sessiongate replay FILE [--gateway NAME]                              (the whole timeline of observations)
-    sessiongate zoo [--matrix] [--report DIR]                              (every bug-zoo variant must be caught)
+    sessiongate zoo [--matrix] [--report DIR] [--generated --seeds A:B]   (every bug-zoo variant must be caught)
+    sessiongate fuzz --seeds A:B [-n auto] [--shard I/N]                  (generated scenarios; failures shrunk)
+    sessiongate shrink FILE | explore --depth D | report RUN_DIR | coverage
 
 Exit codes: 0 nothing unexpected failed, 1 something did, 2 usage or input error,
 130/143 interrupted.
@@ -313,11 +315,8 @@ def build_parser() -> argparse.ArgumentParser:
     zoo.add_argument("--matrix", action="store_true", help="print variant × scenario")
     zoo.add_argument("--report", metavar="DIR")
     zoo.set_defaults(func=cmd_zoo)
-    for module in ("conformance.fuzz", "reports.cli"):
-        try:
-            importlib.import_module(module).add_commands(sub)
-        except (ImportError, AttributeError):
-            pass
+    for module in ("conformance.fuzz", "reports.cli"):  # fuzz, shrink, explore, zoo --generated; report, coverage
+        importlib.import_module(module).add_commands(sub)
     return parser
 
 
