@@ -1,19 +1,27 @@
-"""A discrete-event engine: a heap of (time, sequence, callback, args) on a virtual clock.
+"""A discrete-event engine: callbacks queued by virtual time, run in (time, insertion) order.
 
-Ties are broken by insertion order, so one seed gives one run. Random streams are derived
-from the seed by name (`rng("latency")`), so adding a new stream never shifts another's
-draws, and nothing reads the global `random` module.
+Ties are broken by insertion order, so one seed gives one run. The queue is a heap of the
+distinct times that have events; each time maps to its one event, or to a first-in-first-out
+deque once a second event shares the millisecond. A tie costs no heap entry, and insertion
+order needs no counter.
+
+Random streams are derived from the seed by name (`rng("latency")`), so adding a new
+stream never shifts another's draws, and nothing reads the global `random` module.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 import random
+from collections import deque
 from collections.abc import Callable
 from heapq import heappop, heappush
 from typing import Any
 
 from sim.clock import VirtualClock
+
+_Event = tuple[Callable[..., Any], tuple[Any, ...]]  # (callback, args)
 
 
 class EventBudgetExceeded(RuntimeError):
@@ -40,15 +48,19 @@ class Timer:
 
 
 class Engine:
-    """Runs callbacks in virtual-time order. `clock` is the only time anything reads."""
+    """Runs callbacks in virtual-time order. `clock` is the only time anything reads.
+
+    The hot paths read and advance `clock._now` directly instead of calling `now()` and
+    `set()`: the queue never holds a time earlier than now, so time cannot go back.
+    """
 
     def __init__(self, clock: VirtualClock, *, seed: int = 0, budget: int | None = None) -> None:
         self.clock = clock
         self.seed = seed
         self.budget = budget
         self.processed = 0
-        self._queue: list[tuple[int, int, Callable[..., Any], tuple[Any, ...]]] = []
-        self._seq = 0
+        self._times: list[int] = []  # a heap of the distinct times that have events
+        self._events: dict[int, _Event | deque[_Event]] = {}  # one event, or a deque of ties
 
     @property
     def now(self) -> int:
@@ -56,14 +68,20 @@ class Engine:
 
     def call_at(self, when: int, callback: Callable[..., Any], *args: Any) -> None:
         """Run `callback(*args)` at virtual time `when` (never in the past)."""
-        now = self.clock.now()
-        if when < now:
-            when = now
-        self._seq += 1
-        heappush(self._queue, (when, self._seq, callback, args))
+        self.call_later(when - self.clock._now, callback, *args)
 
     def call_later(self, delay: int, callback: Callable[..., Any], *args: Any) -> None:
-        self.call_at(self.clock.now() + delay, callback, *args)
+        """Run `callback(*args)` `delay` ms from now (a negative delay means now)."""
+        when = self.clock._now + (delay if delay > 0 else 0)
+        events = self._events
+        queued = events.get(when)
+        if queued is None:
+            events[when] = (callback, args)
+            heappush(self._times, when)
+        elif type(queued) is tuple:
+            events[when] = deque((queued, (callback, args)))
+        else:
+            queued.append((callback, args))
 
     def timer(self, when: int, callback: Callable[..., Any], *args: Any) -> Timer:
         """Like `call_at`, with a handle that can cancel it."""
@@ -73,14 +91,25 @@ class Engine:
 
     def peek(self) -> int | None:
         """The time of the next event, or None when the queue is empty."""
-        return self._queue[0][0] if self._queue else None
+        return self._times[0] if self._times else None
 
     def step(self) -> bool:
         """Run the next event. False when there is none."""
-        if not self._queue:
+        times = self._times
+        if not times:
             return False
-        when, _, callback, args = heappop(self._queue)
-        self.clock.set(when)
+        when = times[0]
+        queued = self._events[when]
+        if type(queued) is tuple:
+            callback, args = queued
+            del self._events[when]
+            heappop(times)
+        else:
+            callback, args = queued.popleft()
+            if not queued:
+                del self._events[when]
+                heappop(times)
+        self.clock._now = when
         self.processed += 1
         if self.budget is not None and self.processed > self.budget:
             raise EventBudgetExceeded(f"event budget of {self.budget} exceeded")
@@ -88,19 +117,38 @@ class Engine:
         return True
 
     def run_until(self, until: int) -> None:
-        """Run every event due at or before `until`, then leave the clock at `until`."""
-        queue = self._queue
+        """Run every event due at or before `until`, then leave the clock at `until`.
+
+        The queue is consistent before every callback, so a callback may schedule (even at
+        the current time), step the engine, or raise without losing or repeating events.
+        """
+        times = self._times
+        events = self._events
         clock = self.clock
-        budget = self.budget
-        while queue and queue[0][0] <= until:
-            when, _, callback, args = heappop(queue)
-            clock.set(when)
-            self.processed += 1
-            if budget is not None and self.processed > budget:
-                raise EventBudgetExceeded(f"event budget of {budget} exceeded")
-            callback(*args)
-        if until > clock.now():
-            clock.set(until)
+        limit = math.inf if self.budget is None else self.budget
+        while times and times[0] <= until:
+            when = times[0]
+            clock._now = when
+            queued = events[when]
+            if type(queued) is tuple:  # the common case: the only event at `when`
+                del events[when]
+                heappop(times)
+                self.processed = processed = self.processed + 1
+                if processed > limit:
+                    raise EventBudgetExceeded(f"event budget of {self.budget} exceeded")
+                queued[0](*queued[1])
+                continue
+            while queued:  # ties; events a callback adds at `when` join this deque in turn
+                callback, args = queued.popleft()
+                if not queued:
+                    del events[when]
+                    heappop(times)
+                self.processed = processed = self.processed + 1
+                if processed > limit:
+                    raise EventBudgetExceeded(f"event budget of {self.budget} exceeded")
+                callback(*args)
+        if until > clock._now:
+            clock._now = until
 
     def run(self) -> None:
         """Run until the queue is empty."""
