@@ -148,7 +148,7 @@ class DurableState:
         }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Resources:
     """What the gateway holds right now: cached agents (session, busy) and live tasks."""
 

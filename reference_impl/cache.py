@@ -8,12 +8,14 @@ an agent with a turn in flight is never evicted.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import overload
 
 from reference_impl.store import Row
 
 
-@dataclass
+@dataclass(slots=True)
 class Agent:
     """A session's live state: its transcript in memory and how much of it is durable."""
 
@@ -32,6 +34,32 @@ class Agent:
     @property
     def dirty(self) -> bool:
         return self.replay_pending or self.flushed < len(self.rows)
+
+    def prompt(self) -> Prompt:
+        """The session's texts, last one the user's: what the LLM is asked."""
+        return Prompt(self.rows)
+
+
+class Prompt(Sequence[str]):
+    """An agent's texts as they are now, read through its rows instead of copied: a copy per
+    turn made every turn cost the length of its session. Later rows are not part of it."""
+
+    __slots__ = ("_length", "_rows")
+
+    def __init__(self, rows: list[Row]) -> None:
+        self._rows, self._length = rows, len(rows)
+
+    def __len__(self) -> int:
+        return self._length
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+    def __getitem__(self, index: int | slice) -> str | list[str]:
+        if isinstance(index, slice):
+            return [row.content for row in self._rows[: self._length][index]]
+        return self._rows[range(self._length)[index]].content
 
 
 class AgentCache:
@@ -54,6 +82,8 @@ class AgentCache:
 
     def over_cap(self) -> list[Agent]:
         """Idle agents past the cap, least recently used first."""
+        if len(self.agents) <= self.cap:
+            return []
         idle = [a for a in self.agents.values() if not a.busy]
         return idle[: max(0, len(idle) - self.cap)]
 

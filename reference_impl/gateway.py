@@ -12,23 +12,25 @@ from __future__ import annotations
 import sqlite3
 from collections import deque
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from conformance.adapter import Harness, Inbound, Profile
 from conformance.observations import DurableState, Resources, StoredMessage, StoredSession, first_turn
 from reference_impl.cache import Agent, AgentCache
 from reference_impl.memory import BatchingProvider, MemoryManager, Turn
-from reference_impl.policy import ResetPolicyEvaluator, chat_key
+from reference_impl.policy import ExpiryQueue, ResetPolicyEvaluator, chat_key
 from reference_impl.store import Route, Row, Store, StoreLocked, is_foreign_key_error
 from sim.clock import MINUTE, SECOND
 from sim.engine import Timer
 from sim.scenario import Chat, GatewayConfig, ProviderSpec, ResetPolicy
 
+_cancelled = attrgetter("cancelled")
 SWEEP_INTERVAL = 5 * MINUTE  # idle sweeps in lazy mode, where there is no watcher
 FLUSH_RETRY = SECOND
 
 
-@dataclass
+@dataclass(slots=True)
 class Pending:
     """A turn in flight: asked of the LLM, not yet answered."""
 
@@ -71,6 +73,9 @@ class ReferenceGateway:
         self.timers: list[Timer] = []  # retries of refused writes
         self.tick_timer: Timer | None = None
         self.tick_origin = self.h.clock.now()
+        self.expiries = ExpiryQueue()
+        self.store.take_saved_routes()
+        self.track_expiries(self.store.routes())
         providers = [self.make_provider(spec) for spec in self.config.providers]
         self.memory = MemoryManager(self.h.recorder, providers, self.store)
         self.running = True
@@ -125,10 +130,13 @@ class ReferenceGateway:
         nothing: expiry, idleness and pending retries only become due as time passes."""
         if not self.running:
             return
+        now, interval = self.h.clock.now(), self.config.watcher_interval or SWEEP_INTERVAL
+        timer = self.tick_timer
+        if timer is not None and not timer.cancelled and timer.when - interval <= now:
+            return  # the next tick is the first one after now: nothing can be due sooner
         due = self.next_due()
         if due is None:
             return
-        now, interval = self.h.clock.now(), self.config.watcher_interval or SWEEP_INTERVAL
         steps = -(-(max(due, now + 1) - self.tick_origin) // interval)
         when = self.tick_origin + steps * interval
         if self.tick_timer is not None and not self.tick_timer.cancelled and self.tick_timer.when <= when:
@@ -143,14 +151,25 @@ class ReferenceGateway:
         due: list[int] = []
         if self.unflushed or any(p.owed for p in self.memory.providers):
             due.append(now)
-        due.extend(a.last_activity + self.config.idle_ttl + 1 for a in self.cache.agents.values() if not a.busy)
-        if self.config.watcher_interval is not None:
-            for route in self.store.routes():
-                if route.session_id and not route.ended and route.anchor is not None and route.last_user is not None:
-                    instant = self.policy.expiry_instant(self.policy_for(route), route.anchor, route.last_user)
-                    if instant is not None:
-                        due.append(instant)
+        idle = [a.last_activity for a in self.cache.agents.values() if not a.busy]
+        if idle:
+            due.append(min(idle) + self.config.idle_ttl + 1)
+        self.track_expiries(self.store.take_saved_routes())
+        expiry = self.expiries.earliest()
+        if expiry is not None:
+            due.append(expiry)
         return min(due, default=None)
+
+    def track_expiries(self, routes: list[Route]) -> None:
+        """Keep `expiries` current with the routes written since it last looked (eager mode:
+        in lazy mode no watcher ends sessions, so no expiry is due)."""
+        if self.config.watcher_interval is None:
+            return
+        for route in routes:
+            instant = None
+            if route.session_id and not route.ended and route.anchor is not None and route.last_user is not None:
+                instant = self.policy.expiry_instant(self.policy_for(route), route.anchor, route.last_user)
+            self.expiries.set(route.chat_key, instant)
 
     # -- adapter protocol: inbound ---------------------------------------------------------
 
@@ -203,18 +222,19 @@ class ReferenceGateway:
         self.store.locked_until = until
 
     def durable_state(self) -> DurableState:
+        messages = self.store.read_messages()
         sessions = tuple(
-            StoredSession(sid, parent, tuple(StoredMessage(r.role, r.content, r.visibility) for r in self.store.transcript(sid)))
+            StoredSession(sid, parent, tuple(StoredMessage(*row) for row in messages.get(sid, ())))
             for sid, parent in self.store.all_sessions()
         )
-        routing = tuple(sorted((r.chat, r.session_id) for r in self.store.routes() if r.session_id))
+        routing = tuple(sorted((r.chat, r.session_id) for r in self.store.read_routes() if r.session_id))
         return DurableState(sessions, routing)
 
     def resources(self) -> Resources:
         if not self.running:
             return Resources()
-        cached = tuple((a.session, a.busy) for a in self.cache.agents.values())
-        return Resources(cached, 1 + sum(1 for t in self.timers if not t.cancelled))  # the watcher, and retries
+        cached = tuple([(a.session, a.busy) for a in self.cache.agents.values()])
+        return Resources(cached, 1 + len(self.timers) - sum(map(_cancelled, self.timers)))  # the watcher, and retries
 
     # -- turns ------------------------------------------------------------------------
 
@@ -236,7 +256,7 @@ class ReferenceGateway:
         agent = self.route_agent(route)
         agent.rows.append(Row(first_turn(message.text), "user", message.text, "hidden" if message.muted else "visible"))
         agent.busy, agent.last_activity = True, self.h.clock.now()
-        request = self.h.llm.request(chat.name, agent.session, [r.content for r in agent.rows])
+        request = self.h.llm.request(chat.name, agent.session, agent.prompt())
         self.inflight[request] = Pending(chat, key, agent.session, first_turn(message.text) or "")
         self.busy_chats[key] = request
         self.enforce_cap()
@@ -259,7 +279,9 @@ class ReferenceGateway:
         pending = self.inflight[request_id]
         agent = self.agent_of(pending)
         if not self.flush(agent):
-            self.timers.append(self.h.scheduler.call_at(self.h.clock.now() + FLUSH_RETRY, self.retry_turn, request_id))
+            now = self.h.clock.now()
+            self.timers = [t for t in self.timers if not t.cancelled and t.when > now]  # forget fired retries
+            self.timers.append(self.h.scheduler.call_at(now + FLUSH_RETRY, self.retry_turn, request_id))
             return
         del self.inflight[request_id]
         assert pending.reply is not None

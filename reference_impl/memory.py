@@ -16,7 +16,7 @@ from conformance.adapter import BackendUnavailable, MemoryBackend, RecordingProv
 from reference_impl.store import Row, Store
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Turn:
     session: str
     turn: str

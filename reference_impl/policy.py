@@ -8,6 +8,7 @@ daily: expired iff the session began before the most recent local `at_hour` boun
 
 from __future__ import annotations
 
+from heapq import heapify, heappop, heappush
 from zoneinfo import ZoneInfo
 
 from sim.clock import MINUTE, daily_boundary_at_or_before, next_daily_boundary_after
@@ -29,12 +30,22 @@ class ResetPolicyEvaluator:
 
     def __init__(self, zone: ZoneInfo) -> None:
         self.zone = zone
+        self._windows: dict[int, tuple[int, int]] = {}  # at_hour -> the last [boundary, next boundary)
+
+    def _window(self, at_hour: int, t: int) -> tuple[int, int]:
+        """The daily boundaries around `t`: the last at or before it, the first after it.
+        Kept per hour, since consecutive questions almost always fall in the same day."""
+        window = self._windows.get(at_hour)
+        if window is None or not window[0] <= t < window[1]:
+            boundary = daily_boundary_at_or_before(t, at_hour, self.zone)
+            window = self._windows[at_hour] = (boundary, next_daily_boundary_after(boundary, at_hour, self.zone))
+        return window
 
     def idle_expired(self, policy: ResetPolicy, last_user: int, now: int) -> bool:
         return now > last_user + policy.idle_minutes * MINUTE
 
     def daily_boundary(self, policy: ResetPolicy, now: int) -> int:
-        return daily_boundary_at_or_before(now, policy.at_hour, self.zone)
+        return self._window(policy.at_hour, now)[0]
 
     def daily_expired(self, policy: ResetPolicy, anchor: int, last_user: int, now: int) -> bool:
         if anchor >= self.daily_boundary(policy, now):
@@ -57,6 +68,34 @@ class ResetPolicyEvaluator:
         if policy.mode in ("idle", "both"):
             options.append(last_user + policy.idle_minutes * MINUTE + 1)
         if policy.mode in ("daily", "both"):
-            boundary = next_daily_boundary_after(anchor, policy.at_hour, self.zone)
+            boundary = self._window(policy.at_hour, anchor)[1]
             options.append(max(boundary, last_user + policy.daily_min_idle_minutes * MINUTE))
         return min(options, default=None)
+
+
+class ExpiryQueue:
+    """The live routes' expiry instants, earliest first, so the watcher finds its next tick
+    without re-reading every route after every turn. A heap with lazy deletion: an entry
+    counts only while it still matches its route's current instant."""
+
+    def __init__(self) -> None:
+        self.instants: dict[str, int] = {}  # chat key -> expiry instant of its live session
+        self.heap: list[tuple[int, str]] = []
+
+    def set(self, key: str, instant: int | None) -> None:
+        if instant is None:
+            self.instants.pop(key, None)
+            return
+        if self.instants.get(key) == instant:
+            return
+        self.instants[key] = instant
+        heappush(self.heap, (instant, key))
+        if len(self.heap) > 2 * len(self.instants) + 64:  # drop the stale entries
+            self.heap = [(when, chat) for chat, when in self.instants.items()]
+            heapify(self.heap)
+
+    def earliest(self) -> int | None:
+        heap, instants = self.heap, self.instants
+        while heap and instants.get(heap[0][1]) != heap[0][0]:
+            heappop(heap)
+        return heap[0][0] if heap else None

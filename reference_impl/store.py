@@ -67,7 +67,7 @@ class StoreLocked(sqlite3.OperationalError):
     """Raised for transcript writes while an injected lock is in force."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Row:
     """One transcript message as the gateway holds it in memory and writes it."""
 
@@ -77,7 +77,7 @@ class Row:
     visibility: str = "visible"
 
 
-@dataclass
+@dataclass(slots=True)
 class Route:
     chat_key: str
     chat: str
@@ -101,8 +101,20 @@ class Store:
         self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA foreign_keys = ON")
         self.locked_until = -1
+        # A read cache of transcripts: reloading an evicted agent re-reads its whole session,
+        # which dominated long runs. Kept in step by `append` (after the commit) and dropped
+        # by any deletion; `read_transcript` (what other surfaces see) bypasses it, and the
+        # writes all go to SQLite as before.
+        self._transcripts: dict[str, list[Row]] = {}
+        self.saved_routes: list[Route] = []  # copies of the routing entries written, for the watcher
         if not self.db.execute("SELECT name FROM sqlite_master WHERE name = 'sessions'").fetchone():
             self.db.executescript(SCHEMA)
+        # The routing table, read once: only `save_route` writes it, and it keeps this in step.
+        self._routing: dict[str, tuple[str, str, str | None, str | None, int | None, int | None, bool]] = {
+            route.chat_key: (route.chat_key, route.chat, route.session_id, route.previous_id, route.last_user,
+                             route.anchor, route.ended)
+            for route in self.read_routes()
+        }
 
     # -- faults -----------------------------------------------------------------------
 
@@ -132,16 +144,28 @@ class Store:
     def append(self, session_id: str, rows: Iterable[Row]) -> None:
         """Append rows in one transaction: all land or none do."""
         self._check_lock()
+        rows = list(rows)
         with _transaction(self.db):
             self.db.executemany(
                 "INSERT INTO messages(session_id, turn_id, role, content, visibility) VALUES (?, ?, ?, ?, ?)",
                 [(session_id, r.turn, r.role, r.content, r.visibility) for r in rows],
             )
+        cached = self._transcripts.get(session_id)
+        if cached is not None:
+            cached.extend(rows)
 
     def session_exists(self, session_id: str) -> bool:
         return self.db.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is not None
 
     def transcript(self, session_id: str) -> list[Row]:
+        """The session's rows, for the gateway: served from the read cache once read."""
+        cached = self._transcripts.get(session_id)
+        if cached is None:
+            cached = self._transcripts[session_id] = self.read_transcript(session_id)
+        return list(cached)
+
+    def read_transcript(self, session_id: str) -> list[Row]:
+        """The session's rows as the database holds them (bypassing the read cache)."""
         return [
             Row(turn, role, content, visibility)
             for turn, role, content, visibility in self.db.execute(
@@ -150,6 +174,14 @@ class Store:
             )
         ]
 
+    def read_messages(self) -> dict[str, list[tuple[str, str, str]]]:
+        """Every session's (role, content, visibility) rows as the database holds them, in one
+        query (a snapshot of the whole store used to cost one query per session)."""
+        out: dict[str, list[tuple[str, str, str]]] = {}
+        for session, *row in self.db.execute("SELECT session_id, role, content, visibility FROM messages ORDER BY seq"):
+            out.setdefault(session, []).append(tuple(row))  # type: ignore[arg-type]
+        return out
+
     def parent_of(self, session_id: str) -> str | None:
         row = self.db.execute("SELECT parent_id FROM sessions WHERE id = ?", (session_id,)).fetchone()
         return row[0] if row else None
@@ -157,6 +189,7 @@ class Store:
     def delete_session(self, session_id: str, *, keep_children: bool = False) -> None:
         """What another surface does. `keep_children` deletes with foreign keys off, as the
         sqlite3 shell does by default: the row and its messages go, its children dangle."""
+        self._transcripts.clear()  # a cascade reaches sessions the cache cannot name
         if keep_children:
             self.db.execute("PRAGMA foreign_keys = OFF")
             try:
@@ -171,6 +204,11 @@ class Store:
     # -- routing ----------------------------------------------------------------------
 
     def routes(self) -> list[Route]:
+        """Every routing entry, by chat key (from the read cache)."""
+        return [Route(*row) for _key, row in sorted(self._routing.items())]
+
+    def read_routes(self) -> list[Route]:
+        """Every routing entry as the database holds it (bypassing the read cache)."""
         return [
             Route(key, chat, sid, prev, last, anchor, bool(ended))
             for key, chat, sid, prev, last, anchor, ended in self.db.execute(
@@ -179,11 +217,8 @@ class Store:
         ]
 
     def route(self, chat_key: str) -> Route | None:
-        row = self.db.execute(
-            "SELECT chat_key, chat, session_id, previous_id, last_user, anchor, ended FROM routing WHERE chat_key = ?",
-            (chat_key,),
-        ).fetchone()
-        return Route(*row[:6], bool(row[6])) if row else None
+        row = self._routing.get(chat_key)
+        return Route(*row) if row else None
 
     def save_route(self, route: Route) -> None:
         self.db.execute(
@@ -193,6 +228,17 @@ class Store:
             "ended = excluded.ended",
             (route.chat_key, route.chat, route.session_id, route.previous_id, route.last_user, route.anchor, int(route.ended)),
         )
+        known = self._routing.get(route.chat_key)
+        row = (route.chat_key, known[1] if known else route.chat, route.session_id, route.previous_id, route.last_user,
+               route.anchor, bool(route.ended))  # as the upsert left it: the first chat name stays
+        self._routing[route.chat_key] = row
+        self.saved_routes.append(Route(*row))
+
+    def take_saved_routes(self) -> list[Route]:
+        """The routing entries written since the last call, oldest first (a change feed, so
+        the gateway's expiry index never re-reads the whole table)."""
+        saved, self.saved_routes = self.saved_routes, []
+        return saved
 
     # -- lifecycle flags --------------------------------------------------------------
 

@@ -89,6 +89,10 @@ def _cuts(m: RunModel) -> _Cuts:
 
 
 def _derive(m: RunModel) -> _Cuts:
+    crashes = [i for i, _ in m.of("crash")]
+    crash_durable = bool(m.profile.get("crash_durable", True))
+    if not m.by_kind.get("delete_session") and not m.by_kind.get("delete_parent"):
+        return _Cuts(crashes=crashes, crash_durable=crash_durable)  # no deletion: skip the cache scan
     children: dict[str, list[tuple[int, str]]] = {}  # parent -> (child's first request, child)
     for child, (parent, born) in sorted(_parents(m).items()):
         children.setdefault(parent, []).append((born, child))
@@ -115,7 +119,7 @@ def _derive(m: RunModel) -> _Cuts:
                 elif sid in ended and not _live(m, sid, index):
                     why = "the session had already ended"
                 raw.append((sid, index, r.t, why))
-    out = _Cuts(crashes=[i for i, _ in m.of("crash")], crash_durable=bool(m.profile.get("crash_durable", True)))
+    out = _Cuts(crashes=crashes, crash_durable=crash_durable)
     for sid, index, t, why in raw:
         gone_at = NEVER
         if not why:

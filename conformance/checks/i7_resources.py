@@ -22,7 +22,10 @@ def check(m: RunModel) -> Verdict:
 def _over_cap(m: RunModel, samples: list[tuple[int, Obs]]) -> list[Violation]:
     cap = m.config.cache_cap
     for index, r in samples:
-        idle = [sid for sid, busy in r.d("cached", []) if not busy]
+        cached = r.d("cached", [])
+        if len(cached) <= cap:  # no more idle agents than agents
+            continue
+        idle = [sid for sid, busy in cached if not busy]
         if len(idle) > cap:
             return [Violation(f"the agent cache held {len(idle)} idle agents at {m.at(r.t)} (cap {cap}): {', '.join(idle)}",
                               (index,), r.t)]
@@ -33,10 +36,14 @@ def _not_reaped(m: RunModel, samples: list[tuple[int, Obs]]) -> list[Violation]:
     """Each stretch an agent of a `none` session sat idle in the cache, against the TTL."""
     ttl, slack = m.config.idle_ttl, int(m.profile.get("sweep_interval", 0))
     chat_of = {t.session: t.chat for t in m.turns.values() if t.session}
+    # Only agents of `none` sessions are held to the TTL here: follow no other.
+    watched = {sid for sid, chat in chat_of.items() if m.policy(chat).mode == "none"}
+    if not watched:
+        return []
     activity: dict[str, list[int]] = {}
     for t in sorted(m.turns.values(), key=lambda t: t.index):
         for r in (t.request, t.reply):
-            if r is not None and t.session:
+            if r is not None and t.session in watched:
                 activity.setdefault(t.session, []).append(r.t)
     for times in activity.values():
         times.sort()
@@ -45,7 +52,7 @@ def _not_reaped(m: RunModel, samples: list[tuple[int, Obs]]) -> list[Violation]:
     since: dict[str, tuple[int, int]] = {}  # session -> (index, t) of the sample it became idle-cached
     stretches: list[tuple[str, int, int, int, bool]] = []  # (session, index, from, until, left)
     for index, r in samples:
-        idle = {sid for sid, busy in r.d("cached", []) if not busy}
+        idle = {sid for sid, busy in r.d("cached", []) if not busy and sid in watched}
         for sid in sorted(set(since) - idle):
             start_index, start = since.pop(sid)
             stretches.append((sid, start_index, start, r.t, True))
@@ -54,8 +61,7 @@ def _not_reaped(m: RunModel, samples: list[tuple[int, Obs]]) -> list[Violation]:
     last_t = samples[-1][1].t if samples else 0
     stretches += [(sid, i, start, last_t, False) for sid, (i, start) in sorted(since.items())]
     for sid, index, start, until, left in sorted(stretches, key=lambda s: s[1]):
-        chat = chat_of.get(sid)
-        if chat is None or m.policy(chat).mode != "none" or sid in reported:
+        if sid in reported:
             continue
         times = activity.get(sid, [])
         k = bisect_right(times, start)  # its last turn activity before it went idle

@@ -135,7 +135,9 @@ class RunModel:
         return int(self.profile.get("latency", 0))
 
     def chat_sessions(self) -> set[str]:
-        return {t.session for t in self.turns.values() if not t.delegate and t.session}
+        if "chats" not in self.memo:
+            self.memo["chats"] = {t.session for t in self.turns.values() if not t.delegate and t.session}
+        return self.memo["chats"]
 
     def delegate_sessions(self) -> set[str]:
         if "delegates" not in self.memo:

@@ -1,0 +1,96 @@
+"""Shared helpers for the benchmarks: the machine line, a best-of timer, and the log digest.
+
+The digest is the behaviour guard for speed work: a SHA-256 over the observation logs (and verdicts) of
+every catalog scenario on the reference and on every bug-zoo variant, plus generated seeds
+on the reference. A speed fix that changes it changed behaviour.
+
+Run: python bench/common.py digest [--seeds N]   (prints one digest per group, then the total)
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import hashlib
+import os
+import platform
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+def machine() -> str:
+    """One line: CPUs, CPU model and Python, for the record beside every figure."""
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{os.cpu_count()} CPUs, {model}, Python {platform.python_version()}"
+
+
+@dataclass(frozen=True)
+class Timing:
+    wall: float  # seconds
+    cpu: float  # seconds of this process (the machine may be shared: compare both)
+
+
+def timed(fn: Callable[[], T]) -> tuple[Timing, T]:
+    """Wall and CPU seconds of one call (after a collection, so garbage from before is not billed)."""
+    gc.collect()
+    wall, cpu = time.perf_counter(), time.process_time()
+    value = fn()
+    return Timing(time.perf_counter() - wall, time.process_time() - cpu), value
+
+
+def log_digests(seeds: int = 100) -> dict[str, str]:
+    """group -> SHA-256 of its logs and verdicts: catalog on the reference, catalog on each variant, seeds."""
+    from conformance.registry import resolve
+    from conformance.runner import RunResult, run_scenario
+    from conformance.suite import catalog_paths
+    from reference_impl.variants import VARIANTS
+    from sim.generate import scenario_for_seed
+    from sim.loader import load_file
+
+    def digest_of(runs: list[RunResult]) -> str:
+        digest = hashlib.sha256()
+        for result in runs:
+            digest.update(result.log_text().encode())
+            for verdict in result.verdicts.values():
+                digest.update(repr(verdict).encode())
+        return digest.hexdigest()
+
+    catalog = [load_file(path) for path in catalog_paths()]
+    out: dict[str, str] = {}
+    for gateway in ["reference", *(f"reference:{name}" for name in VARIANTS)]:
+        make = resolve(gateway)
+        out[f"catalog on {gateway}"] = digest_of([run_scenario(s, make(), gateway) for s in catalog])
+    make = resolve("reference")
+    out[f"seeds 0:{seeds} on reference"] = digest_of([run_scenario(scenario_for_seed(seed), make(), "reference") for seed in range(seeds)])
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="bench helpers")
+    parser.add_argument("what", choices=["digest", "machine"])
+    parser.add_argument("--seeds", type=int, default=100, help="generated seeds in the digest (default 100)")
+    args = parser.parse_args(argv)
+    if args.what == "machine":
+        print(machine())
+        return
+    digests = log_digests(args.seeds)
+    for group, value in digests.items():
+        print(f"{value[:16]}  {group}")
+    total = hashlib.sha256("".join(digests.values()).encode()).hexdigest()
+    print(f"total: {total}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,99 @@
+"""Cost per event as one scenario grows from 10^3 to 10^5 (or 10^6) events.
+
+The scenario is a steady conversation load, so every size is the same work repeated: 10
+chats sending messages at exponential gaps (mean 300 s each), reset policy `both` (idle
+30 min, daily 04:00), default cache; N events is N messages, about N/2880 virtual days. Each
+size runs in its own process (run and every check, as `sessiongate run` does), which
+reports its wall and CPU time and its peak resident memory (ru_maxrss), so one size's heap
+never inflates another's figure. The whole log stays in memory by design (the checks are a
+function of the whole log), so memory grows with N; time per event should not.
+
+Run: python bench/scaling.py [--max-exp 6] [--quick]. The last line is
+`µs/event ratio 10^N vs 10^3: X.XX` for the largest size run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from common import machine
+
+CHATS = 10
+SEED = 3
+
+
+def steady_scenario(events: int):  # -> Scenario (imports stay in the child)
+    """N messages from CHATS chats at exponential gaps, merged in time order."""
+    import random
+
+    from sim.clock import HOUR, MINUTE, SECOND
+    from sim.scenario import Chat, GatewayConfig, Message, ResetPolicy, Scenario
+
+    rng = random.Random(SEED)
+    start = 1_767_225_600_000  # 2026-01-01 00:00 UTC
+    clocks = [start] * CHATS
+    arrivals = []
+    # Each chat's next arrival is drawn when its previous one is taken: a merge of CHATS
+    # Poisson streams, cut at N events.
+    for _ in range(events):
+        chat = min(range(CHATS), key=clocks.__getitem__)
+        arrivals.append((clocks[chat], chat))
+        clocks[chat] += max(1, round(rng.expovariate(1 / (300 * SECOND))))
+    names = [f"c{number:02d}" for number in range(CHATS)]
+    config = GatewayConfig(reset=ResetPolicy(mode="both", idle_minutes=30, at_hour=4), idle_ttl=HOUR,
+                           watcher_interval=5 * MINUTE, turn_latency=2 * SECOND)
+    return Scenario(name=f"steady-{events}", seed=SEED, start=start, config=config,
+                    chats=tuple(Chat(name) for name in names),
+                    events=tuple(Message(t, chat=names[c], turn=f"t{i}", text="hello") for i, (t, c) in enumerate(arrivals, 1)))
+
+
+def measure(events: int) -> dict[str, float]:
+    """In this process: run and judge one scenario of `events` events."""
+    from conformance.runner import run_scenario
+    from reference_impl import ReferenceGateway
+
+    scenario = steady_scenario(events)
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = run_scenario(scenario, ReferenceGateway(), "reference")
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    if not result.passed:
+        raise SystemExit(f"the reference gateway failed {scenario.name}")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    return {"events": events, "wall": wall, "cpu": cpu, "records": len(result.records), "peak_mb": peak}
+
+
+def in_subprocess(events: int) -> dict[str, float]:
+    done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", str(events)],
+                          capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--max-exp", type=int, default=5, help="largest size is 10^N events (default 5; 6 takes minutes and GBs)")
+    parser.add_argument("--quick", action="store_true", help="10^2 to 10^3 events (smoke test)")
+    parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child is not None:
+        print(json.dumps(measure(args.child)))
+        return
+    exponents = range(2, 4) if args.quick else range(3, args.max_exp + 1)
+    rows = [in_subprocess(10**n) for n in exponents]
+    print(machine())
+    print(f"{'events':>10}{'records':>11}{'wall':>10}{'CPU':>10}{'µs/event':>10}{'peak RSS':>10}")
+    for row in rows:
+        print(f"{row['events']:>10,}{row['records']:>11,}{row['wall']:>9.2f}s{row['cpu']:>9.2f}s"
+              f"{row['wall'] / row['events'] * 1e6:>10.1f}{row['peak_mb']:>7.0f} MB")
+    first, last = rows[0], rows[-1]
+    ratio = (last["wall"] / last["events"]) / (first["wall"] / first["events"])
+    print(f"µs/event ratio 10^{exponents[-1]} vs 10^{exponents[0]}: {ratio:.2f}")
+
+
+if __name__ == "__main__":
+    main()

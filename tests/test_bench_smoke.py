@@ -1,0 +1,64 @@
+"""Every bench runs end to end (--quick) and ends with its headline line; timings are not asserted."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_engine_bench_quick_ends_with_the_simpy_ratio() -> None:
+    pytest.importorskip("simpy", reason="SimPy is the bench extra: pip install -e '.[bench]'")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "engine.py"), "--quick"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    last = done.stdout.rstrip("\n").splitlines()[-1]
+    assert re.fullmatch(r"ratio vs simpy: \d+\.\d\d", last), done.stdout
+
+
+def run_quick(bench: str, *extra: str) -> str:
+    """The bench's stdout from a --quick run (its last line is the headline)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / bench), "--quick", *extra], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600, check=True)
+    return done.stdout
+
+
+def last_line(stdout: str) -> str:
+    return stdout.rstrip("\n").splitlines()[-1]
+
+
+def test_gateway_day_bench_quick_ends_with_the_hypothesis_ratio() -> None:
+    pytest.importorskip("hypothesis")
+    out = run_quick("gateway_day.py")
+    assert re.fullmatch(r"ratio vs hypothesis: \d+\.\d\d", last_line(out)), out
+
+
+def test_scaling_bench_quick_ends_with_the_per_event_ratio() -> None:
+    out = run_quick("scaling.py")
+    assert re.fullmatch(r"µs/event ratio 10\^3 vs 10\^2: \d+\.\d\d", last_line(out)), out
+
+
+def test_sweep_bench_quick_ends_with_scenarios_per_second() -> None:
+    out = run_quick("sweep.py", "-n", "2")
+    assert re.fullmatch(r"scenarios/s: \d+\.\d", last_line(out)), out
+    assert re.search(r"^ +100 +2 .* 0$", out, re.MULTILINE), out  # 100 seeds, none failed
+
+
+def test_detection_bench_quick_ends_with_the_median() -> None:
+    out = run_quick("detection.py", "-n", "2")
+    assert re.fullmatch(r"median detection: \d+\.\d\ds", last_line(out)), out
+    assert "3 of 3 variants caught" in out, out
