@@ -59,6 +59,6 @@ def resolve(name: str) -> Callable[[], Gateway]:
         if not sep:
             return factory
         return lambda: factory(arg)
-    if sep and "." in head or sep and arg:
+    if (sep and "." in head) or (sep and arg):
         return _load(name)
     raise UnknownGateway(f"unknown gateway {name!r}; known: {', '.join(sorted(known))} (or MODULE:FACTORY)")

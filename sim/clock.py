@@ -8,8 +8,8 @@ or `time.time()` themselves are pinned to virtual time with `FreezegunBridge`.
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 from datetime import UTC, date, datetime, timedelta
+from functools import lru_cache
 from zoneinfo import ZoneInfo
 
 MS = 1

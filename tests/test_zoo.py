@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.suite import catalog_paths
 from conformance.runner import run_scenario
+from conformance.suite import catalog_paths
 from reference_impl.registry import reference
 from reference_impl.variants import VARIANTS
 from sim.loader import load_file

@@ -12,7 +12,6 @@ from zoneinfo import ZoneInfo
 from conformance.adapter import Inbound
 from reference_impl.gateway import ReferenceGateway
 from reference_impl.policy import ResetPolicyEvaluator, chat_key
-from reference_impl.store import Route
 from sim.scenario import Chat
 
 
