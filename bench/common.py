@@ -1,8 +1,8 @@
-"""Shared helpers for the benchmarks: the machine line, a best-of timer, and the log digest.
+"""Shared helpers for the benchmarks: the machine line, a wall-and-CPU timer, and the log digest.
 
-The digest is the behaviour guard for speed work: a SHA-256 over the observation logs (and verdicts) of
-every catalog scenario on the reference and on every bug-zoo variant, plus generated seeds
-on the reference. A speed fix that changes it changed behaviour.
+The digest is the behaviour guard for speed work: a SHA-256 over the observation logs and
+verdicts of every catalog scenario on the reference and on every bug-zoo variant, plus
+generated seeds on the reference. A speed fix that changes it changed behaviour.
 
 Run: python bench/common.py digest [--seeds N]   (prints one digest per group, then the total)
 """
