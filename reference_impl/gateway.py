@@ -369,20 +369,26 @@ class ReferenceGateway:
         agent = self.cache.pop(session) or self.unflushed.pop(session, None)
         if agent is not None and not self.flush(agent):
             self.unflushed[session] = agent
-        transcript = agent.rows if agent is not None else self.store.transcript(session)
-        self.memory.end_session(session, transcript)
+        self.end_memory(session, reason, agent)
         self.store.mark_end_done(session, "memory_done")
-        self.h.hooks.on_session_finalize(session, reason)
+        self.finalize(session, reason)
         self.store.mark_end_done(session, "finalize_done")
+
+    def end_memory(self, session: str, reason: str, agent: Agent | None) -> None:
+        """Memory on_session_end with the full transcript: the live agent's, else the store's."""
+        self.memory.end_session(session, agent.rows if agent is not None else self.store.transcript(session))
+
+    def finalize(self, session: str, reason: str) -> None:
+        self.h.hooks.on_session_finalize(session, reason)
 
     def finish_interrupted_ends(self) -> None:
         """A crash between recording an end and its hooks: finish them, once."""
         for session, reason, memory_done, finalize_done in self.store.unfinished_ends():
             if not memory_done:
-                self.memory.end_session(session, self.store.transcript(session))
+                self.end_memory(session, reason, None)
                 self.store.mark_end_done(session, "memory_done")
             if not finalize_done:
-                self.h.hooks.on_session_finalize(session, reason)
+                self.finalize(session, reason)
                 self.store.mark_end_done(session, "finalize_done")
 
     def tick(self) -> None:

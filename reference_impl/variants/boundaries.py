@@ -6,6 +6,7 @@ had it. The docstring quotes the report.
 
 from __future__ import annotations
 
+from reference_impl.cache import Agent
 from reference_impl.gateway import FLUSH_RETRY, ReferenceGateway
 from reference_impl.memory import Turn
 from reference_impl.store import Route
@@ -24,18 +25,10 @@ class ExpirySkipsEndWithoutAgent(ReferenceGateway):
     Here: an expiry whose agent is no longer cached fires finalize but no memory end.
     """
 
-    def end_session(self, route: Route, reason: str) -> None:
-        session = route.session_id
-        assert session is not None
-        if reason not in EXPIRY_REASONS or session in self.cache.agents or session in self.unflushed:
-            super().end_session(route, reason)
-            return
-        route.ended = True
-        self.store.save_route(route)
-        if self.store.record_end(session, reason):
-            self.store.mark_end_done(session, "memory_done")  # no agent to tear down: no on_session_end
-            self.h.hooks.on_session_finalize(session, reason)
-            self.store.mark_end_done(session, "finalize_done")
+    def end_memory(self, session: str, reason: str, agent: Agent | None) -> None:
+        if reason in EXPIRY_REASONS and agent is None:
+            return  # no agent to tear down: no on_session_end
+        super().end_memory(session, reason, agent)
 
 
 class IdleExpiryNoFinalize(ReferenceGateway):
@@ -48,23 +41,9 @@ class IdleExpiryNoFinalize(ReferenceGateway):
     never fires on_session_finalize.
     """
 
-    def end_session(self, route: Route, reason: str) -> None:
+    def finalize(self, session: str, reason: str) -> None:
         if reason != "idle":
-            super().end_session(route, reason)
-            return
-        session = route.session_id
-        assert session is not None
-        route.ended = True
-        self.store.save_route(route)
-        if not self.store.record_end(session, reason):
-            return
-        agent = self.cache.pop(session) or self.unflushed.pop(session, None)
-        if agent is not None and not self.flush(agent):
-            self.unflushed[session] = agent
-        transcript = agent.rows if agent is not None else self.store.transcript(session)
-        self.memory.end_session(session, transcript)
-        self.store.mark_end_done(session, "memory_done")
-        self.store.mark_end_done(session, "finalize_done")  # ...without on_session_finalize
+            super().finalize(session, reason)
 
 
 class EndAfterSwitch(ReferenceGateway):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from reference_impl.cache import Agent
 from reference_impl.gateway import ReferenceGateway
-from reference_impl.store import Route
 
 
 class LruEvictDropsUnflushed(ReferenceGateway):
@@ -46,21 +45,8 @@ class IdleSweepEvictsBeforeDailyExpiry(ReferenceGateway):
     with an empty transcript.
     """
 
-    def end_session(self, route: Route, reason: str) -> None:
-        session = route.session_id
-        assert session is not None
-        route.ended = True
-        self.store.save_route(route)
-        if not self.store.record_end(session, reason):
-            return
-        agent = self.cache.pop(session) or self.unflushed.pop(session, None)
-        if agent is not None and not self.flush(agent):
-            self.unflushed[session] = agent
-        transcript = agent.rows if agent is not None else []  # no store fallback: swept means empty
-        self.memory.end_session(session, transcript)
-        self.store.mark_end_done(session, "memory_done")
-        self.h.hooks.on_session_finalize(session, reason)
-        self.store.mark_end_done(session, "finalize_done")
+    def end_memory(self, session: str, reason: str, agent: Agent | None) -> None:
+        self.memory.end_session(session, agent.rows if agent is not None else [])  # no store fallback
 
 
 class IdleSweepNeverReapsNone(ReferenceGateway):
