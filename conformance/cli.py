@@ -25,13 +25,13 @@ from conformance.registry import UnknownGateway, resolve
 from conformance.runner import DEFAULT_BUDGET, RunResult, run_scenario
 from conformance.suite import Expectations, catalog_paths, load_all, outcome, run_all, scenario_paths
 from conformance.verdict import CHECK_IDS, GatewayFailure
-from sim.loader import ScenarioError
+from sim.document import ScenarioError
 
 SYMBOL = {"pass": ".", "fail": "F", "xfail": "x", "xpass": "X", "error": "E", "timeout": "T", "skip": "s"}
 
 
-class UsageError(Exception):
-    pass
+class UsageError(ValueError):
+    """A malformed option or argument: the CLI prints it and exits with status 2."""
 
 
 class _Parser(argparse.ArgumentParser):

@@ -31,8 +31,8 @@ from conformance.wire import (
     state_from_wire,
 )
 from sim.engine import Timer
-from sim.loader import config_document
 from sim.scenario import Chat, GatewayConfig
+from sim.writer import config_document
 
 T = TypeVar("T")
 DEFAULT_STEP_TIMEOUT = 10.0

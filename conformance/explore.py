@@ -46,7 +46,6 @@ from conformance.observations import Obs
 from conformance.registry import resolve
 from conformance.runner import run_scenario
 from sim.clock import MINUTE, SECOND, to_ms
-from sim.loader import dump_text
 from sim.scenario import (
     Advance,
     Chat,
@@ -62,6 +61,7 @@ from sim.scenario import (
     Scenario,
     Sigterm,
 )
+from sim.writer import dump_text
 
 ALPHABET = ("ma", "mb", "na", "nb", "da", "db", "evict", "tick", "idle", "term")
 START = to_ms(datetime(2026, 1, 5, 9, 0, tzinfo=UTC))

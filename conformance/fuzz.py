@@ -24,21 +24,19 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from conformance.cli import UsageError
 from conformance.registry import resolve
 from conformance.runner import RunResult, run_scenario
 from sim.clock import MINUTE, parse_duration
 from sim.generate import PROFILES, scenario_for_seed
-from sim.loader import dump_text, load_file, load_text
+from sim.loader import load_file, load_text
 from sim.scenario import Scenario
 from sim.shrink import Predicate, shrink, write_beside
+from sim.writer import dump_text
 
 BAD = ("fail", "error", "timeout")
 T = TypeVar("T")
 R = TypeVar("R")
-
-
-class UsageError(ValueError):
-    """A malformed option (the CLI turns it into exit code 2)."""
 
 
 def candidate_budget(scenario: Scenario) -> int:

@@ -95,7 +95,8 @@ class ScenarioItem(pytest.Item):
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     if not _active(config):
         return
-    from conformance.fuzz import UsageError, parse_seeds
+    from conformance.cli import UsageError
+    from conformance.fuzz import parse_seeds
     from conformance.registry import UnknownGateway, resolve
     from conformance.suite import catalog_paths
 

@@ -88,7 +88,7 @@ def _short_traceback(err: BaseException) -> tuple[str, ...]:
 
 def scenario_detail(scenario: Scenario, profile: Profile) -> dict[str, Any]:
     """The first log record: everything the checks need to know about the inputs."""
-    from sim.loader import scenario_document  # the canonical document form, shared with files
+    from sim.writer import scenario_document  # the canonical document form, shared with files
 
     document = scenario_document(scenario)
     return {

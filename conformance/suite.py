@@ -18,7 +18,8 @@ from pathlib import Path
 from conformance.adapter import Gateway
 from conformance.runner import DEFAULT_BUDGET, RunResult, run_scenario
 from conformance.verdict import CHECK_IDS
-from sim.loader import ScenarioError, load_file
+from sim.document import ScenarioError
+from sim.loader import load_file
 from sim.scenario import Scenario
 
 CATALOG = Path(__file__).parent / "catalog"

@@ -15,7 +15,7 @@ from pathlib import Path
 from conformance.fuzz import Shrinking, factory, failing, guarded, in_order, parse_seeds, parse_workers, shrink_and_write
 from conformance.runner import run_scenario
 from sim.generate import PROFILES, scenario_for_seed
-from sim.loader import dump_text
+from sim.writer import dump_text
 
 
 @dataclass(frozen=True)

@@ -1,28 +1,22 @@
-"""Scenario files (YAML, safe subset, or JSON) to `Scenario`, and back.
+"""Scenario files (YAML, safe subset, or JSON) to `Scenario`.
 
 Every error is a `ScenarioError` naming file, line and field, e.g.
 `catalog/x.yaml:12: events[3].advance: expected a positive duration like '61m', got '-5m'`.
-Unknown keys are errors; YAML tags that would construct objects are refused; so are
-oversized files and timelines, and times outside the years 1970 to 8999. A `.json` file is
-read as JSON (not as YAML, which reads some JSON differently).
+Unknown keys are errors; so are oversized timelines and times outside the years 1970 to
+8999. `sim.document` reads the text; this module types it; `sim.writer` writes it back.
 """
 
 from __future__ import annotations
 
-import json
 import re
-from bisect import bisect_right
 from collections.abc import Callable
-from dataclasses import fields, replace
 from datetime import UTC, date, datetime
-from json.decoder import scanstring
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-import yaml
-
 from sim.clock import format_duration, from_ms, local_instant, parse_duration, to_ms
+from sim.document import MAX_FILE_BYTES, LocatedList, ScenarioError, parse_document, show
 from sim.scenario import (
     CHAT_TYPES,
     COMMANDS,
@@ -48,227 +42,9 @@ from sim.scenario import (
     Sigterm,
 )
 
-MAX_FILE_BYTES = 1 << 20
 MAX_EVENTS = 100_000
-MAX_NODES = 500_000
 FIRST_YEAR, LAST_YEAR = 1970, 8999  # virtual time stays well inside what `datetime` can show
 END_OF_TIME = to_ms(datetime(LAST_YEAR + 1, 1, 1, tzinfo=UTC))
-
-
-class ScenarioError(ValueError):
-    """A scenario that cannot be loaded: where, which field, and what was expected."""
-
-    def __init__(self, source: str, line: int, field: str, message: str) -> None:
-        self.source, self.line, self.field, self.message = source, line, field, message
-        where = f"{source}:{line}" if line else source
-        super().__init__(f"{where}: {field}: {message}" if field else f"{where}: {message}")
-
-
-# ---------------------------------------------------------------------------------------
-# Parsing with line numbers
-
-
-class Located(dict):  # type: ignore[type-arg]
-    """A mapping that remembers the line of each key."""
-
-    line: int = 0
-    lines: dict[str, int]
-
-
-class LocatedList(list):  # type: ignore[type-arg]
-    """A sequence that remembers the line of each item."""
-
-    line: int = 0
-    lines: list[int]
-
-
-class _Loader(yaml.SafeLoader):
-    """Safe composer with no implicit typing: plain scalars stay text until we type them."""
-
-    yaml_implicit_resolvers: dict[str, Any] = {}
-
-
-_STR, _SEQ, _MAP = "tag:yaml.org,2002:str", "tag:yaml.org,2002:seq", "tag:yaml.org,2002:map"
-_INT = re.compile(r"[-+]?\d+", re.ASCII)
-_FLOAT = re.compile(r"[-+]?(\d+\.\d*|\.\d+|\d+)([eE][-+]?\d+)?", re.ASCII)
-
-
-def _plain(text: str) -> Any:
-    """Type a plain (unquoted) scalar: null, bool, int, float, else text. No YAML 1.1 surprises."""
-    if text in ("", "~", "null", "Null", "NULL"):
-        return None
-    if text in ("true", "True", "TRUE"):
-        return True
-    if text in ("false", "False", "FALSE"):
-        return False
-    if _INT.fullmatch(text):
-        return int(text)
-    if _FLOAT.fullmatch(text):
-        return float(text)
-    return text
-
-
-def _tag_error(source: str, line: int, path: str, tag: str) -> ScenarioError:
-    """Names the tag as it is written: '!!python/object/apply:os.system', '!custom'."""
-    shown = "!!" + tag.removeprefix("tag:yaml.org,2002:") if tag.startswith("tag:yaml.org,2002:") else tag
-    return ScenarioError(source, line, path, f"YAML tag {shown!r} is not allowed")
-
-
-def _too_long(source: str, line: int, path: str, digits: str) -> ScenarioError:
-    """Python refuses to read an int of more than `sys.get_int_max_str_digits()` digits."""
-    return ScenarioError(source, line, path, f"a number of {len(digits)} digits is too long")
-
-
-def _child(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key
-
-
-def _convert(node: yaml.Node, source: str, budget: list[int], stack: set[int], path: str = "") -> Any:
-    """A composed YAML node -> plain values; `path` names the field in errors ('events[3].at')."""
-    budget[0] -= 1
-    if budget[0] < 0:
-        raise ScenarioError(source, node.start_mark.line + 1, "", f"document too large (over {MAX_NODES} nodes)")
-    line = node.start_mark.line + 1
-    if id(node) in stack:
-        raise ScenarioError(source, line, path, "recursive alias is not allowed")
-    if isinstance(node, yaml.ScalarNode):
-        if node.tag != _STR:
-            raise _tag_error(source, line, path, node.tag)
-        if node.style in ("'", '"', "|", ">"):
-            return node.value
-        try:
-            return _plain(node.value)
-        except ValueError:
-            raise _too_long(source, line, path, node.value) from None
-    stack.add(id(node))
-    try:
-        if isinstance(node, yaml.SequenceNode):
-            if node.tag != _SEQ:
-                raise _tag_error(source, line, path, node.tag)
-            seq = LocatedList(_convert(item, source, budget, stack, f"{path}[{index}]") for index, item in enumerate(node.value))
-            seq.line, seq.lines = line, [item.start_mark.line + 1 for item in node.value]
-            return seq
-        if isinstance(node, yaml.MappingNode):
-            if node.tag != _MAP:
-                raise _tag_error(source, line, path, node.tag)
-            mapping = Located()
-            mapping.line, mapping.lines = line, {}
-            for key_node, value_node in node.value:
-                key_line = key_node.start_mark.line + 1
-                key = _convert(key_node, source, budget, stack, path)
-                if key == "<<" and key_node.tag == _STR:
-                    raise ScenarioError(source, key_line, path, "YAML merge keys are not allowed")
-                if not isinstance(key, str):
-                    raise ScenarioError(source, key_line, path, f"keys must be text, got {_show(key)}")
-                if key in mapping:
-                    raise ScenarioError(source, key_line, _child(path, key), "duplicate key")
-                mapping[key] = _convert(value_node, source, budget, stack, _child(path, key))
-                mapping.lines[key] = key_line
-            return mapping
-    finally:
-        stack.discard(id(node))
-    raise ScenarioError(source, line, path, f"unsupported YAML node {type(node).__name__}")
-
-
-_JSON_SPACE = re.compile(r"[ \t\n\r]*")
-_JSON_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(\.\d+)?([eE][-+]?\d+)?", re.ASCII)
-_JSON_WORDS = (
-    ("true", True), ("false", False), ("null", None), ("NaN", float("nan")), ("Infinity", float("inf")), ("-Infinity", float("-inf"))
-)
-
-
-def _json_values(text: str, source: str) -> Any:
-    """Valid JSON text -> the values `json.loads` gives, with mappings and lists that remember lines.
-
-    JSON is read as JSON, not as YAML: YAML differs on tabs, long keys, NEL and surrogate pairs.
-    """
-    line_starts = [0, *(i + 1 for i, char in enumerate(text) if char == "\n")]
-    budget = [MAX_NODES]
-
-    def line_at(pos: int) -> int:
-        return bisect_right(line_starts, pos)
-
-    def space(pos: int) -> int:
-        return _JSON_SPACE.match(text, pos).end()  # type: ignore[union-attr]
-
-    def value(pos: int, path: str) -> tuple[Any, int]:
-        budget[0] -= 1
-        if budget[0] < 0:
-            raise ScenarioError(source, line_at(pos), "", f"document too large (over {MAX_NODES} nodes)")
-        char = text[pos]
-        if char == '"':
-            return scanstring(text, pos + 1)
-        if char == "{":
-            mapping = Located()
-            mapping.line, mapping.lines = line_at(pos), {}
-            pos = space(pos + 1)
-            while text[pos] != "}":
-                key_line = line_at(pos)
-                key, pos = scanstring(text, pos + 1)
-                if key in mapping:
-                    raise ScenarioError(source, key_line, _child(path, key), "duplicate key")
-                mapping[key], pos = value(space(space(pos) + 1), _child(path, key))  # past the ':'
-                mapping.lines[key] = key_line
-                pos = space(pos)
-                pos = space(pos + 1) if text[pos] == "," else pos
-            return mapping, pos + 1
-        if char == "[":
-            seq = LocatedList()
-            seq.line, seq.lines = line_at(pos), []
-            pos = space(pos + 1)
-            while text[pos] != "]":
-                seq.lines.append(line_at(pos))
-                item, pos = value(pos, f"{path}[{len(seq)}]")
-                seq.append(item)
-                pos = space(pos)
-                pos = space(pos + 1) if text[pos] == "," else pos
-            return seq, pos + 1
-        for word, constant in _JSON_WORDS:
-            if text.startswith(word, pos):
-                return constant, pos + len(word)
-        number = _JSON_NUMBER.match(text, pos)
-        assert number is not None, "json.loads accepted the text"
-        try:
-            return (float(number.group()) if number.group(1) or number.group(2) else int(number.group())), number.end()
-        except ValueError:
-            raise _too_long(source, line_at(pos), path, number.group()) from None
-
-    return value(space(0), "")[0]
-
-
-def parse_document(text: str, source: str) -> Any:
-    """Text of a YAML or JSON document -> plain values that remember their lines."""
-    if len(text.encode("utf-8", "surrogatepass")) > MAX_FILE_BYTES:
-        raise ScenarioError(source, 0, "", f"file is larger than {MAX_FILE_BYTES} bytes")
-    if "\x00" in text:
-        raise ScenarioError(source, text.count("\n", 0, text.index("\x00")) + 1, "", "file contains a NUL byte")
-    if source.endswith(".json"):
-        try:
-            json.loads(text, parse_int=len, parse_float=len)  # syntax only: numbers are read below
-            return _json_values(text, source)
-        except json.JSONDecodeError as err:
-            raise ScenarioError(source, err.lineno, "", f"invalid JSON: {err.msg} (column {err.colno})") from None
-        except RecursionError:
-            raise ScenarioError(source, 0, "", "invalid JSON: nested too deeply") from None
-    try:
-        node = yaml.compose(text, Loader=_Loader)
-    except yaml.reader.ReaderError as err:
-        line = text.count("\n", 0, err.position) + 1
-        raise ScenarioError(source, line, "", f"invalid YAML: character U+{err.character:04X} is not allowed") from None
-    except yaml.MarkedYAMLError as err:
-        mark = err.problem_mark or err.context_mark
-        line = mark.line + 1 if mark else 0
-        raise ScenarioError(source, line, "", f"invalid YAML: {err.problem or err.context}") from None
-    except yaml.YAMLError as err:
-        raise ScenarioError(source, 0, "", f"invalid YAML: {err}") from None
-    except RecursionError:
-        raise ScenarioError(source, 0, "", "invalid YAML: nested too deeply") from None
-    if node is None:
-        raise ScenarioError(source, 1, "", "empty document: expected a mapping with 'name' and 'events'")
-    try:
-        return _convert(node, source, [MAX_NODES], set())
-    except RecursionError:
-        raise ScenarioError(source, 0, "", "document nested too deeply") from None
 
 
 # ---------------------------------------------------------------------------------------
@@ -280,7 +56,7 @@ class _Fields:
 
     def __init__(self, source: str, data: Any, path: str, line: int) -> None:
         if not isinstance(data, dict):
-            raise ScenarioError(source, getattr(data, "line", line), path or "document", f"expected a mapping, got {_show(data)}")
+            raise ScenarioError(source, getattr(data, "line", line), path or "document", f"expected a mapping, got {show(data)}")
         self.source, self.data, self.path = source, data, path
         self.line = getattr(data, "line", line) or line
         self.used: set[str] = set()
@@ -309,13 +85,13 @@ class _Fields:
         value = self.raw(key)
         if kind == "str":
             if not isinstance(value, str) or not value:
-                raise self.error(key, f"expected text, got {_show(value)}")
+                raise self.error(key, f"expected text, got {show(value)}")
         elif kind == "int":
             if isinstance(value, bool) or not isinstance(value, int):
-                raise self.error(key, f"expected a whole number, got {_show(value)}")
+                raise self.error(key, f"expected a whole number, got {show(value)}")
         elif kind == "bool":
             if not isinstance(value, bool):
-                raise self.error(key, f"expected true or false, got {_show(value)}")
+                raise self.error(key, f"expected true or false, got {show(value)}")
         elif kind in ("duration", "pos_duration"):
             try:
                 value = parse_duration(value) if isinstance(value, str) else None
@@ -323,7 +99,7 @@ class _Fields:
                 value = None
             if value is None or (kind == "pos_duration" and value <= 0):
                 adjective = "positive " if kind == "pos_duration" else ""
-                raise self.error(key, f"expected a {adjective}duration like '61m', got {_show(self.data[key])}")
+                raise self.error(key, f"expected a {adjective}duration like '61m', got {show(self.data[key])}")
         if check is not None:
             problem = check(value)
             if problem:
@@ -340,20 +116,8 @@ class _Fields:
                 raise self.error(key, "unknown key")
 
 
-def _show(value: Any) -> str:
-    if isinstance(value, str):
-        return repr(value) if len(value) <= 40 else repr(value[:40]) + "..."
-    if value is None:
-        return "nothing"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (dict, list)):
-        return "a mapping" if isinstance(value, dict) else "a list"
-    return repr(value)
-
-
 def _one_of(options: tuple[str, ...]) -> Callable[[Any], str | None]:
-    return lambda v: None if v in options else f"expected one of {', '.join(options)}, got {_show(v)}"
+    return lambda v: None if v in options else f"expected one of {', '.join(options)}, got {show(v)}"
 
 
 def _at_least(low: int) -> Callable[[Any], str | None]:
@@ -365,7 +129,7 @@ def _between(low: int, high: int) -> Callable[[Any], str | None]:
 
 
 def _lowercase_name(value: str) -> str | None:
-    return None if re.fullmatch(r"[a-z][a-z0-9_-]*", value) else f"expected a lowercase name, got {_show(value)}"
+    return None if re.fullmatch(r"[a-z][a-z0-9_-]*", value) else f"expected a lowercase name, got {show(value)}"
 
 
 def _policy(f: _Fields) -> ResetPolicy:
@@ -401,7 +165,7 @@ def _config(f: _Fields) -> GatewayConfig:
     if f.has("providers"):
         items = f.raw("providers")
         if not isinstance(items, list):
-            raise f.error("providers", f"expected a list, got {_show(items)}")
+            raise f.error("providers", f"expected a list, got {show(items)}")
         for index, item in enumerate(items):
             line = items.lines[index] if isinstance(items, LocatedList) else f.line_of("providers")
             p = _Fields(f.source, item, f"{f.name('providers')}[{index}]", line)
@@ -468,14 +232,14 @@ def _instant(text: Any, zone: ZoneInfo, start_day: date | None) -> int:
         try:
             day = date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
         except ValueError:
-            raise ValueError(f"expected {expected}, got {_show(text)}") from None
+            raise ValueError(f"expected {expected}, got {show(text)}") from None
         hour, minute, second = int(m.group(4)), int(m.group(5)), int(m.group(6) or 0)
         if not FIRST_YEAR <= day.year <= LAST_YEAR:
-            raise ValueError(f"expected a date in the years {FIRST_YEAR} to {LAST_YEAR}, got {_show(text)}")
+            raise ValueError(f"expected a date in the years {FIRST_YEAR} to {LAST_YEAR}, got {show(text)}")
     else:
-        raise ValueError(f"expected {expected}, got {_show(text)}")
+        raise ValueError(f"expected {expected}, got {show(text)}")
     if hour > 23 or minute > 59 or second > 59:
-        raise ValueError(f"expected {expected}, got {_show(text)}")
+        raise ValueError(f"expected {expected}, got {show(text)}")
     return local_instant(day, hour, minute, zone) + second * 1000
 
 
@@ -499,7 +263,7 @@ def _events(
     items: Any, source: str, line: int, zone: ZoneInfo, start: int, chats: dict[str, Chat], implicit: bool, providers: set[str]
 ) -> tuple[tuple[Event, ...], dict[str, Chat]]:
     if not isinstance(items, list):
-        raise ScenarioError(source, line, "events", f"expected a list, got {_show(items)}")
+        raise ScenarioError(source, line, "events", f"expected a list, got {show(items)}")
     if len(items) > MAX_EVENTS:
         raise ScenarioError(source, line, "events", f"{len(items)} events is over the limit of {MAX_EVENTS}")
     start_day = from_ms(start, zone).date()
@@ -532,7 +296,7 @@ def _events(
             name = f.get(key, "str")
             if name not in chats:
                 if not implicit:
-                    raise f.error(key, f"unknown chat {_show(name)}; declared chats: {', '.join(sorted(chats)) or 'none'}")
+                    raise f.error(key, f"unknown chat {show(name)}; declared chats: {', '.join(sorted(chats)) or 'none'}")
                 chats[name] = Chat(name)
             return name
 
@@ -555,7 +319,7 @@ def _events(
         elif kind in ("sigterm", "crash", "restart"):
             value = f.raw(kind)
             if value not in (None, True, {}):
-                raise f.error(kind, f"takes no value, got {_show(value)}")
+                raise f.error(kind, f"takes no value, got {show(value)}")
             event = {"sigterm": Sigterm, "crash": Crash, "restart": Restart}[kind](t, item_line)
         elif kind == "delete_session":
             event = DeleteSession(t, item_line, chat=chat_ref("delete_session"))
@@ -569,7 +333,7 @@ def _events(
                 raise f.error("backend_fail", "'recorder' is the harness's own provider; its backend cannot be failed")
             if provider not in providers:
                 known = ", ".join(sorted(providers)) or "none"
-                raise f.error("backend_fail", f"unknown provider {_show(provider)}; configured providers: {known}")
+                raise f.error("backend_fail", f"unknown provider {show(provider)}; configured providers: {known}")
             if not f.has("for"):
                 raise f.error("backend_fail", "needs 'for', a duration")
             event = BackendFail(t, item_line, provider=provider, duration=f.get("for", "pos_duration"))
@@ -598,7 +362,7 @@ def load_text(text: str, source: str = "<scenario>") -> Scenario:
     try:
         zone = ZoneInfo(zone_name)
     except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: 'America' is a directory, not a zone
-        raise f.error("zone", f"unknown time zone {_show(zone_name)}; use an IANA name like 'Europe/Berlin'") from None
+        raise f.error("zone", f"unknown time zone {show(zone_name)}; use an IANA name like 'Europe/Berlin'") from None
     try:
         start = _instant(f.raw("start", "2026-01-05T09:00"), zone, None)
     except ValueError as err:
@@ -614,7 +378,7 @@ def load_text(text: str, source: str = "<scenario>") -> Scenario:
     f.raw("catches")  # zoo metadata: the variants this scenario exists to catch
     catches = f.data.get("catches")
     if catches is not None and not (isinstance(catches, list) and all(isinstance(c, str) for c in catches)):
-        raise f.error("catches", f"expected a list of variant names, got {_show(catches)}")
+        raise f.error("catches", f"expected a list of variant names, got {show(catches)}")
     f.done()
     header = "\n".join(line[1:].strip() for line in _leading_comment(text))
     return Scenario(
@@ -655,120 +419,6 @@ def load_file(path: str | Path) -> Scenario:
     except UnicodeDecodeError as err:
         raise ScenarioError(source, raw[: err.start].count(b"\n") + 1, "", "file is not UTF-8 text") from None
     return load_text(text, source)
-
-
-# ---------------------------------------------------------------------------------------
-# Writing scenarios back (fuzz failures, shrunk scenarios)
-
-
-def _policy_dict(policy: ResetPolicy) -> dict[str, Any]:
-    out: dict[str, Any] = {"mode": policy.mode}
-    default = ResetPolicy()
-    for fld in fields(ResetPolicy):
-        value = getattr(policy, fld.name)
-        if fld.name != "mode" and value != getattr(default, fld.name):
-            out[fld.name] = value
-    return out
-
-
-def config_document(config: GatewayConfig) -> dict[str, Any]:
-    """A GatewayConfig as the plain `config` mapping of a scenario file."""
-    default = GatewayConfig()
-    cfg: dict[str, Any] = {"reset": _policy_dict(config.reset)}
-    if config.reset_by_platform:
-        cfg["reset_by_platform"] = {name: _policy_dict(p) for name, p in config.reset_by_platform}
-    if config.reset_by_chat_type:
-        cfg["reset_by_chat_type"] = {name: _policy_dict(p) for name, p in config.reset_by_chat_type}
-    cfg["cache_cap"] = config.cache_cap
-    cfg["idle_ttl"] = format_duration(config.idle_ttl)
-    cfg["watcher_interval"] = "lazy" if config.watcher_interval is None else format_duration(config.watcher_interval)
-    if config.providers:
-        cfg["providers"] = [{"name": p.name, "retain_every_n_turns": p.retain_every_n_turns} for p in config.providers]
-    if config.turn_latency != default.turn_latency:
-        cfg["turn_latency"] = format_duration(config.turn_latency)
-    return cfg
-
-
-def scenario_document(scenario: Scenario) -> dict[str, Any]:
-    """The scenario as plain data that `load_text` reads back to an equal scenario."""
-    zone = ZoneInfo(scenario.zone)
-    cfg = config_document(scenario.config)
-    chats = {}
-    for chat in scenario.chats:
-        entry: dict[str, Any] = {"platform": chat.platform, "chat_type": chat.chat_type}
-        if chat.user:
-            entry["user"] = chat.user
-        if chat.thread:
-            entry["thread"] = chat.thread
-        chats[chat.name] = entry
-    events = []
-    cursor = scenario.start
-    for event in scenario.events:
-        item: dict[str, Any]
-        gap = event.t - cursor
-        if isinstance(event, Advance):
-            item = {"advance": format_duration(gap)} if gap > 0 else {"checkpoint": "advance"}
-            events.append(item)
-            cursor = event.t
-            continue
-        if isinstance(event, Message):
-            item = {"message": event.chat}
-            if event.text != "hello":
-                item["text"] = event.text
-            if event.muted:
-                item["muted"] = True
-        elif isinstance(event, Command):
-            item = {"command": event.name, "chat": event.chat}
-        elif isinstance(event, Delegate):
-            item = {"delegate": event.chat}
-        elif isinstance(event, (Sigterm, Crash, Restart)):
-            item = {event.kind: True}
-        elif isinstance(event, (DeleteSession, DeleteParent)):
-            item = {event.kind: event.chat}
-        elif isinstance(event, DbLocked):
-            item = {"db_locked": format_duration(event.duration)}
-        elif isinstance(event, BackendFail):
-            item = {"backend_fail": event.provider, "for": format_duration(event.duration)}
-        elif isinstance(event, Checkpoint):
-            item = {"checkpoint": event.name}
-        else:  # pragma: no cover - every event type is listed above
-            raise TypeError(type(event).__name__)
-        if gap:
-            item["after"] = format_duration(gap)
-        events.append(item)
-        cursor = event.t
-    document: dict[str, Any] = {
-        "name": scenario.name,
-        "seed": scenario.seed,
-        "zone": scenario.zone,
-        "start": from_ms(scenario.start, zone).strftime("%Y-%m-%dT%H:%M:%S"),
-        "config": cfg,
-        "chats": chats,
-        "events": events,
-    }
-    if scenario.catches:
-        document["catches"] = list(scenario.catches)
-    return document
-
-
-class _Dumper(yaml.SafeDumper):
-    """Quotes every string that `_plain` would read back as a number (YAML 1.1 leaves '08' and '1e5' bare)."""
-
-
-_Dumper.add_implicit_resolver("tag:yaml.org,2002:int", re.compile(rf"^(?:{_INT.pattern})$", re.ASCII), list("-+0123456789"))
-_Dumper.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(rf"^(?:{_FLOAT.pattern})$", re.ASCII), list("-+.0123456789"))
-
-
-def dump_text(scenario: Scenario, header: str = "") -> str:
-    """YAML text for a scenario, with `header` as its leading comment."""
-    comment = "".join(f"# {line}\n" if line else "#\n" for line in header.splitlines())
-    body = yaml.dump(scenario_document(scenario), Dumper=_Dumper, sort_keys=False, default_flow_style=None, width=100)
-    return comment + body
-
-
-def with_events(scenario: Scenario, events: tuple[Event, ...]) -> Scenario:
-    """The same scenario with another timeline (turn ids are kept)."""
-    return replace(scenario, events=events)
 
 
 def config_from_document(document: dict[str, Any]) -> GatewayConfig:

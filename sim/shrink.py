@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from sim.clock import HOUR, MINUTE, SECOND
-from sim.loader import dump_text, load_text
+from sim.loader import load_text
 from sim.scenario import (
     Advance,
     BackendFail,
@@ -32,6 +32,7 @@ from sim.scenario import (
     ResetPolicy,
     Scenario,
 )
+from sim.writer import dump_text
 
 T = TypeVar("T")
 Predicate = Callable[[Scenario], bool]

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from conformance.cli import main
-from conformance.fuzz import UsageError, parse_seeds, shard
+from conformance.cli import UsageError, main
+from conformance.fuzz import parse_seeds, shard
 
 VARIANT = "reference:idle-expiry-no-finalize"  # a zoo variant that fails some of seeds 0:5 and passes others
 

@@ -11,13 +11,14 @@ from dataclasses import replace
 from hypothesis import HealthCheck, given, settings
 
 from sim.generate import EVENT_WEIGHTS, scenario_for_seed
-from sim.loader import dump_text, load_text
+from sim.loader import load_text
 from sim.scenario import BackendFail, Message, Scenario
 from sim.strategies import scenarios
+from sim.writer import dump_text
 
 SEEDS = range(8)
 DIGEST_SCRIPT = (
-    "import hashlib; from sim.generate import scenario_for_seed; from sim.loader import dump_text; "
+    "import hashlib; from sim.generate import scenario_for_seed; from sim.writer import dump_text; "
     f"print(hashlib.sha256(''.join(dump_text(scenario_for_seed(s)) for s in {list(SEEDS)!r}).encode()).hexdigest())"
 )
 

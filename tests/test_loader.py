@@ -16,8 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conformance.suite import catalog_paths
-from sim.loader import MAX_FILE_BYTES, ScenarioError, dump_text, load_file, load_text, parse_document, scenario_document
+from sim.document import MAX_FILE_BYTES, ScenarioError, parse_document
+from sim.loader import load_file, load_text
 from sim.scenario import BackendFail, Message, Scenario
+from sim.writer import dump_text, scenario_document
 
 # Lines 1-8; events start on line 9.
 HEAD = """name: x

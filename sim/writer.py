@@ -1,0 +1,138 @@
+"""`Scenario` back to plain documents and YAML text (fuzz failures, shrunk scenarios, logs).
+
+`sim.loader.load_text(dump_text(s))` gives back a scenario equal to `s`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import fields
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import yaml
+
+from sim.clock import format_duration, from_ms
+from sim.document import FLOAT_TEXT, INT_TEXT
+from sim.scenario import (
+    Advance,
+    BackendFail,
+    Checkpoint,
+    Command,
+    Crash,
+    DbLocked,
+    Delegate,
+    DeleteParent,
+    DeleteSession,
+    GatewayConfig,
+    Message,
+    ResetPolicy,
+    Restart,
+    Scenario,
+    Sigterm,
+)
+
+
+def _policy_dict(policy: ResetPolicy) -> dict[str, Any]:
+    out: dict[str, Any] = {"mode": policy.mode}
+    default = ResetPolicy()
+    for fld in fields(ResetPolicy):
+        value = getattr(policy, fld.name)
+        if fld.name != "mode" and value != getattr(default, fld.name):
+            out[fld.name] = value
+    return out
+
+
+def config_document(config: GatewayConfig) -> dict[str, Any]:
+    """A GatewayConfig as the plain `config` mapping of a scenario file."""
+    default = GatewayConfig()
+    cfg: dict[str, Any] = {"reset": _policy_dict(config.reset)}
+    if config.reset_by_platform:
+        cfg["reset_by_platform"] = {name: _policy_dict(p) for name, p in config.reset_by_platform}
+    if config.reset_by_chat_type:
+        cfg["reset_by_chat_type"] = {name: _policy_dict(p) for name, p in config.reset_by_chat_type}
+    cfg["cache_cap"] = config.cache_cap
+    cfg["idle_ttl"] = format_duration(config.idle_ttl)
+    cfg["watcher_interval"] = "lazy" if config.watcher_interval is None else format_duration(config.watcher_interval)
+    if config.providers:
+        cfg["providers"] = [{"name": p.name, "retain_every_n_turns": p.retain_every_n_turns} for p in config.providers]
+    if config.turn_latency != default.turn_latency:
+        cfg["turn_latency"] = format_duration(config.turn_latency)
+    return cfg
+
+
+def scenario_document(scenario: Scenario) -> dict[str, Any]:
+    """The scenario as plain data that `load_text` reads back to an equal scenario."""
+    zone = ZoneInfo(scenario.zone)
+    cfg = config_document(scenario.config)
+    chats = {}
+    for chat in scenario.chats:
+        entry: dict[str, Any] = {"platform": chat.platform, "chat_type": chat.chat_type}
+        if chat.user:
+            entry["user"] = chat.user
+        if chat.thread:
+            entry["thread"] = chat.thread
+        chats[chat.name] = entry
+    events = []
+    cursor = scenario.start
+    for event in scenario.events:
+        item: dict[str, Any]
+        gap = event.t - cursor
+        if isinstance(event, Advance):
+            item = {"advance": format_duration(gap)} if gap > 0 else {"checkpoint": "advance"}
+            events.append(item)
+            cursor = event.t
+            continue
+        if isinstance(event, Message):
+            item = {"message": event.chat}
+            if event.text != "hello":
+                item["text"] = event.text
+            if event.muted:
+                item["muted"] = True
+        elif isinstance(event, Command):
+            item = {"command": event.name, "chat": event.chat}
+        elif isinstance(event, Delegate):
+            item = {"delegate": event.chat}
+        elif isinstance(event, (Sigterm, Crash, Restart)):
+            item = {event.kind: True}
+        elif isinstance(event, (DeleteSession, DeleteParent)):
+            item = {event.kind: event.chat}
+        elif isinstance(event, DbLocked):
+            item = {"db_locked": format_duration(event.duration)}
+        elif isinstance(event, BackendFail):
+            item = {"backend_fail": event.provider, "for": format_duration(event.duration)}
+        elif isinstance(event, Checkpoint):
+            item = {"checkpoint": event.name}
+        else:  # pragma: no cover - every event type is listed above
+            raise TypeError(type(event).__name__)
+        if gap:
+            item["after"] = format_duration(gap)
+        events.append(item)
+        cursor = event.t
+    document: dict[str, Any] = {
+        "name": scenario.name,
+        "seed": scenario.seed,
+        "zone": scenario.zone,
+        "start": from_ms(scenario.start, zone).strftime("%Y-%m-%dT%H:%M:%S"),
+        "config": cfg,
+        "chats": chats,
+        "events": events,
+    }
+    if scenario.catches:
+        document["catches"] = list(scenario.catches)
+    return document
+
+
+class _Dumper(yaml.SafeDumper):
+    """Quotes every string that `_plain` would read back as a number (YAML 1.1 leaves '08' and '1e5' bare)."""
+
+
+_Dumper.add_implicit_resolver("tag:yaml.org,2002:int", re.compile(rf"^(?:{INT_TEXT.pattern})$", re.ASCII), list("-+0123456789"))
+_Dumper.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(rf"^(?:{FLOAT_TEXT.pattern})$", re.ASCII), list("-+.0123456789"))
+
+
+def dump_text(scenario: Scenario, header: str = "") -> str:
+    """YAML text for a scenario, with `header` as its leading comment."""
+    comment = "".join(f"# {line}\n" if line else "#\n" for line in header.splitlines())
+    body = yaml.dump(scenario_document(scenario), Dumper=_Dumper, sort_keys=False, default_flow_style=None, width=100)
+    return comment + body
