@@ -62,3 +62,22 @@ def resolve(name: str) -> Callable[[], Gateway]:
     if (sep and "." in head) or (sep and arg):
         return _load(name)
     raise UnknownGateway(f"unknown gateway {name!r}; known: {', '.join(sorted(known))} (or MODULE:FACTORY)")
+
+
+def expectation_names(name: str) -> list[str]:
+    """Stems of the expectations files that may apply to gateway `name`, most specific first.
+
+    By default the name itself ('reference:x' -> 'reference-x'). An entry point's factory may
+    say more with an `expectation_names(arg)` attribute: `hermes` names the installed release,
+    so plain `--gateway hermes` finds `hermes-0.19.txt` when 0.19.0 is installed.
+    """
+    head, _, arg = name.partition(":")
+    target = registered().get(head)
+    if target is not None:
+        try:
+            names = getattr(_load(target), "expectation_names", None)
+        except UnknownGateway:
+            names = None
+        if names is not None:
+            return list(names(arg))
+    return [name.replace(":", "-")]

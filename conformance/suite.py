@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from conformance.adapter import Gateway
+from conformance.registry import expectation_names
 from conformance.runner import DEFAULT_BUDGET, RunResult, run_scenario
 from conformance.verdict import CHECK_IDS
 from sim.document import ScenarioError
@@ -74,12 +75,18 @@ class Expectations:
 
     @staticmethod
     def for_gateway(name: str, explicit: str | None = None) -> Expectations:
-        path = Path(explicit) if explicit else EXPECTATIONS / f"{name.replace(':', '-')}.txt"
-        if not path.exists():
-            if explicit:
+        """`explicit`, else the first of the gateway's expectation names with a file (see
+        `registry.expectation_names`), else none."""
+        if explicit:
+            path = Path(explicit)
+            if not path.exists():
                 raise ScenarioError(str(path), 0, "", "expectations file not found")
-            return Expectations({})
-        return Expectations.parse(path.read_text(encoding="utf-8"), str(path))
+            return Expectations.parse(path.read_text(encoding="utf-8"), str(path))
+        for stem in expectation_names(name):
+            path = EXPECTATIONS / f"{stem}.txt"
+            if path.exists():
+                return Expectations.parse(path.read_text(encoding="utf-8"), str(path))
+        return Expectations({})
 
     def apply(self, result: RunResult) -> RunResult:
         for check, verdict in list(result.verdicts.items()):

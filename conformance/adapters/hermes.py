@@ -399,3 +399,16 @@ def hermes(version: str | None = None) -> HermesGateway:
         if installed != version and not installed.startswith(version + "."):
             raise ValueError(f"gateway hermes:{version} asked for, but hermes-agent {installed} is installed")
     return HermesGateway()
+
+
+def _expectation_names(version: str) -> list[str]:
+    """The installed release's expectations: 'hermes-0.18.1', then 'hermes-0.18' (see `registry.expectation_names`)."""
+    try:
+        installed = metadata.version("hermes-agent")
+    except metadata.PackageNotFoundError:
+        return [f"hermes-{version}" if version else "hermes"]
+    major_minor = ".".join(installed.split(".")[:2])
+    return [f"hermes-{installed}", f"hermes-{major_minor}"]
+
+
+hermes.expectation_names = _expectation_names  # type: ignore[attr-defined]
