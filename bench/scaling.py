@@ -5,10 +5,12 @@ chats sending messages at exponential gaps (mean 300 s each), reset policy `both
 30 min, daily 04:00), default cache; N events is N messages, about N/2880 virtual days. Each
 size runs in its own process (run and every check, as `sessiongate run` does), which
 reports its wall and CPU time and its peak resident memory (ru_maxrss), so one size's heap
-never inflates another's figure. The whole log stays in memory by design (the checks are a
-function of the whole log), so memory grows with N; time per event should not.
+never inflates another's figure. A log past `observations.SPILL_AT` records (100,000) moves
+to a temporary file (`--spill-at N` moves the threshold, 0 keeps every log in memory), so
+the log's memory stays bounded; the checks' model of the run (a few objects per turn) still
+grows with N. Time per event should not.
 
-Run: python bench/scaling.py [--max-exp 6] [--quick]. The last line is
+Run: python bench/scaling.py [--max-exp 6] [--quick] [--spill-at N]. The last line is
 `µs/event ratio 10^N vs 10^3: X.XX` for the largest size run.
 """
 
@@ -53,23 +55,27 @@ def steady_scenario(events: int):  # -> Scenario (imports stay in the child)
                     events=tuple(Message(t, chat=names[c], turn=f"t{i}", text="hello") for i, (t, c) in enumerate(arrivals, 1)))
 
 
-def measure(events: int) -> dict[str, float]:
+def measure(events: int, spill_at: int | None) -> dict[str, float]:
     """In this process: run and judge one scenario of `events` events."""
+    from conformance.observations import SPILL_AT
     from conformance.runner import run_scenario
     from reference_impl import ReferenceGateway
 
     scenario = steady_scenario(events)
     wall, cpu = time.perf_counter(), time.process_time()
-    result = run_scenario(scenario, ReferenceGateway(), "reference")
+    result = run_scenario(scenario, ReferenceGateway(), "reference",
+                          spill_at=SPILL_AT if spill_at is None else (spill_at or None))
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     if not result.passed:
         raise SystemExit(f"the reference gateway failed {scenario.name}")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-    return {"events": events, "wall": wall, "cpu": cpu, "records": len(result.records), "peak_mb": peak}
+    return {"events": events, "wall": wall, "cpu": cpu, "records": len(result.records), "peak_mb": peak,
+            "log": "file" if hasattr(result.records, "text") else "memory"}
 
 
-def in_subprocess(events: int) -> dict[str, float]:
-    done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", str(events)],
+def in_subprocess(events: int, spill_at: int | None) -> dict[str, float]:
+    extra = [] if spill_at is None else ["--spill-at", str(spill_at)]
+    done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", str(events), *extra],
                           capture_output=True, text=True, check=True)
     return json.loads(done.stdout.splitlines()[-1])
 
@@ -78,19 +84,22 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max-exp", type=int, default=5, help="largest size is 10^N events (default 5; 6 takes minutes and GBs)")
     parser.add_argument("--quick", action="store_true", help="10^2 to 10^3 events (smoke test)")
+    parser.add_argument("--spill-at", type=int, help="records kept in memory before the log moves to a file (0: never)")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child is not None:
-        print(json.dumps(measure(args.child)))
+        print(json.dumps(measure(args.child, args.spill_at)))
         return
     exponents = range(2, 4) if args.quick else range(3, args.max_exp + 1)
-    rows = [in_subprocess(10**n) for n in exponents]
+    rows = [in_subprocess(10**n, args.spill_at) for n in exponents]
     print(machine())
-    print(f"{'events':>10}{'records':>11}{'wall':>10}{'CPU':>10}{'µs/event':>10}{'peak RSS':>10}")
+    print(f"{'events':>10}{'records':>11}{'log':>8}{'wall':>10}{'CPU':>10}{'µs/event':>10}{'CPU µs/ev':>10}{'peak RSS':>10}")
     for row in rows:
-        print(f"{row['events']:>10,}{row['records']:>11,}{row['wall']:>9.2f}s{row['cpu']:>9.2f}s"
-              f"{row['wall'] / row['events'] * 1e6:>10.1f}{row['peak_mb']:>7.0f} MB")
+        print(f"{row['events']:>10,}{row['records']:>11,}{row['log']:>8}{row['wall']:>9.2f}s{row['cpu']:>9.2f}s"
+              f"{row['wall'] / row['events'] * 1e6:>10.1f}{row['cpu'] / row['events'] * 1e6:>10.1f}{row['peak_mb']:>7.0f} MB")
     first, last = rows[0], rows[-1]
+    cpu_ratio = (last["cpu"] / last["events"]) / (first["cpu"] / first["events"])
+    print(f"CPU µs/event ratio 10^{exponents[-1]} vs 10^{exponents[0]}: {cpu_ratio:.2f}")
     ratio = (last["wall"] / last["events"]) / (first["wall"] / first["events"])
     print(f"µs/event ratio 10^{exponents[-1]} vs 10^{exponents[0]}: {ratio:.2f}")
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from conformance.observations import DurableState, ObservationLog, Resources, first_turn, turn_ids
+from conformance.observations import TURN_ID, DurableState, ObservationLog, Resources, first_turn, turn_ids
 from sim.clock import VirtualClock
 from sim.engine import Engine, Timer
 from sim.scenario import Chat, GatewayConfig
@@ -130,7 +130,7 @@ class MemoryBackend:
 
     def ingest(self, session: str, texts: Sequence[str]) -> None:
         """Store the texts of turns of `session`. Raises BackendUnavailable while failing."""
-        turns = tuple(dict.fromkeys(t for text in texts for t in turn_ids(text)))
+        turns = tuple(dict.fromkeys(TURN_ID.findall("\n".join(texts))))  # one regex pass: ids never span a newline
         if self._now() < self.down_until:
             self._log.add("ingest_failed", session=session, turns=turns, backend=self.name)
             raise BackendUnavailable(f"memory backend {self.name!r} is unavailable")
@@ -154,11 +154,7 @@ class RecordingProvider:
         self._backend.ingest(session, [user, assistant])
 
     def on_session_end(self, session: str, transcript: Sequence[tuple[str, str]]) -> None:
-        turns: list[str] = []
-        for role, content in transcript:
-            turn = first_turn(content)
-            if role == "user" and turn:
-                turns.append(turn)
+        turns = [turn for role, content in transcript if role == "user" and (turn := first_turn(content))]
         self._log.add("on_session_end", session=session, turns=turns, messages=len(transcript))
 
     def on_session_switch(self, old: str | None, new: str) -> None:

@@ -42,7 +42,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from conformance.observations import Obs
+from conformance.observations import CacheReplay, Obs
 from conformance.registry import resolve
 from conformance.runner import run_scenario
 from sim.clock import MINUTE, SECOND, to_ms
@@ -149,15 +149,18 @@ def state_digest(records: list[Obs], swap: bool = False) -> str:
             rows = [[role, tid and turn(tid, sid), visibility] for role, tid, visibility in body["rows"]]
             stored.append([session(sid), session(body.get("parent")), rows])
         routing = sorted([rename_chat.get(chat, chat), session(sid)] for chat, sid in durable.d("routing", {}).items())
-    cache = next((r for r in reversed(head) if r.kind == "resources"), None)
-    cached = [[session(sid), busy] for sid, busy in (cache.d("cached", []) if cache else [])]
+    cache = CacheReplay()  # resources records are deltas: the cache as of the checkpoint
+    for r in head:
+        if r.kind == "resources":
+            cache.apply(r.detail)
+    cached = [[session(sid), busy] for sid, busy in cache.entries()]
     clock = {chat: min((now - t) // MINUTE, CAP_MINUTES) for chat, t in sorted(last_message.items())}
     state = {
         "facts": sorted(facts, key=json.dumps),
         "stored": sorted(stored, key=json.dumps),
         "routing": routing,
         "cached": cached,
-        "running": cache.d("running", 0) if cache else 0,
+        "running": cache.running,
         "clock": clock,
         "phase": [(now - START) % WATCHER // MINUTE, (now - last_restart) % WATCHER // MINUTE],
     }

@@ -8,9 +8,15 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator
+import sys
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from itertools import compress, count
+from operator import itemgetter, ne
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from conformance.spill import SpilledRecords
 
 TURN_ID = re.compile(r"\[(t\d+)\]")
 
@@ -38,6 +44,11 @@ OUTPUT_KINDS = frozenset(
 )
 
 
+# json.dumps/json.loads with these options build an encoder per call: half the cost of a short record.
+_encode = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+_scan = json.JSONDecoder().scan_once  # one JSON value from index 0, no checks: for lines this module wrote
+
+
 @dataclass(frozen=True, slots=True)
 class Obs:
     """One observation: at virtual time `t`, during scenario step `step`, `kind` happened."""
@@ -60,11 +71,11 @@ class Obs:
             data["turns"] = list(self.turns)
         if self.detail:
             data["detail"] = self.detail
-        return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return _encode(data)
 
     @staticmethod
-    def from_json(line: str) -> Obs:
-        data = json.loads(line)
+    def from_json(line: str | bytes) -> Obs:
+        data = _scan(line.decode(), 0)[0] if isinstance(line, bytes) else json.loads(line)  # bytes: a spilled line we wrote
         return Obs(
             t=data["t"],
             step=data["step"],
@@ -79,19 +90,52 @@ class Obs:
         return self.detail.get(key, default)
 
 
-class ObservationLog:
-    """An append-only list of observations, stamped with the current time and step."""
+SPILL_AT = 250_000  # records a log keeps in memory before it moves to a temporary file (a gateway day: 185,000)
+SPILL_CHUNK = 4_096  # once spilled, records written out at a time
 
-    def __init__(self, now: Any) -> None:
+
+class ObservationLog:
+    """An append-only list of observations, stamped with the current time and step.
+
+    Past `spill_at` records (None: never) it goes to a temporary file (`conformance.spill`),
+    so a run of millions of events holds a few thousand records in memory, not all of them."""
+
+    def __init__(self, now: Any, spill_at: int | None = SPILL_AT) -> None:
         self._now = now  # a zero-argument callable returning virtual ms
         self.step = 0
-        self.records: list[Obs] = []
+        self._recent: list[Obs] = []  # every record, or those not yet written out
+        self._write_at = sys.maxsize if spill_at is None else max(1, spill_at)
+        self._file: SpilledRecords | None = None
 
     def add(self, kind: str, *, chat: str | None = None, session: str | None = None,
             turns: Iterable[str] = (), **detail: Any) -> Obs:
         record = Obs(self._now(), self.step, kind, chat, session, tuple(turns), detail)
-        self.records.append(record)
+        recent = self._recent
+        recent.append(record)
+        if len(recent) >= self._write_at:
+            self._write_out()
         return record
+
+    def _write_out(self) -> None:
+        if self._file is None:
+            from conformance.spill import SpilledRecords  # imports this module
+
+            self._file = SpilledRecords()
+            self._write_at = min(self._write_at, SPILL_CHUNK)
+        self._file.extend(self._recent)
+        self._recent = []
+
+    @property
+    def records(self) -> Sequence[Obs]:
+        """Every record so far: a list, or once spilled the file (read back on demand)."""
+        if self._file is None:
+            return self._recent
+        self._write_out()
+        return self._file
+
+    @property
+    def spilled(self) -> bool:
+        return self._file is not None
 
     def __iter__(self) -> Iterator[Obs]:
         return iter(self.records)
@@ -103,11 +147,19 @@ class ObservationLog:
         return [r for r in self.records if r.kind in kinds]
 
     def dumps(self) -> str:
-        return "".join(r.to_json() + "\n" for r in self.records)
+        return log_text(self.records)
 
     @staticmethod
     def loads(text: str) -> list[Obs]:
         return [Obs.from_json(line) for line in text.splitlines() if line]
+
+
+def log_text(records: Sequence[Obs]) -> str:
+    """The canonical text of a log: one JSON line per record (a spilled log's file as is)."""
+    text = getattr(records, "text", None)
+    if text is not None:
+        return str(text())
+    return "".join(r.to_json() + "\n" for r in records)
 
 
 @dataclass(frozen=True)
@@ -157,3 +209,185 @@ class Resources:
 
     def to_detail(self) -> dict[str, Any]:
         return {"cached": [[sid, busy] for sid, busy in self.cached], "running": self.running}
+
+
+class ResourcesDeltas:
+    """The runner's side of `CacheReplay`: each `Gateway.resources()` sample in, the detail of
+    its `resources` record out (None when nothing changed). A delta, because a full list per
+    cached agent after every event was most of a long run's log and of its sampling cost; the
+    whole state first, and whenever a session is listed twice."""
+
+    __slots__ = ("last", "last_repeats")
+
+    def __init__(self) -> None:
+        self.last: Resources | None = None
+        self.last_repeats = False
+
+    def detail(self, now: Resources) -> dict[str, Any] | None:
+        last = self.last
+        if last is not None and now.cached == last.cached:
+            if now.running == last.running:
+                return None
+            detail: dict[str, Any] | None = {"running": now.running}
+        else:
+            detail = None if last is None or self.last_repeats else _delta(last, now)
+            self.last_repeats = detail is None and _repeats(now.cached)
+            if detail is None:
+                detail = now.to_detail()
+        self.last = now
+        return detail
+
+
+def _delta(before: Resources, after: Resources) -> dict[str, Any] | None:
+    """What changed between two different caches (`before` lists no session twice; None if
+    `after` does). An LRU cache changes in a few places (a flag flipped, an agent evicted or
+    moved to the end, one loaded): walk both lists, skipping equal runs in C; past a few
+    changes, the general way."""
+    detail: dict[str, Any] = {}
+    if after.running != before.running:
+        detail["running"] = after.running
+    old, new = before.cached, after.cached
+    i = j = 0
+    drop: list[str] = []
+    busy: list[str] = []
+    idle: list[str] = []
+    for _change in range(8):
+        same = next(compress(count(), map(ne, old[i:], new[j:])), min(len(old) - i, len(new) - j))
+        i, j = i + same, j + same
+        if i == len(old) or j == len(new):
+            break
+        sid, was = old[i]
+        if sid == new[j][0]:  # a flag flipped in place
+            (idle if was else busy).append(sid)
+            j += 1
+        else:  # gone, or moved (then it comes back below)
+            drop.append(sid)
+        i += 1
+    else:
+        return _reordered(old, new, detail) if not _repeats(new) else None
+    drop += map(_session, old[i:])
+    if j < len(new):
+        add = new[j:]
+        if len(add) == 1:
+            came = add[0][0]
+            if came in map(_session, old) and came not in drop:
+                return None
+        elif _repeats(new):
+            return None
+        detail["add"] = [list(pair) for pair in add]
+    if drop:
+        detail["drop"] = drop
+    if busy:
+        detail["busy"] = busy
+    if idle:
+        detail["idle"] = idle
+    return detail
+
+
+_session = itemgetter(0)
+
+
+def _repeats(cached: tuple[tuple[str, bool], ...]) -> bool:
+    return len(set(map(_session, cached))) != len(cached)
+
+
+def _reordered(old: tuple[tuple[str, bool], ...], new: tuple[tuple[str, bool], ...],
+               detail: dict[str, Any]) -> dict[str, Any]:
+    """Any other change: keep the longest head of `new` that is in `old`'s order, drop the
+    rest of `old`, append the rest of `new`."""
+    at = {sid: i for i, (sid, _busy) in enumerate(old)}
+    last, kept = -1, 0
+    busy: list[str] = []
+    idle: list[str] = []
+    for sid, now_busy in new:
+        i = at.get(sid, -1)
+        if i <= last:
+            break
+        last, kept = i, kept + 1
+        if now_busy != old[i][1]:
+            (busy if now_busy else idle).append(sid)
+    staying = set(map(_session, new[:kept]))
+    if dropped := [sid for sid, _busy in old if sid not in staying]:
+        detail["drop"] = dropped
+    if kept < len(new):
+        detail["add"] = [[sid, flag] for sid, flag in new[kept:]]
+    if busy:
+        detail["busy"] = busy
+    if idle:
+        detail["idle"] = idle
+    return detail
+
+
+def _common_prefix(a: tuple[Any, ...], b: tuple[Any, ...]) -> int:
+    """How many leading items `a` and `b` share (binary search on slices: compared in C)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+class CacheReplay:
+    """The gateway's resources as the log's `resources` records rebuild them, record by record.
+
+    A record with `cached` states the whole cache (the first one does); any other states what
+    changed since the one before, applied in this order: `drop` (sessions no longer cached, or
+    moved), `busy`/`idle` (flags flipped in place), `add` ([session, busy] appended at the end),
+    `running` (when it changed). So the checks read every sample in one pass over small records.
+    """
+
+    __slots__ = ("cached", "idle", "listed", "running")
+
+    def __init__(self) -> None:
+        self.cached: dict[str, bool] = {}  # session -> busy, in the gateway's order
+        self.running = 0
+        self.idle = 0  # idle agents listed
+        self.listed: list[tuple[str, bool]] | None = None  # the raw list, when a session is listed twice
+
+    def apply(self, detail: dict[str, Any]) -> set[str]:
+        """Take in one record's detail; the sessions whose entry it touched."""
+        cached = self.cached
+        if "running" in detail:
+            self.running = detail["running"]
+        if "cached" in detail:
+            touched = set(cached)
+            listed = [(sid, busy) for sid, busy in detail["cached"]]
+            cached.clear()
+            for sid, busy in listed:
+                cached[sid] = cached.get(sid, True) and busy  # idle if any entry is
+            touched.update(cached)
+            self.listed = listed if len(listed) != len(cached) else None
+            self.idle = sum(not busy for _sid, busy in listed)
+            return touched
+        idle = self.idle
+        touched = set()
+        for sid in detail.get("drop", ()):
+            if sid in cached:
+                idle -= not cached.pop(sid)
+                touched.add(sid)
+        for sid in detail.get("busy", ()):
+            if cached.get(sid) is False:
+                cached[sid], idle = True, idle - 1
+                touched.add(sid)
+        for sid in detail.get("idle", ()):
+            if cached.get(sid) is True:
+                cached[sid], idle = False, idle + 1
+                touched.add(sid)
+        for sid, busy in detail.get("add", ()):
+            if sid in cached:
+                idle -= not cached.pop(sid)
+            cached[sid] = busy
+            idle += not busy
+            touched.add(sid)
+        self.idle = idle
+        return touched
+
+    def entries(self) -> list[tuple[str, bool]]:
+        """(session, busy) for every cached agent, in the gateway's order."""
+        return list(self.listed) if self.listed is not None else list(self.cached.items())
+
+    def resources(self) -> Resources:
+        return Resources(tuple(self.entries()), self.running)

@@ -11,7 +11,7 @@ import gc
 import threading
 import traceback
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,7 +30,7 @@ from conformance.adapter import (
     RemoteGatewayError,
     Scheduler,
 )
-from conformance.observations import DurableState, Obs, ObservationLog, Resources
+from conformance.observations import SPILL_AT, DurableState, Obs, ObservationLog, ResourcesDeltas, log_text
 from conformance.verdict import GatewayFailure, Verdict
 from sim.clock import VirtualClock
 from sim.engine import Engine, EventBudgetExceeded
@@ -61,13 +61,13 @@ class RunResult:
     scenario: Scenario
     gateway: str
     profile: Profile
-    records: list[Obs]
+    records: Sequence[Obs]  # a list, or a spilled log read back from its file (conformance.spill)
     final: DurableState | None
     verdicts: dict[str, Verdict] = field(default_factory=dict)
     failure: GatewayFailure | None = None
 
     def log_text(self) -> str:
-        return "".join(r.to_json() + "\n" for r in self.records)
+        return log_text(self.records)
 
     @property
     def passed(self) -> bool:
@@ -105,17 +105,17 @@ def scenario_detail(scenario: Scenario, profile: Profile) -> dict[str, Any]:
 class Run:
     """One scenario in flight. Use `run_scenario`."""
 
-    def __init__(self, scenario: Scenario, gateway: Gateway, name: str, budget: int) -> None:
+    def __init__(self, scenario: Scenario, gateway: Gateway, name: str, budget: int, spill_at: int | None = SPILL_AT) -> None:
         self.scenario = scenario
         self.gateway = gateway
         self.name = name
         self.clock = VirtualClock(scenario.start, scenario.zone)
         self.engine = Engine(self.clock, seed=scenario.seed, budget=budget)
-        self.log = ObservationLog(self.clock.now)
+        self.log = ObservationLog(self.clock.now, spill_at)
         self.profile = Profile()  # replaced by what the gateway declares, first thing in execute()
         self.up = False
         self.inbox: deque[tuple[Event, Any]] = deque()  # what arrived while the gateway was down
-        self.last_resources: Resources | None = None
+        self.resources = ResourcesDeltas()  # what changed since the last sample
         self.current_event = "start"
         self.chats = {chat.name: chat for chat in reversed(scenario.chats)}  # the first of a name, as Scenario.chat
         backends = {"recorder": MemoryBackend("recorder", self.log, self.clock.now)}
@@ -154,10 +154,9 @@ class Run:
             self._call(f"reply {request_id}", self.gateway.deliver_reply, request_id, text)
 
     def _sample_resources(self) -> None:
-        resources = self._call("resources", self.gateway.resources)
-        if resources != self.last_resources:
-            self.last_resources = resources
-            self.log.add("resources", **resources.to_detail())
+        detail = self.resources.detail(self._call("resources", self.gateway.resources))
+        if detail is not None:
+            self.log.add("resources", **detail)
 
     def _snapshot(self, label: str) -> DurableState:
         state: DurableState = self._call("durable_state", self.gateway.durable_state)
@@ -303,11 +302,12 @@ class Run:
 
 
 def run_scenario(scenario: Scenario, gateway: Gateway, name: str = "gateway", *, budget: int = DEFAULT_BUDGET,
-                 check: bool = True) -> RunResult:
-    """Run `scenario` against a fresh `gateway` instance and (by default) judge it."""
+                 check: bool = True, spill_at: int | None = SPILL_AT) -> RunResult:
+    """Run `scenario` against a fresh `gateway` instance and (by default) judge it. A log
+    longer than `spill_at` records (None: no limit) is kept in a temporary file."""
     with _cyclic_gc_paused():
         try:
-            result = Run(scenario, gateway, name, budget).execute()
+            result = Run(scenario, gateway, name, budget, spill_at).execute()
         finally:
             close = getattr(gateway, "close", None)
             if close is not None:

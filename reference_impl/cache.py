@@ -7,9 +7,10 @@ an agent with a turn in flight is never evicted.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import filterfalse
+from operator import attrgetter
 from typing import overload
 
 from reference_impl.store import Row
@@ -59,33 +60,56 @@ class Prompt(Sequence[str]):
     def __getitem__(self, index: int | slice) -> str | list[str]:
         if isinstance(index, slice):
             return [row.content for row in self._rows[: self._length][index]]
-        return self._rows[range(self._length)[index]].content
+        if index < 0:
+            index += self._length
+        if not 0 <= index < self._length:
+            raise IndexError("prompt index out of range")
+        return self._rows[index].content
+
+
+_busy, _last_activity = attrgetter("busy"), attrgetter("last_activity")
 
 
 class AgentCache:
     def __init__(self, cap: int, idle_ttl: int) -> None:
         self.cap, self.idle_ttl = cap, idle_ttl
-        self.agents: OrderedDict[str, Agent] = OrderedDict()
+        # A plain dict in use order (re-inserted to move to the end): iterating it, as the cap
+        # and the watcher do after every turn, costs a fraction of an OrderedDict's walk.
+        self.agents: dict[str, Agent] = {}
 
     def get(self, session: str) -> Agent | None:
-        agent = self.agents.get(session)
+        agent = self.agents.pop(session, None)
         if agent is not None:
-            self.agents.move_to_end(session)
+            self.agents[session] = agent
         return agent
 
     def put(self, agent: Agent) -> None:
+        self.agents.pop(agent.session, None)
         self.agents[agent.session] = agent
-        self.agents.move_to_end(agent.session)
 
     def pop(self, session: str) -> Agent | None:
         return self.agents.pop(session, None)
 
     def over_cap(self) -> list[Agent]:
-        """Idle agents past the cap, least recently used first."""
-        if len(self.agents) <= self.cap:
+        """Idle agents past the cap, least recently used first (asked after every turn: the
+        count of busy agents is a C loop, and the walk stops at the last one to evict)."""
+        excess = len(self.agents) - self.cap
+        if excess <= 0:
             return []
-        idle = [a for a in self.agents.values() if not a.busy]
-        return idle[: max(0, len(idle) - self.cap)]
+        excess -= sum(map(_busy, self.agents.values()))
+        if excess <= 0:
+            return []
+        out: list[Agent] = []
+        for agent in self.agents.values():
+            if not agent.busy:
+                out.append(agent)
+                if len(out) == excess:
+                    break
+        return out
+
+    def oldest_idle_activity(self) -> int | None:
+        """The earliest last activity among idle agents (asked after most turns: C loops only)."""
+        return min(map(_last_activity, filterfalse(_busy, self.agents.values())), default=None)
 
     def stale(self, now: int) -> list[Agent]:
         """Idle agents unused for longer than the idle TTL."""

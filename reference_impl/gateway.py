@@ -16,7 +16,7 @@ from operator import attrgetter
 from typing import Any
 
 from conformance.adapter import Harness, Inbound, Profile
-from conformance.observations import DurableState, Resources, StoredMessage, StoredSession, first_turn
+from conformance.observations import DurableState, Resources, StoredSession, first_turn
 from reference_impl.cache import Agent, AgentCache
 from reference_impl.memory import BatchingProvider, MemoryManager, Turn
 from reference_impl.policy import ExpiryQueue, ResetPolicyEvaluator, chat_key
@@ -58,6 +58,7 @@ class ReferenceGateway:
 
     def start(self, config: GatewayConfig, harness: Harness) -> None:
         self.config, self.h = config, harness
+        self.policies: dict[str, ResetPolicy] = {}  # chat key -> its reset policy under `config`
         self.store = Store(harness.clock.now, self.db_path)  # the disk: it outlives crashes
         self.boot()
 
@@ -151,9 +152,9 @@ class ReferenceGateway:
         due: list[int] = []
         if self.unflushed or any(p.owed for p in self.memory.providers):
             due.append(now)
-        idle = [a.last_activity for a in self.cache.agents.values() if not a.busy]
-        if idle:
-            due.append(min(idle) + self.config.idle_ttl + 1)
+        idle = self.cache.oldest_idle_activity()
+        if idle is not None:
+            due.append(idle + self.config.idle_ttl + 1)
         self.track_expiries(self.store.take_saved_routes())
         expiry = self.expiries.earliest()
         if expiry is not None:
@@ -224,7 +225,7 @@ class ReferenceGateway:
     def durable_state(self) -> DurableState:
         messages = self.store.read_messages()
         sessions = tuple(
-            StoredSession(sid, parent, tuple(StoredMessage(*row) for row in messages.get(sid, ())))
+            StoredSession(sid, parent, messages.get(sid, ()))
             for sid, parent in self.store.all_sessions()
         )
         routing = tuple(sorted((r.chat, r.session_id) for r in self.store.read_routes() if r.session_id))
@@ -239,8 +240,11 @@ class ReferenceGateway:
     # -- turns ------------------------------------------------------------------------
 
     def policy_for(self, route: Route) -> ResetPolicy:
-        platform, chat_type = route.chat_key.split(":", 2)[:2]
-        return self.config.policy_for(platform, chat_type)
+        policy = self.policies.get(route.chat_key)
+        if policy is None:  # the configuration never changes: one look-up per chat
+            platform, chat_type = route.chat_key.split(":", 2)[:2]
+            policy = self.policies[route.chat_key] = self.config.policy_for(platform, chat_type)
+        return policy
 
     def start_turn(self, message: Inbound, arrival: int) -> None:
         chat, key = message.chat, chat_key(message.chat)
@@ -254,10 +258,11 @@ class ReferenceGateway:
         route.last_user = arrival
         self.store.save_route(route)
         agent = self.route_agent(route)
-        agent.rows.append(Row(first_turn(message.text), "user", message.text, "hidden" if message.muted else "visible"))
+        turn = first_turn(message.text)
+        agent.rows.append(Row(turn, "user", message.text, "hidden" if message.muted else "visible"))
         agent.busy, agent.last_activity = True, self.h.clock.now()
         request = self.h.llm.request(chat.name, agent.session, agent.prompt())
-        self.inflight[request] = Pending(chat, key, agent.session, first_turn(message.text) or "")
+        self.inflight[request] = Pending(chat, key, agent.session, turn or "")
         self.busy_chats[key] = request
         self.enforce_cap()
 
@@ -265,10 +270,10 @@ class ReferenceGateway:
         return self.policy.expiry_reason(self.policy_for(route), route.anchor, route.last_user, self.h.clock.now())
 
     def open_session(self, route: Route, chat: Chat, arrival: int) -> None:
+        """Point the route at a new session (`start_turn` saves the route right after)."""
         previous = route.session_id
         session = f"s{self.store.next_id('session')}"
         route.previous_id, route.session_id, route.ended, route.anchor = previous, session, False, arrival
-        self.store.save_route(route)
         self.cache.put(Agent(session, chat.name, route.chat_key, last_activity=self.h.clock.now()))
         if previous is not None:
             self.memory.switch(previous, session)

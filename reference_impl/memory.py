@@ -10,14 +10,13 @@ watermark of shipped turn ids means nothing ships twice, even across a crash.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from conformance.adapter import BackendUnavailable, MemoryBackend, RecordingProvider
 from reference_impl.store import Row, Store
 
 
-@dataclass(frozen=True, slots=True)
-class Turn:
+class Turn(NamedTuple):
     session: str
     turn: str
     user: str
@@ -92,8 +91,9 @@ class MemoryManager:
         self.recorder, self.providers, self.store = recorder, list(providers), store
 
     def sync_turn(self, turn: Turn) -> None:
+        """The recorder ships each turn at once and keeps no buffer, so it needs no watermark
+        (one was written per turn and never read); the batching providers keep theirs."""
         self.recorder.sync_turn(turn.session, turn.user, turn.assistant)
-        self.store.mark_ingested(self.recorder.name, [turn.turn])
         for provider in self.providers:
             provider.sync_turn(turn)
 

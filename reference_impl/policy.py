@@ -41,24 +41,16 @@ class ResetPolicyEvaluator:
             window = self._windows[at_hour] = (boundary, next_daily_boundary_after(boundary, at_hour, self.zone))
         return window
 
-    def idle_expired(self, policy: ResetPolicy, last_user: int, now: int) -> bool:
-        return now > last_user + policy.idle_minutes * MINUTE
-
-    def daily_boundary(self, policy: ResetPolicy, now: int) -> int:
-        return self._window(policy.at_hour, now)[0]
-
-    def daily_expired(self, policy: ResetPolicy, anchor: int, last_user: int, now: int) -> bool:
-        if anchor >= self.daily_boundary(policy, now):
-            return False
-        return now - last_user >= policy.daily_min_idle_minutes * MINUTE
-
     def expiry_reason(self, policy: ResetPolicy, anchor: int | None, last_user: int | None, now: int) -> str | None:
-        """'idle' or 'daily' when the entry is past a boundary at `now`, else None."""
-        if last_user is None or anchor is None or policy.mode == "none":
+        """'idle' or 'daily' when the entry is past a boundary at `now`, else None (the module
+        docstring's two rules; asked at every turn)."""
+        mode = policy.mode
+        if last_user is None or anchor is None or mode == "none":
             return None
-        if policy.mode in ("idle", "both") and self.idle_expired(policy, last_user, now):
+        if mode != "daily" and now > last_user + policy.idle_minutes * MINUTE:
             return "idle"
-        if policy.mode in ("daily", "both") and self.daily_expired(policy, anchor, last_user, now):
+        if (mode != "idle" and anchor < self._window(policy.at_hour, now)[0]
+                and now - last_user >= policy.daily_min_idle_minutes * MINUTE):
             return "daily"
         return None
 

@@ -9,6 +9,11 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import cache
+from itertools import chain
+from typing import NamedTuple
+
+from conformance.observations import StoredMessage
 
 SCHEMA = """
 CREATE TABLE sessions (
@@ -63,13 +68,31 @@ CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 """
 
 
+_EMPTY_IMAGE: bytes | None = None  # the schema, built once per process (see `_fresh_memory_db`)
+_CHUNK = 64  # rows written by one statement (more: chunks inside one transaction)
+
+
+def _fresh_memory_db() -> sqlite3.Connection:
+    """A new in-memory database holding the empty schema. Running the schema script costs
+    ~0.6 ms, a sizeable part of a short generated scenario, so it runs once per process and
+    each store starts from a copy of that database (`deserialize`: the same pages, writable)."""
+    global _EMPTY_IMAGE
+    db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+    if _EMPTY_IMAGE is None:
+        db.executescript(SCHEMA)
+        _EMPTY_IMAGE = db.serialize()
+    else:
+        db.deserialize(_EMPTY_IMAGE)
+    return db
+
+
 class StoreLocked(sqlite3.OperationalError):
     """Raised for transcript writes while an injected lock is in force."""
 
 
-@dataclass(frozen=True, slots=True)
-class Row:
-    """One transcript message as the gateway holds it in memory and writes it."""
+class Row(NamedTuple):
+    """One transcript message as the gateway holds it in memory and writes it (a named tuple:
+    two are made per turn, and a frozen dataclass costs several times as much to build)."""
 
     turn: str | None
     role: str
@@ -98,7 +121,10 @@ class Store:
 
     def __init__(self, now: Callable[[], int], path: str = ":memory:") -> None:
         self._now = now
-        self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        if path == ":memory:":
+            self.db = _fresh_memory_db()
+        else:
+            self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA foreign_keys = ON")
         self.locked_until = -1
         # A read cache of transcripts: reloading an evicted agent re-reads its whole session,
@@ -106,7 +132,12 @@ class Store:
         # by any deletion; `read_transcript` (what other surfaces see) bypasses it, and the
         # writes all go to SQLite as before.
         self._transcripts: dict[str, list[Row]] = {}
-        self.saved_routes: list[Route] = []  # copies of the routing entries written, for the watcher
+        # Session rows known to exist, with their parent (written or read since the last deletion).
+        self._existing: dict[str, str | None] = {}
+        self._lives: dict[str, int] = {}  # session -> life, read once: only `bump_life` writes it
+        self._seen_rows: dict[str, list[StoredMessage]] = {}  # what `read_messages` has read, up to `_seen_seq`
+        self._seen_seq = 0
+        self.saved_routes: dict[str, None] = {}  # keys of the routing entries written, oldest first, for the watcher
         if not self.db.execute("SELECT name FROM sqlite_master WHERE name = 'sessions'").fetchone():
             self.db.executescript(SCHEMA)
         # The routing table, read once: only `save_route` writes it, and it keeps this in step.
@@ -133,29 +164,41 @@ class Store:
         return int(value)
 
     def upsert_session(self, session_id: str, chat: str, parent_id: str | None, kind: str, started: int) -> None:
-        """Create the row, or refresh its parent (session create is an upsert)."""
+        """Create the row, or refresh its parent (session create is an upsert). A row known to
+        exist with this parent, itself known to exist, is left as it is: the upsert would
+        change nothing (an agent reloaded after eviction upserts its row at its next write).
+        A dangling parent is not known to exist: the upsert's foreign-key failure is the
+        gateway's cue to drop it."""
         self._check_lock()
+        known = self._existing
+        if session_id in known and known[session_id] == parent_id and (parent_id is None or parent_id in known):
+            return
         self.db.execute(
             "INSERT INTO sessions(id, chat, parent_id, kind, started) VALUES (?, ?, ?, ?, ?) "
             "ON CONFLICT(id) DO UPDATE SET parent_id = excluded.parent_id",
             (session_id, chat, parent_id, kind, started),
         )
+        self._existing[session_id] = parent_id
 
     def append(self, session_id: str, rows: Iterable[Row]) -> None:
-        """Append rows in one transaction: all land or none do."""
+        """Append rows atomically: all land or none do. One multi-row INSERT is one statement,
+        so atomic by itself (a turn is two rows: one statement instead of BEGIN, the inserts
+        and COMMIT); a long replay is chunked inside a transaction."""
         self._check_lock()
         rows = list(rows)
-        with _transaction(self.db):
-            self.db.executemany(
-                "INSERT INTO messages(session_id, turn_id, role, content, visibility) VALUES (?, ?, ?, ?, ?)",
-                [(session_id, r.turn, r.role, r.content, r.visibility) for r in rows],
-            )
+        self._write_rows(_insert_messages, [(session_id, *row) for row in rows])
         cached = self._transcripts.get(session_id)
         if cached is not None:
             cached.extend(rows)
 
     def session_exists(self, session_id: str) -> bool:
-        return self.db.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is not None
+        if session_id in self._existing:
+            return True
+        row = self.db.execute("SELECT parent_id FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        if row is None:
+            return False
+        self._existing[session_id] = row[0]
+        return True
 
     def transcript(self, session_id: str) -> list[Row]:
         """The session's rows, for the gateway: served from the read cache once read."""
@@ -174,13 +217,19 @@ class Store:
             )
         ]
 
-    def read_messages(self) -> dict[str, list[tuple[str, str, str]]]:
-        """Every session's (role, content, visibility) rows as the database holds them, in one
-        query (a snapshot of the whole store used to cost one query per session)."""
-        out: dict[str, list[tuple[str, str, str]]] = {}
-        for session, *row in self.db.execute("SELECT session_id, role, content, visibility FROM messages ORDER BY seq"):
-            out.setdefault(session, []).append(tuple(row))  # type: ignore[arg-type]
-        return out
+    def read_messages(self) -> dict[str, tuple[StoredMessage, ...]]:
+        """Every session's rows as the database holds them, read incrementally: message rows
+        are only ever inserted (with a growing sequence number) or deleted, so each read
+        fetches the rows past the last one it saw, and starts over after any deletion. (The
+        runner snapshots the store at every stop, checkpoint and deletion: re-reading every
+        row each time cost more than the turns that wrote them.)"""
+        seen = self._seen_rows
+        for seq, session, role, content, visibility in self.db.execute(
+            "SELECT seq, session_id, role, content, visibility FROM messages WHERE seq > ? ORDER BY seq", (self._seen_seq,)
+        ):
+            seen.setdefault(session, []).append(StoredMessage(role, content, visibility))
+            self._seen_seq = seq
+        return {session: tuple(rows) for session, rows in seen.items()}
 
     def parent_of(self, session_id: str) -> str | None:
         row = self.db.execute("SELECT parent_id FROM sessions WHERE id = ?", (session_id,)).fetchone()
@@ -189,7 +238,9 @@ class Store:
     def delete_session(self, session_id: str, *, keep_children: bool = False) -> None:
         """What another surface does. `keep_children` deletes with foreign keys off, as the
         sqlite3 shell does by default: the row and its messages go, its children dangle."""
-        self._transcripts.clear()  # a cascade reaches sessions the cache cannot name
+        self._transcripts.clear()  # a cascade reaches sessions the caches cannot name
+        self._existing.clear()
+        self._seen_rows, self._seen_seq = {}, 0
         if keep_children:
             self.db.execute("PRAGMA foreign_keys = OFF")
             try:
@@ -221,36 +272,51 @@ class Store:
         return Route(*row) if row else None
 
     def save_route(self, route: Route) -> None:
-        self.db.execute(
-            "INSERT INTO routing(chat_key, chat, session_id, previous_id, last_user, anchor, ended) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(chat_key) DO UPDATE SET session_id = excluded.session_id, "
-            "previous_id = excluded.previous_id, last_user = excluded.last_user, anchor = excluded.anchor, "
-            "ended = excluded.ended",
-            (route.chat_key, route.chat, route.session_id, route.previous_id, route.last_user, route.anchor, int(route.ended)),
-        )
+        """Write the entry: an UPDATE when the row exists (the read cache mirrors the table; an
+        UPDATE costs about half the upsert it replaces), else an INSERT. The chat name is
+        never updated: the first one stays."""
         known = self._routing.get(route.chat_key)
-        row = (route.chat_key, known[1] if known else route.chat, route.session_id, route.previous_id, route.last_user,
-               route.anchor, bool(route.ended))  # as the upsert left it: the first chat name stays
-        self._routing[route.chat_key] = row
-        self.saved_routes.append(Route(*row))
+        if known is None:
+            self.db.execute(
+                "INSERT INTO routing(chat_key, chat, session_id, previous_id, last_user, anchor, ended) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (route.chat_key, route.chat, route.session_id, route.previous_id, route.last_user, route.anchor,
+                 int(route.ended)),
+            )
+        else:
+            self.db.execute(
+                "UPDATE routing SET session_id = ?, previous_id = ?, last_user = ?, anchor = ?, ended = ? "
+                "WHERE chat_key = ?",
+                (route.session_id, route.previous_id, route.last_user, route.anchor, int(route.ended), route.chat_key),
+            )
+        self._routing[route.chat_key] = (
+            route.chat_key, known[1] if known else route.chat, route.session_id, route.previous_id, route.last_user,
+            route.anchor, bool(route.ended))  # as the upsert left it: the first chat name stays
+        self.saved_routes[route.chat_key] = None
 
     def take_saved_routes(self) -> list[Route]:
-        """The routing entries written since the last call, oldest first (a change feed, so
-        the gateway's expiry index never re-reads the whole table)."""
-        saved, self.saved_routes = self.saved_routes, []
-        return saved
+        """The routing entries written since the last call, as they are now, in the order
+        first written (a change feed, so the gateway's expiry index never re-reads the whole
+        table)."""
+        saved, self.saved_routes = self.saved_routes, {}
+        return [Route(*self._routing[key]) for key in saved]
 
     # -- lifecycle flags --------------------------------------------------------------
 
     def life(self, session_id: str) -> int:
-        row = self.db.execute("SELECT life FROM lives WHERE session_id = ?", (session_id,)).fetchone()
-        return int(row[0]) if row else 0
+        life = self._lives.get(session_id)
+        if life is None:
+            row = self.db.execute("SELECT life FROM lives WHERE session_id = ?", (session_id,)).fetchone()
+            life = self._lives[session_id] = int(row[0]) if row else 0
+        return life
 
     def bump_life(self, session_id: str) -> None:
-        self.db.execute(
-            "INSERT INTO lives(session_id, life) VALUES (?, 1) ON CONFLICT(session_id) DO UPDATE SET life = life + 1",
+        (life,) = self.db.execute(
+            "INSERT INTO lives(session_id, life) VALUES (?, 1) ON CONFLICT(session_id) DO UPDATE SET life = life + 1 "
+            "RETURNING life",
             (session_id,),
-        )
+        ).fetchone()
+        self._lives[session_id] = int(life)
 
     def record_end(self, session_id: str, reason: str) -> bool:
         """Mark the session's current life ended. False if it already was (exactly once)."""
@@ -284,7 +350,7 @@ class Store:
     # -- memory watermark -------------------------------------------------------------
 
     def mark_ingested(self, provider: str, turns: Iterable[str]) -> None:
-        self.db.executemany("INSERT OR IGNORE INTO ingested(provider, turn_id) VALUES (?, ?)", [(provider, t) for t in turns])
+        self._write_rows(_insert_ingested, [(provider, turn) for turn in turns])
 
     def ingested(self, provider: str) -> set[str]:
         return {row[0] for row in self.db.execute("SELECT turn_id FROM ingested WHERE provider = ?", (provider,))}
@@ -296,7 +362,7 @@ class Store:
         )
 
     def outbox_done(self, provider: str, turns: Iterable[str]) -> None:
-        self.db.executemany("DELETE FROM memory_outbox WHERE provider = ? AND turn_id = ?", [(provider, t) for t in turns])
+        self._write_rows(_delete_outbox, [(turn,) for turn in turns], (provider,))
 
     def outbox(self, provider: str) -> list[tuple[str, str, str, str]]:
         """(session, turn, user, assistant) still unshipped, in the order they were buffered."""
@@ -306,6 +372,38 @@ class Store:
 
     def all_sessions(self) -> list[tuple[str, str | None]]:
         return list(self.db.execute("SELECT id, parent_id FROM sessions ORDER BY id"))
+
+    def _write_rows(self, statement: Callable[[int], str], rows: list[tuple], shared: tuple = ()) -> None:
+        """Write many rows with few statements: `statement(n)` is the SQL for n rows, whose
+        parameters are `shared`, then each row's values. One statement is atomic by itself;
+        more than `_CHUNK` rows go in chunks inside one transaction."""
+        if not rows:
+            return
+        if len(rows) <= _CHUNK:
+            self.db.execute(statement(len(rows)), [*shared, *chain.from_iterable(rows)])
+            return
+        with _transaction(self.db):
+            for start in range(0, len(rows), _CHUNK):
+                self._write_rows(statement, rows[start:start + _CHUNK], shared)
+
+
+# Statements over n rows (for `Store._write_rows`): SQLite prepares each text once.
+
+@cache
+def _insert_messages(count: int) -> str:
+    values = ", ".join(["(?, ?, ?, ?, ?)"] * count)
+    return f"INSERT INTO messages(session_id, turn_id, role, content, visibility) VALUES {values}"
+
+
+@cache
+def _insert_ingested(count: int) -> str:
+    return f"INSERT OR IGNORE INTO ingested(provider, turn_id) VALUES {', '.join(['(?, ?)'] * count)}"
+
+
+@cache
+def _delete_outbox(count: int) -> str:
+    """Shares the provider; each row is a turn."""
+    return f"DELETE FROM memory_outbox WHERE provider = ? AND turn_id IN ({', '.join(['?'] * count)})"
 
 
 class _transaction:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from conformance.checks.model import RunModel, Segment
-from conformance.observations import Obs
+from conformance.observations import CacheReplay, Obs
 
 STATES = ("live+cached", "live+evicted", "past boundary", "ended", "deleted row", "shut down")
 EVENTS = ("message", "command", "watcher tick", "sweep", "eviction", "SIGTERM", "crash", "delete", "locked DB")
@@ -104,7 +104,8 @@ class _Walk:
     def __init__(self, m: RunModel) -> None:
         self.m = m
         self.up = True
-        self.cached: set[str] = set()
+        self.cache = CacheReplay()  # resources records are deltas
+        self.cached = self.cache.cached  # session -> busy, as of the record last taken in
         self.ends: dict[str, list[int]] = {}
         self.deleted: set[str] = set()
         for index, r in enumerate(m.records):
@@ -115,7 +116,7 @@ class _Walk:
         """Take in record `r` (after counting the events it starts)."""
         kind = r.kind
         if kind == "resources":
-            self.cached = {sid for sid, _busy in r.d("cached", [])}
+            self.cache.apply(r.detail)
         elif kind in ("sigterm", "crash"):
             self.up = False
         elif kind == "restart":
@@ -228,7 +229,8 @@ def _boundary_paths(m: RunModel) -> list[tuple[str, str]]:
 def _trigger(m: RunModel, chat: str, index: int) -> str:
     """What at the same instant, in the same chat, set off the record at `index`."""
     t = m.records[index].t
-    for r in reversed(m.records[:index]):
+    for j in range(index - 1, -1, -1):  # back to the first record of another instant (no copy of the log)
+        r = m.records[j]
         if r.t != t:
             break
         if r.kind == "restart":

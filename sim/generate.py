@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
+from operator import itemgetter
 from random import Random
 from typing import Protocol, TypeVar
 from zoneinfo import ZoneInfo
@@ -55,17 +56,24 @@ class Choices(Protocol):
 
 
 class SeededChoices:
-    """Decisions from a seeded `random.Random` (only `randint`: stable across versions)."""
+    """Decisions from a seeded `random.Random`: exactly `randint`'s numbers (stable across
+    versions), drawn the way CPython's `randint` draws them (`getrandbits` with rejection),
+    without its three layers of calls: a generated seed asks for hundreds."""
 
     def __init__(self, rng: Random) -> None:
-        self._rng = rng
+        self._bits = rng.getrandbits
 
     def integer(self, low: int, high: int) -> int:
-        return self._rng.randint(low, high)
+        n = high - low + 1
+        k = n.bit_length()
+        r = self._bits(k)
+        while r >= n:
+            r = self._bits(k)
+        return low + r
 
 
 def weighted(choices: Choices, table: Table[T]) -> T:
-    point = choices.integer(0, sum(weight for _, weight in table) - 1)
+    point = choices.integer(0, sum(map(itemgetter(1), table)) - 1)
     for value, weight in table:
         if point < weight:
             return value

@@ -8,7 +8,7 @@ import functools
 from typing import Any
 
 from conformance.checks import judge
-from conformance.observations import Obs
+from conformance.observations import CacheReplay, Obs
 from conformance.runner import run_scenario
 from reference_impl import ReferenceGateway
 from sim.loader import load_text
@@ -297,6 +297,18 @@ def log(name: str) -> tuple[Obs, ...]:
     """The reference gateway's log of scenario `name` (run once per test session)."""
     text = f"name: {name}\n{_HEAD}{SCENARIOS.get(name) or ORACLE_CASES[name]}"
     return tuple(run_scenario(load_text(text, f"<{name}>"), ReferenceGateway(), "reference", check=False).records)
+
+
+def snapshots(records: tuple[Obs, ...] | list[Obs]) -> list[Obs]:
+    """The log with every `resources` record stating the whole cache (a valid log too), so a
+    test can edit one sample without its change carrying into the deltas after it."""
+    replay, out = CacheReplay(), []
+    for r in records:
+        if r.kind == "resources":
+            replay.apply(r.detail)
+            r = dataclasses.replace(r, detail=replay.resources().to_detail())
+        out.append(r)
+    return out
 
 
 def find(records: tuple[Obs, ...] | list[Obs], kind: str, *, session: str | None = None, turn: str | None = None,

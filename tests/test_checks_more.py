@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from check_logs import drop, edit, find, insert, log, messages, move, rows
+from check_logs import drop, edit, find, insert, log, messages, move, rows, snapshots
 
 from conformance import checks
 from conformance.checks import judge
@@ -99,7 +99,7 @@ def test_i6_resume_and_reuse() -> None:
 
 
 def test_i7_cache_cap() -> None:
-    records = log("idle")
+    records = snapshots(log("idle"))
     sample = find(records, "resources", cached=[["s2", False]])
     assert messages(edit(records, sample, detail={"cached": [["s1", False], ["s2", False]]}), "I7") == [
         "the agent cache held 2 idle agents at 09:02:02 (cap 1): s1, s2"
@@ -107,7 +107,7 @@ def test_i7_cache_cap() -> None:
 
 
 def test_i7_none_session_reaped_after_the_ttl() -> None:
-    records = log("reaped")  # a gateway that keeps s1's agent from 09:00:02 until t2 at 12:00
+    records = snapshots(log("reaped"))  # a gateway that keeps s1's agent from 09:00:02 until t2 at 12:00
     kept = drop(records, find(records, "note", what="evict"), find(records, "resources", cached=[], nth=1))
     assert messages(kept, "I7") == [
         "the agent of session s1 (reset policy none) stayed cached until 12:00, idle since 09:00:02 "
@@ -116,11 +116,11 @@ def test_i7_none_session_reaped_after_the_ttl() -> None:
 
 
 def test_i7_nothing_left_after_shutdown() -> None:
-    records = log("sigterm")
+    records = snapshots(log("sigterm"))
     assert messages(edit(records, find(records, "resources", running=0), detail={"running": 2}), "I7") == [
         "after the sigterm at 09:02 the gateway still held 2 running tasks"
     ]
-    records = log("reaped")
+    records = snapshots(log("reaped"))
     final = find(records, "resources", running=0, nth=-1)
     assert messages(edit(records, final, detail={"cached": [["s1", False]], "running": 1}), "I7")[-1] == (
         "after the final sigterm at 13:11:02 the gateway still held 1 agent (s1) and 1 running task"

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from conformance.observations import Obs
+from conformance.observations import CacheReplay, Obs
 from conformance.runner import run_scenario
 from reference_impl.gateway import ReferenceGateway
 from reference_impl.memory import BatchingProvider
@@ -65,7 +65,11 @@ def reply_session(records: list[Obs], turn: str) -> str | None:
 def cached_at_checkpoint(records: list[Obs]) -> list[list[Any]]:
     """The cache as last sampled before the first checkpoint."""
     index = next(i for i, r in enumerate(records) if r.kind == "checkpoint")
-    return next(r.d("cached") for r in reversed(records[:index]) if r.kind == "resources")
+    cache = CacheReplay()  # resources records are deltas
+    for r in records[:index]:
+        if r.kind == "resources":
+            cache.apply(r.detail)
+    return [[sid, busy] for sid, busy in cache.entries()]
 
 
 # variant -> (what to read off a log, the reference's value, the variant's value)

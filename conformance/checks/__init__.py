@@ -7,7 +7,7 @@ check, naming the step: an incomplete log proves nothing either way.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from conformance.checks import (
     i1_end,
@@ -36,7 +36,7 @@ CHECKS: dict[str, Callable[[RunModel], Verdict]] = {
 assert tuple(CHECKS) == CHECK_IDS
 
 
-def judge(records: list[Obs]) -> dict[str, Verdict]:
+def judge(records: Sequence[Obs]) -> dict[str, Verdict]:
     """Every check's verdict on one observation log."""
     model = RunModel.build(records)
     if model.failure is not None:

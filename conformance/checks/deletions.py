@@ -7,10 +7,12 @@ from the deletion until that write; otherwise nothing in the gateway could resto
 
 from __future__ import annotations
 
+import heapq
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
 from conformance.checks.model import NEVER, RunModel, Turn
+from conformance.observations import CacheReplay
 
 
 @dataclass(frozen=True)
@@ -96,16 +98,18 @@ def _derive(m: RunModel) -> _Cuts:
     children: dict[str, list[tuple[int, str]]] = {}  # parent -> (child's first request, child)
     for child, (parent, born) in sorted(_parents(m).items()):
         children.setdefault(parent, []).append((born, child))
-    cached: set[str] = set()
+    replay = CacheReplay()  # resources records are deltas
+    cached = replay.cached
     gone: dict[str, list[int]] = {}  # session -> indexes of samples where its agent left the cache
     ended: set[str] = set()
     raw: list[tuple[str, int, int, str]] = []  # (session, index, t, why-if-lost-so-far)
-    for index, r in m.of("resources", "on_session_end", "delete_session", "delete_parent"):
+    kinds = ("resources", "on_session_end", "delete_session", "delete_parent")
+    for index in heapq.merge(*(m.by_kind.get(kind, []) for kind in kinds)):
+        r = m.records[index]
         if r.kind == "resources":
-            now = {sid for sid, _busy in r.d("cached", [])}
-            for sid in cached - now:
-                gone.setdefault(sid, []).append(index)
-            cached = now
+            for sid in replay.apply(r.detail):
+                if sid not in cached:
+                    gone.setdefault(sid, []).append(index)
         elif r.kind == "on_session_end" and r.session:
             ended.add(r.session)
         elif r.session:

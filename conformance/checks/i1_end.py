@@ -18,14 +18,12 @@ from conformance.verdict import Verdict, Violation
 from sim.clock import format_duration
 
 
-def _deadline(m: RunModel, seg: Segment, segments: list[Segment]) -> tuple[int | None, str]:
-    """When the end is owed at the latest, and how the gateway's claim makes it so."""
+def _deadline(m: RunModel, seg: Segment, segments: list[Segment]) -> int | None:
+    """When the end is owed at the latest (None: not yet owed); `_claim` says why."""
     assert seg.boundary is not None
     if _lazy(m, seg):
         following = _next_with_turns(seg, segments)
-        if following is None:
-            return None, "lazy finalization: owed at the chat's next message, and none came"
-        return following.start, "lazy finalization: owed before the chat's next message"
+        return None if following is None else following.start
     due = seg.boundary
     for turn in seg.turns:  # a turn in flight (or queued) at the boundary defers the rotation until it is done
         if due < turn.done[0] < NEVER:
@@ -33,8 +31,21 @@ def _deadline(m: RunModel, seg: Segment, segments: list[Segment]) -> tuple[int |
     for down, up in m.stopped_at:  # a stop in the meantime restarts the countdown at restart
         if down <= due + m.latency and up > due:
             due = up
-    claim = f"eager finalization within {format_duration(m.latency)}" if m.latency else "immediate finalization"
-    return due + m.latency, claim
+    return due + m.latency
+
+
+def _claim(m: RunModel, seg: Segment, segments: list[Segment]) -> str:
+    """How the gateway's claim makes the end owed by `_deadline` (words for a violation)."""
+    if _lazy(m, seg):
+        if _next_with_turns(seg, segments) is None:
+            return "lazy finalization: owed at the chat's next message, and none came"
+        return "lazy finalization: owed before the chat's next message"
+    return f"eager finalization within {format_duration(m.latency)}" if m.latency else "immediate finalization"
+
+
+def _what(m: RunModel, seg: Segment) -> str:
+    """The segment's boundary in words (built only for a violation: words cost more than checks)."""
+    return f"its {seg.reason} boundary at {m.at(seg.boundary)} ({boundary_words(m, seg)})"
 
 
 def _next_with_turns(seg: Segment, segments: list[Segment]) -> Segment | None:
@@ -71,13 +82,13 @@ def _check_segment(m: RunModel, seg: Segment, segments: list[Segment]) -> list[V
             f"session {session} got on_session_finalize at {m.at(r.t)}{describe_time_context(m, i)} "
             f"but never reached a boundary ({boundary_words(m, seg)})", (i,), r.t, session) for i, r in fins]
         return out
-    due, claim = _deadline(m, seg, segments)
-    what = f"its {seg.reason} boundary at {m.at(seg.boundary)} ({boundary_words(m, seg)})"
+    due = _deadline(m, seg, segments)
     if not ends:
         out = []
         if due is not None:
             out.append(Violation(
-                f"session {session} reached {what} but got no on_session_end (owed by {m.at(due)}: {claim})",
+                f"session {session} reached {_what(m, seg)} but got no on_session_end "
+                f"(owed by {m.at(due)}: {_claim(m, seg, segments)})",
                 (), seg.boundary, session, tuple(t.id for t in seg.turns)))
         if fins:
             i, r = fins[0]
@@ -92,18 +103,19 @@ def _check_segment(m: RunModel, seg: Segment, segments: list[Segment]) -> list[V
     index, end = ends[0]
     if end.t < seg.boundary:
         out.append(Violation(
-            f"session {session} got on_session_end at {m.at(end.t)}{describe_time_context(m, index)}, before {what}",
+            f"session {session} got on_session_end at {m.at(end.t)}{describe_time_context(m, index)}, "
+            f"before {_what(m, seg)}",
             (index,), end.t, session))
     elif due is not None and _lazy(m, seg) and index > _next_request(seg, segments):
         following = _next_with_turns(seg, segments)
         assert following is not None
         out.append(Violation(
-            f"session {session} reached {what} but its on_session_end came only after the chat's next message "
+            f"session {session} reached {_what(m, seg)} but its on_session_end came only after the chat's next message "
             f"{following.turns[0].id} at {m.at(due)} (lazy finalization)", (index,), end.t, session))
     elif due is not None and not _lazy(m, seg) and end.t > due:
         out.append(Violation(
-            f"session {session} reached {what} but its on_session_end came only at {m.at(end.t)} "
-            f"(owed by {m.at(due)}: {claim})", (index,), end.t, session))
+            f"session {session} reached {_what(m, seg)} but its on_session_end came only at {m.at(end.t)} "
+            f"(owed by {m.at(due)}: {_claim(m, seg, segments)})", (index,), end.t, session))
     out += _transcript(m, session, index, end)
     before = [(i, r) for i, r in fins if i < index]
     if before:
@@ -136,10 +148,12 @@ def _transcript(m: RunModel, session: str, index: int, end: Obs) -> list[Violati
     """The end carries the session's acknowledged turns, in order, once (what a deletion
     destroyed for good may be missing)."""
     full = [t.id for t in m.acked_in(session, before=index)]
+    carried = [t for t in end.turns if t in m.turns and m.turns[t].acked]
+    if carried == full:
+        return []
     lost = lost_before(m, session, index)
     after_loss = [t.id for t in m.acked_in(session, before=index) if t.reply_index > lost]
-    carried = [t for t in end.turns if t in m.turns and m.turns[t].acked]
-    if carried in (full, after_loss):
+    if carried == after_loss:
         return []
     expected = full if any(t not in after_loss for t in carried if t in full) else after_loss
     problems = []

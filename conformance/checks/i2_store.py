@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 
-from conformance.checks.deletions import excused_from_store
+from conformance.checks.deletions import deletions, excused_from_store
 from conformance.checks.model import RunModel, Turn
 from conformance.checks.text import turn_list
 from conformance.verdict import Verdict, Violation
@@ -32,20 +32,17 @@ def check(m: RunModel) -> Verdict:
     acked = sorted((t for t in m.turns.values() if t.acked), key=lambda t: t.reply_index)
     acked_at = [t.reply_index for t in acked]
     sessions = [t.session or "" for t in acked]
+    # Only a deletion of the session, or a crash without claimed durability, excuses a turn.
+    excusable = {cut.session for cut in deletions(m)}
+    crash_durable = m.profile.get("crash_durable", True)
     for index, snap in m.of("durable"):
-        users: dict[str, list[str]] = {}
-        stored: dict[tuple[str, str], int] = {}  # (session, turn) -> user rows
-        replied: set[tuple[str, str]] = set()
+        users: dict[str, list[str]] = {}  # session -> turn ids of its user rows, in stored order
+        replied: dict[str, set[str]] = {}  # session -> turns with an assistant row
         for sid, body in snap.d("sessions", {}).items():
-            mine = users[sid] = []
-            for role, turn, _vis in body["rows"]:
-                if not turn:
-                    continue
-                if role == "user":
-                    mine.append(turn)
-                    stored[sid, turn] = stored.get((sid, turn), 0) + 1
-                elif role == "assistant":
-                    replied.add((sid, turn))
+            rows = body["rows"]
+            users[sid] = [turn for role, turn, _vis in rows if role == "user" and turn]
+            replied[sid] = {turn for role, turn, _vis in rows if role == "assistant" and turn}
+        distinct = {sid: set(turns) for sid, turns in users.items()}
         where = _Where(users)
         label = f"snapshot '{snap.d('label')}' ({m.at(snap.t)})"
         owed_by_session: dict[str, list[str]] = {}
@@ -53,11 +50,14 @@ def check(m: RunModel) -> Verdict:
         examined += upto
         for k in range(upto):
             turn, session = acked[k], sessions[k]
-            if excused_from_store(m, turn, index):
+            if (session in excusable or not crash_durable) and excused_from_store(m, turn, index):
                 continue
             owed_by_session.setdefault(session, []).append(turn.id)
-            count = stored.get((session, turn.id), 0)
-            if count == 1 and (session, turn.id) in replied:
+            mine = distinct.get(session, ())
+            count = int(turn.id in mine)
+            if count and len(mine) < len(users[session]):  # a turn stored twice somewhere in the session
+                count = users[session].count(turn.id)
+            if count == 1 and turn.id in replied[session]:
                 continue
             problem = _problem(m, turn, count, where)
             if (turn.id, problem[0]) in reported:

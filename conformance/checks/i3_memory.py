@@ -47,10 +47,11 @@ def check(m: RunModel) -> Verdict:
 
 def _late(m: RunModel, backends: list[str]) -> list[Violation]:
     """Turns that reached a backend only after the session end or SIGTERM that owed them."""
-    first: dict[tuple[str, str], tuple[int, int]] = {}
+    first: dict[str, dict[str, tuple[int, int]]] = {backend: {} for backend in backends}  # backend -> turn -> (index, t)
     for index, r in m.of("ingest"):
+        mine = first.setdefault(r.d("backend"), {})
         for turn in r.turns:
-            first.setdefault((r.d("backend"), turn), (index, r.t))
+            mine.setdefault(turn, (index, r.t))
     failing: dict[str, list[tuple[int, int]]] = {}
     for _index, r in m.of("backend_fail"):
         failing.setdefault(r.d("backend"), []).append((r.t, r.d("until")))
@@ -58,28 +59,34 @@ def _late(m: RunModel, backends: list[str]) -> list[Violation]:
     def down(backend: str, t: int) -> bool:
         return any(start <= t < until for start, until in failing.get(backend, []))
 
-    moments: list[tuple[int, int, str, list[str]]] = []  # (index, t, what, turns owed by then)
+    moments: list[tuple[int, int, list[str]]] = []  # (index, t, turns owed by then)
     for index, end in m.of("on_session_end"):
         if end.session in m.chat_sessions():
-            owed = [t.id for t in m.acked_in(end.session, before=index)]
-            moments.append((index, end.t, f"{end.session}'s on_session_end at {m.at(end.t)}", owed))
+            moments.append((index, end.t, [t.id for t in m.acked_in(end.session, before=index)]))
     for index, stop in m.of("sigterm"):
         owed = [t.id for t in m.turns.values() if t.acked and not t.delegate and t.reply_index < index]
-        moments.append((index, stop.t, f"the {'final ' if stop.d('final') else ''}SIGTERM at {m.at(stop.t)}", owed))
+        moments.append((index, stop.t, owed))
+
+    def what(index: int) -> str:  # words for a moment, built only for a violation
+        r = m.records[index]
+        if r.kind == "on_session_end":
+            return f"{r.session}'s on_session_end at {m.at(r.t)}"
+        return f"the {'final ' if r.d('final') else ''}SIGTERM at {m.at(r.t)}"
+
     out: list[Violation] = []
-    reported: set[tuple[str, str]] = set()
-    for index, t, what, owed in sorted(moments):
+    reported: dict[str, set[str]] = {backend: set() for backend in backends}
+    for index, t, owed in sorted(moments):
         for backend in backends:
             if down(backend, t):
                 continue
-            late = [turn for turn in owed if (backend, turn) in first and first[(backend, turn)][1] > t
-                    and (backend, turn) not in reported]
+            mine, said = first[backend], reported[backend]
+            late = [turn for turn in owed if (f := mine.get(turn)) is not None and f[1] > t and turn not in said]
             if not late:
                 continue
-            reported.update((backend, turn) for turn in late)
-            when = first[(backend, late[0])]
+            said.update(late)
+            when = mine[late[0]]
             out.append(Violation(
-                f"backend '{backend}' took {turn_list(late)} only at {m.at(when[1])}, after {what}: "
+                f"backend '{backend}' took {turn_list(late)} only at {m.at(when[1])}, after {what(index)}: "
                 f"what a provider buffers is owed when the session ends or the gateway stops",
                 (index, when[0]), when[1], m.turns[late[0]].session, tuple(late)))
     return out

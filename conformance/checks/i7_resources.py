@@ -8,38 +8,67 @@ from __future__ import annotations
 from bisect import bisect_right
 
 from conformance.checks.model import RunModel
-from conformance.observations import Obs
+from conformance.observations import CacheReplay, Resources
 from conformance.verdict import Verdict, Violation
 from sim.clock import format_duration
 
 
 def check(m: RunModel) -> Verdict:
-    samples = m.of("resources")
-    violations = _over_cap(m, samples) + _not_reaped(m, samples) + _left_running(m, samples)
-    return Verdict("I7", "fail" if violations else "pass", tuple(violations), examined=len(samples))
+    indexes = m.by_kind.get("resources", [])
+    after_stops = _held_at(m, indexes)
+    over, stretches, held = _replay(m, indexes, set(after_stops.values()))
+    violations = over + _not_reaped(m, stretches) + _left_running(m, after_stops, held)
+    return Verdict("I7", "fail" if violations else "pass", tuple(violations), examined=len(indexes))
 
 
-def _over_cap(m: RunModel, samples: list[tuple[int, Obs]]) -> list[Violation]:
+_Stretch = tuple[str, int, int, int, bool]  # (session, sample index it began, from, until, left the cache)
+
+
+def _replay(m: RunModel, indexes: list[int], wanted: set[int]) -> tuple[list[Violation], list[_Stretch], dict[int, Resources]]:
+    """One pass over the resources samples (records are deltas, `CacheReplay`): the first
+    sample over the cap; each stretch an agent of a `none` session sat idle in the cache; and
+    what the gateway held at the samples `_left_running` reads."""
     cap = m.config.cache_cap
-    for index, r in samples:
-        cached = r.d("cached", [])
-        if len(cached) <= cap:  # no more idle agents than agents
-            continue
-        idle = [sid for sid, busy in cached if not busy]
-        if len(idle) > cap:
-            return [Violation(f"the agent cache held {len(idle)} idle agents at {m.at(r.t)} (cap {cap}): {', '.join(idle)}",
-                              (index,), r.t)]
-    return []
-
-
-def _not_reaped(m: RunModel, samples: list[tuple[int, Obs]]) -> list[Violation]:
-    """Each stretch an agent of a `none` session sat idle in the cache, against the TTL."""
-    ttl, slack = m.config.idle_ttl, int(m.profile.get("sweep_interval", 0))
     chat_of = {t.session: t.chat for t in m.turns.values() if t.session}
-    # Only agents of `none` sessions are held to the TTL here: follow no other.
+    # Only agents of `none` sessions are held to the TTL: follow no other.
     watched = {sid for sid, chat in chat_of.items() if m.policy(chat).mode == "none"}
-    if not watched:
+    over: list[Violation] = []
+    held: dict[int, Resources] = {}
+    since: dict[str, tuple[int, int]] = {}  # session -> (index, t) of the sample it became idle-cached
+    stretches: list[_Stretch] = []
+    replay = CacheReplay()
+    t = 0
+    for index in indexes:
+        r = m.records[index]
+        t = r.t
+        touched = replay.apply(r.detail)
+        if not over and replay.idle > cap:
+            idle = [sid for sid, busy in replay.entries() if not busy]
+            over.append(Violation(
+                f"the agent cache held {len(idle)} idle agents at {m.at(t)} (cap {cap}): {', '.join(idle)}", (index,), t))
+        if index in wanted:
+            held[index] = replay.resources()
+        if not watched:
+            continue
+        changed = sorted(touched & watched)
+        cached = replay.cached
+        for sid in changed:
+            if sid in since and cached.get(sid, True):
+                start_index, start = since.pop(sid)
+                stretches.append((sid, start_index, start, t, True))
+        for sid in changed:
+            if sid not in since and cached.get(sid, True) is False:
+                since[sid] = (index, t)
+    stretches += [(sid, i, start, t, False) for sid, (i, start) in sorted(since.items())]
+    return over, stretches, held
+
+
+def _not_reaped(m: RunModel, stretches: list[_Stretch]) -> list[Violation]:
+    """Each stretch an agent of a `none` session sat idle in the cache, against the TTL."""
+    if not stretches:
         return []
+    ttl, slack = m.config.idle_ttl, int(m.profile.get("sweep_interval", 0))
+    watched = {s[0] for s in stretches}
     activity: dict[str, list[int]] = {}
     for t in sorted(m.turns.values(), key=lambda t: t.index):
         for r in (t.request, t.reply):
@@ -49,17 +78,6 @@ def _not_reaped(m: RunModel, samples: list[tuple[int, Obs]]) -> list[Violation]:
         times.sort()
     out: list[Violation] = []
     reported: set[str] = set()
-    since: dict[str, tuple[int, int]] = {}  # session -> (index, t) of the sample it became idle-cached
-    stretches: list[tuple[str, int, int, int, bool]] = []  # (session, index, from, until, left)
-    for index, r in samples:
-        idle = {sid for sid, busy in r.d("cached", []) if not busy and sid in watched}
-        for sid in sorted(set(since) - idle):
-            start_index, start = since.pop(sid)
-            stretches.append((sid, start_index, start, r.t, True))
-        for sid in sorted(idle - set(since)):
-            since[sid] = (index, r.t)
-    last_t = samples[-1][1].t if samples else 0
-    stretches += [(sid, i, start, last_t, False) for sid, (i, start) in sorted(since.items())]
     for sid, index, start, until, left in sorted(stretches, key=lambda s: s[1]):
         if sid in reported:
             continue
@@ -76,26 +94,32 @@ def _not_reaped(m: RunModel, samples: list[tuple[int, Obs]]) -> list[Violation]:
     return out
 
 
-def _left_running(m: RunModel, samples: list[tuple[int, Obs]]) -> list[Violation]:
-    """What the gateway held after each SIGTERM: the last sample before it started again."""
-    out: list[Violation] = []
-    sample_at = [i for i, _ in samples]
-    restarts = [i for i, _ in m.of("restart")]
-    for stop, r in m.of("sigterm"):
+def _held_at(m: RunModel, indexes: list[int]) -> dict[int, int]:
+    """For each SIGTERM (by record index): the last resources sample before the gateway started again."""
+    out: dict[int, int] = {}
+    restarts = m.by_kind.get("restart", [])
+    for stop in m.by_kind.get("sigterm", []):
         k = bisect_right(restarts, stop)
         until = restarts[k] if k < len(restarts) else len(m.records)
-        j = bisect_right(sample_at, until - 1)
-        if not j:
-            continue
-        index, state = samples[j - 1]
-        cached, running = [sid for sid, _busy in state.d("cached", [])], state.d("running", 0)
+        j = bisect_right(indexes, until - 1)
+        if j:
+            out[stop] = indexes[j - 1]
+    return out
+
+
+def _left_running(m: RunModel, after_stops: dict[int, int], held: dict[int, Resources]) -> list[Violation]:
+    """What the gateway held after each SIGTERM: the last sample before it started again."""
+    out: list[Violation] = []
+    for stop, index in after_stops.items():
+        state, r = held[index], m.records[stop]
+        cached, running = [sid for sid, _busy in state.cached], state.running
         if cached or running:
             which = "the final sigterm" if r.d("final") else "the sigterm"
-            held = [f"{_count(len(cached), 'agent')}{_names(cached)}"] if cached else []
-            held += [_count(running, "running task")] if running else []
+            held_now = [f"{_count(len(cached), 'agent')}{_names(cached)}"] if cached else []
+            held_now += [_count(running, "running task")] if running else []
             out.append(Violation(
-                f"after {which} at {m.at(r.t)} the gateway still held {' and '.join(held)}", (stop, index), r.t))
-    final_stop = next((i for i, r in m.of("sigterm") if r.d("final")), None)
+                f"after {which} at {m.at(r.t)} the gateway still held {' and '.join(held_now)}", (stop, index), r.t))
+    final_stop = next((i for i in m.by_kind.get("sigterm", []) if m.records[i].d("final")), None)
     for index, r in m.of("threads"):  # harness-observed: threads the gateway started and left running
         if final_stop is not None and index > final_stop and r.d("running", 0):
             out.append(Violation(

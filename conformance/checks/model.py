@@ -12,7 +12,9 @@ from __future__ import annotations
 import heapq
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -22,6 +24,9 @@ from sim.loader import config_from_document
 from sim.scenario import GatewayConfig, ResetPolicy
 
 NEVER = 1 << 62
+# The kinds `RunModel.of_session` answers for: indexing every record by session cost more
+# than the checks that read it.
+SESSION_KINDS = frozenset({"on_session_end", "on_session_finalize", "on_session_switch", "on_session_reset", "sync_turn"})
 
 
 @dataclass
@@ -75,7 +80,7 @@ class Segment:
 
 @dataclass
 class RunModel:
-    records: list[Obs]
+    records: Sequence[Obs]  # a list, or a spilled log read back from its file (conformance.spill)
     name: str
     zone: ZoneInfo
     config: GatewayConfig
@@ -89,7 +94,7 @@ class RunModel:
     final_stop: int | None
     final_index: int = -1
     by_kind: dict[str, list[int]] = field(default_factory=dict, repr=False)
-    by_session: dict[tuple[str, str], list[int]] = field(default_factory=dict, repr=False)  # (kind, session)
+    by_session: dict[tuple[str, str], list[int]] = field(default_factory=dict, repr=False)  # (kind, session), SESSION_KINDS
     acked_by_session: dict[str, list[Turn]] = field(default_factory=dict, repr=False)  # in reply order
     memo: dict[str, Any] = field(default_factory=dict, repr=False)  # derived views (deletions…)
 
@@ -118,7 +123,9 @@ class RunModel:
         return [(i, self.records[i]) for i in indexes]
 
     def of_session(self, kind: str, session: str, lo: int = 0, hi: int = NEVER) -> list[tuple[int, Obs]]:
-        """Records of one kind about one session, with index in [lo, hi)."""
+        """Records of one kind (one of SESSION_KINDS) about one session, with index in [lo, hi)."""
+        if kind not in SESSION_KINDS:
+            raise ValueError(f"records of kind {kind!r} are not indexed by session")
         indexes = self.by_session.get((kind, session), [])
         return [(i, self.records[i]) for i in indexes[bisect_left(indexes, lo):bisect_left(indexes, hi)]]
 
@@ -173,7 +180,7 @@ class RunModel:
     # -- building ---------------------------------------------------------------------
 
     @staticmethod
-    def build(records: list[Obs]) -> RunModel:
+    def build(records: Sequence[Obs]) -> RunModel:
         if not records or records[0].kind != "scenario":
             raise ValueError("an observation log starts with its 'scenario' record")
         head = records[0]
@@ -193,8 +200,10 @@ class RunModel:
         for index, r in enumerate(records):
             kind = r.kind
             by_kind[kind].append(index)
-            if r.session is not None:
+            if kind in SESSION_KINDS and r.session is not None:
                 by_session[(kind, r.session)].append(index)
+            if kind in _PASSIVE:
+                continue
             if kind in ("message", "delegate"):
                 turn = Turn(r.turns[0], r.chat or "", r.t, index, delegate=kind == "delegate", muted=bool(r.d("muted")))
                 turns[turn.id] = turn
@@ -254,13 +263,21 @@ class RunModel:
         return model
 
 
+# Kinds `RunModel.build` only indexes (the frequent outputs): the walk skips its other cases.
+_PASSIVE = frozenset({"resources", "ingest", "sync_turn", "on_session_end", "on_session_finalize", "on_session_switch",
+                      "on_session_reset", "note"})
+
+
+_next_boundary = lru_cache(maxsize=4096)(next_daily_boundary_after)  # asked per turn with the segment's anchor
+
+
 def expiry_instant(policy: ResetPolicy, anchor: int, last_user: int, zone: ZoneInfo) -> tuple[int, str] | None:
     """The first instant the entry is past a policy boundary, if no user message comes."""
     options: list[tuple[int, str]] = []
     if policy.mode in ("idle", "both"):
         options.append((last_user + policy.idle_minutes * MINUTE + 1, "idle"))
     if policy.mode in ("daily", "both"):
-        boundary = next_daily_boundary_after(anchor, policy.at_hour, zone)
+        boundary = _next_boundary(anchor, policy.at_hour, zone)
         options.append((max(boundary, last_user + policy.daily_min_idle_minutes * MINUTE), "daily"))
     return min(options) if options else None
 

@@ -8,7 +8,6 @@ creates a delegate child without its deleted parent. Each variant takes one back
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import replace
 
 from reference_impl.cache import Agent
 from reference_impl.gateway import ReferenceGateway
@@ -100,7 +99,7 @@ class HealMutedHidesHistory(ReferenceGateway):
     def write(self, agent: Agent) -> None:
         if agent.replay_pending and agent.rows:
             visibility = agent.rows[-1].visibility
-            agent.rows = [replace(row, visibility=visibility) for row in agent.rows]
+            agent.rows = [row._replace(visibility=visibility) for row in agent.rows]
         super().write(agent)
 
 

@@ -1,0 +1,129 @@
+"""The observation log's two economies: `resources` records as deltas, and a log past its
+threshold kept in a temporary file. Neither may change a verdict or a byte of the log."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conformance.observations import CacheReplay, Obs, ObservationLog, Resources, ResourcesDeltas
+from conformance.runner import RunResult, run_scenario
+from conformance.spill import SpilledRecords
+from conformance.suite import catalog_paths
+from reference_impl.registry import reference
+from reference_impl.variants import VARIANTS
+from sim.loader import load_file
+from sim.scenario import Scenario
+
+CATALOG = [load_file(p) for p in catalog_paths()]
+ZOO = Path(__file__).parent / "zoo_scenarios"
+
+
+def changes(before: Resources | None, after: Resources) -> dict[str, Any]:
+    """The detail of `after`'s record when the one before it was `before`, as the log holds it."""
+    deltas = ResourcesDeltas()
+    if before is not None:
+        deltas.detail(before)
+    return json.loads(json.dumps(deltas.detail(after)))
+
+
+def test_resources_records_state_what_changed() -> None:
+    first = Resources((("s1", False), ("s2", False)), 1)
+    assert changes(None, first) == {"cached": [["s1", False], ["s2", False]], "running": 1}
+    touched = Resources((("s2", False), ("s1", True)), 1)  # LRU: s1 moved to the end, busy
+    assert changes(first, touched) == {"drop": ["s1"], "add": [["s1", True]]}
+    done = Resources((("s2", False), ("s1", False)), 2)
+    assert changes(touched, done) == {"idle": ["s1"], "running": 2}
+    evicted = Resources((("s1", False), ("s3", True)), 2)
+    assert changes(done, evicted) == {"drop": ["s2"], "add": [["s3", True]]}
+    twice = Resources((("s1", False), ("s1", True)), 2)  # a session listed twice: stated whole
+    assert changes(evicted, twice) == {"cached": [["s1", False], ["s1", True]], "running": 2}
+    assert changes(twice, evicted) == {"cached": [["s1", False], ["s3", True]], "running": 2}
+
+
+def test_replay_rebuilds_every_sample() -> None:
+    rng = random.Random(5)
+    names = [f"s{i}" for i in range(6)]
+    for _trial in range(2000):
+        before, deltas, replay, cached = None, ResourcesDeltas(), CacheReplay(), []
+        for _step in range(20):
+            roll = rng.random()
+            if roll < 0.3 and cached:  # touched: to the end, busy or not
+                sid, _busy = cached.pop(rng.randrange(len(cached)))
+                cached.append((sid, rng.random() < 0.5))
+            elif roll < 0.5:
+                sid = rng.choice(names)
+                if sid not in dict(cached):
+                    cached.append((sid, rng.random() < 0.5))
+            elif roll < 0.65 and cached:
+                cached.pop(rng.randrange(len(cached)))
+            elif roll < 0.8 and cached:
+                k = rng.randrange(len(cached))
+                cached[k] = (cached[k][0], not cached[k][1])
+            elif roll < 0.85:
+                rng.shuffle(cached)
+            elif roll < 0.88:
+                cached.append((rng.choice(names), rng.random() < 0.5))  # perhaps a repeat
+            after = Resources(tuple(cached), rng.randrange(3))
+            detail = deltas.detail(after)
+            assert (detail is None) == (after == before)
+            if detail is not None:
+                replay.apply(json.loads(json.dumps(detail)))
+                assert replay.resources() == after
+                assert replay.idle == sum(not busy for _sid, busy in after.cached)
+                before = after
+
+
+def test_spilled_records_read_back() -> None:
+    now = iter(range(100, 10_000))
+    log = ObservationLog(lambda: next(now), spill_at=3)
+    for n in range(10):
+        log.add("note", chat=f"c{n}", turns=(f"t{n}",), what="é" * n)
+    records = log.records
+    assert isinstance(records, SpilledRecords) and log.spilled and len(records) == 10
+    plain = [Obs(100 + n, 0, "note", f"c{n}", None, (f"t{n}",), {"what": "é" * n}) for n in range(10)]
+    assert list(records) == list(records) == plain  # iterable again and again
+    assert records[0] == plain[0] and records[-1] == plain[-1] and records[4] == plain[4]
+    assert records[2:5] == plain[2:5] and list(reversed(records)) == plain[::-1]
+    assert records.text() == "".join(r.to_json() + "\n" for r in plain)
+    assert pickle.loads(pickle.dumps(records)) == plain
+    log.add("note", what="later")
+    assert len(log.records) == 11 and log.records[-1].d("what") == "later"
+    with pytest.raises(IndexError):
+        records[11]
+
+
+def verdicts(result: RunResult) -> dict[str, str]:
+    return {check: repr(v) for check, v in result.verdicts.items()}
+
+
+@pytest.mark.parametrize("scenario", CATALOG, ids=lambda s: s.name)
+def test_spilling_changes_no_byte_and_no_verdict(scenario: Scenario) -> None:
+    kept = run_scenario(scenario, reference(), "reference", spill_at=None)
+    spilled = run_scenario(scenario, reference(), "reference", spill_at=5)
+    assert isinstance(spilled.records, SpilledRecords) and isinstance(kept.records, list)
+    assert spilled.log_text() == kept.log_text()
+    assert verdicts(spilled) == verdicts(kept)
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_spilled_variants_fail_the_same(variant: str) -> None:
+    scenario = load_file(ZOO / f"{variant}.yaml")
+    kept = run_scenario(scenario, reference(variant), variant, spill_at=None)
+    spilled = run_scenario(scenario, reference(variant), variant, spill_at=2)
+    assert spilled.log_text() == kept.log_text()
+    assert verdicts(spilled) == verdicts(kept)
+
+
+def test_i7_still_catches_the_agent_never_reaped() -> None:
+    """The zoo's I7 variant, judged from deltas in a spilled log."""
+    variant = "idle-sweep-never-reaps-none"
+    result = run_scenario(load_file(ZOO / f"{variant}.yaml"), reference(variant), variant, spill_at=2)
+    assert isinstance(result.records, SpilledRecords)
+    assert result.verdicts["I7"].status == "fail"
+    assert "stayed cached until" in result.verdicts["I7"].violations[0].message
