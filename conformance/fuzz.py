@@ -1,6 +1,7 @@
 """`sessiongate fuzz`, `zoo --generated`, `shrink` and `explore`: generated scenarios at scale.
 
     sessiongate fuzz --seeds A:B [--gateway NAME] [-j N | -n auto] [--shard I/N] [--time-budget 60s] [--out DIR]
+                     [--no-shrink] [--findings-ok]
     sessiongate zoo --generated [--seeds A:B] [-j N] [--out DIR]   (conformance.zoo_generated)
     sessiongate shrink FILE [--gateway NAME] [--check ID]
     sessiongate explore --depth D [--gateway NAME] [-j N] [--out DIR]    (conformance.explore)
@@ -122,6 +123,8 @@ class SeedOutcome:
     failing: dict[str, str] = field(default_factory=dict)
     path: str = ""
     shrunk: Shrinking | None = None
+    broken: bool = False  # the gateway raised or ran away (an error or timeout, not a check's finding)
+    refused: bool = False  # it raised NotImplementedError at start: a config it says it cannot drive
 
 
 def run_seed(task: SeedTask) -> SeedOutcome:
@@ -145,7 +148,9 @@ def run_seed(task: SeedTask) -> SeedOutcome:
         check = next(iter(bad))
         status = result.verdicts[check].status
         shrunk = shrink_and_write(scenario, path, task.gateway, check, status)
-    return SeedOutcome(task.seed, bad, str(path), shrunk)
+    failure = result.failure
+    refused = failure is not None and failure.event == "start" and failure.message.startswith("NotImplementedError")
+    return SeedOutcome(task.seed, bad, str(path), shrunk, failure is not None and not refused, refused)
 
 
 def parse_seeds(text: str) -> range:
@@ -242,12 +247,17 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     budget = parse_duration(args.time_budget) / 1000 if args.time_budget else None
     tasks = [SeedTask(seed, args.gateway, args.profile, args.out, not args.no_shrink) for seed in seeds]
     progress = Progress(len(tasks))
-    done = failed = 0
+    done = failed = broken = refused = 0
+    by_check: dict[str, int] = {}
     stopped = False
     for outcome in in_order(run_seed, tasks, parse_workers(args.workers)):
         done += 1
         if outcome.failing:
             failed += 1
+            broken += outcome.broken
+            refused += outcome.refused
+            for check in outcome.failing if not (outcome.broken or outcome.refused) else ():
+                by_check[check] = by_check.get(check, 0) + 1
             progress.clear()
             _print_failure(outcome)
         progress.update(done, failed)
@@ -257,7 +267,16 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     progress.close()
     if stopped:
         print(f"time budget of {args.time_budget} spent after {done} of {len(tasks)} seeds")
-    print(f"{done} scenarios, {done - failed} passed, {failed} failed")
+    lines = [f"{done} scenarios, {done - failed} passed, {failed} failed"]
+    if failed:
+        counts = ", ".join(f"{check} {by_check[check]}" for check in sorted(by_check))
+        not_run = [f"{refused} seeds refused at start (NotImplementedError)" if refused else "",
+                   f"{broken} seeds errored or timed out" if broken else ""]
+        lines.insert(0, "; ".join([f"failing seeds by check: {counts or 'none'}", *filter(None, not_run)]))
+        Path(args.out, "summary.txt").write_text("\n".join([f"gateway {args.gateway}, seeds {args.seeds}", *lines]) + "\n")
+    print("\n".join(lines))
+    if args.findings_ok:
+        return 1 if broken else 0
     return 1 if failed else 0
 
 
@@ -315,6 +334,9 @@ def add_commands(subparsers: Any) -> None:
     fuzz.add_argument("--out", default="fuzz-failures", help="where failing scenarios go (default fuzz-failures)")
     fuzz.add_argument("--profile", default="default", choices=sorted(PROFILES))
     fuzz.add_argument("--no-shrink", action="store_true", help="write failures without shrinking them")
+    fuzz.add_argument("--findings-ok", action="store_true",
+                      help="failed checks are findings to report (exit 0); gateway errors and timeouts exit 1, "
+                           "except NotImplementedError at start (a config the gateway says it cannot drive)")
     fuzz.set_defaults(func=guarded(cmd_fuzz))
     shrink_cmd = subparsers.add_parser("shrink", help="shrink a failing scenario file, keeping one check's failure")
     shrink_cmd.add_argument("file")

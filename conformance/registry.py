@@ -69,7 +69,7 @@ def expectation_names(name: str) -> list[str]:
 
     By default the name itself ('reference:x' -> 'reference-x'). An entry point's factory may
     say more with an `expectation_names(arg)` attribute: `hermes` names the installed release,
-    so plain `--gateway hermes` finds `hermes-0.19.txt` when 0.19.0 is installed.
+    so plain `--gateway hermes` finds `hermes-0.19.0.txt` when 0.19.0 is installed.
     """
     head, _, arg = name.partition(":")
     target = registered().get(head)

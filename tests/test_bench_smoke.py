@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -62,3 +63,13 @@ def test_detection_bench_quick_ends_with_the_median() -> None:
     out = run_quick("detection.py", "-n", "2")
     assert re.fullmatch(r"median detection: \d+\.\d\ds", last_line(out)), out
     assert "3 of 3 variants caught" in out, out
+
+
+def test_hermes_bench_quick_ends_with_the_reference_ratio() -> None:
+    try:
+        metadata.version("hermes-agent")
+    except metadata.PackageNotFoundError:
+        pytest.skip("hermes-agent is not installed (it has its own virtualenv: docs/hermes.md)")
+    out = run_quick("hermes.py")
+    assert re.fullmatch(r"ratio hermes/reference, scenarios per CPU second: \d+\.\d{4}", last_line(out)), out
+    assert re.search(r"^hermes +catalog +8 ", out, re.MULTILINE), out

@@ -38,6 +38,34 @@ def test_failures_are_written_as_reproducible_files(capsys: pytest.CaptureFixtur
     assert main(["run", str(path)]) == 0  # the reference passes it
 
 
+def test_findings_ok_counts_failures_by_check_and_exits_0(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, out, failed = _fuzz(capsys, tmp_path, "--seeds", "0:5", "--gateway", VARIANT, "--findings-ok")
+    assert failed and code == 0  # failed checks are findings; only errors and timeouts would exit 1
+    by_check = out.strip().splitlines()[-2]
+    assert by_check == f"failing seeds by check: I1 {len(failed)}"
+    assert (tmp_path / "out" / "summary.txt").read_text().splitlines()[1:] == out.strip().splitlines()[-2:]
+
+
+def refusing() -> object:
+    """A gateway that says it cannot drive any config."""
+    from reference_impl import ReferenceGateway
+
+    class Refusing(ReferenceGateway):
+        def start(self, config: object, harness: object) -> None:
+            raise NotImplementedError("no config of this kind")
+
+    return Refusing()
+
+
+def test_findings_ok_counts_refused_seeds_apart(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("conformance.fuzz.resolve", lambda name: refusing)
+    monkeypatch.setattr("conformance.fuzz.factory", lambda name: refusing)
+    code, out, failed = _fuzz(capsys, tmp_path, "--seeds", "0:2", "--gateway", "refusing", "--findings-ok")
+    assert failed == {0, 1} and code == 0
+    assert out.strip().splitlines()[-2] == "failing seeds by check: none; 2 seeds refused at start (NotImplementedError)"
+
+
 def test_shards_cover_the_serial_run(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert sorted([*shard(range(0, 13), "1/3"), *shard(range(0, 13), "2/3"), *shard(range(0, 13), "3/3")]) == list(range(13))
     _, _, serial = _fuzz(capsys, tmp_path, "--seeds", "0:5", "--gateway", VARIANT)

@@ -60,3 +60,14 @@ def test_hermes_answers_routes_and_ends_sessions() -> None:
     assert acknowledged == ["t2", "t1", "t4", "t5"]
     assert {"on_session_end", "on_session_finalize", "on_session_reset", "ingest"} <= set(kinds)
     assert result.final is not None and [chat for chat, _ in result.final.routing] == ["alice"]
+
+
+def test_the_installed_release_has_an_expectations_file() -> None:
+    """Every supported release ships its expected failures (conformance/expectations/hermes-<release>.txt)."""
+    from importlib import metadata
+
+    from conformance.suite import Expectations
+
+    expectations = Expectations.for_gateway("hermes")
+    assert expectations.pairs, f"no expectations file for hermes-agent {metadata.version('hermes-agent')}"
+    assert metadata.version("hermes-agent").rsplit(".", 1)[0] in expectations.source

@@ -12,70 +12,23 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-import os
 import sqlite3
-import time
 from collections import deque
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
 from importlib import metadata
 from typing import Any
 
 from conformance.adapter import Harness, Inbound, Profile
 from conformance.adapters import hermes_home
+from conformance.adapters.hermes_clock import FrozenClock
 from conformance.observations import DurableState, Resources, StoredMessage, StoredSession
-from sim.clock import SECOND, VirtualClock
+from sim.clock import SECOND
 from sim.engine import Timer
 from sim.scenario import Chat, GatewayConfig
 
 WATCHER_INTERVAL = 300 * SECOND  # gateway/run.py:_session_expiry_watcher(interval=300)
 WATCHER_DELAY = 60 * SECOND  # its first sleep
 CLEARING_COMMANDS = ("/stop", "/new", "/reset")  # mid-turn, these discard the queued follow-ups
-
-
-class FrozenClock:
-    """freezegun pinned to the virtual clock, in the scenario's zone: Hermes keeps session
-    times as naive local `datetime.now()` (gateway/session.py:_now), so TZ and freezegun's
-    offset follow the zone's UTC offset at each instant."""
-
-    def __init__(self, clock: VirtualClock) -> None:
-        self.clock = clock
-        self._freezer: Any = None
-        self._frozen: Any = None
-        self._tz: str | None = None
-
-    def enter(self) -> None:
-        import freezegun
-
-        self._tz = os.environ.get("TZ")
-        os.environ["TZ"] = self.clock.zone.key
-        time.tzset()
-        self._freezer = freezegun.freeze_time(self._utc(), real_asyncio=True)
-        self._frozen = self._freezer.start()
-        self.sync()
-
-    def _utc(self) -> datetime:
-        return datetime(1970, 1, 1) + timedelta(milliseconds=self.clock.now())
-
-    def sync(self) -> None:
-        import freezegun.api
-
-        self._frozen.move_to(self._utc())
-        # freezegun's datetime drops `fold`, so the offset is computed with the real class:
-        # on a fall-back day the second 02:30 must read +01:00, not +02:00.
-        instant = freezegun.api.real_datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=self.clock.now())
-        freezegun.api.tz_offsets[-1] = instant.astimezone(self.clock.zone).utcoffset()
-
-    def exit(self) -> None:
-        if self._freezer is None:
-            return
-        self._freezer.stop()
-        self._freezer = self._frozen = None
-        if self._tz is None:
-            os.environ.pop("TZ", None)
-        else:
-            os.environ["TZ"] = self._tz
-        time.tzset()
 
 
 def _failsafe(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -137,6 +90,7 @@ class HermesGateway:
         self.message_ids = 0
         self.sources: dict[str, Any] = {}
         self.chat_by_key: dict[str, Chat] = {}
+        self.keys: dict[str, str] = {}  # chat -> its Hermes session key (build_session_key)
         self.history: dict[str, list[str]] = {}  # chat -> the sessions it has used, for /resume
         self.busy: dict[str, Any] = {}  # chat -> the Work of its turn in flight
         self.waiting: dict[str, deque[Any]] = {}  # chat -> follow-ups held while busy
@@ -222,7 +176,8 @@ class HermesGateway:
                                    user_id=chat.user or f"user-{chat.name}", user_name=chat.user or chat.name,
                                    thread_id=chat.thread)
             self.sources[chat.name] = source
-            self.chat_by_key[self._session_key(source)] = chat
+            self.keys[chat.name] = key = self._session_key(source)
+            self.chat_by_key[key] = chat
         return self.sources[chat.name]
 
     def event(self, chat: Chat, text: str) -> Any:
@@ -306,7 +261,10 @@ class HermesGateway:
 
     def current_session(self, chat: Chat) -> str | None:
         runner = self.generation.runner if self.generation is not None else None
-        entry = runner.session_store._entries.get(self._session_key(self.source(chat))) if runner else None
+        if runner is None:
+            return None
+        self.source(chat)
+        entry = runner.session_store._entries.get(self.keys[chat.name])
         return entry.session_id if entry is not None else None
 
     def observe_routing(self) -> None:
@@ -366,8 +324,8 @@ class HermesGateway:
                 messages = tuple(StoredMessage(role, content or "", vis or "visible") for role, content, vis in rows)
                 sessions.append(StoredSession(sid, parent, messages))
             routing = []
-            for key, entry in con.execute("SELECT session_key, entry_json FROM gateway_routing").fetchall():
-                chat, session = self.chat_by_key.get(key), json.loads(entry).get("session_id")
+            for key, entry in _routing_entries(con):
+                chat, session = self.chat_by_key.get(key), entry.get("session_id")
                 if chat is not None and session:
                     routing.append((chat.name, session))
         finally:
@@ -385,6 +343,17 @@ class HermesGateway:
         return Resources(cached, len(self.busy) + sum(1 for w in generation.works if w.kind == "watcher"))
 
 
+def _routing_entries(con: sqlite3.Connection) -> list[tuple[str, dict[str, Any]]]:
+    """Hermes's durable routing index: state.db's `gateway_routing` table (0.18.1 on), else
+    the `sessions/sessions.json` file SessionStore._save writes (0.13.0-0.18.0)."""
+    if con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'gateway_routing'").fetchone():
+        return [(key, json.loads(entry)) for key, entry in
+                con.execute("SELECT session_key, entry_json FROM gateway_routing").fetchall()]
+    index = hermes_home.home() / "sessions" / "sessions.json"
+    entries = json.loads(index.read_text(encoding="utf-8")) if index.exists() else {}
+    return [(key, entry) for key, entry in entries.items() if not key.startswith("_")]  # '_README' (0.18.0)
+
+
 def _cached_session(entry: Any) -> str:
     if isinstance(entry, tuple):
         return str(entry[3] if len(entry) > 3 else entry[0].session_id)
@@ -393,7 +362,7 @@ def _cached_session(entry: Any) -> str:
 
 def hermes(version: str | None = None) -> HermesGateway:
     """Entry point `hermes` of the `sessiongate.gateways` group. `hermes:0.19` also insists
-    that the installed hermes-agent is a 0.19 release (and selects expectations/hermes-0.19.txt)."""
+    that the installed hermes-agent is a 0.19 release."""
     if version is not None:
         installed = metadata.version("hermes-agent")
         if installed != version and not installed.startswith(version + "."):
@@ -402,7 +371,7 @@ def hermes(version: str | None = None) -> HermesGateway:
 
 
 def _expectation_names(version: str) -> list[str]:
-    """The installed release's expectations: 'hermes-0.18.1', then 'hermes-0.18' (see `registry.expectation_names`)."""
+    """The installed release's expectations: 'hermes-0.19.0', then 'hermes-0.19' (see `registry.expectation_names`)."""
     try:
         installed = metadata.version("hermes-agent")
     except metadata.PackageNotFoundError:

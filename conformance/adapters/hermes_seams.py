@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import functools
+import importlib
 import logging
 import marshal
 import os
@@ -50,7 +51,7 @@ import hermes_logging  # noqa: E402
 import hermes_state  # noqa: E402
 import httpx  # noqa: E402
 import run_agent  # noqa: E402
-from agent import model_metadata, ssl_guard, ssl_verify  # noqa: E402
+from agent import model_metadata  # noqa: E402
 from openai import OpenAI  # noqa: E402
 from openai.types.chat import ChatCompletion  # noqa: E402
 
@@ -95,7 +96,7 @@ def text_of(content: Any) -> str:
 def _fake_api_call(agent: Any, api_kwargs: dict[str, Any], **_: Any) -> ChatCompletion:
     """Stands in for the HTTP round-trip: parks until the harness replies or Hermes interrupts."""
     work = OWNER.get()
-    if work is None:  # not a chat turn (an auxiliary call): answer at once, say so
+    if work is None or threading.current_thread().name == REVIEW_THREAD:  # not a chat turn: answer at once, say so
         if LIVE is not None:
             LIVE.harness.note("hermes_aux_llm_call", session=getattr(agent, "session_id", None))
         return _completion("")
@@ -134,9 +135,15 @@ def _interrupt(self: Any, message: str | None = None) -> None:
 
 # -- threads and sleeps in gateway.run ---------------------------------------------------
 
-class _InlineEvictThread:
-    """`gateway.run` starts agent evictions on daemon threads ('agent-*') and never joins
-    them; they run inline, at the point Hermes starts them. Other threads stay real."""
+REVIEW_THREAD = "bg-review"  # run_agent.AIAgent._spawn_background_review, every 10 turns
+
+
+class _FireAndForgetThread:
+    """Threads Hermes starts and never joins, run to completion where Hermes starts them:
+    `gateway.run`'s agent evictions ('agent-*') inline; `run_agent`'s background memory and
+    skill review ('bg-review', whose LLM call is auxiliary) on its own thread, joined at once
+    (it keeps its thread-locals; racing the next turn made generated seeds unrepeatable).
+    Other threads stay real."""
 
     def __init__(self, group: Any = None, target: Any = None, name: str | None = None, args: Any = (),
                  kwargs: dict[str, Any] | None = None, *, daemon: bool | None = None) -> None:
@@ -149,6 +156,8 @@ class _InlineEvictThread:
     def start(self) -> None:
         if self._thread is not None:
             self._thread.start()
+            if self.name == REVIEW_THREAD:
+                self._thread.join()
         elif self._target is not None:
             self._target(*self._args, **self._kwargs)
 
@@ -255,6 +264,14 @@ def next_session_uuid(counter: list[int]) -> _uuid.UUID:
     return _uuid.UUID(int=counter[0] << 96)  # hex[:8] is the counter: ids read 20260328_090000_00000001
 
 
+def _optional_module(name: str) -> types.ModuleType | None:
+    """A Hermes module some releases lack (the adapter feature-detects, never version-checks)."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError:
+        return None
+
+
 def install() -> None:
     """Patch once per process. Idempotent; per-scenario state is reached through `LIVE`."""
     global _installed
@@ -274,13 +291,21 @@ def install() -> None:
     agent_cls._safe_print = lambda self, *args, **kwargs: None  # console output is not an observation
     for module in (hermes_run, hermes_session, hermes_state, run_agent):
         module.print = lambda *args, **kwargs: None  # shadows the builtin in that module only
-    ssl_guard.verify_ca_bundle_with_fallback = functools.cache(ssl_guard.verify_ca_bundle_with_fallback)
-    ssl_verify.resolve_httpx_verify = functools.cache(ssl_verify.resolve_httpx_verify)  # one TLS context
+    for module_name, function in (("agent.ssl_guard", "verify_ca_bundle_with_fallback"),  # from 0.18.0
+                                  ("agent.ssl_verify", "resolve_httpx_verify")):  # from 0.18.1
+        module = _optional_module(module_name)
+        if module is not None:  # one TLS context
+            setattr(module, function, functools.cache(getattr(module, function)))
     model_metadata.detect_local_server_type = lambda base_url, api_key="": None  # its HTTP probe: nobody answers
     hermes_logging.setup_logging = lambda **kwargs: None  # log files + a process-lifetime listener thread
+    from agent import title_generator
+
+    if not hasattr(title_generator, "_auto_title_enabled"):  # before 0.19.0 the config's 'enabled: false' is
+        title_generator.maybe_auto_title = lambda *args, **kwargs: None  # ignored: no 'auto-title' thread either
     hermes_session.uuid = types.SimpleNamespace(uuid4=lambda: next_session_uuid(LIVE.uuid_counter))
     hermes_memory.install()
-    hermes_run.threading = _module_proxy(threading, "threading", Thread=_InlineEvictThread)
+    hermes_run.threading = _module_proxy(threading, "threading", Thread=_FireAndForgetThread)
+    run_agent.threading = _module_proxy(threading, "threading", Thread=_FireAndForgetThread)
     hermes_run.asyncio = _module_proxy(asyncio, "asyncio", sleep=_sleep)
     hermes_run.arm_shutdown_watchdog = lambda *a, done_event=None, **k: done_event or threading.Event()
     hermes_config.copy = _module_proxy(copy, "copy", deepcopy=_copy_config)
