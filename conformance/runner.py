@@ -8,6 +8,7 @@ every boundary, watcher tick and sweep, SIGTERM, snapshot the durable state, che
 from __future__ import annotations
 
 import gc
+import sys
 import threading
 import traceback
 from collections import deque
@@ -305,7 +306,7 @@ def run_scenario(scenario: Scenario, gateway: Gateway, name: str = "gateway", *,
                  check: bool = True, spill_at: int | None = SPILL_AT) -> RunResult:
     """Run `scenario` against a fresh `gateway` instance and (by default) judge it. A log
     longer than `spill_at` records (None: no limit) is kept in a temporary file."""
-    with _cyclic_gc_paused():
+    with _cyclic_gc_paused(), _stdio_kept():
         try:
             result = Run(scenario, gateway, name, budget, spill_at).execute()
         finally:
@@ -317,6 +318,18 @@ def run_scenario(scenario: Scenario, gateway: Gateway, name: str = "gateway", *,
 
             result.verdicts = judge(result.records)
     return result
+
+
+@contextmanager
+def _stdio_kept() -> Iterator[None]:
+    """The process's stdout and stderr after a run are the ones before it. A gateway may swap
+    them (Hermes wraps them, and a redirect left by one of its threads once blanked a fuzz
+    run's output for good); the progress and verdicts printed after the run must still show."""
+    stdout, stderr = sys.stdout, sys.stderr
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = stdout, stderr
 
 
 @contextmanager

@@ -107,6 +107,20 @@ def test_leaky_threads_fail_i7() -> None:
     assert all(v.status == "pass" for c, v in result.verdicts.items() if c != "I7")
 
 
+def test_a_gateway_that_swaps_stdout_does_not_take_the_output_with_it() -> None:
+    from reference_impl import ReferenceGateway
+
+    class Swapping(ReferenceGateway):
+        def start(self, config: object, harness: object) -> None:
+            sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - left open, as a careless gateway would
+            super().start(config, harness)  # type: ignore[arg-type]
+
+    stdout, stderr = sys.stdout, sys.stderr
+    result = run_scenario(load_file(FIRST), Swapping(), "swapping")
+    assert (sys.stdout, sys.stderr) == (stdout, stderr)
+    assert result.passed
+
+
 def test_nondeterminism_is_reported_with_the_first_divergence(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", str(FIRST), "--gateway", "selftest:nondeterministic", "--check-determinism"]) == 1
     out = capsys.readouterr().out.splitlines()
