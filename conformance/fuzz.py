@@ -267,7 +267,7 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     progress.close()
     if stopped:
         print(f"time budget of {args.time_budget} spent after {done} of {len(tasks)} seeds")
-    lines = [f"{done} scenarios, {done - failed} passed, {failed} failed"]
+    lines = [f"{done} scenarios, {done - failed} passed, {failed - refused} failed" + (f", {refused} refused" if refused else "")]
     if failed:
         counts = ", ".join(f"{check} {by_check[check]}" for check in sorted(by_check))
         not_run = [f"{refused} seeds refused at start (NotImplementedError)" if refused else "",

@@ -64,6 +64,7 @@ def test_findings_ok_counts_refused_seeds_apart(capsys: pytest.CaptureFixture[st
     code, out, failed = _fuzz(capsys, tmp_path, "--seeds", "0:2", "--gateway", "refusing", "--findings-ok")
     assert failed == {0, 1} and code == 0
     assert out.strip().splitlines()[-2] == "failing seeds by check: none; 2 seeds refused at start (NotImplementedError)"
+    assert out.strip().splitlines()[-1] == "2 scenarios, 0 passed, 0 failed, 2 refused"
 
 
 def test_shards_cover_the_serial_run(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
