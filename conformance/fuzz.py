@@ -250,24 +250,30 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     done = failed = broken = refused = 0
     by_check: dict[str, int] = {}
     stopped = False
-    for outcome in in_order(run_seed, tasks, parse_workers(args.workers)):
-        done += 1
-        if outcome.failing:
-            failed += 1
-            broken += outcome.broken
-            refused += outcome.refused
-            for check in outcome.failing if not (outcome.broken or outcome.refused) else ():
-                by_check[check] = by_check.get(check, 0) + 1
-            progress.clear()
-            _print_failure(outcome)
-        progress.update(done, failed)
-        if budget is not None and progress.elapsed() > budget and done < len(tasks):
-            stopped = True
-            break
+    interrupted: KeyboardInterrupt | None = None
+    try:
+        for outcome in in_order(run_seed, tasks, parse_workers(args.workers)):
+            done += 1
+            if outcome.failing:
+                failed += 1
+                broken += outcome.broken
+                refused += outcome.refused
+                for check in outcome.failing if not (outcome.broken or outcome.refused) else ():
+                    by_check[check] = by_check.get(check, 0) + 1
+                progress.clear()
+                _print_failure(outcome)
+            progress.update(done, failed)
+            if budget is not None and progress.elapsed() > budget and done < len(tasks):
+                stopped = True
+                break
+    except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM: count and report what finished
+        interrupted = stop
     progress.close()
     if stopped:
         print(f"time budget of {args.time_budget} spent after {done} of {len(tasks)} seeds")
     lines = [f"{done} scenarios, {done - failed} passed, {failed - refused} failed" + (f", {refused} refused" if refused else "")]
+    if interrupted is not None:
+        lines[-1] += " (interrupted)"
     if failed:
         counts = ", ".join(f"{check} {by_check[check]}" for check in sorted(by_check))
         not_run = [f"{refused} seeds refused at start (NotImplementedError)" if refused else "",
@@ -275,6 +281,8 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
         lines.insert(0, "; ".join([f"failing seeds by check: {counts or 'none'}", *filter(None, not_run)]))
         Path(args.out, "summary.txt").write_text("\n".join([f"gateway {args.gateway}, seeds {args.seeds}", *lines]) + "\n")
     print("\n".join(lines))
+    if interrupted is not None:
+        return 143 if interrupted.args and interrupted.args[0] == signal.SIGTERM else 130
     if args.findings_ok:
         return 1 if broken else 0
     return 1 if failed else 0

@@ -67,6 +67,30 @@ def test_findings_ok_counts_refused_seeds_apart(capsys: pytest.CaptureFixture[st
     assert out.strip().splitlines()[-1] == "2 scenarios, 0 passed, 0 failed, 2 refused"
 
 
+def test_an_interrupted_run_reports_what_finished(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    import signal
+
+    from conformance.registry import resolve
+
+    made = []
+
+    def interrupting() -> object:  # the third seed's gateway is never built: SIGTERM arrives
+        made.append(1)
+        if len(made) == 3:
+            raise KeyboardInterrupt(signal.SIGTERM)
+        return resolve(VARIANT)()
+
+    monkeypatch.setattr("conformance.fuzz.resolve", lambda name: interrupting)
+    monkeypatch.setattr("conformance.fuzz.factory", lambda name: interrupting)
+    code, out, failed = _fuzz(capsys, tmp_path, "--seeds", "0:5", "--gateway", "interrupting")
+    assert code == 143
+    last = out.strip().splitlines()[-1]
+    assert last == f"2 scenarios, {2 - len(failed)} passed, {len(failed)} failed (interrupted)"
+    if failed:
+        assert (tmp_path / "out" / "summary.txt").read_text().splitlines()[-1] == last
+
+
 def test_shards_cover_the_serial_run(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert sorted([*shard(range(0, 13), "1/3"), *shard(range(0, 13), "2/3"), *shard(range(0, 13), "3/3")]) == list(range(13))
     _, _, serial = _fuzz(capsys, tmp_path, "--seeds", "0:5", "--gateway", VARIANT)
