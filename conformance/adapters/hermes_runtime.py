@@ -114,6 +114,12 @@ class InlineLoop(asyncio.SelectorEventLoop):
         return future
 
 
+def _task_order(task: asyncio.Task[Any]) -> int:
+    """Creation order ('Task-12' is the 12th task this process made)."""
+    name = task.get_name()
+    return int(name[5:]) if name.startswith("Task-") and name[5:].isdigit() else 0
+
+
 def _settle_future(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
     """asyncio.futures._chain_future's _set_state, for a worker's outcome."""
     if future.cancelled():
@@ -359,5 +365,8 @@ class Generation:
             if conn is not None:
                 conn.close()
         self.loop.set_exception_handler(lambda loop, context: None)  # its pending tasks die unheard
+        for task in sorted(asyncio.all_tasks(self.loop), key=_task_order):
+            with contextlib.suppress(BaseException):  # unwound now, deaf and refused, not by the GC at exit
+                task.get_coro().close()
         self.loop.close()
         self.works.clear()

@@ -170,7 +170,11 @@ class _FireAndForgetThread:
 
 
 async def _sleep(delay: float, result: Any = None) -> Any:
-    """The watcher sleeps in virtual time; any other sleep in gateway.run takes none."""
+    """The watcher sleeps in virtual time; any other sleep in gateway.run takes none: it yields
+    to the loop once. Nothing a sleeper polls for can need real time, because agent threads
+    only run while the loop waits for them to park or finish (hermes_runtime), and a real
+    1 ms sleep made 0.13.0's per-turn pollers (`_run_agent`: `track_agent`,
+    `_start_stream_consumer`, `monitor_for_interrupt`) wall-bound and their wake-ups timing-dependent."""
     work = OWNER.get()
     if work is not None and work.kind == "watcher":
         generation = work.generation
@@ -178,7 +182,7 @@ async def _sleep(delay: float, result: Any = None) -> Any:
         if generation.watcher_slept >= generation.watcher_due:  # its 60 s at boot, then 1 s per period
             await generation.watcher_wait(work)
         return result
-    await _real_sleep(0.001 if delay > 0 else 0)
+    await _real_sleep(0)
     return result
 
 
