@@ -28,14 +28,24 @@ class SpilledRecords(Sequence[Obs]):
         self._file = tempfile.TemporaryFile(buffering=0)  # noqa: SIM115 -- lives as long as this object
         self._fd = self._file.fileno()
         self._starts = array("q")  # byte offset of each line
+        self._kinds = bytearray()  # each record's kind, as its position in `_kind_names`
+        self._kind_codes: dict[str, int] = {}
+        self._kind_names: list[str] = []
         self._end = 0  # bytes written
         self._head: Obs | None = None  # record 0, which readers ask for often (the scenario)
 
     def extend(self, records: Iterable[Obs]) -> None:
         """Append records to the file (in order)."""
-        lines = [(r.to_json() + "\n").encode() for r in records]
-        if not lines:
+        records = list(records)
+        if not records:
             return
+        lines = [(r.to_json() + "\n").encode() for r in records]
+        codes = self._kind_codes
+        for r in records:
+            if r.kind not in codes:
+                codes[r.kind] = len(self._kind_names)
+                self._kind_names.append(r.kind)
+        self._kinds.extend(map(codes.__getitem__, (r.kind for r in records)))
         self._starts.extend(accumulate(map(len, lines[:-1]), initial=self._end))
         data = b"".join(lines)
         self._file.write(data)
@@ -69,6 +79,22 @@ class SpilledRecords(Sequence[Obs]):
     def __reversed__(self) -> Iterator[Obs]:
         for index in range(len(self) - 1, -1, -1):
             yield self[index]
+
+    def kinds(self) -> Iterator[str]:
+        """Each record's kind, in order, without reading the file."""
+        return map(self._kind_names.__getitem__, self._kinds)
+
+    def pick(self, indexes: Sequence[int]) -> Iterator[Obs]:
+        """The records at these ascending indexes, read forward in blocks: one read for many
+        records instead of one each."""
+        starts, end, count = self._starts, self._end, len(self._starts)
+        base, block = 0, b""
+        for index in indexes:
+            start = starts[index]
+            stop = starts[index + 1] if index + 1 < count else end
+            if start < base or stop > base + len(block):
+                base, block = start, os.pread(self._fd, max(BLOCK, stop - start), start)
+            yield Obs.from_json(block[start - base:stop - base])
 
     def lines(self) -> Iterator[bytes]:
         """Each record's JSON line (without its newline), streamed from the file."""

@@ -7,7 +7,6 @@ from the deletion until that write; otherwise nothing in the gateway could resto
 
 from __future__ import annotations
 
-import heapq
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
@@ -104,8 +103,7 @@ def _derive(m: RunModel) -> _Cuts:
     ended: set[str] = set()
     raw: list[tuple[str, int, int, str]] = []  # (session, index, t, why-if-lost-so-far)
     kinds = ("resources", "on_session_end", "delete_session", "delete_parent")
-    for index in heapq.merge(*(m.by_kind.get(kind, []) for kind in kinds)):
-        r = m.records[index]
+    for index, r in m.of(*kinds):
         if r.kind == "resources":
             for sid in replay.apply(r.detail):
                 if sid not in cached:

@@ -38,8 +38,7 @@ def _replay(m: RunModel, indexes: list[int], wanted: set[int]) -> tuple[list[Vio
     stretches: list[_Stretch] = []
     replay = CacheReplay()
     t = 0
-    for index in indexes:
-        r = m.records[index]
+    for index, r in m.of("resources"):
         t = r.t
         touched = replay.apply(r.detail)
         if not over and replay.idle > cap:

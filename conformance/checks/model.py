@@ -12,10 +12,10 @@ from __future__ import annotations
 import heapq
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 from zoneinfo import ZoneInfo
 
 from conformance.observations import Obs
@@ -29,7 +29,15 @@ NEVER = 1 << 62
 SESSION_KINDS = frozenset({"on_session_end", "on_session_finalize", "on_session_switch", "on_session_reset", "sync_turn"})
 
 
-@dataclass
+class Stamp(NamedTuple):
+    """When and in which session an LLM request or reply was logged: all a turn keeps of it
+    (not the record, which a spilled log would hand over as a fresh copy per turn)."""
+
+    t: int
+    session: str | None
+
+
+@dataclass(slots=True)
 class Turn:
     """One user turn as the log shows it."""
 
@@ -39,9 +47,9 @@ class Turn:
     index: int  # record index of the input
     delegate: bool = False
     muted: bool = False
-    request: Obs | None = None  # admission: the LLM request
+    request: Stamp | None = None  # admission: the LLM request
     request_index: int = -1
-    reply: Obs | None = None  # acknowledgment
+    reply: Stamp | None = None  # acknowledgment
     reply_index: int = -1
     replies: int = 0
     done: tuple[int, int] = (NEVER, NEVER)  # (time, index) the turn ended: its reply, or a /stop or stop abandoning it
@@ -116,11 +124,16 @@ class RunModel:
 
     # -- looking things up ------------------------------------------------------------
 
-    def of(self, *kinds: str) -> list[tuple[int, Obs]]:
-        """Records of these kinds, in log order, with their indexes."""
-        lists = [self.by_kind.get(kind, []) for kind in kinds]
-        indexes = lists[0] if len(lists) == 1 else heapq.merge(*lists)
-        return [(i, self.records[i]) for i in indexes]
+    def of(self, *kinds: str) -> Iterator[tuple[int, Obs]]:
+        """Records of these kinds, in log order, with their indexes (streamed: a spilled log
+        reads them from its file in one forward pass, and none is kept)."""
+        lists = [self.by_kind.get(kind, ()) for kind in kinds]
+        indexes = lists[0] if len(lists) == 1 else list(heapq.merge(*lists))
+        pick = getattr(self.records, "pick", None)
+        if pick is not None:
+            return zip(indexes, pick(indexes), strict=True)
+        records = self.records
+        return ((i, records[i]) for i in indexes)
 
     def of_session(self, kind: str, session: str, lo: int = 0, hi: int = NEVER) -> list[tuple[int, Obs]]:
         """Records of one kind (one of SESSION_KINDS) about one session, with index in [lo, hi)."""
@@ -197,9 +210,10 @@ class RunModel:
         final = failure = None
         final_stop = None
         final_index = -1
-        for index, r in enumerate(records):
-            kind = r.kind
+        for index, (kind, r) in enumerate(_walk(records)):
             by_kind[kind].append(index)
+            if r is None:
+                continue
             if kind in SESSION_KINDS and r.session is not None:
                 by_session[(kind, r.session)].append(index)
             if kind in _PASSIVE:
@@ -232,12 +246,12 @@ class RunModel:
             elif kind == "llm_request" and r.turns and r.turns[0] in turns:
                 turn = turns[r.turns[0]]
                 if turn.request is None:
-                    turn.request, turn.request_index = r, index
+                    turn.request, turn.request_index = Stamp(r.t, r.session), index
             elif kind == "reply" and r.turns and r.turns[0] in turns:
                 turn = turns[r.turns[0]]
                 turn.replies += 1
                 if turn.reply is None:
-                    turn.reply, turn.reply_index = r, index
+                    turn.reply, turn.reply_index = Stamp(r.t, r.session), index
             elif kind == "durable" and r.d("label") == "final":
                 final, final_index = r, index
             elif kind == "error":
@@ -266,6 +280,19 @@ class RunModel:
 # Kinds `RunModel.build` only indexes (the frequent outputs): the walk skips its other cases.
 _PASSIVE = frozenset({"resources", "ingest", "sync_turn", "on_session_end", "on_session_finalize", "on_session_switch",
                       "on_session_reset", "note"})
+
+
+# Of those, the kinds the walk needs nothing of but the kind: a spilled log leaves them unparsed.
+_UNREAD = _PASSIVE - SESSION_KINDS
+
+
+def _walk(records: Sequence[Obs]) -> Iterator[tuple[str, Obs | None]]:
+    """(kind, record) for each record in order; the record is None where the walk reads
+    only the kind and the log is spilled (its file knows each line's kind)."""
+    kinds = getattr(records, "kinds", None)
+    if kinds is None:
+        return ((r.kind, r) for r in records)
+    return ((kind, None if kind in _UNREAD else Obs.from_json(line)) for kind, line in zip(kinds(), records.lines(), strict=True))  # type: ignore[attr-defined]
 
 
 _next_boundary = lru_cache(maxsize=4096)(next_daily_boundary_after)  # asked per turn with the segment's anchor
