@@ -70,7 +70,7 @@ def measure(events: int, spill_at: int | None) -> dict[str, float]:
         raise SystemExit(f"the reference gateway failed {scenario.name}")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
     return {"events": events, "wall": wall, "cpu": cpu, "records": len(result.records), "peak_mb": peak,
-            "log": "file" if hasattr(result.records, "text") else "memory"}
+            "log": "memory" if isinstance(result.records, list) else "file"}
 
 
 def in_subprocess(events: int, spill_at: int | None) -> dict[str, float]:

@@ -1,14 +1,16 @@
 """An observation log kept in a temporary file: how a long run's memory stays bounded.
 
-Past a threshold (`observations.SPILL_AT` records) the log writes its records out as the
-canonical JSON lines `log_text()` gives, and keeps only each line's offset. `SpilledRecords`
-reads them back as a sequence: iteration streams the file (as often as a reader likes; the
-checks make several passes) and indexing reads one line. The bytes are the same whether a
-log spilled or not; only where they live differs.
+Past a threshold (`observations.SPILL_AT` records) the log writes its records out and keeps
+only each record's offset and kind. `SpilledRecords` reads them back as a sequence:
+iteration streams the file (as often as a reader likes; the checks make several passes),
+`pick` streams chosen records, and indexing reads one. Records are stored with `marshal`
+(the fields as a tuple), which reads back in a fraction of a JSON parse; `log_text()` renders
+them as for any log, so the log's bytes are the same whether it spilled or not.
 """
 
 from __future__ import annotations
 
+import marshal
 import os
 import tempfile
 from array import array
@@ -21,17 +23,30 @@ from conformance.observations import Obs
 BLOCK = 1 << 20  # bytes per read while streaming
 
 
+def _dump(record: Obs) -> bytes:
+    fields = (record.t, record.step, record.kind, record.chat, record.session, record.turns, record.detail)
+    try:
+        return marshal.dumps(fields)
+    except ValueError:  # a value marshal does not take (a str or int subclass): as its JSON reads back
+        plain = Obs.from_json(record.to_json())
+        return marshal.dumps((plain.t, plain.step, plain.kind, plain.chat, plain.session, plain.turns, plain.detail))
+
+
+def _load(data: bytes | memoryview) -> Obs:
+    return Obs(*marshal.loads(data))
+
+
 class SpilledRecords(Sequence[Obs]):
-    """Records in an unnamed temporary file (gone when this object is), one JSON line each."""
+    """Records in an unnamed temporary file (gone when this object is)."""
 
     def __init__(self) -> None:
         self._file = tempfile.TemporaryFile(buffering=0)  # noqa: SIM115 -- lives as long as this object
         self._fd = self._file.fileno()
-        self._starts = array("q")  # byte offset of each line
+        self._starts = array("q")  # byte offset of each record
+        self._end = 0  # bytes written
         self._kinds = bytearray()  # each record's kind, as its position in `_kind_names`
         self._kind_codes: dict[str, int] = {}
         self._kind_names: list[str] = []
-        self._end = 0  # bytes written
         self._head: Obs | None = None  # record 0, which readers ask for often (the scenario)
 
     def extend(self, records: Iterable[Obs]) -> None:
@@ -39,15 +54,15 @@ class SpilledRecords(Sequence[Obs]):
         records = list(records)
         if not records:
             return
-        lines = [(r.to_json() + "\n").encode() for r in records]
+        blobs = [_dump(r) for r in records]
         codes = self._kind_codes
         for r in records:
             if r.kind not in codes:
                 codes[r.kind] = len(self._kind_names)
                 self._kind_names.append(r.kind)
         self._kinds.extend(map(codes.__getitem__, (r.kind for r in records)))
-        self._starts.extend(accumulate(map(len, lines[:-1]), initial=self._end))
-        data = b"".join(lines)
+        self._starts.extend(accumulate(map(len, blobs[:-1]), initial=self._end))
+        data = b"".join(blobs)
         self._file.write(data)
         self._end += len(data)
 
@@ -67,14 +82,13 @@ class SpilledRecords(Sequence[Obs]):
             return self._head
         start = self._starts[index]  # IndexError past the end, as a list
         stop = self._starts[index + 1] if index + 1 < len(self._starts) else self._end
-        record = Obs.from_json(os.pread(self._fd, stop - start, start))
+        record = _load(os.pread(self._fd, stop - start, start))
         if index == 0:
             self._head = record
         return record
 
     def __iter__(self) -> Iterator[Obs]:
-        for line in self.lines():
-            yield Obs.from_json(line)
+        return self.pick(range(len(self)))
 
     def __reversed__(self) -> Iterator[Obs]:
         for index in range(len(self) - 1, -1, -1):
@@ -84,33 +98,30 @@ class SpilledRecords(Sequence[Obs]):
         """Each record's kind, in order, without reading the file."""
         return map(self._kind_names.__getitem__, self._kinds)
 
-    def pick(self, indexes: Sequence[int]) -> Iterator[Obs]:
+    def pick(self, indexes: Iterable[int]) -> Iterator[Obs]:
         """The records at these ascending indexes, read forward in blocks: one read for many
         records instead of one each."""
         starts, end, count = self._starts, self._end, len(self._starts)
-        base, block = 0, b""
+        base, block = 0, memoryview(b"")
         for index in indexes:
             start = starts[index]
             stop = starts[index + 1] if index + 1 < count else end
             if start < base or stop > base + len(block):
-                base, block = start, os.pread(self._fd, max(BLOCK, stop - start), start)
-            yield Obs.from_json(block[start - base:stop - base])
+                base, block = start, memoryview(os.pread(self._fd, max(BLOCK, stop - start), start))
+            yield _load(block[start - base:stop - base])
 
-    def lines(self) -> Iterator[bytes]:
-        """Each record's JSON line (without its newline), streamed from the file."""
-        end, offset, carry = self._end, 0, b""
-        while offset < end:
-            block = os.pread(self._fd, min(BLOCK, end - offset), offset)
-            offset += len(block)
-            *whole, carry = (carry + block).split(b"\n")
-            yield from whole
-
-    def text(self) -> str:
-        """The whole log as `log_text()` gives it."""
-        return os.pread(self._fd, self._end, 0).decode()
+    def walk(self, unread: frozenset[str]) -> Iterator[tuple[str, Obs | None]]:
+        """(kind, record) in order; None for a record whose kind is in `unread` (not read)."""
+        names = self._kind_names
+        skip = bytes(code for code, name in enumerate(names) if name in unread)
+        wanted = (index for index, code in enumerate(self._kinds) if code not in skip)
+        records = self.pick(wanted)
+        for code in self._kinds:
+            yield names[code], None if code in skip else next(records)
 
     def close(self) -> None:
         self._file.close()
 
     def __reduce__(self) -> tuple[Any, ...]:
         return list, (list(self),)  # another process gets the records, not the file
+

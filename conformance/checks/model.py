@@ -289,10 +289,10 @@ _UNREAD = _PASSIVE - SESSION_KINDS
 def _walk(records: Sequence[Obs]) -> Iterator[tuple[str, Obs | None]]:
     """(kind, record) for each record in order; the record is None where the walk reads
     only the kind and the log is spilled (its file knows each line's kind)."""
-    kinds = getattr(records, "kinds", None)
-    if kinds is None:
+    walk = getattr(records, "walk", None)
+    if walk is None:
         return ((r.kind, r) for r in records)
-    return ((kind, None if kind in _UNREAD else Obs.from_json(line)) for kind, line in zip(kinds(), records.lines(), strict=True))  # type: ignore[attr-defined]
+    return walk(_UNREAD)  # type: ignore[no-any-return]
 
 
 _next_boundary = lru_cache(maxsize=4096)(next_daily_boundary_after)  # asked per turn with the segment's anchor
