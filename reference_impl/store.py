@@ -130,7 +130,8 @@ class Store:
         # A read cache of transcripts: reloading an evicted agent re-reads its whole session,
         # which dominated long runs. Kept in step by `append` (after the commit) and dropped
         # by any deletion; `read_transcript` (what other surfaces see) bypasses it, and the
-        # writes all go to SQLite as before.
+        # writes all go to SQLite as before. A session's entry goes once memory has its end
+        # (a /resume back to it reads it again), so the cache holds live sessions, not history.
         self._transcripts: dict[str, list[Row]] = {}
         # Session rows known to exist, with their parent (written or read since the last deletion).
         self._existing: dict[str, str | None] = {}
@@ -328,6 +329,8 @@ class Store:
 
     def mark_end_done(self, session_id: str, column: str) -> None:
         assert column in ("memory_done", "finalize_done")
+        if column == "memory_done":  # memory has the transcript: the read cache keeps live sessions only
+            self._transcripts.pop(session_id, None)
         self.db.execute(
             f"UPDATE session_ends SET {column} = 1 WHERE session_id = ? AND life = ?", (session_id, self.life(session_id))
         )
