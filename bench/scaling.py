@@ -6,18 +6,20 @@ chats sending messages at exponential gaps (mean 300 s each), reset policy `both
 size runs in its own process (run and every check, as `sessiongate run` does; sizes under
 10^5 three times, the best counting; each after an untimed warm-up run of 100 events), which
 reports its wall and CPU time and its peak resident memory (ru_maxrss), so one size's heap
-never inflates another's figure. A log past `observations.SPILL_AT` records (100,000) moves
+never inflates another's figure. A log past `observations.SPILL_AT` records (250,000) moves
 to a temporary file (`--spill-at N` moves the threshold, 0 keeps every log in memory), so
 the log's memory stays bounded; the checks' model of the run (a few objects per turn) still
 grows with N. Time per event should not.
 
-Run: python bench/scaling.py [--max-exp 6] [--quick] [--spill-at N]. The last line is
+Run: python bench/scaling.py [--max-exp 6] [--quick] [--spill-at N]; `--phases N` instead
+breaks one size down (the run, the checks' model, each check). The last line is
 `µs/event ratio 10^N vs 10^3: X.XX` for the largest size run.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import resource
 import subprocess
@@ -75,6 +77,42 @@ def measure(events: int, spill_at: int | None) -> dict[str, float]:
             "log": "memory" if isinstance(result.records, list) else "file"}
 
 
+def phases(events: int, spill_at: int | None) -> None:
+    """In this process: the run, the checks' model and each check apart, with CPU seconds and
+    resident memory after each (where a long run's time and memory go)."""
+    from conformance.checks import CHECKS
+    from conformance.checks.model import RunModel
+    from conformance.observations import SPILL_AT
+    from conformance.runner import run_scenario
+    from reference_impl import ReferenceGateway
+
+    def rss_mb() -> int:
+        return int(Path("/proc/self/statm").read_text().split()[1]) * resource.getpagesize() // (1 << 20)
+
+    run_scenario(steady_scenario(100), ReferenceGateway(), "reference")
+    scenario = steady_scenario(events)
+    print(f"{'phase':<8}{'CPU':>9}{'RSS after':>11}")
+    cpu = time.process_time()
+    result = run_scenario(scenario, ReferenceGateway(), "reference", check=False,
+                          spill_at=SPILL_AT if spill_at is None else (spill_at or None))
+    gc.disable()  # as run_scenario judges
+    rows = [("run", time.process_time() - cpu, rss_mb())]
+    cpu = time.process_time()
+    model = RunModel.build(result.records)
+    rows.append(("model", time.process_time() - cpu, rss_mb()))
+    for name, check in CHECKS.items():
+        cpu = time.process_time()
+        if check(model).status != "pass":
+            raise SystemExit(f"the reference gateway failed {name} on {scenario.name}")
+        rows.append((name, time.process_time() - cpu, rss_mb()))
+    for name, seconds, rss in rows:
+        print(f"{name:<8}{seconds:>8.2f}s{rss:>8} MB")
+    log = "memory" if isinstance(result.records, list) else "file"
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+    judging = sum(seconds for _name, seconds, _rss in rows[1:])
+    print(f"{events:,} events, {len(result.records):,} records (log in {log}); judging {judging:.2f}s CPU; peak RSS {peak} MB")
+
+
 def in_subprocess(events: int, spill_at: int | None) -> dict[str, float]:
     extra = [] if spill_at is None else ["--spill-at", str(spill_at)]
     done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", str(events), *extra],
@@ -87,8 +125,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-exp", type=int, default=5, help="largest size is 10^N events (default 5; 6 takes minutes and GBs)")
     parser.add_argument("--quick", action="store_true", help="10^2 to 10^3 events (smoke test)")
     parser.add_argument("--spill-at", type=int, help="records kept in memory before the log moves to a file (0: never)")
+    parser.add_argument("--phases", type=int, metavar="N", help="one size of N events in this process: CPU and memory by phase")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.phases is not None:
+        phases(args.phases, args.spill_at)
+        return
     if args.child is not None:
         print(json.dumps(measure(args.child, args.spill_at)))
         return
