@@ -96,11 +96,16 @@ def test_only_malformed_files_exit_2(tmp_path: Path, capsys: pytest.CaptureFixtu
 # -- interrupted runs ------------------------------------------------------------------------
 
 
+def _sigint_default() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # so the child's Python installs its Ctrl-C handler
+
+
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
 def test_an_interrupted_run_exits_and_keeps_what_finished(tmp_path: Path, signum: int, code: int) -> None:
     report = tmp_path / "report"
     run = subprocess.Popen([sys.executable, "-m", "conformance.cli", "run", "--isolate", "--report", str(report)],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                           preexec_fn=_sigint_default)  # a job started in the background inherits SIGINT ignored
     try:
         assert run.stdout is not None
         printed = [run.stdout.readline(), run.stdout.readline()]  # two scenarios done, many to go
