@@ -15,6 +15,7 @@ from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from operator import attrgetter
 from typing import Any, NamedTuple
 from zoneinfo import ZoneInfo
 
@@ -130,10 +131,7 @@ class RunModel:
         lists = [self.by_kind.get(kind, ()) for kind in kinds]
         indexes = lists[0] if len(lists) == 1 else list(heapq.merge(*lists))
         pick = getattr(self.records, "pick", None)
-        if pick is not None:
-            return zip(indexes, pick(indexes), strict=True)
-        records = self.records
-        return ((i, records[i]) for i in indexes)
+        return zip(indexes, pick(indexes) if pick is not None else map(self.records.__getitem__, indexes), strict=True)
 
     def of_session(self, kind: str, session: str, lo: int = 0, hi: int = NEVER) -> list[tuple[int, Obs]]:
         """Records of one kind (one of SESSION_KINDS) about one session, with index in [lo, hi)."""
@@ -284,6 +282,7 @@ _PASSIVE = frozenset({"resources", "ingest", "sync_turn", "on_session_end", "on_
 
 # Of those, the kinds the walk needs nothing of but the kind: a spilled log leaves them unparsed.
 _UNREAD = _PASSIVE - SESSION_KINDS
+_kind = attrgetter("kind")
 
 
 def _walk(records: Sequence[Obs]) -> Iterator[tuple[str, Obs | None]]:
@@ -291,7 +290,7 @@ def _walk(records: Sequence[Obs]) -> Iterator[tuple[str, Obs | None]]:
     only the kind and the log is spilled (its file knows each line's kind)."""
     walk = getattr(records, "walk", None)
     if walk is None:
-        return ((r.kind, r) for r in records)
+        return zip(map(_kind, records), records, strict=True)
     return walk(_UNREAD)  # type: ignore[no-any-return]
 
 
