@@ -143,3 +143,18 @@ def test_i7_still_catches_the_agent_never_reaped() -> None:
     assert isinstance(result.records, SpilledRecords)
     assert result.verdicts["I7"].status == "fail"
     assert "stayed cached until" in result.verdicts["I7"].violations[0].message
+
+
+def test_reports_of_a_spilled_run_are_the_same_files(tmp_path: Path) -> None:
+    import reports
+
+    scenarios = CATALOG[:6]
+    kept = [run_scenario(s, reference("reset-mid-turn"), "v", spill_at=None) for s in scenarios]
+    spilled = [run_scenario(s, reference("reset-mid-turn"), "v", spill_at=3) for s in scenarios]
+    assert all(isinstance(r.records, SpilledRecords) for r in spilled)
+    reports.write_all(kept, str(tmp_path / "kept"), "v")
+    reports.write_all(spilled, str(tmp_path / "spilled"), "v")
+    files = sorted(p.relative_to(tmp_path / "kept") for p in (tmp_path / "kept").rglob("*") if p.is_file())
+    assert len(files) > 6
+    for name in files:
+        assert (tmp_path / "spilled" / name).read_bytes() == (tmp_path / "kept" / name).read_bytes(), name
