@@ -151,7 +151,7 @@ def log_text(records: Sequence[Obs]) -> str:
     return "".join(r.to_json() + "\n" for r in records)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StoredMessage:
     """One message row as the durable store holds it."""
 
@@ -164,7 +164,7 @@ class StoredMessage:
         return first_turn(self.content)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StoredSession:
     id: str
     parent: str | None
