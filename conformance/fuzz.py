@@ -134,6 +134,9 @@ def run_seed(task: SeedTask) -> SeedOutcome:
     bad = failing(result)
     if not bad:
         return SeedOutcome(task.seed)
+    failure = result.failure
+    if failure is not None and failure.event == "start" and failure.message.startswith("NotImplementedError"):
+        return SeedOutcome(task.seed, bad, refused=True)  # not a finding: nothing to write or shrink
     out = Path(task.out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{scenario.name}.yaml"
@@ -148,9 +151,7 @@ def run_seed(task: SeedTask) -> SeedOutcome:
         check = next(iter(bad))
         status = result.verdicts[check].status
         shrunk = shrink_and_write(scenario, path, task.gateway, check, status)
-    failure = result.failure
-    refused = failure is not None and failure.event == "start" and failure.message.startswith("NotImplementedError")
-    return SeedOutcome(task.seed, bad, str(path), shrunk, failure is not None and not refused, refused)
+    return SeedOutcome(task.seed, bad, str(path), shrunk, broken=failure is not None)
 
 
 def parse_seeds(text: str) -> range:
@@ -279,6 +280,7 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
         not_run = [f"{refused} seeds refused at start (NotImplementedError)" if refused else "",
                    f"{broken} seeds errored or timed out" if broken else ""]
         lines.insert(0, "; ".join([f"failing seeds by check: {counts or 'none'}", *filter(None, not_run)]))
+        Path(args.out).mkdir(parents=True, exist_ok=True)
         Path(args.out, "summary.txt").write_text("\n".join([f"gateway {args.gateway}, seeds {args.seeds}", *lines]) + "\n")
     print("\n".join(lines))
     if interrupted is not None:
@@ -290,6 +292,9 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
 
 def _print_failure(outcome: SeedOutcome) -> None:
     first, *rest = outcome.failing.items()
+    if outcome.refused:
+        print(f"refused gen-{outcome.seed}  {first[1]}")
+        return
     print(f"FAIL gen-{outcome.seed}  {first[0]} {first[1]}" + (f" (+{', '.join(c for c, _ in rest)})" if rest else ""))
     print(f"     written to {outcome.path}")
     if outcome.shrunk is not None:

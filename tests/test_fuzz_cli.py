@@ -62,7 +62,10 @@ def test_findings_ok_counts_refused_seeds_apart(capsys: pytest.CaptureFixture[st
     monkeypatch.setattr("conformance.fuzz.resolve", lambda name: refusing)
     monkeypatch.setattr("conformance.fuzz.factory", lambda name: refusing)
     code, out, failed = _fuzz(capsys, tmp_path, "--seeds", "0:2", "--gateway", "refusing", "--findings-ok")
-    assert failed == {0, 1} and code == 0
+    assert not failed and code == 0
+    assert re.findall(r"^refused gen-(\d+)  gateway error at step 0 \(start\): NotImplementedError: no config of this kind$",
+                      out, re.MULTILINE) == ["0", "1"]
+    assert not list((tmp_path / "out").glob("*.yaml"))  # not findings: nothing written
     assert out.strip().splitlines()[-2] == "failing seeds by check: none; 2 seeds refused at start (NotImplementedError)"
     assert out.strip().splitlines()[-1] == "2 scenarios, 0 passed, 0 failed, 2 refused"
 

@@ -234,3 +234,34 @@ def test_memory_cap_on_an_isolated_python_gateway(tmp_path: Path) -> None:
     assert result.failure is not None and result.failure.kind == "error"
     assert (result.failure.step, result.failure.event) == (1, FIRST_MESSAGE)
     assert "MemoryError" in result.failure.message
+
+
+def test_the_hermes_home_is_emptied_while_a_late_writer_finishes(tmp_path: Path) -> None:
+    """A writer still adding files as the tree is removed (seen once on hermes-agent 0.13.0)."""
+    import threading
+
+    from conformance.adapters.hermes_home import remove_tree
+
+    tree = tmp_path / "sessions"
+    tree.mkdir()
+    for n in range(200):
+        (tree / f"old-{n}.json").write_text("{}")
+    stop = threading.Event()
+
+    def write() -> None:
+        n = 0
+        while not stop.is_set():
+            tree.mkdir(exist_ok=True)
+            (tree / f"late-{n}.json").write_text("{}")
+            n += 1
+            stop.wait(0.001)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        remove_tree(tree)
+    finally:
+        stop.set()
+        writer.join()
+    remove_tree(tree)
+    assert not tree.exists()
