@@ -83,10 +83,10 @@ def remove_tree(path: Path, attempts: int = 20) -> None:
         try:
             shutil.rmtree(path)
             return
-        except FileNotFoundError:
-            return
         except OSError as err:
-            if err.errno != errno.ENOTEMPTY or attempt == attempts - 1:
+            if not path.exists():
+                return
+            if err.errno not in (errno.ENOTEMPTY, errno.ENOENT) or attempt == attempts - 1:
                 raise
             time.sleep(0.01)  # real time, outside any run: let the writer finish
 
