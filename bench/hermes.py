@@ -94,8 +94,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit("bench/hermes.py needs hermes-agent in this environment (docs/hermes.md)")
     catalog = [load_file(path) for path in catalog_paths()]
     seeds = 1 if args.quick else args.seeds
-    groups = {"catalog": catalog[:8] if args.quick else catalog,
-              f"seeds 0:{seeds}": [scenario_for_seed(seed) for seed in range(seeds)]}
+    groups = {"catalog": catalog[:8] if args.quick else catalog}
+    if seeds:
+        groups[f"seeds 0:{seeds}"] = [scenario_for_seed(seed) for seed in range(seeds)]
 
     imported = import_hermes()
     for gateway in ("hermes", "reference"):  # warm-up: lazy imports and first-use caches

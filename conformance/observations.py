@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections import namedtuple
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import compress, count
 from operator import itemgetter, ne
 from typing import TYPE_CHECKING, Any
@@ -48,17 +49,26 @@ OUTPUT_KINDS = frozenset(
 _encode = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
 
 
-@dataclass(frozen=True, slots=True)
-class Obs:
-    """One observation: at virtual time `t`, during scenario step `step`, `kind` happened."""
+class Obs(namedtuple("Obs", "t step kind chat session turns detail")):
+    """One observation: at virtual time `t`, during scenario step `step`, `kind` happened.
 
+    Fields: t (int), step (int), kind (str), chat and session (str | None), turns
+    (tuple[str, ...]) and detail (dict[str, Any]). An immutable tuple rather than a frozen
+    dataclass: a long run makes millions, and a frozen dataclass's `__init__` (one
+    `object.__setattr__` per field) was a twentieth of a generated seed's time."""
+
+    __slots__ = ()
     t: int
     step: int
     kind: str
-    chat: str | None = None
-    session: str | None = None
-    turns: tuple[str, ...] = ()
-    detail: dict[str, Any] = field(default_factory=dict)
+    chat: str | None
+    session: str | None
+    turns: tuple[str, ...]
+    detail: dict[str, Any]
+
+    def __new__(cls, t: int, step: int, kind: str, chat: str | None = None, session: str | None = None,
+                turns: tuple[str, ...] = (), detail: dict[str, Any] | None = None) -> Obs:
+        return tuple.__new__(cls, (t, step, kind, chat, session, turns, {} if detail is None else detail))
 
     def to_json(self) -> str:
         data: dict[str, Any] = {"t": self.t, "step": self.step, "kind": self.kind}
@@ -75,7 +85,7 @@ class Obs:
     @staticmethod
     def from_json(line: str) -> Obs:
         data = json.loads(line)
-        get = data.get  # positional: keywords cost a frozen dataclass almost half again
+        get = data.get
         return Obs(data["t"], data["step"], data["kind"], get("chat"), get("session"), tuple(get("turns", ())), get("detail", {}))
 
     def d(self, key: str, default: Any = None) -> Any:

@@ -3,7 +3,6 @@ gateway, and edits that turn a clean log into the one a buggy gateway would have
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from typing import Any
 
@@ -306,7 +305,7 @@ def snapshots(records: tuple[Obs, ...] | list[Obs]) -> list[Obs]:
     for r in records:
         if r.kind == "resources":
             replay.apply(r.detail)
-            r = dataclasses.replace(r, detail=replay.resources().to_detail())
+            r = r._replace(detail=replay.resources().to_detail())
         out.append(r)
     return out
 
@@ -327,7 +326,7 @@ def edit(records: tuple[Obs, ...] | list[Obs], index: int, **changes: Any) -> li
     out = list(records)
     if "detail" in changes:
         changes["detail"] = {**out[index].detail, **changes["detail"]}
-    out[index] = dataclasses.replace(out[index], **changes)
+    out[index] = out[index]._replace(**changes)
     return out
 
 
@@ -347,7 +346,7 @@ def move(records: tuple[Obs, ...] | list[Obs], index: int, before: int, **change
     taking the time of the record it now precedes unless `t=` says otherwise."""
     record = records[index]
     changes.setdefault("t", records[before].t if before < len(records) else records[-1].t)
-    moved = dataclasses.replace(record, **changes)
+    moved = record._replace(**changes)
     out = [r for i, r in enumerate(records) if i != index]
     out.insert(before - (1 if index < before else 0), moved)
     return out

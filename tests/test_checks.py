@@ -4,8 +4,6 @@ oracle in test_checks_more.py)."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 from check_logs import ORACLE_CASES, SCENARIOS, drop, edit, find, insert, log, messages, move, rows
 
@@ -57,7 +55,7 @@ def test_i1_boundary_without_end() -> None:
 def test_i1_two_ends() -> None:
     records = log("idle")
     stop = find(records, "sigterm", final=True)
-    again = dataclasses.replace(records[find(records, "on_session_end", session="s1")], t=records[stop].t)
+    again = records[find(records, "on_session_end", session="s1")]._replace(t=records[stop].t)
     assert messages(insert(records, stop, again), "I1") == ["session s1 got 2 on_session_end calls: at 09:35 and 11:23:02"]
 
 
@@ -218,7 +216,7 @@ def test_i3_buffered_turns_are_owed_at_the_end_and_at_sigterm_not_later() -> Non
 def test_i4_ingested_twice() -> None:
     records = log("idle")
     end = find(records, "on_session_end", session="s1")
-    again = dataclasses.replace(records[find(records, "ingest", turn="t1", backend="hindsight")], t=records[end].t, turns=("t1",))
+    again = records[find(records, "ingest", turn="t1", backend="hindsight")]._replace(t=records[end].t, turns=("t1",))
     assert messages(insert(records, end + 1, again), "I4") == [
         "backend 'hindsight' ingested t1 2 times: at 09:02:02 (at an eviction) and 09:35"
     ]
@@ -242,7 +240,7 @@ def test_i4_end_delivered_twice() -> None:
     assert messages(insert(records, stop, end), "I4") == ["turn t1 was delivered in on_session_end of 2 sessions: s1, s2"]
     records = log("resume")  # s2 lives once (s1 twice: one end per life is fine); a second end of s2 is not
     stop = find(records, "sigterm", final=True)
-    end = dataclasses.replace(records[find(records, "on_session_end", session="s2")], t=records[stop].t)
+    end = records[find(records, "on_session_end", session="s2")]._replace(t=records[stop].t)
     assert messages(insert(records, stop, end), "I4") == [
         "session s2 got 2 on_session_end calls: at 09:03 (at a command) and 10:15:02"
     ]

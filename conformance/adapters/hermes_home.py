@@ -3,8 +3,10 @@
 Hermes binds paths when its modules are imported (`hermes_state.DEFAULT_DB_PATH`,
 `gateway.run._hermes_home`), so `HERMES_HOME` is set before the first Hermes import and the
 directory is reused; each scenario starts from an empty directory holding only the files
-written here. Hermes caches parsed config files by (path, mtime, size), so every write gets
-a fresh, strictly increasing mtime.
+written here. Hermes caches what it derives from a config file by (path, mtime, size), so a
+file's mtime is a function of its path and text: the same text gets the same mtime in every
+scenario (Hermes's caches then hit across scenarios, as they would in a long-lived gateway),
+and a different text a new one. No wall-clock time reaches those caches.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ SAFE_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml when pres
 
 _home: Path | None = None
 _mtime_ns = 1_700_000_000 * 10**9
+_mtimes: dict[tuple[str, str], int] = {}  # (path, text) -> the mtime it was first written with
 
 
 def home() -> Path:
@@ -92,10 +95,14 @@ def remove_tree(path: Path, attempts: int = 20) -> None:
 
 
 def _write(path: Path, text: str) -> None:
+    """Write `text` with an mtime that names it: Hermes's (mtime, size) caches stay exact."""
     global _mtime_ns
     path.write_text(text, encoding="utf-8")
-    _mtime_ns += 10**9
-    os.utime(path, ns=(_mtime_ns, _mtime_ns))
+    mtime = _mtimes.get((str(path), text))
+    if mtime is None:
+        _mtime_ns += 10**9
+        mtime = _mtimes[str(path), text] = _mtime_ns
+    os.utime(path, ns=(mtime, mtime))
 
 
 def memory_provider(config: GatewayConfig) -> str:
@@ -129,6 +136,10 @@ def config_yaml(config: GatewayConfig) -> dict[str, Any]:
         "approvals": {"destructive_slash_confirm": False},  # /new runs without a confirm round-trip
         "security": {"tirith_enabled": False, "allow_lazy_installs": False},
         "auxiliary": {"title_generation": {"enabled": False}},  # no aux LLM call / auto-title thread
+        # gateway/run.py offers a profile build on an install's first message and records the
+        # offer by rewriting config.yaml (agent/onboarding.py:mark_seen): a wall-clock mtime
+        # mid-run, and every config-derived cache rebuilt. Onboarding is not under test.
+        "onboarding": {"profile_build": "off"},
         "memory": {"provider": memory_provider(config)},
         "session_reset": reset_policy(config.reset),
     }
