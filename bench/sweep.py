@@ -17,7 +17,7 @@ import time
 
 from common import machine
 
-from conformance.fuzz import SeedTask, in_order, run_seed
+from conformance.fuzz import SeedTask, in_order, run_seed, seed_chunk
 
 
 def cpu_seconds() -> float:
@@ -31,7 +31,7 @@ def sweep(seeds: int, workers: int, out: str) -> tuple[float, float, int, int]:
     tasks = [SeedTask(seed, "reference", "default", out, shrink=False) for seed in range(seeds)]
     start, cpu = time.perf_counter(), cpu_seconds()
     done = failed = 0
-    for outcome in in_order(run_seed, tasks, workers):
+    for outcome in in_order(run_seed, tasks, workers, chunksize=seed_chunk(seeds, workers)):
         done += 1
         failed += bool(outcome.failing)
     return time.perf_counter() - start, cpu_seconds() - cpu, done, failed

@@ -205,6 +205,13 @@ def in_order(fn: Callable[[T], R], items: Iterable[T], workers: int, chunksize: 
         yield from pool.imap(fn, items, chunksize=chunksize)
 
 
+def seed_chunk(seeds: int, workers: int) -> int:
+    """Seeds handed to a worker at a time: one round trip per seed cost the parent a tenth
+    of a worker's CPU on a 10,000-seed sweep; chunks of up to 8 (at least 64 per worker
+    first) keep the workers evenly loaded to the end."""
+    return max(1, min(8, seeds // (workers * 64)))
+
+
 def _worker_init() -> None:
     """Workers die quietly when the pool ends them; the parent handles Ctrl-C and SIGTERM."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -253,7 +260,8 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     stopped = False
     interrupted: KeyboardInterrupt | None = None
     try:
-        for outcome in in_order(run_seed, tasks, parse_workers(args.workers)):
+        workers = parse_workers(args.workers)
+        for outcome in in_order(run_seed, tasks, workers, chunksize=seed_chunk(len(tasks), workers)):
             done += 1
             if outcome.failing:
                 failed += 1

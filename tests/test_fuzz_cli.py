@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from conformance.cli import UsageError, main
-from conformance.fuzz import parse_seeds, shard
+from conformance.fuzz import in_order, parse_seeds, seed_chunk, shard
 
 VARIANT = "reference:idle-expiry-no-finalize"  # a zoo variant that fails some of seeds 0:5 and passes others
 
@@ -137,3 +137,10 @@ def test_explore_merges_mirror_states_and_finds_nothing_on_the_reference(capsys:
     out = capsys.readouterr().out.strip().splitlines()
     assert out[0] == "depth 1: 10 sequences, 5 new states"
     assert out[-1].startswith("60 states explored, 27 distinct, ") and out[-1].endswith(" 0 violating")
+
+
+def test_seeds_go_to_workers_in_chunks_and_come_back_in_order() -> None:
+    assert [seed_chunk(n, 2) for n in (1, 127, 128, 256, 1_000, 10_000)] == [1, 1, 1, 2, 7, 8]
+    assert seed_chunk(10_000, 1) == 8 and seed_chunk(500, 8) == 1
+    items = [-n for n in range(300)]
+    assert list(in_order(abs, items, 2, chunksize=seed_chunk(len(items), 2))) == list(range(300))
