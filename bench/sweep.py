@@ -4,8 +4,9 @@ Each seed is generated (`sim.generate.scenario_for_seed`), run against a fresh r
 gateway and judged by every check, on worker processes exactly as `sessiongate fuzz -n W`
 does (`conformance.fuzz.run_seed` through `in_order`). Pool start-up is part of the time.
 
-Run: python bench/sweep.py [--seeds N] [-n W] [--quick]. Default 2,000 seeds on 2 workers;
-`--seeds 10000` is the full figure. The last line is `scenarios/s: X.X`.
+Run: python bench/sweep.py [--seeds N] [-n W] [--quick] [--profile long]. Default 2,000 seeds
+on 2 workers; `--seeds 10000` is the full figure. The default profile's seeds have 20-200
+events (mean 111); `--profile long` gives 180-220, the ~200 events the target is stated in. The last line is `scenarios/s: X.X`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import time
 from common import machine
 
 from conformance.fuzz import SeedTask, in_order, run_seed, seed_chunk
+from sim.generate import PROFILES
 
 
 def cpu_seconds() -> float:
@@ -26,9 +28,9 @@ def cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-def sweep(seeds: int, workers: int, out: str) -> tuple[float, float, int, int]:
+def sweep(seeds: int, workers: int, out: str, profile: str = "default") -> tuple[float, float, int, int]:
     """(wall seconds, CPU seconds, scenarios run, failures) for seeds 0..N-1 on `workers` processes."""
-    tasks = [SeedTask(seed, "reference", "default", out, shrink=False) for seed in range(seeds)]
+    tasks = [SeedTask(seed, "reference", profile, out, shrink=False) for seed in range(seeds)]
     start, cpu = time.perf_counter(), cpu_seconds()
     done = failed = 0
     for outcome in in_order(run_seed, tasks, workers, chunksize=seed_chunk(seeds, workers)):
@@ -42,12 +44,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", type=int, default=2000, help="seeds 0..N-1 (default 2,000; 10,000 for the full figure)")
     parser.add_argument("-n", "--workers", type=int, default=2, help="worker processes (default 2)")
     parser.add_argument("--quick", action="store_true", help="100 seeds (smoke test)")
+    parser.add_argument("--profile", default="default", choices=sorted(PROFILES),
+                        help="generation profile: default (20-200 events, mean 111), long (180-220 events)")
     args = parser.parse_args(argv)
     seeds = 100 if args.quick else args.seeds
     with tempfile.TemporaryDirectory() as out:
-        seconds, cpu, done, failed = sweep(seeds, args.workers, out)
+        seconds, cpu, done, failed = sweep(seeds, args.workers, out, args.profile)
     rate = done / seconds
-    print(machine())
+    print(machine() + f", profile {args.profile}")
     print(f"{'seeds':>8}{'workers':>9}{'wall':>10}{'CPU':>10}{'CPU/seed':>10}{'scenarios/s':>13}{'failed':>8}")
     print(f"{done:>8,}{args.workers:>9}{seconds:>9.1f}s{cpu:>9.1f}s{cpu / done * 1000:>8.1f}ms{rate:>13.1f}{failed:>8}")
     if seeds < 10_000:
