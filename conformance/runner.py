@@ -344,17 +344,5 @@ def _cyclic_gc_paused() -> Iterator[None]:
         yield
     finally:
         if enabled:
-            _age_young_objects()
             gc.enable()
 
-
-def _age_young_objects() -> None:
-    """Move every tracked object to the oldest generation without examining it. Left young,
-    the run's objects (all of them allocated with the collector off) made the first
-    allocation after `gc.enable()` walk every one in a young collection: a tenth of a
-    generated seed's time. Aged, they are freed by reference counting as before, and any
-    cycle among them waits for the next full collection. Skipped when the process keeps
-    objects frozen itself (`gc.freeze`), whose frozen set this would release."""
-    if gc.get_freeze_count() == 0:
-        gc.freeze()  # every generation into the permanent one; resets the young count
-        gc.unfreeze()  # ...and back, into the oldest generation
