@@ -6,7 +6,8 @@ does (`conformance.fuzz.run_seed` through `in_order`). Pool start-up is part of 
 
 Run: python bench/sweep.py [--seeds N] [-n W] [--quick] [--profile long]. Default 2,000 seeds
 on 2 workers; `--seeds 10000` is the full figure. The default profile's seeds have 20-200
-events (mean 111); `--profile long` gives 180-220, the ~200 events the target is stated in. The last line is `scenarios/s: X.X`.
+events (mean 111); `--profile long` gives 180-220, the ~200 events the target is stated in.
+The last line is `scenarios/s: X.X`.
 """
 
 from __future__ import annotations

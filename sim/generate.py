@@ -95,11 +95,12 @@ class GenProfile:
     chats: Table[int]
 
 
+CHAT_COUNTS: Table[int] = ((1, 2), (2, 3), (3, 3), (4, 1), (5, 1))  # how many chats a scenario has, by weight
 PROFILES: dict[str, GenProfile] = {
-    "default": GenProfile(events=(20, 200), chats=((1, 2), (2, 3), (3, 3), (4, 1), (5, 1))),
+    "default": GenProfile(events=(20, 200), chats=CHAT_COUNTS),
     "small": GenProfile(events=(1, 24), chats=((1, 3), (2, 3), (3, 1))),
     # About 200 events a seed: the size the sweep target is stated in (bench/sweep.py --profile long).
-    "long": GenProfile(events=(180, 220), chats=((1, 2), (2, 3), (3, 3), (4, 1), (5, 1))),
+    "long": GenProfile(events=(180, 220), chats=CHAT_COUNTS),
 }
 
 EVENT_WEIGHTS: Table[str] = (
