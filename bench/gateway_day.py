@@ -16,7 +16,9 @@ neither the runner nor the checks. Its figure is steps/s: two steps per turn.
 
 Hypothesis ends an example once its choice buffer is 80% full, so its one example covers only
 the first few hundred turns. The table therefore also shows sessiongate on exactly those turns,
-and the machine class driven by a plain loop over the whole day (no Hypothesis engine).
+the machine class driven by a plain loop over the whole day (no Hypothesis engine), and
+Hypothesis driving the same rules with nothing in them: its own cost a step, which no gateway,
+however fast, takes away; the line above the last says what that leaves a turn for a 10x ratio.
 
 Run: python bench/gateway_day.py [--quick]. The last line is `ratio vs hypothesis: X.XX`
 (sessiongate's turns/s over the day / Hypothesis's steps/s).
@@ -180,6 +182,54 @@ def run_hypothesis(day: Scenario) -> tuple[int, int]:
     return factory.steps, factory.messages
 
 
+class EmptyDay(RuleBasedStateMachine):
+    """The same rules, preconditions and invariants with nothing in them: what Hypothesis
+    itself costs a step. Even a gateway that cost nothing could not make its steps faster."""
+
+    steps = 0
+    events = 0
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.next, self.arrived = 0, False
+
+    @precondition(lambda self: not self.arrived and self.next <= type(self).events)
+    @rule()
+    def advance(self) -> None:
+        type(self).steps += 1
+        if self.next == type(self).events:
+            self.next += 1
+        else:
+            self.arrived = True
+
+    @precondition(lambda self: self.arrived)
+    @rule()
+    def message(self) -> None:
+        type(self).steps += 1
+        self.next, self.arrived = self.next + 1, False
+
+    @invariant()
+    def idle_agents_within_cap(self) -> None:
+        pass
+
+    @invariant()
+    def acknowledged_turns_stored(self) -> None:
+        pass
+
+    @invariant()
+    def sessions_end_once_then_finalize(self) -> None:
+        pass
+
+
+def run_hypothesis_empty(day: Scenario) -> int:
+    """Hypothesis drives `EmptyDay` as it drives the day's machine: the steps it ran."""
+    factory = type("EmptyDayMachine", (EmptyDay,), {"steps": 0, "events": len(day.events)})
+    run_state_machine_as_test(factory, settings=settings(
+        max_examples=1, stateful_step_count=2 * len(day.events) + 1, derandomize=True, deadline=None,
+        database=None, suppress_health_check=list(HealthCheck)))
+    return factory.steps
+
+
 def run_manual(day: Scenario) -> int:
     """The machine class driven by a plain loop over the whole day: each step's rule, then
     every invariant (as Hypothesis calls them). Cyclic GC paused, as in the runner."""
@@ -210,12 +260,14 @@ def main(argv: list[str] | None = None) -> None:
     prefix = replace(day, name=f"{day.name}-prefix", events=day.events[:covered])
     ours_prefix, _ = timed(lambda: run_sessiongate(prefix))
     manual, manual_steps = timed(lambda: run_manual(day))
+    empty, empty_steps = timed(lambda: run_hypothesis_empty(day))
     prefix_hours = (prefix.end - day.start) / HOUR
     rows = [
         ("sessiongate", turns, 0, ours, hours),
         ("hypothesis", covered, steps, theirs, prefix_hours),
         ("sessiongate, same turns", covered, 0, ours_prefix, prefix_hours),
         ("machine, plain loop", turns, manual_steps, manual, hours),
+        ("hypothesis, rules empty", 0, empty_steps, empty, 0),
     ]
     print(machine())
     print(f"{day.name}: {turns:,} turns, 100 chats, both (idle 30m, daily 04:00), LRU cap 50; hypothesis covers the first "
@@ -223,9 +275,13 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{'driver':<25}{'turns':>8}{'steps':>8}{'wall':>9}{'CPU':>9}{'turns/s':>10}{'steps/s':>10}{'sim h/wall s':>14}")
     for name, n, k, t, h in rows:
         steps_column = (f"{k:>8,}", f"{k / t.wall:>10,.0f}") if k else (" " * 8, " " * 10)
-        print(f"{name:<25}{n:>8,}{steps_column[0]}{t.wall:>8.2f}s{t.cpu:>8.2f}s{n / t.wall:>10,.0f}"
-              f"{steps_column[1]}{h / t.wall:>14,.1f}")
+        turns_column = (f"{n:>8,}", f"{n / t.wall:>10,.0f}", f"{h / t.wall:>14,.1f}") if n else (" " * 8, " " * 10, "")
+        print(f"{name:<25}{turns_column[0]}{steps_column[0]}{t.wall:>8.2f}s{t.cpu:>8.2f}s{turns_column[1]}"
+              f"{steps_column[1]}{turns_column[2]}")
     rate = turns / ours.wall
+    print(f"a 10x ratio needs a whole turn (gateway, SQLite, harness, checks) in {empty.wall / empty_steps / 10 * 1e6:.1f} µs "
+          f"or less: Hypothesis alone takes {empty.wall / empty_steps * 1e6:.0f} µs a step; sessiongate takes "
+          f"{ours.wall / turns * 1e6:.0f} µs a turn")
     print(f"ratio vs hypothesis, same turns: {covered / ours_prefix.wall / (steps / theirs.wall):.2f}")
     print(f"ratio vs hypothesis: {rate / (steps / theirs.wall):.2f}")
 

@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 from conformance.cli import UsageError
 from conformance.registry import resolve
-from conformance.runner import RunResult, run_scenario
+from conformance.runner import RunResult, cyclic_gc_paused, run_scenario
 from sim.clock import MINUTE, parse_duration
 from sim.generate import PROFILES, scenario_for_seed
 from sim.loader import load_file, load_text
@@ -130,11 +130,12 @@ class SeedOutcome:
 def run_seed(task: SeedTask) -> SeedOutcome:
     """Generate, run and judge one seed; write a failing one (and its shrunk form) to `out`."""
     scenario = scenario_for_seed(task.seed, task.profile)
-    result = run_scenario(scenario, factory(task.gateway)(), task.gateway)
-    bad = failing(result)
+    with cyclic_gc_paused():  # the run's log is freed before the collector is back: it would walk every record
+        result = run_scenario(scenario, factory(task.gateway)(), task.gateway)
+        bad, failure, verdicts = failing(result), result.failure, result.verdicts
+        del result
     if not bad:
         return SeedOutcome(task.seed)
-    failure = result.failure
     if failure is not None and failure.event == "start" and failure.message.startswith("NotImplementedError"):
         return SeedOutcome(task.seed, bad, refused=True)  # not a finding: nothing to write or shrink
     out = Path(task.out)
@@ -149,7 +150,7 @@ def run_seed(task: SeedTask) -> SeedOutcome:
     shrunk = None
     if task.shrink:
         check = next(iter(bad))
-        status = result.verdicts[check].status
+        status = verdicts[check].status
         shrunk = shrink_and_write(scenario, path, task.gateway, check, status)
     return SeedOutcome(task.seed, bad, str(path), shrunk, broken=failure is not None)
 

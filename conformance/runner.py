@@ -306,7 +306,7 @@ def run_scenario(scenario: Scenario, gateway: Gateway, name: str = "gateway", *,
                  check: bool = True, spill_at: int | None = SPILL_AT) -> RunResult:
     """Run `scenario` against a fresh `gateway` instance and (by default) judge it. A log
     longer than `spill_at` records (None: no limit) is kept in a temporary file."""
-    with _cyclic_gc_paused(), _stdio_kept():
+    with cyclic_gc_paused(), _stdio_kept():
         try:
             result = Run(scenario, gateway, name, budget, spill_at).execute()
         finally:
@@ -333,7 +333,7 @@ def _stdio_kept() -> Iterator[None]:
 
 
 @contextmanager
-def _cyclic_gc_paused() -> Iterator[None]:
+def cyclic_gc_paused() -> Iterator[None]:
     """No cyclic garbage collection during a run. The log is millions of small objects that
     live until the run ends, and every full collection walked all of them: half the time of a
     long run. Reference counting still frees everything acyclic at once; cycles wait until

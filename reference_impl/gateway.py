@@ -272,7 +272,7 @@ class ReferenceGateway:
     def open_session(self, route: Route, chat: Chat, arrival: int) -> None:
         """Point the route at a new session (`start_turn` saves the route right after)."""
         previous = route.session_id
-        session = f"s{self.store.next_id('session')}"
+        session = self.store.new_session_id()
         route.previous_id, route.session_id, route.ended, route.anchor = previous, session, False, arrival
         self.cache.put(Agent(session, chat.name, route.chat_key, last_activity=self.h.clock.now()))
         if previous is not None:
@@ -459,7 +459,7 @@ class ReferenceGateway:
         child = self.children.get(parent) or self.stored_child(parent)
         if child is not None:
             return self.cache.get(child) or self.load_agent(child, chat.name, key, "delegate", parent)
-        session = f"s{self.store.next_id('session')}"
+        session = self.store.new_session_id()
         self.children[parent] = session
         agent = Agent(session, chat.name, key, "delegate", parent, last_activity=self.h.clock.now())
         self.cache.put(agent)

@@ -137,6 +137,7 @@ class Store:
         self._existing: dict[str, str | None] = {}
         self._lives: dict[str, int] = {}  # session -> life, read once: only `bump_life` writes it
         self._seen_rows: dict[str, list[StoredMessage]] = {}  # what `read_messages` has read, up to `_seen_seq`
+        self._seen_frozen: dict[str, tuple[StoredMessage, ...]] = {}  # the same, as `read_messages` returns them
         self._seen_seq = 0
         self.saved_routes: dict[str, None] = {}  # keys of the routing entries written, oldest first, for the watcher
         if not self.db.execute("SELECT name FROM sqlite_master WHERE name = 'sessions'").fetchone():
@@ -163,6 +164,13 @@ class Store:
             (name,),
         ).fetchone()[0]
         return int(value)
+
+    def new_session_id(self) -> str:
+        """An id no session has had (the counter is durable). Its life is 0 with no read: a
+        `lives` row only exists for a session /resume went back to."""
+        session = f"s{self.next_id('session')}"
+        self._lives[session] = 0
+        return session
 
     def upsert_session(self, session_id: str, chat: str, parent_id: str | None, kind: str, started: int) -> None:
         """Create the row, or refresh its parent (session create is an upsert). A row known to
@@ -220,17 +228,22 @@ class Store:
 
     def read_messages(self) -> dict[str, tuple[StoredMessage, ...]]:
         """Every session's rows as the database holds them, read incrementally: message rows
-        are only ever inserted (with a growing sequence number) or deleted, so each read
-        fetches the rows past the last one it saw, and starts over after any deletion. (The
-        runner snapshots the store at every stop, checkpoint and deletion: re-reading every
-        row each time cost more than the turns that wrote them.)"""
-        seen = self._seen_rows
+        are only ever inserted (with a growing sequence number) or deleted with their
+        session's row, so each read fetches the rows past the last one it saw, and a deletion
+        forgets the sessions whose rows went. (The runner snapshots the store at every stop,
+        checkpoint and deletion: re-reading every row each time cost more than the turns that
+        wrote them.)"""
+        seen, frozen = self._seen_rows, self._seen_frozen
+        grown: dict[str, None] = {}
         for seq, session, role, content, visibility in self.db.execute(
             "SELECT seq, session_id, role, content, visibility FROM messages WHERE seq > ? ORDER BY seq", (self._seen_seq,)
         ):
             seen.setdefault(session, []).append(StoredMessage(role, content, visibility))
+            grown[session] = None
             self._seen_seq = seq
-        return {session: tuple(rows) for session, rows in seen.items()}
+        for session in grown:
+            frozen[session] = tuple(seen[session])
+        return dict(frozen)
 
     def parent_of(self, session_id: str) -> str | None:
         row = self.db.execute("SELECT parent_id FROM sessions WHERE id = ?", (session_id,)).fetchone()
@@ -241,17 +254,21 @@ class Store:
         sqlite3 shell does by default: the row and its messages go, its children dangle."""
         self._transcripts.clear()  # a cascade reaches sessions the caches cannot name
         self._existing.clear()
-        self._seen_rows, self._seen_seq = {}, 0
-        if keep_children:
-            self.db.execute("PRAGMA foreign_keys = OFF")
-            try:
-                with _transaction(self.db):
-                    self.db.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
-                    self.db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
-            finally:
-                self.db.execute("PRAGMA foreign_keys = ON")
-        else:
-            self.db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+        try:
+            if keep_children:
+                self.db.execute("PRAGMA foreign_keys = OFF")
+                try:
+                    with _transaction(self.db):
+                        self.db.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
+                        self.db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+                finally:
+                    self.db.execute("PRAGMA foreign_keys = ON")
+            else:
+                self.db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+        finally:  # messages only go with their session's row: forget the rows read of sessions gone
+            alive = {sid for (sid,) in self.db.execute("SELECT id FROM sessions")}
+            for gone in [sid for sid in self._seen_rows if sid not in alive]:
+                del self._seen_rows[gone], self._seen_frozen[gone]
 
     # -- routing ----------------------------------------------------------------------
 

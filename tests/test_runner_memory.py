@@ -27,3 +27,21 @@ def test_finished_gateways_are_collected_without_an_explicit_collection() -> Non
         del gateway
     alive = sum(ref() is not None for ref in gateways)
     assert alive <= 40, f"{alive} of 60 finished gateways are still in memory: their cycles are never collected"
+
+
+def test_a_fuzz_worker_frees_each_seeds_gateway(tmp_path) -> None:
+    """`run_seed` keeps the collector off until the run's log is freed (so it never walks
+    it); the gateway's cycles must still go."""
+    from conformance.fuzz import SeedTask, run_seed
+
+    assert gc.isenabled()
+    before = _gateways_alive()
+    for seed in range(60):
+        run_seed(SeedTask(seed, "reference", "default", str(tmp_path), shrink=False))
+    alive = _gateways_alive() - before
+    assert gc.isenabled()
+    assert alive <= 40, f"{alive} of 60 seeds' gateways are still in memory: their cycles are never collected"
+
+
+def _gateways_alive() -> int:
+    return sum(isinstance(o, ReferenceGateway) for o in gc.get_objects())
