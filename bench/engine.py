@@ -124,6 +124,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{'implementation':<14}{'events/s':>12}{'best run':>12}")
     for name, seconds in best.items():
         print(f"{name:<14}{rate[name]:>12,.0f}{seconds * 1000:>9.1f} ms")
+    print(f"the heapq loop itself vs simpy: {rate['heapq loop'] / rate['simpy']:.2f}")
     print(f"ratio vs heapq loop: {rate['sessiongate'] / rate['heapq loop']:.2f}")
     print(f"ratio vs simpy: {rate['sessiongate'] / rate['simpy']:.2f}")
 

@@ -16,9 +16,11 @@ neither the runner nor the checks. Its figure is steps/s: two steps per turn.
 
 Hypothesis ends an example once its choice buffer is 80% full, so its one example covers only
 the first few hundred turns. The table therefore also shows sessiongate on exactly those turns,
-the machine class driven by a plain loop over the whole day (no Hypothesis engine), and
-Hypothesis driving the same rules with nothing in them: its own cost a step, which no gateway,
-however fast, takes away; the line above the last says what that leaves a turn for a 10x ratio.
+the machine class driven by a plain loop over the whole day (no Hypothesis engine), with and
+without its invariants (without them it is the reference gateway alone: the floor for any
+driver), and Hypothesis driving the same rules with nothing in them (its own cost a step,
+which no gateway, however fast, takes away). The two lines above the last say what those
+floors leave a turn for the two targets.
 
 Run: python bench/gateway_day.py [--quick]. The last line is `ratio vs hypothesis: X.XX`
 (sessiongate's turns/s over the day / Hypothesis's steps/s).
@@ -230,18 +232,21 @@ def run_hypothesis_empty(day: Scenario) -> int:
     return factory.steps
 
 
-def run_manual(day: Scenario) -> int:
+def run_manual(day: Scenario, invariants: bool = True) -> int:
     """The machine class driven by a plain loop over the whole day: each step's rule, then
-    every invariant (as Hypothesis calls them). Cyclic GC paused, as in the runner."""
+    every invariant (as Hypothesis calls them). Cyclic GC paused, as in the runner. Without
+    the invariants it is the gateway alone with the harness objects it needs (clock, engine,
+    fake LLM, recorders): what any driver of it pays before it checks anything."""
     factory = machine_for(day)
     state = factory()
     rules = (state.advance, state.message)
-    invariants = (state.idle_agents_within_cap, state.acknowledged_turns_stored, state.sessions_end_once_then_finalize)
+    checks = (state.idle_agents_within_cap, state.acknowledged_turns_stored,
+              state.sessions_end_once_then_finalize) if invariants else ()
     gc.disable()
     try:
         for _ in range(2 * len(day.events) + 1):
             rules[state.arrived]()
-            for check in invariants:
+            for check in checks:
                 check()
         state.teardown()
     finally:
@@ -260,6 +265,7 @@ def main(argv: list[str] | None = None) -> None:
     prefix = replace(day, name=f"{day.name}-prefix", events=day.events[:covered])
     ours_prefix, _ = timed(lambda: run_sessiongate(prefix))
     manual, manual_steps = timed(lambda: run_manual(day))
+    bare, bare_steps = timed(lambda: run_manual(day, invariants=False))
     empty, empty_steps = timed(lambda: run_hypothesis_empty(day))
     prefix_hours = (prefix.end - day.start) / HOUR
     rows = [
@@ -267,6 +273,7 @@ def main(argv: list[str] | None = None) -> None:
         ("hypothesis", covered, steps, theirs, prefix_hours),
         ("sessiongate, same turns", covered, 0, ours_prefix, prefix_hours),
         ("machine, plain loop", turns, manual_steps, manual, hours),
+        ("gateway alone, plain loop", turns, bare_steps, bare, hours),
         ("hypothesis, rules empty", 0, empty_steps, empty, 0),
     ]
     print(machine())
@@ -279,9 +286,10 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{name:<25}{turns_column[0]}{steps_column[0]}{t.wall:>8.2f}s{t.cpu:>8.2f}s{turns_column[1]}"
               f"{steps_column[1]}{turns_column[2]}")
     rate = turns / ours.wall
+    print(f"a turn: {ours.wall / turns * 1e6:.0f} µs in sessiongate; the gateway alone takes "
+          f"{bare.wall / turns * 1e6:.0f} µs; 20,000 turns/s is 50 µs a turn")
     print(f"a 10x ratio needs a whole turn (gateway, SQLite, harness, checks) in {empty.wall / empty_steps / 10 * 1e6:.1f} µs "
-          f"or less: Hypothesis alone takes {empty.wall / empty_steps * 1e6:.0f} µs a step; sessiongate takes "
-          f"{ours.wall / turns * 1e6:.0f} µs a turn")
+          f"or less: Hypothesis alone takes {empty.wall / empty_steps * 1e6:.0f} µs a step")
     print(f"ratio vs hypothesis, same turns: {covered / ours_prefix.wall / (steps / theirs.wall):.2f}")
     print(f"ratio vs hypothesis: {rate / (steps / theirs.wall):.2f}")
 

@@ -16,7 +16,8 @@ patch replaces one thing the simulation owns and names the Hermes code it stands
 - the shutdown watchdog (`os._exit` backstop): the simulation owns process death;
 - network plumbing the fake call never uses (OpenAI clients, TLS setup, the local-server
   probe), console prints and log files;
-- speed only, same results: config deep copies and YAML parsing.
+- speed only, same results: config deep copies, YAML parsing, the schema's column table
+  and this process's start time (both computed once per process).
 
 Memory, Hindsight and the plugin hooks: `hermes_memory`.
 """
@@ -263,6 +264,44 @@ def _fast_safe_load(stream: Any) -> Any:
     return yaml.load(stream, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
+@functools.cache
+def _schema_columns(parse: Any, schema_sql: str) -> dict[str, dict[str, str]]:
+    return parse(schema_sql)
+
+
+def cache_schema_columns(session_db: Any) -> None:
+    """`SessionDB._parse_schema_columns(SCHEMA_SQL)` builds a scratch in-memory database from
+    the schema text at every open (a boot, a restart, a foreign surface's connection): a pure
+    function of that text, computed once per process here (each caller gets its own copy)."""
+    parse = getattr(session_db, "_parse_schema_columns", None)
+    if parse is None:
+        return
+
+    def parse_schema_columns(schema_sql: str) -> dict[str, dict[str, str]]:
+        return {table: dict(columns) for table, columns in _schema_columns(parse, schema_sql).items()}
+
+    session_db._parse_schema_columns = staticmethod(parse_schema_columns)
+
+
+def cache_own_start_time(status: Any) -> None:
+    """`gateway.status._get_process_start_time` reads /proc/<pid>/stat each time the runtime
+    status file is written (a few times a turn). Every simulated Hermes process is this one
+    real process, whose start time never changes: read once. Other pids are still read."""
+    real = getattr(status, "_get_process_start_time", None)
+    if real is None:
+        return
+    own: dict[int, Any] = {}
+
+    def get_process_start_time(pid: int) -> Any:
+        if pid != os.getpid():
+            return real(pid)
+        if pid not in own:
+            own[pid] = real(pid)
+        return own[pid]
+
+    status._get_process_start_time = get_process_start_time
+
+
 def next_session_uuid(counter: list[int]) -> _uuid.UUID:
     counter[0] += 1
     return _uuid.UUID(int=counter[0] << 96)  # hex[:8] is the counter: ids read 20260328_090000_00000001
@@ -314,6 +353,8 @@ def install() -> None:
     hermes_run.arm_shutdown_watchdog = lambda *a, done_event=None, **k: done_event or threading.Event()
     hermes_config.copy = _module_proxy(copy, "copy", deepcopy=_copy_config)
     hermes_state.SessionDB.__init__ = _sessiondb_init
+    cache_schema_columns(hermes_state.SessionDB)
+    cache_own_start_time(_optional_module("gateway.status"))
     hermes_state.time = _module_proxy(hermes_state.time, "time", sleep=lambda seconds: None)
     level = os.environ.get("SESSIONGATE_HERMES_LOG", "CRITICAL").upper()  # Hermes's logs are not observations
     for name in ("gateway", "run_agent", "agent", "hermes_state", "plugins", "tools", "hermes_cli"):
