@@ -238,6 +238,28 @@ events:
   - message: alice
     at: "09:10"
 """,
+    # Two /resume queued behind t2, then a third (seed 9072 of the long profile, shrunk): s2 -> s1
+    # -> s2 at t2's reply, then s2 -> s1. The switch into s1's second life lies between the /resume
+    # that starts s2's second life and s2's switch into it: it is no successor's hook.
+    "resume-thrice": """
+config: {reset: {mode: none}, turn_latency: 45s}
+events:
+  - message: alice
+  - command: /reset
+    chat: alice
+    after: 1m
+  - message: alice
+    after: 1m
+  - command: /resume
+    chat: alice
+    after: 2s
+  - command: /resume
+    chat: alice
+    after: 2s
+  - command: /resume
+    chat: alice
+    after: 1m
+""",
     # s1's agent is evicted (cap 1) then its row deleted: t1 is gone for good; t3 and t4 are owed.
     "lost-then-live": """
 config: {reset: {mode: idle, idle_minutes: 30}, cache_cap: 1}

@@ -32,7 +32,10 @@ def check(m: RunModel) -> Verdict:
                     f"sync_turn for {', '.join(r.turns)} of {session} came at {m.at(r.t)}, after {session}'s "
                     f"on_session_end at {m.at(end.t)}", (end_index, i), r.t, session, r.turns))
             successor = next((s for s in islice(segments, seg.number + 1, None) if s.session and s.session != session), None)
-            early = _successor_hook(m, seg.start_index, end_index, successor) if successor is not None else None
+            # From this life's start: a /resume's life starts at the gateway's switch into it (its
+            # window), which for resumes queued behind a turn comes after another life's hooks.
+            lo = max(seg.start_index, seg.window[0])
+            early = _successor_hook(m, lo, end_index, successor) if successor is not None else None
             if early is not None and successor is not None:
                 i, r = early
                 violations.append(Violation(
