@@ -184,31 +184,18 @@ def run_hypothesis(day: Scenario) -> tuple[int, int]:
     return factory.steps, factory.messages
 
 
-class EmptyDay(RuleBasedStateMachine):
-    """The same rules, preconditions and invariants with nothing in them: what Hypothesis
-    itself costs a step. Even a gateway that cost nothing could not make its steps faster."""
-
-    steps = 0
-    events = 0
+class EmptyDay(GatewayDay):
+    """The day's machine with no gateway and no engine behind its rules, and invariants that
+    check nothing: what Hypothesis itself costs a step. Even a gateway that cost nothing
+    could not make its steps faster."""
 
     def __init__(self) -> None:
-        super().__init__()
+        RuleBasedStateMachine.__init__(self)
+        self.events = [e for e in self.day.events if isinstance(e, Message)]
+        self.times = [e.t for e in self.events] + [self.day.end]
+        self.chats = {chat.name: chat for chat in self.day.chats}
+        self.engine = self.gateway = _Nothing()
         self.next, self.arrived = 0, False
-
-    @precondition(lambda self: not self.arrived and self.next <= type(self).events)
-    @rule()
-    def advance(self) -> None:
-        type(self).steps += 1
-        if self.next == type(self).events:
-            self.next += 1
-        else:
-            self.arrived = True
-
-    @precondition(lambda self: self.arrived)
-    @rule()
-    def message(self) -> None:
-        type(self).steps += 1
-        self.next, self.arrived = self.next + 1, False
 
     @invariant()
     def idle_agents_within_cap(self) -> None:
@@ -222,10 +209,20 @@ class EmptyDay(RuleBasedStateMachine):
     def sessions_end_once_then_finalize(self) -> None:
         pass
 
+    def teardown(self) -> None:
+        pass
+
+
+class _Nothing:
+    """Takes any call and does nothing."""
+
+    def __getattr__(self, name: str) -> Any:
+        return lambda *args: None
+
 
 def run_hypothesis_empty(day: Scenario) -> int:
     """Hypothesis drives `EmptyDay` as it drives the day's machine: the steps it ran."""
-    factory = type("EmptyDayMachine", (EmptyDay,), {"steps": 0, "events": len(day.events)})
+    factory = type("EmptyDayMachine", (EmptyDay,), {"day": day, "steps": 0, "messages": 0})
     run_state_machine_as_test(factory, settings=settings(
         max_examples=1, stateful_step_count=2 * len(day.events) + 1, derandomize=True, deadline=None,
         database=None, suppress_health_check=list(HealthCheck)))

@@ -244,21 +244,12 @@ events:
     "resume-thrice": """
 config: {reset: {mode: none}, turn_latency: 45s}
 events:
-  - message: alice
-  - command: /reset
-    chat: alice
-    after: 1m
-  - message: alice
-    after: 1m
-  - command: /resume
-    chat: alice
-    after: 2s
-  - command: /resume
-    chat: alice
-    after: 2s
-  - command: /resume
-    chat: alice
-    after: 1m
+  - {message: alice}
+  - {command: /reset, chat: alice, after: 1m}
+  - {message: alice, after: 1m}
+  - {command: /resume, chat: alice, after: 2s}
+  - {command: /resume, chat: alice, after: 2s}
+  - {command: /resume, chat: alice, after: 1m}
 """,
     # s1's agent is evicted (cap 1) then its row deleted: t1 is gone for good; t3 and t4 are owed.
     "lost-then-live": """
