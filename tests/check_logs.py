@@ -251,6 +251,18 @@ events:
   - {command: /resume, chat: alice, after: 2s}
   - {command: /resume, chat: alice, after: 1m}
 """,
+    # Three /resume queued behind t2 (seed 51898 of the long profile, shrunk): s2 -> s1 -> s2 -> s1
+    # at t2's reply. s1's two resumed lives begin at two different switches into it.
+    "resume-back-twice": """
+config: {reset: {mode: none}, turn_latency: 3m}
+events:
+  - {message: alice}
+  - {command: /new, chat: alice, after: 4m}
+  - {message: alice, after: 1m}
+  - {command: /resume, chat: alice, after: 10s}
+  - {command: /resume, chat: alice, after: 10s}
+  - {command: /resume, chat: alice, after: 10s}
+""",
     # s1's agent is evicted (cap 1) then its row deleted: t1 is gone for good; t3 and t4 are owed.
     "lost-then-live": """
 config: {reset: {mode: idle, idle_minutes: 30}, cache_cap: 1}

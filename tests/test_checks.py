@@ -52,6 +52,18 @@ def test_i1_boundary_without_end() -> None:
     ]
 
 
+def test_i1_each_resumed_life_ends() -> None:
+    """Three /resume queued behind one turn: s1 lives three times; its second life (the first
+    resume) ends at the second resume, and a log without that end fails."""
+    records = log("resume-back-twice")
+    gone = drop(records, find(records, "on_session_end", session="s1", nth=1))
+    gone = drop(gone, find(gone, "on_session_finalize", session="s1", nth=1))
+    assert messages(gone, "I1") == [
+        "session s1 reached its switch boundary at 09:08 (/resume left it) but got no on_session_end "
+        "(owed by 09:13: eager finalization within 5m)"
+    ]
+
+
 def test_i1_two_ends() -> None:
     records = log("idle")
     stop = find(records, "sigterm", final=True)

@@ -418,18 +418,21 @@ def _previous_distinct(segments: list[Segment], left: Segment) -> Segment | None
 def _set_windows(m: RunModel, segments: list[Segment]) -> None:
     """Each segment's life of its session: from its start (from the log's start for the
     session's first life in the chat) to the start of the session's next life. A /resume's
-    life starts at the gateway's switch into it, so resumes that take effect at the same
-    record (queued behind one turn) keep their lives apart."""
+    life starts at the gateway's first switch into it that began no earlier life, so resumes
+    that take effect at the same record (queued behind one turn, even back to one session
+    twice) keep their lives apart."""
     starts = []
     seen: set[str | None] = set()
+    taken: dict[str, int] = {}  # session -> the last switch into it that began one of its lives
     for seg in segments:
         lo = 0
         if seg.session in seen:
             lo = seg.start_index
             if seg.resumes is not None and seg.session:
                 switches = m.by_session.get(("on_session_switch", seg.session), [])
-                k = bisect_left(switches, seg.start_index)
-                lo = switches[k] if k < len(switches) else lo
+                k = bisect_left(switches, max(seg.start_index, taken.get(seg.session, -1) + 1))
+                if k < len(switches):
+                    lo = taken[seg.session] = switches[k]
         seen.add(seg.session)
         starts.append(lo)
     next_start: dict[str | None, int] = {}
