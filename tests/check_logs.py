@@ -238,21 +238,10 @@ events:
   - message: alice
     at: "09:10"
 """,
-    # Two /resume queued behind t2, then a third (seed 9072 of the long profile, shrunk): s2 -> s1
-    # -> s2 at t2's reply, then s2 -> s1. The switch into s1's second life lies between the /resume
-    # that starts s2's second life and s2's switch into it: it is no successor's hook.
-    "resume-thrice": """
-config: {reset: {mode: none}, turn_latency: 45s}
-events:
-  - {message: alice}
-  - {command: /reset, chat: alice, after: 1m}
-  - {message: alice, after: 1m}
-  - {command: /resume, chat: alice, after: 2s}
-  - {command: /resume, chat: alice, after: 2s}
-  - {command: /resume, chat: alice, after: 1m}
-""",
-    # Three /resume queued behind t2 (seed 51898 of the long profile, shrunk): s2 -> s1 -> s2 -> s1
-    # at t2's reply. s1's two resumed lives begin at two different switches into it.
+    # Three /resume queued behind t2 (seeds 9072 and 51898 of the long profile, shrunk, found each
+    # of these): s2 -> s1 -> s2 -> s1 at t2's reply. s1's two resumed lives begin at two different
+    # switches into it, and the switch into s1's second life, between the second /resume and
+    # s2's switch into its second life, is no hook of that life's successor.
     "resume-back-twice": """
 config: {reset: {mode: none}, turn_latency: 3m}
 events:

@@ -47,14 +47,14 @@ def test_i5_end_before_any_hook_of_the_successor() -> None:
 
 
 def test_i5_successor_of_a_resumed_life_is_the_next_life() -> None:
-    """Two /resume queued behind one turn, then a third: the switch into s1's second life
-    (between the second /resume and s2's switch into its own second life) is not a hook of
-    s2's successor; the switch into s1's third life, moved before s2's second end, is."""
-    records = log("resume-thrice")
+    """Three /resume queued behind one turn: the switch into s1's second life (between the
+    second /resume and s2's switch into its own second life) is not a hook of s2's successor;
+    the switch into s1's third life, moved before s2's second end, is."""
+    records = log("resume-back-twice")
     assert messages(records, "I5") == []
     switch = find(records, "on_session_switch", session="s1", nth=1)
     early = move(records, switch, find(records, "on_session_end", session="s2", nth=1))
-    assert messages(early, "I5") == ["on_session_switch of successor session s1 at 09:03:04 came before s2's on_session_end at 09:03:04"]
+    assert messages(early, "I5") == ["on_session_switch of successor session s1 at 09:08 came before s2's on_session_end at 09:08"]
 
 
 def test_i5_switch_strictly_after_the_end() -> None:
