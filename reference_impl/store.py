@@ -137,7 +137,6 @@ class Store:
         self._existing: dict[str, str | None] = {}
         self._lives: dict[str, int] = {}  # session -> life, read once: only `bump_life` writes it
         self._seen_rows: dict[str, list[StoredMessage]] = {}  # what `read_messages` has read, up to `_seen_seq`
-        self._seen_frozen: dict[str, tuple[StoredMessage, ...]] = {}  # the same, as `read_messages` returns them
         self._seen_seq = 0
         self.saved_routes: dict[str, None] = {}  # keys of the routing entries written, oldest first, for the watcher
         if not self.db.execute("SELECT name FROM sqlite_master WHERE name = 'sessions'").fetchone():
@@ -233,17 +232,13 @@ class Store:
         forgets the sessions whose rows went. (The runner snapshots the store at every stop,
         checkpoint and deletion: re-reading every row each time cost more than the turns that
         wrote them.)"""
-        seen, frozen = self._seen_rows, self._seen_frozen
-        grown: dict[str, None] = {}
+        seen = self._seen_rows
         for seq, session, role, content, visibility in self.db.execute(
             "SELECT seq, session_id, role, content, visibility FROM messages WHERE seq > ? ORDER BY seq", (self._seen_seq,)
         ):
             seen.setdefault(session, []).append(StoredMessage(role, content, visibility))
-            grown[session] = None
             self._seen_seq = seq
-        for session in grown:
-            frozen[session] = tuple(seen[session])
-        return dict(frozen)
+        return {session: tuple(rows) for session, rows in seen.items()}
 
     def parent_of(self, session_id: str) -> str | None:
         row = self.db.execute("SELECT parent_id FROM sessions WHERE id = ?", (session_id,)).fetchone()
@@ -268,7 +263,7 @@ class Store:
         finally:  # messages only go with their session's row: forget the rows read of sessions gone
             alive = {sid for (sid,) in self.db.execute("SELECT id FROM sessions")}
             for gone in [sid for sid in self._seen_rows if sid not in alive]:
-                del self._seen_rows[gone], self._seen_frozen[gone]
+                del self._seen_rows[gone]
 
     # -- routing ----------------------------------------------------------------------
 
