@@ -239,31 +239,13 @@ class ResourcesDeltas:
 
 def _delta(before: Resources, after: Resources) -> dict[str, Any] | None:
     """What changed between two different caches (`before` lists no session twice; None if
-    `after` does). Most samples differ by one agent used again (moved to the end) or one
-    loaded (appended): those two are recognized with C loops; anything else is `_walk`ed.
-    Either way the detail is the one `_walk` gives."""
+    `after` does). An LRU cache changes in a few places (a flag flipped, an agent evicted or
+    moved to the end, one loaded): walk both lists, skipping equal runs in C; past a few
+    changes, the general way."""
     detail: dict[str, Any] = {}
     if after.running != before.running:
         detail["running"] = after.running
     old, new = before.cached, after.cached
-    if new and len(new) - len(old) in (0, 1):
-        last = new[-1]
-        sid = last[0]
-        k = _position(old, sid)
-        if len(new) == len(old) and k is not None and k < len(old) - 1 and old[:k] + old[k + 1:] == new[:-1]:
-            detail["add"], detail["drop"] = [list(last)], [sid]
-            return detail
-        if len(new) > len(old) and k is None and new[:-1] == old:
-            detail["add"] = [list(last)]
-            return detail
-    return _walk(old, new, detail)
-
-
-def _walk(old: tuple[tuple[str, bool], ...], new: tuple[tuple[str, bool], ...],
-          detail: dict[str, Any]) -> dict[str, Any] | None:
-    """An LRU cache changes in a few places (a flag flipped, an agent evicted or moved to the
-    end, one loaded): walk both lists, skipping equal runs in C; past a few changes, the
-    general way."""
     i = j = 0
     drop: list[str] = []
     busy: list[str] = []
@@ -302,14 +284,6 @@ def _walk(old: tuple[tuple[str, bool], ...], new: tuple[tuple[str, bool], ...],
 
 
 _session = itemgetter(0)
-
-
-def _position(cached: tuple[tuple[str, bool], ...], session: str) -> int | None:
-    """Where `session` is listed in `cached` (either flag), or None."""
-    for entry in ((session, False), (session, True)):
-        if entry in cached:
-            return cached.index(entry)
-    return None
 
 
 def _repeats(cached: tuple[tuple[str, bool], ...]) -> bool:

@@ -159,30 +159,3 @@ def test_reports_of_a_spilled_run_are_the_same_files(tmp_path: Path) -> None:
     for name in files:
         assert (tmp_path / "spilled" / name).read_bytes() == (tmp_path / "kept" / name).read_bytes(), name
 
-
-def test_the_quick_deltas_are_the_walked_ones() -> None:
-    """`_delta` recognizes the common changes without `_walk`; its details are `_walk`'s."""
-    from conformance.observations import _delta, _walk
-
-    rng = random.Random(11)
-    names = [f"s{i}" for i in range(8)]
-    quick = 0
-    for _trial in range(20000):
-        old = [(sid, rng.random() < 0.3) for sid in rng.sample(names, rng.randrange(len(names) + 1))]
-        new = list(old)
-        roll = rng.random()
-        if roll < 0.4 and new:  # used again
-            sid, busy = new.pop(rng.randrange(len(new)))
-            new.append((sid, busy if rng.random() < 0.5 else not busy))
-        elif roll < 0.7:  # loaded, or listed twice
-            new.append((rng.choice(names), rng.random() < 0.5))
-        if rng.random() < 0.2 and new:  # and perhaps a flag flipped somewhere
-            k = rng.randrange(len(new))
-            new[k] = (new[k][0], not new[k][1])
-        before, after = Resources(tuple(old), rng.randrange(2)), Resources(tuple(new), rng.randrange(2))
-        if before == after:
-            continue
-        walked = _walk(before.cached, after.cached, {"running": after.running} if after.running != before.running else {})
-        assert _delta(before, after) == walked, (old, new)
-        quick += walked is not None and set(walked) - {"running"} in ({"add"}, {"add", "drop"})
-    assert quick > 5000
