@@ -69,6 +69,7 @@ CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 
 
 _EMPTY_IMAGE: bytes | None = None  # the schema, built once per process (see `_fresh_memory_db`)
+_WORDS = {word: word for word in ("user", "assistant", "visible", "hidden")}  # see `read_messages`
 _CHUNK = 64  # rows written by one statement (more: chunks inside one transaction)
 
 
@@ -232,11 +233,11 @@ class Store:
         forgets the sessions whose rows went. (The runner snapshots the store at every stop,
         checkpoint and deletion: re-reading every row each time cost more than the turns that
         wrote them.)"""
-        seen = self._seen_rows
+        seen, words = self._seen_rows, _WORDS
         for seq, session, role, content, visibility in self.db.execute(
             "SELECT seq, session_id, role, content, visibility FROM messages WHERE seq > ? ORDER BY seq", (self._seen_seq,)
-        ):
-            seen.setdefault(session, []).append(StoredMessage(role, content, visibility))
+        ):  # SQLite hands out a new string per value: a role or visibility is kept as one shared copy
+            seen.setdefault(session, []).append(StoredMessage(words.get(role, role), content, words.get(visibility, visibility)))
             self._seen_seq = seq
         return {session: tuple(rows) for session, rows in seen.items()}
 

@@ -84,7 +84,7 @@ class Chat:
     thread: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Event:
     """Base of every timeline event: when it happens and where it was written."""
 
@@ -96,7 +96,7 @@ class Event:
         return _KIND_BY_CLASS[type(self)]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Message(Event):
     """An inbound user message; it starts turn `turn` (its id is carried in the text)."""
 
@@ -106,7 +106,7 @@ class Message(Event):
     muted: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Command(Event):
     """A slash command typed in a chat: /new, /reset, /stop, /resume."""
 
@@ -114,7 +114,7 @@ class Command(Event):
     name: str = "/new"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Delegate(Event):
     """A turn of a delegate child session spawned by the chat's current session."""
 
@@ -122,48 +122,48 @@ class Delegate(Event):
     turn: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Advance(Event):
     """Let virtual time run to `t`: watcher ticks, sweeps and replies due by then happen."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Sigterm(Event):
     """Graceful shutdown."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Crash(Event):
     """SIGKILL: every in-memory object is lost; the durable store survives."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Restart(Event):
     """Start the gateway again after a sigterm or crash; it rebuilds from its store."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DeleteSession(Event):
     """Another surface deletes the chat's current session row (and, by cascade, its messages)."""
 
     chat: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DeleteParent(Event):
     """Another surface deletes the parent row of the chat's delegate child (cascading to it)."""
 
     chat: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DbLocked(Event):
     """The durable store refuses writes ('database is locked') for `duration`."""
 
     duration: int = 0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class BackendFail(Event):
     """The memory backend of `provider` fails every call for `duration`."""
 
@@ -171,7 +171,7 @@ class BackendFail(Event):
     duration: int = 0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Checkpoint(Event):
     """Snapshot the durable state into the observation log here."""
 

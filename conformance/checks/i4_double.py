@@ -14,12 +14,19 @@ from conformance.verdict import Verdict, Violation
 def check(m: RunModel) -> Verdict:
     violations: list[Violation] = []
     examined = 0
-    seen: dict[tuple[str, str], list[int]] = defaultdict(list)
+    first: dict[tuple[str, str], int] = {}  # (backend, turn) -> its first ingest (a list only for repeats)
+    repeated: dict[tuple[str, str], list[int]] = {}
     for index, r in m.of("ingest"):
+        backend = r.d("backend")
         for turn in r.turns:
-            seen[(r.d("backend"), turn)].append(index)
-    examined += len(seen)
-    for (backend, turn), indexes in sorted(((k, v) for k, v in seen.items() if len(v) > 1), key=lambda kv: kv[1][0]):
+            key = (backend, turn)
+            known = first.get(key)
+            if known is None:
+                first[key] = index
+            else:
+                repeated.setdefault(key, [known]).append(index)
+    examined += len(first)
+    for (backend, turn), indexes in sorted(repeated.items(), key=lambda kv: kv[1][0]):
         violations.append(Violation(
             f"backend '{backend}' ingested {turn} {len(indexes)} times: at {at_times(m, indexes[:3])}",
             tuple(indexes), m.records[indexes[1]].t, m.records[indexes[0]].session, (turn,)))

@@ -6,6 +6,7 @@ the final one)."""
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Sequence
 
 from conformance.checks.model import RunModel
 from conformance.observations import CacheReplay, Resources
@@ -24,7 +25,7 @@ def check(m: RunModel) -> Verdict:
 _Stretch = tuple[str, int, int, int, bool]  # (session, sample index it began, from, until, left the cache)
 
 
-def _replay(m: RunModel, indexes: list[int], wanted: set[int]) -> tuple[list[Violation], list[_Stretch], dict[int, Resources]]:
+def _replay(m: RunModel, indexes: Sequence[int], wanted: set[int]) -> tuple[list[Violation], list[_Stretch], dict[int, Resources]]:
     """One pass over the resources samples (records are deltas, `CacheReplay`): the first
     sample over the cap; each stretch an agent of a `none` session sat idle in the cache; and
     what the gateway held at the samples `_left_running` reads."""
@@ -93,7 +94,7 @@ def _not_reaped(m: RunModel, stretches: list[_Stretch]) -> list[Violation]:
     return out
 
 
-def _held_at(m: RunModel, indexes: list[int]) -> dict[int, int]:
+def _held_at(m: RunModel, indexes: Sequence[int]) -> dict[int, int]:
     """For each SIGTERM (by record index): the last resources sample before the gateway started again."""
     out: dict[int, int] = {}
     restarts = m.by_kind.get("restart", [])

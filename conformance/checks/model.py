@@ -10,11 +10,12 @@ and session, turns by session) are built once, so every check stays linear on bi
 from __future__ import annotations
 
 import heapq
+from array import array
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 from operator import attrgetter
 from typing import Any, NamedTuple
 from zoneinfo import ZoneInfo
@@ -97,13 +98,13 @@ class RunModel:
     profile: dict[str, Any]
     turns: dict[str, Turn]
     segments: dict[str, list[Segment]]
-    final: Obs | None
     failure: Obs | None
     stopped_at: list[tuple[int, int]]  # (down from, up at) windows, index-free times
     final_stop: int | None
-    final_index: int = -1
-    by_kind: dict[str, list[int]] = field(default_factory=dict, repr=False)
-    by_session: dict[tuple[str, str], list[int]] = field(default_factory=dict, repr=False)  # (kind, session), SESSION_KINDS
+    final_index: int = -1  # the final durable snapshot's record (`final`), or -1
+    # Record indexes, ascending, as 8-byte arrays (a list of ints costs 36 bytes an index).
+    by_kind: dict[str, array[int]] = field(default_factory=dict, repr=False)
+    by_session: dict[tuple[str, str], array[int]] = field(default_factory=dict, repr=False)  # (kind, session), SESSION_KINDS
     acked_by_session: dict[str, list[Turn]] = field(default_factory=dict, repr=False)  # in reply order
     memo: dict[str, Any] = field(default_factory=dict, repr=False)  # derived views (deletions…)
 
@@ -143,6 +144,12 @@ class RunModel:
     def ends_in(self, seg: Segment) -> list[tuple[int, Obs]]:
         """The on_session_end calls that belong to this life of the segment's session."""
         return self.of_session("on_session_end", seg.session or "", *seg.window)
+
+    @property
+    def final(self) -> Obs | None:
+        """The final durable snapshot, read when asked: it holds every stored row, the largest
+        record of a long run, which the model does not keep."""
+        return self.records[self.final_index] if self.final_index >= 0 else None
 
     @property
     def eager(self) -> bool:
@@ -202,12 +209,15 @@ class RunModel:
         commands: dict[str, list[tuple[int, int, str]]] = defaultdict(list)  # chat -> (t, index, name)
         held_commands: list[tuple[str, int, str]] = []
         stopped: list[tuple[int, int]] = []
-        by_kind: dict[str, list[int]] = defaultdict(list)
-        by_session: dict[tuple[str, str], list[int]] = defaultdict(list)
+        by_kind: dict[str, array[int]] = defaultdict(_indexes)
+        by_session: dict[tuple[str, str], array[int]] = defaultdict(_indexes)
         down_since: int | None = None
-        final = failure = None
+        failure = None
         final_stop = None
         final_index = -1
+        # Chat and session names, one copy each: a record read back from a spilled log brings
+        # its own copy of every string, and a turn keeps three.
+        names: dict[str | None, str | None] = {}
         for index, (kind, r) in enumerate(_walk(records)):
             by_kind[kind].append(index)
             if r is None:
@@ -217,7 +227,9 @@ class RunModel:
             if kind in _PASSIVE:
                 continue
             if kind in ("message", "delegate"):
-                turn = Turn(r.turns[0], r.chat or "", r.t, index, delegate=kind == "delegate", muted=bool(r.d("muted")))
+                chat = r.chat or ""
+                turn = Turn(r.turns[0], names.setdefault(chat, chat), r.t, index, delegate=kind == "delegate",
+                            muted=bool(r.d("muted")))
                 turns[turn.id] = turn
                 if r.d("queued"):
                     held.append(turn)
@@ -244,14 +256,14 @@ class RunModel:
             elif kind == "llm_request" and r.turns and r.turns[0] in turns:
                 turn = turns[r.turns[0]]
                 if turn.request is None:
-                    turn.request, turn.request_index = Stamp(r.t, r.session), index
+                    turn.request, turn.request_index = Stamp(r.t, names.setdefault(r.session, r.session)), index
             elif kind == "reply" and r.turns and r.turns[0] in turns:
                 turn = turns[r.turns[0]]
                 turn.replies += 1
                 if turn.reply is None:
-                    turn.reply, turn.reply_index = Stamp(r.t, r.session), index
+                    turn.reply, turn.reply_index = Stamp(r.t, names.setdefault(r.session, r.session)), index
             elif kind == "durable" and r.d("label") == "final":
-                final, final_index = r, index
+                final_index = index
             elif kind == "error":
                 failure = r
         if down_since is not None:
@@ -260,7 +272,7 @@ class RunModel:
         for turn in sorted((t for t in turns.values() if t.acked and t.session), key=lambda t: t.reply_index):
             acked[turn.session or ""].append(turn)
         model = RunModel(records, head.d("name"), zone, config, head.d("chats") or {}, head.d("profile") or {},
-                         turns, {}, final, failure, stopped, final_stop, final_index,
+                         turns, {}, failure, stopped, final_stop, final_index,
                          dict(by_kind), dict(by_session), dict(acked))
         by_chat: dict[str, list[Turn]] = defaultdict(list)
         for turn in turns.values():
@@ -273,6 +285,9 @@ class RunModel:
             model.segments[chat] = _segments(model, chat, by_chat.get(chat, []), commands.get(chat, []))
             _set_windows(model, model.segments[chat])
         return model
+
+
+_indexes = partial(array, "q")
 
 
 # Kinds `RunModel.build` only indexes (the frequent outputs): the walk skips its other cases.
@@ -311,7 +326,7 @@ def expiry_instant(policy: ResetPolicy, anchor: int, last_user: int, zone: ZoneI
 def _mark_done(m: RunModel, chat_turns: dict[str, list[Turn]], commands: dict[str, list[tuple[int, int, str]]]) -> None:
     """Each admitted turn's end: its reply, else the /stop in its chat or the stop
     (sigterm, crash) that abandoned it."""
-    stops = [(m.records[i].t, i) for i in sorted(m.by_kind.get("sigterm", []) + m.by_kind.get("crash", []))]
+    stops = [(m.records[i].t, i) for i in sorted([*m.by_kind.get("sigterm", ()), *m.by_kind.get("crash", ())])]
     for chat, turns in chat_turns.items():
         ends = sorted([(t, i) for t, i, name in commands.get(chat, []) if name == "/stop"] + stops, key=lambda s: s[1])
         indexes = [i for _t, i in ends]
