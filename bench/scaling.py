@@ -12,7 +12,8 @@ the log's memory stays bounded; the checks' model of the run (a few objects per 
 grows with N. Time per event should not.
 
 Run: python bench/scaling.py [--max-exp 6] [--quick] [--spill-at N]; `--phases N` instead
-breaks one size down (the run, the checks' model, each check). The last line is
+breaks one size down (the run, the checks' model, each check: CPU, resident memory after it
+and the peak so far). The last line is
 `µs/event ratio 10^N vs 10^3: X.XX` for the largest size run.
 """
 
@@ -86,12 +87,13 @@ def phases(events: int, spill_at: int | None) -> None:
     from conformance.runner import run_scenario
     from reference_impl import ReferenceGateway
 
-    def rss_mb() -> int:
-        return int(Path("/proc/self/statm").read_text().split()[1]) * resource.getpagesize() // (1 << 20)
+    def rss_mb() -> tuple[int, int]:  # now, and the peak so far
+        now = int(Path("/proc/self/statm").read_text().split()[1]) * resource.getpagesize() // (1 << 20)
+        return now, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
 
     run_scenario(steady_scenario(100), ReferenceGateway(), "reference")
     scenario = steady_scenario(events)
-    print(f"{'phase':<8}{'CPU':>9}{'RSS after':>11}")
+    print(f"{'phase':<8}{'CPU':>9}{'RSS after':>11}{'peak':>9}")
     cpu = time.process_time()
     result = run_scenario(scenario, ReferenceGateway(), "reference", check=False,
                           spill_at=SPILL_AT if spill_at is None else (spill_at or None))
@@ -105,8 +107,8 @@ def phases(events: int, spill_at: int | None) -> None:
         if check(model).status != "pass":
             raise SystemExit(f"the reference gateway failed {name} on {scenario.name}")
         rows.append((name, time.process_time() - cpu, rss_mb()))
-    for name, seconds, rss in rows:
-        print(f"{name:<8}{seconds:>8.2f}s{rss:>8} MB")
+    for name, seconds, (rss, peak) in rows:
+        print(f"{name:<8}{seconds:>8.2f}s{rss:>8} MB{peak:>6} MB")
     log = "memory" if isinstance(result.records, list) else "file"
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
     judging = sum(seconds for _name, seconds, _rss in rows[1:])
