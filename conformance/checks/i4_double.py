@@ -14,18 +14,20 @@ from conformance.verdict import Verdict, Violation
 def check(m: RunModel) -> Verdict:
     violations: list[Violation] = []
     examined = 0
-    first: dict[tuple[str, str], int] = {}  # (backend, turn) -> its first ingest (a list only for repeats)
+    first: dict[str, dict[str, int]] = {}  # backend -> turn -> its first ingest (a list only for repeats)
     repeated: dict[tuple[str, str], list[int]] = {}
     for index, r in m.of("ingest"):
         backend = r.d("backend")
+        seen = first.get(backend)
+        if seen is None:
+            seen = first[backend] = {}
         for turn in r.turns:
-            key = (backend, turn)
-            known = first.get(key)
+            known = seen.get(turn)
             if known is None:
-                first[key] = index
+                seen[turn] = index
             else:
-                repeated.setdefault(key, [known]).append(index)
-    examined += len(first)
+                repeated.setdefault((backend, turn), [known]).append(index)
+    examined += sum(map(len, first.values()))
     for (backend, turn), indexes in sorted(repeated.items(), key=lambda kv: kv[1][0]):
         violations.append(Violation(
             f"backend '{backend}' ingested {turn} {len(indexes)} times: at {at_times(m, indexes[:3])}",
