@@ -198,7 +198,11 @@ class Harness:
 
 @runtime_checkable
 class Gateway(Protocol):
-    """A gateway under test. Every method is called at the virtual time of its event."""
+    """A gateway under test. Every method is called at the virtual time of its event.
+
+    Optional, outside the protocol: `close()`, called once when the run is over (after its
+    last `durable_state`, or after a failure) and before the log is judged, to release what
+    the run held (a child process, a database)."""
 
     def profile(self, config: GatewayConfig) -> Profile:
         """What this gateway claims under `config` (see `Profile`)."""

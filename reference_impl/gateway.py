@@ -120,6 +120,14 @@ class ReferenceGateway:
     def restart(self) -> None:
         self.boot()
 
+    def close(self) -> None:
+        """The run is over (its last `durable_state` read): the database and its read caches
+        go now, not whenever the gateway object does, so a long run's judging does not carry
+        them (every row of 10^6 turns, hundreds of MB)."""
+        store = self.__dict__.pop("store", None)
+        if store is not None:
+            store.db.close()
+
     def stop_timers(self) -> None:
         for timer in [*self.timers, *([self.tick_timer] if self.tick_timer else [])]:
             timer.cancel()
