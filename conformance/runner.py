@@ -57,13 +57,13 @@ DEFAULT_BUDGET = 2_000_000
 
 @dataclass
 class RunResult:
-    """Everything a run produced: the log, the final durable state and the verdicts."""
+    """Everything a run produced: the log (the final durable state is its last `durable`
+    record) and the verdicts."""
 
     scenario: Scenario
     gateway: str
     profile: Profile
     records: Sequence[Obs]  # a list, or a spilled log read back from its file (conformance.spill)
-    final: DurableState | None
     verdicts: dict[str, Verdict] = field(default_factory=dict)
     failure: GatewayFailure | None = None
 
@@ -159,10 +159,9 @@ class Run:
         if detail is not None:
             self.log.add("resources", **detail)
 
-    def _snapshot(self, label: str) -> DurableState:
+    def _snapshot(self, label: str) -> None:
         state: DurableState = self._call("durable_state", self.gateway.durable_state)
         self.log.add("durable", label=label, **state.to_detail())
-        return state
 
     def _routing(self) -> dict[str, str]:
         state: DurableState = self._call("durable_state", self.gateway.durable_state)
@@ -259,7 +258,6 @@ class Run:
     def execute(self) -> RunResult:
         scenario = self.scenario
         failure: GatewayFailure | None = None
-        final: DurableState | None = None
         try:
             self.profile = self._call("profile", self.gateway.profile, scenario.config)
         except _GatewayRaised as raised:
@@ -291,7 +289,7 @@ class Run:
             leaked = [t for t in threading.enumerate() if t.ident not in threads_before and t.is_alive()]
             if leaked:  # harness-observed: threads the gateway started and left running
                 self.log.add("threads", running=len(leaked))
-            final = self._snapshot("final")
+            self._snapshot("final")
         except _GatewayRaised as raised:
             failure = raised.failure
         except EventBudgetExceeded as err:
@@ -299,7 +297,7 @@ class Run:
                                      f"{err} at {self.clock.format()}: the gateway schedules work without end")
         if failure is not None:
             self.log.add("error", failure=failure.kind, event=failure.event, message=failure.message)
-        return RunResult(scenario, self.name, self.profile, self.log.records, final, failure=failure)
+        return RunResult(scenario, self.name, self.profile, self.log.records, failure=failure)
 
 
 def run_scenario(scenario: Scenario, gateway: Gateway, name: str = "gateway", *, budget: int = DEFAULT_BUDGET,

@@ -31,7 +31,7 @@ def failing_result(case=FAILING, gateway: str = "reference") -> RunResult:
         clean = run_scenario(scenario(prefix), ReferenceGateway(), gateway, check=False)
         records = ObservationLog.loads(clean.log_text())
         del records[next(i for i, r in enumerate(records) if lost(r))]
-        result = RunResult(clean.scenario, gateway, clean.profile, records, clean.final)
+        result = RunResult(clean.scenario, gateway, clean.profile, records)
         result.verdicts = judge(records)
         return result
 

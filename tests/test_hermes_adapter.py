@@ -59,7 +59,8 @@ def test_hermes_answers_routes_and_ends_sessions() -> None:
     # message, so the one reply answers t1 (the fake LLM answers a prompt's first turn id).
     assert acknowledged == ["t2", "t1", "t4", "t5"]
     assert {"on_session_end", "on_session_finalize", "on_session_reset", "ingest"} <= set(kinds)
-    assert result.final is not None and [chat for chat, _ in result.final.routing] == ["alice"]
+    final = [r for r in result.records if r.kind == "durable" and r.d("label") == "final"]
+    assert len(final) == 1 and list(final[0].d("routing")) == ["alice"]
 
 
 def test_the_installed_release_has_an_expectations_file() -> None:
