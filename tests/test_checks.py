@@ -234,6 +234,15 @@ def test_i4_ingested_twice() -> None:
     ]
 
 
+def test_i4_one_ingest_naming_a_turn_twice() -> None:
+    """One backend call that carries the same turn twice is two ingests of it."""
+    records = log("idle")
+    first = find(records, "ingest", turn="t1", backend="hindsight")
+    assert messages(edit(records, first, turns=("t1", "t1")), "I4") == [
+        "backend 'hindsight' ingested t1 2 times: at 09:02:02 (at an eviction) and 09:02:02 (at an eviction)"
+    ]
+
+
 def test_i4_stored_twice_in_one_session_or_in_two() -> None:
     records = log("idle")
     assert messages(rows(records, "final", "s2", [*both("t3"), ["assistant", "t3", "visible"]]), "I4") == [

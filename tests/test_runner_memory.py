@@ -45,3 +45,27 @@ def test_a_fuzz_worker_frees_each_seeds_gateway(tmp_path) -> None:
 
 def _gateways_alive() -> int:
     return sum(isinstance(o, ReferenceGateway) for o in gc.get_objects())
+
+
+def test_the_gateway_is_closed_before_the_log_is_judged(monkeypatch) -> None:
+    """`close()` comes once the run is over and before judging, so a long run's judging does
+    not carry the gateway's database; the reference gateway's own close() releases it."""
+    import conformance.checks
+
+    order: list[str] = []
+    judge = conformance.checks.judge
+
+    class Closing(ReferenceGateway):
+        def close(self) -> None:
+            order.append("close")
+            super().close()
+
+    def judging(records):  # type: ignore[no-untyped-def]
+        order.append("judge")
+        return judge(records)
+
+    monkeypatch.setattr(conformance.checks, "judge", judging)
+    gateway = Closing()
+    result = run_scenario(scenario_for_seed(0), gateway, "reference")
+    assert order == ["close", "judge"] and result.passed
+    assert not hasattr(gateway, "store")  # the database and its read caches are gone
