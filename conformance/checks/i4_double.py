@@ -16,6 +16,7 @@ def check(m: RunModel) -> Verdict:
     examined = 0
     first: dict[str, dict[str, int]] = {}  # backend -> turn -> its first ingest (a list only for repeats)
     repeated: dict[tuple[str, str], list[int]] = {}
+    turns = m.turns
     for index, r in m.of("ingest"):
         backend = r.d("backend")
         seen = first.get(backend)
@@ -23,8 +24,8 @@ def check(m: RunModel) -> Verdict:
             seen = first[backend] = {}
         for turn in r.turns:
             known = seen.get(turn)
-            if known is None:
-                seen[turn] = index
+            if known is None:  # keyed by the model's copy of the id (a spilled log's record brings its own)
+                seen[turns[turn].id if turn in turns else turn] = index
             else:
                 repeated.setdefault((backend, turn), [known]).append(index)
     examined += sum(map(len, first.values()))
