@@ -243,6 +243,20 @@ def test_i4_one_ingest_naming_a_turn_twice() -> None:
     ]
 
 
+def test_i4_repeats_are_told_in_the_order_of_the_first_ingest() -> None:
+    """t1 and t2 shipped in one call, then again one by one, t2 first: t1 is still told first."""
+    records = log("idle")
+    first = find(records, "ingest", turn="t1", backend="hindsight")
+    assert records[first].turns == ("t1", "t2")
+    end = find(records, "on_session_end", session="s1")
+    for turn in ("t1", "t2"):  # each inserted before the last: t2 ends up first
+        records = insert(records, end + 1, records[first]._replace(t=records[end].t, turns=(turn,)))
+    assert messages(records, "I4") == [
+        "backend 'hindsight' ingested t1 2 times: at 09:02:02 (at an eviction) and 09:35",
+        "backend 'hindsight' ingested t2 2 times: at 09:02:02 (at an eviction) and 09:35",
+    ]
+
+
 def test_i4_stored_twice_in_one_session_or_in_two() -> None:
     records = log("idle")
     assert messages(rows(records, "final", "s2", [*both("t3"), ["assistant", "t3", "visible"]]), "I4") == [

@@ -29,7 +29,8 @@ def check(m: RunModel) -> Verdict:
             else:
                 repeated.setdefault((backend, turn), [known]).append(index)
     examined += sum(map(len, first.values()))
-    for (backend, turn), indexes in sorted(repeated.items(), key=lambda kv: kv[1][0]):
+    # In log order of each turn's first ingest (turns of one record in the record's order).
+    for (backend, turn), indexes in sorted(repeated.items(), key=lambda kv: (kv[1][0], m.records[kv[1][0]].turns.index(kv[0][1]))):
         violations.append(Violation(
             f"backend '{backend}' ingested {turn} {len(indexes)} times: at {at_times(m, indexes[:3])}",
             tuple(indexes), m.records[indexes[1]].t, m.records[indexes[0]].session, (turn,)))
