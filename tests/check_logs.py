@@ -252,6 +252,18 @@ events:
   - {command: /resume, chat: alice, after: 10s}
   - {command: /resume, chat: alice, after: 10s}
 """,
+    # Four messages at once, each turn 10m against an idle limit of 5m: each queued turn starts
+    # past its session's boundary, so s1..s3 each end as the next turn starts, and t4 (s4) is
+    # still in flight at the final SIGTERM (09:38, the horizon counted from the last event).
+    # s4's end would only be owed after that: nothing is (a dense-fault hunt found it).
+    "backlog-at-final-stop": """
+config: {reset: {mode: idle, idle_minutes: 5}, turn_latency: 10m, idle_ttl: 20m, watcher_interval: 1m}
+events:
+  - message: alice
+  - message: alice
+  - message: alice
+  - message: alice
+""",
     # s1's agent is evicted (cap 1) then its row deleted: t1 is gone for good; t3 and t4 are owed.
     "lost-then-live": """
 config: {reset: {mode: idle, idle_minutes: 30}, cache_cap: 1}

@@ -52,6 +52,20 @@ def test_i1_boundary_without_end() -> None:
     ]
 
 
+def test_i1_no_end_is_owed_after_the_final_sigterm() -> None:
+    """A backlog keeps t4 in flight until the final SIGTERM: s4's end, deferred by that turn,
+    would be owed after it, so none is missing. s3's was owed before it: a log without it fails."""
+    records = log("backlog-at-final-stop")
+    assert find(records, "note", session="s4") > find(records, "sigterm")  # t4 interrupted by the final stop
+    assert messages(records, "I1") == []
+    gone = drop(records, find(records, "on_session_end", session="s3"))
+    gone = drop(gone, find(gone, "on_session_finalize", session="s3"))
+    assert messages(gone, "I1") == [
+        "session s3 reached its idle boundary at 09:05 (idle 5m after the last user message at 09:00) but got no "
+        "on_session_end (owed by 09:31: eager finalization within 1m)"
+    ]
+
+
 def test_i1_each_resumed_life_ends() -> None:
     """Three /resume queued behind one turn: s1 lives three times; its second life (the first
     resume) ends at the second resume, and a log without that end fails."""

@@ -28,10 +28,13 @@ def _deadline(m: RunModel, seg: Segment, segments: list[Segment]) -> int | None:
     for turn in seg.turns:  # a turn in flight (or queued) at the boundary defers the rotation until it is done
         if due < turn.done[0] < NEVER:
             due = turn.done[0]
-    for down, up in m.stopped_at:  # a stop in the meantime restarts the countdown at restart
+    # A stop in the meantime restarts the countdown at restart; after the final stop nothing
+    # is owed (a turn a backlog kept in flight until then may leave its session unended).
+    final = [] if m.final_stop is None else [(m.final_stop, NEVER)]
+    for down, up in [*m.stopped_at, *final]:
         if down <= due + m.latency and up > due:
             due = up
-    return due + m.latency
+    return None if due >= NEVER else due + m.latency
 
 
 def _claim(m: RunModel, seg: Segment, segments: list[Segment]) -> str:
