@@ -264,6 +264,19 @@ events:
   - message: alice
   - message: alice
 """,
+    # Sent while the gateway is down, delivered in order at the restart: t1 starts, /new waits
+    # behind it, /stop abandons it, then /new ends s1. The /stop is delivered after t1's request
+    # although its arrival record precedes it (a dense-fault hunt found the model reading it
+    # the other way).
+    "held-stop-after-held-turn": """
+config: {reset: {mode: none}}
+events:
+  - sigterm: true
+  - message: alice
+  - {command: /new, chat: alice}
+  - {command: /stop, chat: alice}
+  - {message: alice, after: 1m}
+""",
     # s1's agent is evicted (cap 1) then its row deleted: t1 is gone for good; t3 and t4 are owed.
     "lost-then-live": """
 config: {reset: {mode: idle, idle_minutes: 30}, cache_cap: 1}

@@ -66,6 +66,19 @@ def test_i1_no_end_is_owed_after_the_final_sigterm() -> None:
     ]
 
 
+def test_i1_a_held_stop_abandons_the_turn_delivered_before_it() -> None:
+    """t1, /new and /stop sent while the gateway was down: at the restart t1 starts, /stop
+    abandons it, and the /new queued behind it ends s1. A log without that end fails."""
+    records = log("held-stop-after-held-turn")
+    assert messages(records, "I1") == [] and messages(records, "I6") == []
+    gone = drop(records, find(records, "on_session_end", session="s1"))
+    gone = drop(gone, find(gone, "on_session_finalize", session="s1"))
+    assert messages(gone, "I1") == [
+        "session s1 reached its new boundary at 09:01 (/new) but got no on_session_end (owed by 09:06: eager "
+        "finalization within 5m)"
+    ]
+
+
 def test_i1_each_resumed_life_ends() -> None:
     """Three /resume queued behind one turn: s1 lives three times; its second life (the first
     resume) ends at the second resume, and a log without that end fails."""

@@ -31,6 +31,12 @@ NEVER = 1 << 62
 SESSION_KINDS = frozenset({"on_session_end", "on_session_finalize", "on_session_switch", "on_session_reset", "sync_turn"})
 
 
+# A command as the model orders it: (time, record index where it takes its place, name, record
+# index of its arrival). The two indexes differ only for a command held while the gateway was
+# down (`_delivered`).
+Command = tuple[int, int, str, int]
+
+
 class Stamp(NamedTuple):
     """When and in which session an LLM request or reply was logged: all a turn keeps of it
     (not the record, which a spilled log would hand over as a fresh copy per turn)."""
@@ -206,8 +212,9 @@ class RunModel:
         zone = ZoneInfo(head.d("zone"))
         turns: dict[str, Turn] = {}
         held: list[Turn] = []
-        commands: dict[str, list[tuple[int, int, str]]] = defaultdict(list)  # chat -> (t, index, name)
+        commands: dict[str, list[Command]] = defaultdict(list)
         held_commands: list[tuple[str, int, str]] = []
+        deliveries: list[tuple[int, int, list[Turn], list[tuple[str, int, str]]]] = []  # see `_delivered`
         stopped: list[tuple[int, int]] = []
         by_kind: dict[str, array[int]] = defaultdict(_indexes)
         by_session: dict[tuple[str, str], array[int]] = defaultdict(_indexes)
@@ -237,13 +244,13 @@ class RunModel:
                 if r.d("queued"):
                     held_commands.append((r.chat or "", index, r.d("command")))
                 else:
-                    commands[r.chat or ""].append((r.t, index, r.d("command")))
+                    commands[r.chat or ""].append((r.t, index, r.d("command"), index))
             elif kind == "restart":
                 for turn in held:
                     turn.arrival = r.t
+                if held_commands:
+                    deliveries.append((index, r.t, list(held), list(held_commands)))
                 held.clear()
-                for chat, cindex, name in held_commands:
-                    commands[chat].append((r.t, cindex, name))
                 held_commands.clear()
                 if down_since is not None:
                     stopped.append((down_since, r.t))
@@ -268,6 +275,9 @@ class RunModel:
                 failure = r
         if down_since is not None:
             stopped.append((down_since, NEVER))
+        for restart in deliveries:
+            for chat, command in _delivered(*restart):
+                commands[chat].append(command)
         acked: dict[str, list[Turn]] = defaultdict(list)
         for turn in sorted((t for t in turns.values() if t.acked and t.session), key=lambda t: t.reply_index):
             acked[turn.session or ""].append(turn)
@@ -323,12 +333,40 @@ def expiry_instant(policy: ResetPolicy, anchor: int, last_user: int, zone: ZoneI
     return min(options) if options else None
 
 
-def _mark_done(m: RunModel, chat_turns: dict[str, list[Turn]], commands: dict[str, list[tuple[int, int, str]]]) -> None:
+def _delivered(restart: int, t: int, turns: list[Turn], held: list[tuple[str, int, str]]) -> Iterator[tuple[str, Command]]:
+    """Where the commands held while the gateway was down take their place in the log. The
+    platform delivers what it held at the restart, in arrival order, each chat's turns one at
+    a time (a turn waits behind the one in flight; `/stop` abandons that one and the next
+    starts). A command logs nothing when it is delivered, so its place is just after the
+    request of the turn in flight at that moment (the restart, if none was): a held `/stop`
+    abandons the turn it found running, not one its arrival record precedes."""
+    pending = sorted([(turn.index, turn) for turn in turns if not turn.delegate and turn.request is not None]
+                     + [(index, (chat, name)) for chat, index, name in held], key=lambda item: item[0])
+    running: dict[str, Turn] = {}
+    waiting: dict[str, list[Turn]] = defaultdict(list)
+    for arrival, item in pending:
+        if isinstance(item, Turn):
+            if item.chat in running:
+                waiting[item.chat].append(item)
+            else:
+                running[item.chat] = item
+            continue
+        chat, name = item
+        now = running.get(chat)
+        yield chat, (t, restart if now is None else now.request_index + 1, name, arrival)
+        if name == "/stop" and now is not None:
+            del running[chat]
+            if waiting[chat]:
+                running[chat] = waiting[chat].pop(0)
+
+
+def _mark_done(m: RunModel, chat_turns: dict[str, list[Turn]], commands: dict[str, list[Command]]) -> None:
     """Each admitted turn's end: its reply, else the /stop in its chat or the stop
     (sigterm, crash) that abandoned it."""
     stops = [(m.records[i].t, i) for i in sorted([*m.by_kind.get("sigterm", ()), *m.by_kind.get("crash", ())])]
     for chat, turns in chat_turns.items():
-        ends = sorted([(t, i) for t, i, name in commands.get(chat, []) if name == "/stop"] + stops, key=lambda s: s[1])
+        ends = sorted([(t, i) for t, i, name, _arrival in commands.get(chat, []) if name == "/stop"] + stops,
+                      key=lambda s: s[1])
         indexes = [i for _t, i in ends]
         for turn in turns:
             if turn.reply is not None:
@@ -338,7 +376,7 @@ def _mark_done(m: RunModel, chat_turns: dict[str, list[Turn]], commands: dict[st
                 turn.done = ends[k] if k < len(ends) else (NEVER, NEVER)
 
 
-def _effective(m: RunModel, admitted: list[Turn], commands: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+def _effective(m: RunModel, admitted: list[Turn], commands: list[Command]) -> list[tuple[int, int, str]]:
     """When each command takes effect, as (time, record index, name): on arrival, or once
     every turn that arrived before it in the chat is done (never mid-turn; the chat is served
     in arrival order)."""
@@ -350,16 +388,16 @@ def _effective(m: RunModel, admitted: list[Turn], commands: list[tuple[int, int,
         latest = max(latest, turn.done)
         done.append(latest)
     effective: list[tuple[int, int, int, str]] = []
-    for t, index, name in commands:
-        k = bisect_left(arrivals, index)
+    for t, index, name, arrival in commands:
+        k = bisect_left(arrivals, arrival)
         when = max((t, index), done[k - 1] if k else (t, index))
         if when != (t, index) and m.records[when[1]].kind in ("sigterm", "crash"):
             continue  # queued behind a turn the process died with: lost with the process, like that turn
-        effective.append((*when, index, name))
+        effective.append((*when, arrival, name))
     return [(t, index, name) for t, index, _arrival, name in sorted(effective)]  # ties keep arrival order
 
 
-def _segments(model: RunModel, chat: str, turns: list[Turn], commands: list[tuple[int, int, str]]) -> list[Segment]:
+def _segments(model: RunModel, chat: str, turns: list[Turn], commands: list[Command]) -> list[Segment]:
     """Walk the chat's admitted turns and commands in order; cut where the contract cuts."""
     policy = model.policy(chat)
     admitted = sorted(turns, key=lambda t: t.request_index)
