@@ -28,6 +28,12 @@ def ended_at(records: tuple[Obs, ...] | list[Obs], session: str, before: int) ->
     return move(out, find(out, "on_session_finalize", session=session), end + 1, t=out[end].t)
 
 
+def unended(records: tuple[Obs, ...] | list[Obs], session: str, nth: int = 0) -> list[Obs]:
+    """The log without the session's `nth` on_session_end and the finalize after it."""
+    out = drop(records, find(records, "on_session_end", session=session, nth=nth))
+    return drop(out, find(out, "on_session_finalize", session=session, nth=nth))
+
+
 @pytest.mark.parametrize("name", [*SCENARIOS, *ORACLE_CASES])
 def test_reference_logs_pass_every_check(name: str) -> None:
     verdicts = judge(list(log(name)))
@@ -58,9 +64,7 @@ def test_i1_no_end_is_owed_after_the_final_sigterm() -> None:
     records = log("backlog-at-final-stop")
     assert find(records, "note", session="s4") > find(records, "sigterm")  # t4 interrupted by the final stop
     assert messages(records, "I1") == []
-    gone = drop(records, find(records, "on_session_end", session="s3"))
-    gone = drop(gone, find(gone, "on_session_finalize", session="s3"))
-    assert messages(gone, "I1") == [
+    assert messages(unended(records, "s3"), "I1") == [
         "session s3 reached its idle boundary at 09:05 (idle 5m after the last user message at 09:00) but got no "
         "on_session_end (owed by 09:31: eager finalization within 1m)"
     ]
@@ -71,9 +75,7 @@ def test_i1_a_held_stop_abandons_the_turn_delivered_before_it() -> None:
     abandons it, and the /new queued behind it ends s1. A log without that end fails."""
     records = log("held-stop-after-held-turn")
     assert messages(records, "I1") == [] and messages(records, "I6") == []
-    gone = drop(records, find(records, "on_session_end", session="s1"))
-    gone = drop(gone, find(gone, "on_session_finalize", session="s1"))
-    assert messages(gone, "I1") == [
+    assert messages(unended(records, "s1"), "I1") == [
         "session s1 reached its new boundary at 09:01 (/new) but got no on_session_end (owed by 09:06: eager "
         "finalization within 5m)"
     ]
@@ -83,9 +85,7 @@ def test_i1_each_resumed_life_ends() -> None:
     """Three /resume queued behind one turn: s1 lives three times; its second life (the first
     resume) ends at the second resume, and a log without that end fails."""
     records = log("resume-back-twice")
-    gone = drop(records, find(records, "on_session_end", session="s1", nth=1))
-    gone = drop(gone, find(gone, "on_session_finalize", session="s1", nth=1))
-    assert messages(gone, "I1") == [
+    assert messages(unended(records, "s1", nth=1), "I1") == [
         "session s1 reached its switch boundary at 09:08 (/resume left it) but got no on_session_end "
         "(owed by 09:13: eager finalization within 5m)"
     ]
