@@ -34,7 +34,7 @@ SESSION_KINDS = frozenset({"on_session_end", "on_session_finalize", "on_session_
 # A command as the model orders it: (time, record index where it takes its place, name, record
 # index of its arrival). The two indexes differ only for a command held while the gateway was
 # down (`_delivered`).
-Command = tuple[int, int, str, int]
+CommandAt = tuple[int, int, str, int]
 
 
 class Stamp(NamedTuple):
@@ -212,7 +212,7 @@ class RunModel:
         zone = ZoneInfo(head.d("zone"))
         turns: dict[str, Turn] = {}
         held: list[Turn] = []
-        commands: dict[str, list[Command]] = defaultdict(list)
+        commands: dict[str, list[CommandAt]] = defaultdict(list)
         held_commands: list[tuple[str, int, str]] = []
         deliveries: list[tuple[int, int, list[Turn], list[tuple[str, int, str]]]] = []  # see `_delivered`
         stopped: list[tuple[int, int]] = []
@@ -333,7 +333,7 @@ def expiry_instant(policy: ResetPolicy, anchor: int, last_user: int, zone: ZoneI
     return min(options) if options else None
 
 
-def _delivered(restart: int, t: int, turns: list[Turn], held: list[tuple[str, int, str]]) -> Iterator[tuple[str, Command]]:
+def _delivered(restart: int, t: int, turns: list[Turn], held: list[tuple[str, int, str]]) -> Iterator[tuple[str, CommandAt]]:
     """Where the commands held while the gateway was down take their place in the log. The
     platform delivers what it held at the restart, in arrival order, each chat's turns one at
     a time (a turn waits behind the one in flight; `/stop` abandons that one and the next
@@ -360,7 +360,7 @@ def _delivered(restart: int, t: int, turns: list[Turn], held: list[tuple[str, in
                 running[chat] = waiting[chat].pop(0)
 
 
-def _mark_done(m: RunModel, chat_turns: dict[str, list[Turn]], commands: dict[str, list[Command]]) -> None:
+def _mark_done(m: RunModel, chat_turns: dict[str, list[Turn]], commands: dict[str, list[CommandAt]]) -> None:
     """Each admitted turn's end: its reply, else the /stop in its chat or the stop
     (sigterm, crash) that abandoned it."""
     stops = [(m.records[i].t, i) for i in sorted([*m.by_kind.get("sigterm", ()), *m.by_kind.get("crash", ())])]
@@ -376,7 +376,7 @@ def _mark_done(m: RunModel, chat_turns: dict[str, list[Turn]], commands: dict[st
                 turn.done = ends[k] if k < len(ends) else (NEVER, NEVER)
 
 
-def _effective(m: RunModel, admitted: list[Turn], commands: list[Command]) -> list[tuple[int, int, str]]:
+def _effective(m: RunModel, admitted: list[Turn], commands: list[CommandAt]) -> list[tuple[int, int, str]]:
     """When each command takes effect, as (time, record index, name): on arrival, or once
     every turn that arrived before it in the chat is done (never mid-turn; the chat is served
     in arrival order)."""
@@ -397,7 +397,7 @@ def _effective(m: RunModel, admitted: list[Turn], commands: list[Command]) -> li
     return [(t, index, name) for t, index, _arrival, name in sorted(effective)]  # ties keep arrival order
 
 
-def _segments(model: RunModel, chat: str, turns: list[Turn], commands: list[Command]) -> list[Segment]:
+def _segments(model: RunModel, chat: str, turns: list[Turn], commands: list[CommandAt]) -> list[Segment]:
     """Walk the chat's admitted turns and commands in order; cut where the contract cuts."""
     policy = model.policy(chat)
     admitted = sorted(turns, key=lambda t: t.request_index)
