@@ -7,8 +7,10 @@ so `sessiongate report RUN_DIR` re-renders every report from the logs alone.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,9 @@ from sim.loader import config_from_document
 from sim.scenario import Chat, Scenario
 
 INDEX = "logs/index.json"
+SCHEMA = 1  # of logs/index.json
+SLUG_MAX = 100  # characters of a log file's stem
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 XPASS_PREFIX = "expected to fail: "  # conformance.suite.Expectations.apply words an xpass this way
 
 
@@ -58,29 +63,42 @@ def display_path(source: str) -> str:
 
 @dataclass(frozen=True)
 class Keyed:
-    """A run and the key that names it in every report (and its log file)."""
+    """A run, the key that names it in every report, and its log file in the run directory."""
 
     key: str
     result: RunResult
-
-    @property
-    def log_path(self) -> str:
-        return f"logs/{self.key.replace(':', '-')}.jsonl"
+    log_path: str
 
     @property
     def anchor(self) -> str:
         return "s-" + "".join(c if c.isalnum() or c in "-_" else "-" for c in self.key)
 
 
+def slug(text: str) -> str:
+    """A file-name stem made of [A-Za-z0-9._-] alone: a scenario name such as '../../x' or
+    one longer than a file name may be can neither leave logs/ nor fail to be written."""
+    stem = _UNSAFE.sub("-", text).strip(".-")[:SLUG_MAX].rstrip(".-")
+    return stem or "run"
+
+
 def keyed(results: list[RunResult], gateway: str) -> list[Keyed]:
-    """Key = scenario name, or gateway/name when the runs span gateways (the zoo); made unique."""
+    """Key = scenario name, or gateway/name when the runs span gateways (the zoo); made unique.
+    Log paths are made unique on their own, case-blind (two keys may slug alike)."""
     mixed = any(r.gateway != gateway for r in results)
     seen: dict[str, int] = {}
+    taken: set[str] = set()
     out = []
     for result in results:
         base = f"{result.gateway}/{result.scenario.name}" if mixed else result.scenario.name
         seen[base] = seen.get(base, 0) + 1
-        out.append(Keyed(base if seen[base] == 1 else f"{base}~{seen[base]}", result))
+        key = base if seen[base] == 1 else f"{base}~{seen[base]}"
+        stem = f"{slug(result.gateway)}/{slug(result.scenario.name)}" if mixed else slug(result.scenario.name)
+        path, n = f"logs/{stem}.jsonl", 1
+        while path.casefold() in taken:
+            n += 1
+            path = f"logs/{stem}~{n}.jsonl"
+        taken.add(path.casefold())
+        out.append(Keyed(key, result, path))
     return out
 
 
@@ -96,45 +114,103 @@ def expected_failures(result: RunResult) -> dict[str, str]:
 
 
 def save(directory: Path, runs: list[Keyed], gateway: str) -> None:
-    """Every run's log and the index; logs of runs no longer listed are removed."""
+    """Every run's log and the index. Logs the previous index listed and this one does not are
+    removed; nothing else in the directory is touched."""
+    previous = _listed_logs(directory)
     entries = []
     for run in runs:
         scenario = run.result.scenario
-        atomic_write(directory / run.log_path, run.result.log_text())
+        text = run.result.log_text()
+        atomic_write(directory / run.log_path, text)
         entries.append({
             "key": run.key,
             "log": run.log_path,
+            "records": text.count("\n"),
+            "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
             "gateway": run.result.gateway,
             "file": display_path(scenario.source),
             "header": scenario.header,
             "expected": expected_failures(run.result),
         })
-    atomic_write(directory / INDEX, canonical_json({"schema": 1, "gateway": gateway, "runs": entries}))
-    listed = {directory / run.log_path for run in runs}
-    for stale in sorted((directory / "logs").rglob("*.jsonl")):
-        if stale not in listed:
-            stale.unlink()
+    atomic_write(directory / INDEX, canonical_json({"schema": SCHEMA, "gateway": gateway, "runs": entries}))
+    for stale in sorted(previous - {run.log_path for run in runs}):
+        (directory / stale).unlink(missing_ok=True)
+
+
+def _listed_logs(directory: Path) -> set[str]:
+    """The logs an existing index lists (relative paths inside logs/); none if unreadable."""
+    try:
+        index = json.loads((directory / INDEX).read_text(encoding="utf-8"))
+        logs = {entry["log"] for entry in index["runs"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return set()
+    return {log for log in logs if isinstance(log, str) and _inside_logs(log)}
+
+
+def _inside_logs(log: str) -> bool:
+    parts = Path(log).parts
+    return len(parts) >= 2 and parts[0] == "logs" and ".." not in parts and log.endswith(".jsonl")
 
 
 def load(directory: Path) -> tuple[str, list[RunResult]]:
-    """(report gateway, results) from a directory written by `save`, re-judged now."""
+    """(report gateway, results) from a directory written by `save`, re-judged now. A damaged
+    index or log is a RunDirError naming the file, never a verdict on what is left of it."""
     from conformance.checks import judge
 
+    where = directory / INDEX
     try:
-        index = json.loads((directory / INDEX).read_text(encoding="utf-8"))
+        index = json.loads(where.read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
-        raise RunDirError(f"{directory / INDEX}: {err}") from None
+        raise RunDirError(f"{where}: {err}") from None
+    gateway, entries = _index(where, index)
     results = []
-    for entry in index["runs"]:
+    for entry in entries:
+        path = directory / entry["log"]
         try:
-            records = ObservationLog.loads((directory / entry["log"]).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as err:
-            raise RunDirError(f"{directory / entry['log']}: {err}") from None
-        result = _result(records, entry)
+            text = path.read_text(encoding="utf-8")
+            _verify(entry, text)
+            records = ObservationLog.loads(text)
+            if not records or records[0].kind != "scenario":
+                raise ValueError("its first record is not the scenario header")
+            result = _result(records, entry)
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise RunDirError(f"{path}: {err}") from None
         result.verdicts = judge(records)
         pairs = {(result.scenario.name, check): reason for check, reason in entry["expected"].items()}
         results.append(Expectations(pairs).apply(result))
-    return index["gateway"], results
+    return gateway, results
+
+
+def _index(where: Path, index: Any) -> tuple[str, list[dict[str, Any]]]:
+    """The index's gateway and run entries, checked for the shape `save` writes."""
+    if not isinstance(index, dict):
+        raise RunDirError(f"{where}: expected a JSON object, got {type(index).__name__}")
+    schema = index.get("schema")
+    if schema != SCHEMA:
+        raise RunDirError(f"{where}: schema {schema!r}; this sessiongate reads schema {SCHEMA}")
+    gateway, runs = index.get("gateway"), index.get("runs")
+    if not isinstance(gateway, str) or not isinstance(runs, list):
+        raise RunDirError(f"{where}: expected 'gateway' (a string) and 'runs' (a list)")
+    for i, entry in enumerate(runs):
+        missing = [k for k in ("key", "log", "gateway", "file", "header", "expected")
+                   if not isinstance(entry, dict) or k not in entry]
+        if missing:
+            raise RunDirError(f"{where}: runs[{i}]: missing {', '.join(missing)}")
+        if not isinstance(entry["log"], str) or not _inside_logs(entry["log"]):
+            raise RunDirError(f"{where}: runs[{i}].log: {entry['log']!r} is not a .jsonl file inside logs/")
+        if not isinstance(entry["expected"], dict):
+            raise RunDirError(f"{where}: runs[{i}].expected: expected an object")
+    return gateway, runs
+
+
+def _verify(entry: dict[str, Any], text: str) -> None:
+    """The log is the one `save` wrote (indexes written before the digest was kept skip this)."""
+    if "sha256" not in entry:
+        return
+    if hashlib.sha256(text.encode("utf-8")).hexdigest() != entry["sha256"]:
+        count = text.count("\n")
+        raise ValueError(f"not the log the run wrote ({count} records, the index says {entry.get('records')}): "
+                         "truncated or edited")
 
 
 def _result(records: list, entry: dict[str, Any]) -> RunResult:

@@ -182,3 +182,63 @@ def test_coverage_command_prints_the_tables_and_the_gaps(capsys):
     assert main(["coverage", path, "--markdown"]) == 0
     out = capsys.readouterr().out
     assert "| idle | " in out and "### Cells no scenario reaches yet" in out
+
+
+def renamed(prefix: str, name: str):
+    """A clean run of a catalog scenario under another scenario name."""
+    import dataclasses
+
+    return run_scenario(dataclasses.replace(scenario(prefix), name=name), ReferenceGateway(), "reference")
+
+
+def test_a_scenario_name_cannot_leave_logs_or_overflow_a_file_name(tmp_path):
+    runs = [renamed("01-idle", "../../../escaped"), renamed("01-idle", "x" * 300), renamed("01-idle", "a:b"),
+            renamed("01-idle", "a-b"), renamed("01-idle", "A-B")]
+    folder = tmp_path / "deep" / "report"
+    reports.write_all(runs, str(folder), "reference")
+    assert not (tmp_path / "escaped.jsonl").exists() and not list(tmp_path.glob("*.jsonl"))
+    logs = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*.jsonl"))
+    assert logs == sorted(["logs/a-b.jsonl", "logs/a-b~2.jsonl", "logs/A-B~3.jsonl", "logs/escaped.jsonl",
+                           f"logs/{'x' * rundir.SLUG_MAX}.jsonl"])
+    assert main(["report", str(folder)]) == 0  # every run comes back, each from its own log
+    keys = [s["key"] for s in json.loads((folder / "summary.json").read_text())["scenarios"]]
+    assert keys == ["../../../escaped", "x" * 300, "a:b", "a-b", "A-B"]
+
+
+def test_saving_removes_only_the_logs_it_wrote_before(tmp_path):
+    mine = tmp_path / "logs" / "app"
+    mine.mkdir(parents=True)
+    (mine / "prod.jsonl").write_text("keep me\n")
+    reports.write_all([renamed("01-idle", "first")], str(tmp_path), "reference")
+    reports.write_all([renamed("01-idle", "second")], str(tmp_path), "reference")
+    assert (mine / "prod.jsonl").read_text() == "keep me\n"
+    assert not (tmp_path / "logs" / "first.jsonl").exists() and (tmp_path / "logs" / "second.jsonl").exists()
+
+
+@pytest.mark.parametrize("damage, words", [
+    (lambda d: (d / "logs/ok.jsonl").write_text("".join((d / "logs/ok.jsonl").read_text().splitlines(True)[:3])),
+     "not the log the run wrote (3 records, the index says"),
+    (lambda d: (d / "logs/ok.jsonl").write_text(""), "not the log the run wrote (0 records"),
+    (lambda d: (d / "logs/index.json").write_text("{}"), "schema None; this sessiongate reads schema 1"),
+    (lambda d: (d / "logs/index.json").write_text("[]"), "expected a JSON object, got list"),
+    (lambda d: (d / "logs/index.json").write_text('{"schema": 99, "gateway": "g", "runs": []}'), "schema 99"),
+    (lambda d: (d / "logs/index.json").write_text('{"schema": 1, "gateway": "g", "runs": [{"key": "k"}]}'),
+     "runs[0]: missing log, gateway, file, header, expected"),
+    (lambda d: (d / "logs/index.json").write_text(
+        (d / "logs/index.json").read_text().replace('"logs/ok.jsonl"', '"../outside.jsonl"')),
+     "runs[0].log: '../outside.jsonl' is not a .jsonl file inside logs/"),
+])
+def test_a_damaged_run_directory_is_an_error_not_a_verdict(tmp_path, capsys, damage, words):
+    reports.write_all([renamed("01-idle", "ok")], str(tmp_path), "reference")
+    damage(tmp_path)
+    assert main(["report", str(tmp_path)]) == 2
+    assert words in capsys.readouterr().err
+
+
+def test_an_index_from_before_the_digest_still_rerenders(tmp_path):
+    reports.write_all([renamed("01-idle", "ok")], str(tmp_path), "reference")
+    index = json.loads((tmp_path / "logs/index.json").read_text())
+    for entry in index["runs"]:
+        del entry["records"], entry["sha256"]
+    (tmp_path / "logs/index.json").write_text(json.dumps(index))
+    assert main(["report", str(tmp_path)]) == 0
