@@ -103,16 +103,19 @@ def _table(results: list[RunResult]) -> list[str]:
     return lines
 
 
-def summary_line(results: list[RunResult]) -> str:
+def summary_line(results: list[RunResult], unloaded: int = 0) -> str:
     words = [outcome(r) for r in results]
     failed = sum(1 for w in words if w in ("fail", "error", "timeout"))
     line = f"{len(results)} scenarios, {words.count('pass')} passed, {failed} failed"
     if words.count("xfail"):
         line += f", {words.count('xfail')} expected failures"
+    if unloaded:
+        line += f", {unloaded} file{'s' if unloaded != 1 else ''} not loaded"
     return line
 
 
-def _write_report(results: list[RunResult], directory: str | None, gateway: str) -> None:
+def _write_report(results: list[RunResult], directory: str | None, gateway: str,
+                  unloaded: list[ScenarioError] | None = None) -> None:
     if not directory:
         return
     try:
@@ -121,7 +124,7 @@ def _write_report(results: list[RunResult], directory: str | None, gateway: str)
     except (ImportError, AttributeError):
         print("sessiongate: --report needs the reports package", file=sys.stderr)
         return
-    write(results, directory, gateway)
+    write(results, directory, gateway, unloaded or [])
     print(f"report written to {directory}")
 
 
@@ -185,13 +188,13 @@ def cmd_run(args: argparse.Namespace) -> int:
             if not args.quiet or outcome(result) not in ("pass", "xfail"):
                 print("\n".join(_scenario_line(result)), flush=True)
     except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM: keep what finished
-        _write_report(results, args.report, args.gateway)
-        print(summary_line(results) + " (interrupted)")
+        _write_report(results, args.report, args.gateway, errors)
+        print(summary_line(results, len(errors)) + " (interrupted)")
         return 143 if stop.args and stop.args[0] == signal.SIGTERM else 130
     if args.table:
         print("\n".join(_table(results)))
-    _write_report(results, args.report, args.gateway)
-    print(summary_line(results))
+    _write_report(results, args.report, args.gateway, errors)
+    print(summary_line(results, len(errors)))
     bad = any(outcome(r) in ("fail", "error", "timeout") for r in results)
     return 1 if bad or errors else 0
 

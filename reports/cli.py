@@ -23,13 +23,13 @@ def cmd_report(args: argparse.Namespace) -> int:
     from reports.rundir import RunDirError
 
     try:
-        results = rerender(args.run_dir)
+        results, unloaded = rerender(args.run_dir)
     except RunDirError as err:
         print(f"sessiongate: error: {err}", file=sys.stderr)
         return 2
     print(f"report written to {args.run_dir}")
-    print(summary_line(results))
-    return 1 if any(outcome(r) in ("fail", "error", "timeout") for r in results) else 0
+    print(summary_line(results, len(unloaded)))
+    return 1 if unloaded or any(outcome(r) in ("fail", "error", "timeout") for r in results) else 0
 
 
 def cmd_coverage(args: argparse.Namespace) -> int:

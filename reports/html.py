@@ -12,7 +12,7 @@ from conformance.checks.model import RunModel
 from conformance.suite import outcome
 from conformance.verdict import CHECK_IDS, CHECK_NAMES
 from reports.coverage import Coverage, Table
-from reports.rundir import Keyed, display_path
+from reports.rundir import Keyed, Unloaded, display_path
 from reports.timeline import PALETTE, RED, Numbered, timeline_svg
 
 SYMBOL = {"pass": "✓", "fail": "✗", "xfail": "x", "xpass": "X", "error": "E", "timeout": "T", "skip": "-"}
@@ -26,7 +26,7 @@ table{border-collapse:collapse;margin:8px 0}th,td{border:1px solid #ddd;padding:
 th{background:#f3f3f3;font-weight:600}td.name,th.name{text-align:left}
 td.pass{color:#2a7d2a}td.fail,td.xpass,td.error,td.timeout{background:#fde2e1;color:#a11;font-weight:bold}
 td.xfail{background:#fff4d6;color:#8a6100}td.skip{color:#999}td.zero{background:#fff4d6}td.na{color:#bbb}
-section.run{border-top:2px solid #eee;margin-top:18px}.scroll{overflow-x:auto}
+section.run{border-top:2px solid #eee;margin-top:18px}.scroll{overflow-x:auto}h2.bad{color:#a11}
 ol.evidence li{margin:3px 0}ol.evidence .check{font-weight:600;color:#a11}
 .legend span{display:inline-block;margin-right:14px}.swatch{display:inline-block;width:12px;height:12px;
 vertical-align:-1px;border-radius:2px;margin-right:4px}
@@ -48,7 +48,7 @@ LEGEND = (
 )
 
 
-def render(runs: list[Keyed], gateway: str, cover: Coverage) -> str:
+def render(runs: list[Keyed], gateway: str, cover: Coverage, unloaded: list[Unloaded]) -> str:
     results = [k.result for k in runs]
     words = [outcome(r) for r in results]
     counts = ", ".join(f"{words.count(w)} {w}" for w in ("pass", "fail", "xfail", "error", "timeout") if words.count(w))
@@ -56,8 +56,12 @@ def render(runs: list[Keyed], gateway: str, cover: Coverage) -> str:
            f"<title>sessiongate report: {escape(gateway)}</title><style>{CSS}</style></head><body>",
            f"<h1>sessiongate report: {escape(gateway)}</h1>",
            f'<p class="muted">{len(runs)} run{"s" if len(runs) != 1 else ""}: {escape(counts)}. '
-           "Times are virtual, in each scenario's zone.</p>",
-           _verdict_table(runs)]
+           "Times are virtual, in each scenario's zone.</p>"]
+    if unloaded:
+        out.append(f'<h2 class="bad">{len(unloaded)} scenario file{"s" if len(unloaded) != 1 else ""} not loaded</h2><ul>')
+        out += [f"<li><code>{escape(u.text)}</code></li>" for u in unloaded]
+        out.append("</ul>")
+    out.append(_verdict_table(runs))
     failing = [k for k, w in zip(runs, words, strict=True) if w in BAD]
     expected = [k for k, w in zip(runs, words, strict=True) if w == "xfail"]
     passing = [k for k, w in zip(runs, words, strict=True) if w == "pass"]

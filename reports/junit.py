@@ -2,7 +2,8 @@
 
 classname is the scenario, name is the check ('I1 exactly-once end'); one testsuite per
 gateway. A failure carries every violation message; an expected failure is skipped with
-its reason; a gateway error or timeout is an error. No timestamps: same runs, same bytes.
+its reason; a gateway error or timeout is an error, and so is a scenario file that could not
+be loaded (classname = the file, name = 'load'). No timestamps: same runs, same bytes.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import re
 import xml.etree.ElementTree as ET
 
 from conformance.verdict import CHECK_IDS, CHECK_NAMES, Verdict
-from reports.rundir import Keyed
+from reports.rundir import Keyed, Unloaded
 
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
@@ -43,7 +44,7 @@ def _case(suite: ET.Element, classname: str, check: str, verdict: Verdict | None
     return status
 
 
-def render(runs: list[Keyed], gateway: str) -> str:
+def render(runs: list[Keyed], gateway: str, unloaded: list[Unloaded]) -> str:
     root = ET.Element("testsuites", name=f"sessiongate {gateway}")
     suites: dict[str, ET.Element] = {}
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
@@ -61,6 +62,15 @@ def render(runs: list[Keyed], gateway: str) -> str:
             tally["failures"] += status in ("fail", "xpass")
             tally["errors"] += status in ("error", "timeout")
             tally["skipped"] += status in ("xfail", "skip")
+    if unloaded:
+        if gateway not in suites:
+            suites[gateway] = ET.SubElement(root, "testsuite", name=gateway)
+            tallies[gateway] = dict.fromkeys(totals, 0)
+        for file in unloaded:
+            case = ET.SubElement(suites[gateway], "testcase", classname=file.file, name="load", time="0")
+            ET.SubElement(case, "error", message=_clean(file.text), type="load")
+            tallies[gateway]["tests"] += 1
+            tallies[gateway]["errors"] += 1
     for name, suite in suites.items():
         for key, value in tallies[name].items():
             suite.set(key, str(value))

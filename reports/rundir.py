@@ -20,6 +20,7 @@ from conformance.observations import ObservationLog
 from conformance.runner import RunResult
 from conformance.suite import Expectations
 from conformance.verdict import GatewayFailure
+from sim.document import ScenarioError
 from sim.loader import config_from_document
 from sim.scenario import Chat, Scenario
 
@@ -102,6 +103,28 @@ def keyed(results: list[RunResult], gateway: str) -> list[Keyed]:
     return out
 
 
+@dataclass(frozen=True)
+class Unloaded:
+    """A scenario file that could not be loaded: it is in every report, so a CI that reads
+    junit.xml alone cannot mistake a run that skipped it for a clean one."""
+
+    file: str
+    line: int
+    field: str
+    message: str
+
+    @staticmethod
+    def of(error: ScenarioError) -> Unloaded:
+        return Unloaded(display_path(error.source), error.line, error.field, error.message)
+
+    @property
+    def text(self) -> str:
+        return str(ScenarioError(self.file, self.line, self.field, self.message))
+
+    def to_detail(self) -> dict[str, Any]:
+        return {"file": self.file, "line": self.line, "field": self.field, "message": self.message}
+
+
 def expected_failures(result: RunResult) -> dict[str, str]:
     """check -> the expectations-file reason, recovered from the xfail/xpass verdicts."""
     out = {}
@@ -113,7 +136,7 @@ def expected_failures(result: RunResult) -> dict[str, str]:
     return out
 
 
-def save(directory: Path, runs: list[Keyed], gateway: str) -> None:
+def save(directory: Path, runs: list[Keyed], gateway: str, unloaded: list[Unloaded]) -> None:
     """Every run's log and the index. Logs the previous index listed and this one does not are
     removed; nothing else in the directory is touched."""
     previous = _listed_logs(directory)
@@ -132,7 +155,8 @@ def save(directory: Path, runs: list[Keyed], gateway: str) -> None:
             "header": scenario.header,
             "expected": expected_failures(run.result),
         })
-    atomic_write(directory / INDEX, canonical_json({"schema": SCHEMA, "gateway": gateway, "runs": entries}))
+    atomic_write(directory / INDEX, canonical_json({"schema": SCHEMA, "gateway": gateway, "runs": entries,
+                                                   "unloaded": [u.to_detail() for u in unloaded]}))
     for stale in sorted(previous - {run.log_path for run in runs}):
         (directory / stale).unlink(missing_ok=True)
 
@@ -152,8 +176,9 @@ def _inside_logs(log: str) -> bool:
     return len(parts) >= 2 and parts[0] == "logs" and ".." not in parts and log.endswith(".jsonl")
 
 
-def load(directory: Path) -> tuple[str, list[RunResult]]:
-    """(report gateway, results) from a directory written by `save`, re-judged now. A damaged
+def load(directory: Path) -> tuple[str, list[RunResult], list[Unloaded]]:
+    """(report gateway, results, files not loaded) from a directory written by `save`, the
+    results re-judged now. A damaged
     index or log is a RunDirError naming the file, never a verdict on what is left of it."""
     from conformance.checks import judge
 
@@ -162,7 +187,7 @@ def load(directory: Path) -> tuple[str, list[RunResult]]:
         index = json.loads(where.read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
         raise RunDirError(f"{where}: {err}") from None
-    gateway, entries = _index(where, index)
+    gateway, entries, unloaded = _index(where, index)
     results = []
     for entry in entries:
         path = directory / entry["log"]
@@ -178,10 +203,10 @@ def load(directory: Path) -> tuple[str, list[RunResult]]:
         result.verdicts = judge(records)
         pairs = {(result.scenario.name, check): reason for check, reason in entry["expected"].items()}
         results.append(Expectations(pairs).apply(result))
-    return gateway, results
+    return gateway, results, unloaded
 
 
-def _index(where: Path, index: Any) -> tuple[str, list[dict[str, Any]]]:
+def _index(where: Path, index: Any) -> tuple[str, list[dict[str, Any]], list[Unloaded]]:
     """The index's gateway and run entries, checked for the shape `save` writes."""
     if not isinstance(index, dict):
         raise RunDirError(f"{where}: expected a JSON object, got {type(index).__name__}")
@@ -200,7 +225,11 @@ def _index(where: Path, index: Any) -> tuple[str, list[dict[str, Any]]]:
             raise RunDirError(f"{where}: runs[{i}].log: {entry['log']!r} is not a .jsonl file inside logs/")
         if not isinstance(entry["expected"], dict):
             raise RunDirError(f"{where}: runs[{i}].expected: expected an object")
-    return gateway, runs
+    try:  # indexes written before files not loaded were kept have none
+        unloaded = [Unloaded(u["file"], u["line"], u["field"], u["message"]) for u in index.get("unloaded", [])]
+    except (KeyError, TypeError):
+        raise RunDirError(f"{where}: unloaded: expected a list of {{file, line, field, message}}") from None
+    return gateway, runs, unloaded
 
 
 def _verify(entry: dict[str, Any], text: str) -> None:

@@ -8,12 +8,12 @@ from typing import Any
 from conformance.suite import outcome
 from conformance.verdict import CHECK_IDS
 from reports.coverage import Coverage
-from reports.rundir import Keyed, canonical_json, display_path
+from reports.rundir import Keyed, Unloaded, canonical_json, display_path
 
 SCHEMA = 1
 
 
-def document(runs: list[Keyed], gateway: str, cover: Coverage) -> dict[str, Any]:
+def document(runs: list[Keyed], gateway: str, cover: Coverage, unloaded: list[Unloaded]) -> dict[str, Any]:
     scenarios = []
     for run in runs:
         result = run.result
@@ -29,8 +29,9 @@ def document(runs: list[Keyed], gateway: str, cover: Coverage) -> dict[str, Any]
         })
     words = [s["outcome"] for s in scenarios]
     totals = {w: words.count(w) for w in ("pass", "fail", "xfail", "error", "timeout")}
-    return {"schema": SCHEMA, "gateway": gateway, "totals": totals, "scenarios": scenarios, "coverage": cover.to_detail()}
+    return {"schema": SCHEMA, "gateway": gateway, "totals": totals, "scenarios": scenarios,
+            "unloaded": [u.to_detail() for u in unloaded], "coverage": cover.to_detail()}
 
 
-def render(runs: list[Keyed], gateway: str, cover: Coverage) -> str:
-    return canonical_json(document(runs, gateway, cover))
+def render(runs: list[Keyed], gateway: str, cover: Coverage, unloaded: list[Unloaded]) -> str:
+    return canonical_json(document(runs, gateway, cover, unloaded))

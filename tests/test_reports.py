@@ -242,3 +242,31 @@ def test_an_index_from_before_the_digest_still_rerenders(tmp_path):
         del entry["records"], entry["sha256"]
     (tmp_path / "logs/index.json").write_text(json.dumps(index))
     assert main(["report", str(tmp_path)]) == 0
+
+
+def test_a_file_that_did_not_load_is_in_every_report(tmp_path, capsys):
+    folder = tmp_path / "scenarios"
+    folder.mkdir()
+    good = next(p for p in sorted((Path(__file__).parents[1] / "conformance" / "catalog").glob("01-*.yaml")))
+    (folder / "a-good.yaml").write_text(good.read_text())
+    (folder / "b-bad.yaml").write_text("name: bad\nevents:\n\t- message: alice\n")
+    out = tmp_path / "report"
+    assert main(["run", str(folder), "--report", str(out)]) == 1
+    printed = capsys.readouterr()
+    assert printed.out.splitlines()[-1] == "1 scenarios, 1 passed, 0 failed, 1 file not loaded"
+    assert "b-bad.yaml:3" in printed.err
+    suite = ET.parse(out / "junit.xml").getroot().find("testsuite")
+    assert suite is not None and suite.get("errors") == "1" and suite.get("tests") == "9"
+    case = suite.find("testcase[@name='load']")
+    assert case is not None and case.get("classname", "").endswith("b-bad.yaml")
+    error = case.find("error")
+    assert error is not None and error.get("type") == "load" and "b-bad.yaml:3" in error.get("message", "")
+    xmlschema = pytest.importorskip("xmlschema")
+    xmlschema.XMLSchema(str(XSD)).validate(str(out / "junit.xml"))
+    unloaded = json.loads((out / "summary.json").read_text())["unloaded"]
+    assert [(u["file"].endswith("b-bad.yaml"), u["line"]) for u in unloaded] == [(True, 3)]
+    assert "1 scenario file not loaded" in (out / "report.html").read_text()
+    before = {p: p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    assert main(["report", str(out)]) == 1  # re-rendered from the logs, the file is still reported
+    assert capsys.readouterr().out.splitlines()[-1] == "1 scenarios, 1 passed, 0 failed, 1 file not loaded"
+    assert {p: p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()} == before
