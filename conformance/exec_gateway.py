@@ -4,24 +4,32 @@ Used for gateways in any language (`--gateway exec:"node my-gateway.js"`) and fo
 (`--isolate`): a hung step is cut off after a wall-clock step timeout and a runaway child is
 capped in memory, so one bad scenario cannot take the run down. The wall clock is read here,
 and only here, to time a step out; it never reaches the observation log.
+
+The child runs in a process group of its own, and every way it ends (step timeout, death, end
+of scenario, an interrupted run, the interpreter exiting) kills that whole group: what the child
+started itself must not outlive the run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import resource
 import selectors
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from conformance.adapter import BackendUnavailable, GatewayTimeout, Harness, Inbound, Profile, RemoteGatewayError
+from conformance.adapter import BackendUnavailable, Gateway, GatewayTimeout, Harness, Inbound, Profile, RemoteGatewayError
 from conformance.observations import DurableState, Resources
+from conformance.registry import resolve
 from conformance.wire import (
     VERSION,
     chat_to_wire,
@@ -38,6 +46,40 @@ T = TypeVar("T")
 DEFAULT_STEP_TIMEOUT = 10.0
 STARTUP_TIMEOUT = 30.0  # for `hello`: starting an interpreter on a loaded machine is not a gateway step
 MAX_LINE = 64 * 1024 * 1024  # a longer line is a protocol error, not a parent out of memory
+EXCERPT = 120  # bytes of a bad line quoted in an error
+
+_in_a_child = False  # set by `as_child()` in the Python child end (exec_server)
+
+
+def as_child() -> None:
+    """Mark this process as a gateway child (`conformance.exec_server`). Its parent times its steps
+    out and kills its process group, so here `isolated` runs a gateway in process (a second child
+    would time steps out on a clock of its own, hidden behind the parent's), and an exec gateway
+    stays in this process group (one of its own would survive the parent's kill)."""
+    global _in_a_child
+    _in_a_child = True
+
+
+def _excerpt(data: bytes) -> str:
+    """The start of what the child printed, for an error message: enough to recognise, never megabytes."""
+    return repr(data[:EXCERPT]) + ("…" if len(data) > EXCERPT else "")
+
+
+def _end_process(proc: subprocess.Popen[bytes], group: bool, owner: int) -> None:
+    """SIGKILL the child and, with `group`, every process in its process group; reap the child and
+    close its pipes. Also a `weakref.finalize` callback, so a gateway that is dropped, or alive when
+    the interpreter exits, takes its processes with it."""
+    if os.getpid() != owner:  # a forked copy of the parent: the child is not this process's to end
+        return
+    if group:
+        with contextlib.suppress(ProcessLookupError):  # the group is empty already
+            os.killpg(proc.pid, signal.SIGKILL)  # the pgid stays reserved while any member lives
+    proc.kill()  # a no-op once the child is reaped
+    proc.wait()
+    for pipe in (proc.stdin, proc.stdout):
+        if pipe is not None:
+            with contextlib.suppress(OSError):
+                pipe.close()
 
 
 class ExecGateway:
@@ -48,10 +90,12 @@ class ExecGateway:
         self.argv, self.step_timeout, self.memory_mb, self.env = argv, step_timeout, memory_mb, env
         self.reuse = reuse  # close() resets the child for the next scenario instead of killing it
         self.proc: subprocess.Popen[bytes] | None = None
+        self._ender: weakref.finalize | None = None  # ends self.proc and its process group, once
         self.h: Harness | None = None
         self.timers: dict[int, Timer] = {}
         self._buffer = bytearray()
         self._answered = True  # the last request got its done/fail: the child is between requests
+        self._op = ""  # the request in flight, or the last one
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the gateway)
 
     # -- the child process ----------------------------------------------------------------
@@ -63,12 +107,15 @@ class ExecGateway:
 
     def _spawn(self) -> None:
         env = dict(os.environ, **(self.env or {}))
+        # A process group of its own: a terminal's Ctrl-C reaches sessiongate, which then ends the
+        # child, and one killpg ends what the child started too. In a gateway child, its group.
+        group = not _in_a_child
         try:
-            # A process group of its own: a terminal's Ctrl-C reaches sessiongate, which then ends the child.
             self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
-                                         env=env, preexec_fn=self._limits, process_group=0)
+                                         env=env, preexec_fn=self._limits, process_group=0 if group else None)
         except OSError as err:
             raise RemoteGatewayError(f"cannot start {shlex.join(self.argv)}: {err.strerror}") from None
+        self._ender = weakref.finalize(self, _end_process, self.proc, group, os.getpid())
         hello = self._request("hello", wait=max(self.step_timeout, STARTUP_TIMEOUT), version=VERSION)
         if not isinstance(hello, dict) or hello.get("version") != VERSION:
             self.kill()
@@ -90,10 +137,10 @@ class ExecGateway:
         self.kill()
 
     def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        self.proc, self.h, self._buffer = None, None, bytearray()
+        """End the child and every process it started (its process group), and reap it."""
+        if self._ender is not None:
+            self._ender()  # also when the child has exited: what it started may still run
+        self.proc, self._ender, self.h, self._buffer = None, None, None, bytearray()
         self.timers.clear()
 
     def _stderr_tail(self) -> str:
@@ -110,17 +157,41 @@ class ExecGateway:
             raise self._died() from None
 
     def _died(self) -> RemoteGatewayError:
+        """The child closed its stdout or its stdin: give it a step timeout to exit, end its group,
+        say why. A line it printed that is not protocol is the cause, whichever way the race between
+        its exit and our write went; otherwise its exit status and last stderr line."""
         assert self.proc is not None
         try:
             code = self.proc.wait(timeout=self.step_timeout)
             why = f"killed by signal {-code}" if code < 0 else f"exited with status {code}"
         except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
             why = "closed its stdout without exiting, and was killed"
+        self._drain()
+        end = self._buffer.find(b"\n")
+        line, rest = (bytes(self._buffer[:end]), b"") if end >= 0 else (b"", bytes(self._buffer))
+        self.kill()
+        if line.strip():
+            try:
+                self._parse(line, self._op)
+            except RemoteGatewayError as err:
+                return err
+        if rest.strip():
+            why += f" (its stdout ended in an unfinished line: {_excerpt(rest)})"
         tail = self._stderr_tail()
-        self.proc = None
         return RemoteGatewayError(f"gateway process {why}" + (f": {tail}" if tail else ""))
+
+    def _drain(self) -> None:
+        """Read what the child left on stdout, without waiting (a process it started may hold the pipe
+        open), up to the first whole line."""
+        assert self.proc is not None and self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        with selectors.DefaultSelector() as selector:
+            selector.register(fd, selectors.EVENT_READ)
+            while b"\n" not in self._buffer and len(self._buffer) <= MAX_LINE and selector.select(0):
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    break
+                self._buffer += chunk
 
     def _read_line(self, deadline: float, what: str, wait: float) -> dict[str, Any]:
         assert self.proc is not None and self.proc.stdout is not None
@@ -142,12 +213,19 @@ class ExecGateway:
                 self._buffer += chunk
         line = bytes(self._buffer[:end])
         del self._buffer[: end + 1]
+        return self._parse(line, what)
+
+    @staticmethod
+    def _parse(line: bytes, what: str) -> dict[str, Any]:
+        """One line from the child as a protocol message, or the protocol error quoting it."""
         try:
             message = json.loads(line)
         except ValueError:
-            raise RemoteGatewayError(f"protocol error: not a JSON line in answer to {what}: {line[:120]!r}") from None
+            raise RemoteGatewayError(f"protocol error: not a JSON line in answer to {what}: {_excerpt(line)}") from None
         if not isinstance(message, dict):
-            raise RemoteGatewayError(f"protocol error: expected a JSON object in answer to {what}")
+            raise RemoteGatewayError(f"protocol error: expected a JSON object in answer to {what}: {_excerpt(line)}")
+        if not {"call", "done", "fail"} & message.keys():
+            raise RemoteGatewayError(f"protocol error: unexpected line in answer to {what}: {sorted(message)}")
         return message
 
     def _request(self, op: str, wait: float | None = None, **fields: Any) -> Any:
@@ -157,7 +235,7 @@ class ExecGateway:
             raise RemoteGatewayError("gateway process is not running")
         if self.h is not None:
             fields["now"] = self.h.clock.now()
-        self._answered = False
+        self._answered, self._op = False, op
         self._send({"op": op, **fields})
         wait = wait or self.step_timeout
         deadline = time.monotonic() + wait
@@ -173,8 +251,6 @@ class ExecGateway:
                 fail = message["fail"] if isinstance(message["fail"], dict) else {"message": str(message["fail"])}
                 trace = fail.get("traceback")
                 raise RemoteGatewayError(str(fail.get("message", "")), tuple(map(str, trace)) if isinstance(trace, list) else ())
-            else:
-                raise RemoteGatewayError(f"protocol error: unexpected line in answer to {op}: {sorted(message)}")
 
     def _decoded(self, op: str, decode: Callable[[Any], T], **fields: Any) -> T:
         value = self._request(op, **fields)
@@ -282,7 +358,10 @@ def exec_gateway(command: str) -> ExecGateway:
 
 
 def isolated(name: str, *, step_timeout: float = DEFAULT_STEP_TIMEOUT, memory_mb: int | None = None,
-             env: dict[str, str] | None = None, reuse: bool = False) -> ExecGateway:
-    """The registered gateway `name`, in a child process of its own."""
+             env: dict[str, str] | None = None, reuse: bool = False) -> Gateway:
+    """The registered gateway `name`, in a child process of its own; in process when this process
+    already is one (`selftest:hang` under `--isolate`: the parent's `--step-timeout` applies)."""
+    if _in_a_child:
+        return resolve(name)()
     return ExecGateway([sys.executable, "-m", "conformance.exec_server", name], step_timeout=step_timeout,
                        memory_mb=memory_mb, env=env, reuse=reuse)

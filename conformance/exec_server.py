@@ -14,6 +14,7 @@ import traceback
 from collections.abc import Callable
 from typing import IO, Any
 
+from conformance import exec_gateway
 from conformance.adapter import BackendUnavailable, Gateway, Harness, Inbound
 from conformance.registry import resolve
 from conformance.wire import (
@@ -125,57 +126,69 @@ def _harness(channel: Channel, zone: str, now: int, backends: list[str]) -> Remo
     )
 
 
+def _close(gateway: Gateway) -> None:
+    """The scenario is over: release what the gateway holds (`close()`, as `run_scenario` calls it
+    in process), e.g. the child process of an exec gateway it runs."""
+    close = getattr(gateway, "close", None)
+    if close is not None:
+        close()
+
+
 def serve(factory: Callable[[], Gateway], reader: IO[str], writer: IO[str]) -> None:
     channel = Channel(reader, writer)
     gateway = factory()
     harness: RemoteHarness | None = None
-    for line in reader:
-        request = json.loads(line)
-        op = request.get("op")
-        if harness is not None and request.get("now") is not None and request["now"] > harness.clock.now():
-            harness.clock.set(request["now"])
-        try:
-            value: Any = None
-            if op == "hello":
-                value = {"version": VERSION}
-            elif op == "profile":
-                value = gateway.profile(config_from_document(request["config"])).to_detail()
-            elif op == "start":
-                harness = _harness(channel, request["zone"], request["now"], request["backends"])
-                gateway.start(config_from_document(request["config"]), harness)
-            elif op == "deliver_message":
-                gateway.deliver_message(Inbound(chat_from_wire(request["chat"]), request["text"], request["muted"]))
-            elif op == "deliver_command":
-                gateway.deliver_command(chat_from_wire(request["chat"]), request["command"])
-            elif op == "deliver_reply":
-                gateway.deliver_reply(request["request"], request["text"])
-            elif op == "delegate":
-                gateway.delegate(chat_from_wire(request["chat"]), request["text"])
-            elif op in ("sigterm", "crash", "restart"):
-                getattr(gateway, op)()
-            elif op == "delete_session_row":
-                gateway.delete_session_row(request["session"], request["keep_children"])
-            elif op == "lock_store":
-                gateway.lock_store(request["until"])
-            elif op == "durable_state":
-                value = state_to_wire(gateway.durable_state())
-            elif op == "resources":
-                value = resources_to_wire(gateway.resources())
-            elif op == "reset":  # the next scenario: a fresh gateway in this same process
-                gateway, harness = factory(), None
-            elif op == "fire_timer":
-                assert harness is not None
-                callback, args = harness.scheduler.callbacks.pop(request["id"])  # type: ignore[attr-defined]
-                callback(*args)
-            else:
-                raise ValueError(f"unknown op {op!r}")
-            channel.send({"done": True, "value": value})
-        except SystemExit:
-            raise
-        except BaseException as err:
-            frames = traceback.extract_tb(err.__traceback__)[-4:]
-            trace = [f"{f.filename.rsplit('/', 2)[-1]}:{f.lineno} in {f.name}" for f in frames]
-            channel.send({"fail": {"message": f"{type(err).__name__}: {err}", "traceback": [*trace, f"{type(err).__name__}: {err}"]}})
+    try:
+        for line in reader:
+            request = json.loads(line)
+            op = request.get("op")
+            if harness is not None and request.get("now") is not None and request["now"] > harness.clock.now():
+                harness.clock.set(request["now"])
+            try:
+                value: Any = None
+                if op == "hello":
+                    value = {"version": VERSION}
+                elif op == "profile":
+                    value = gateway.profile(config_from_document(request["config"])).to_detail()
+                elif op == "start":
+                    harness = _harness(channel, request["zone"], request["now"], request["backends"])
+                    gateway.start(config_from_document(request["config"]), harness)
+                elif op == "deliver_message":
+                    gateway.deliver_message(Inbound(chat_from_wire(request["chat"]), request["text"], request["muted"]))
+                elif op == "deliver_command":
+                    gateway.deliver_command(chat_from_wire(request["chat"]), request["command"])
+                elif op == "deliver_reply":
+                    gateway.deliver_reply(request["request"], request["text"])
+                elif op == "delegate":
+                    gateway.delegate(chat_from_wire(request["chat"]), request["text"])
+                elif op in ("sigterm", "crash", "restart"):
+                    getattr(gateway, op)()
+                elif op == "delete_session_row":
+                    gateway.delete_session_row(request["session"], request["keep_children"])
+                elif op == "lock_store":
+                    gateway.lock_store(request["until"])
+                elif op == "durable_state":
+                    value = state_to_wire(gateway.durable_state())
+                elif op == "resources":
+                    value = resources_to_wire(gateway.resources())
+                elif op == "reset":  # the next scenario: a fresh gateway in this same process
+                    _close(gateway)
+                    gateway, harness = factory(), None
+                elif op == "fire_timer":
+                    assert harness is not None
+                    callback, args = harness.scheduler.callbacks.pop(request["id"])  # type: ignore[attr-defined]
+                    callback(*args)
+                else:
+                    raise ValueError(f"unknown op {op!r}")
+                channel.send({"done": True, "value": value})
+            except SystemExit:
+                raise
+            except BaseException as err:
+                frames = traceback.extract_tb(err.__traceback__)[-4:]
+                trace = [f"{f.filename.rsplit('/', 2)[-1]}:{f.lineno} in {f.name}" for f in frames]
+                channel.send({"fail": {"message": f"{type(err).__name__}: {err}", "traceback": [*trace, f"{type(err).__name__}: {err}"]}})
+    finally:  # end of input (the parent is done), or the parent went away mid-call
+        _close(gateway)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -183,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m conformance.exec_server GATEWAY_NAME", file=sys.stderr)
         return 2
+    exec_gateway.as_child()  # a gateway run here is already isolated, in the group the parent kills
     protocol_out = sys.stdout
     sys.stdout = sys.stderr  # a stray print() in the gateway must not corrupt the protocol
     serve(resolve(args[0]), sys.stdin, protocol_out)
