@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import math
+import os
 import shlex
 import signal
 import sys
@@ -26,6 +28,7 @@ from conformance.runner import DEFAULT_BUDGET, RunResult, run_scenario
 from conformance.suite import Expectations, catalog_paths, load_all, outcome, run_all, scenario_paths
 from conformance.verdict import CHECK_IDS, GatewayFailure
 from sim.document import ScenarioError
+from sim.scenario import Scenario
 
 SYMBOL = {"pass": ".", "fail": "F", "xfail": "x", "xpass": "X", "error": "E", "timeout": "T", "skip": "s"}
 
@@ -46,6 +49,8 @@ def _seconds(text: str) -> float:
         value = float(text.rstrip("s"))
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected seconds like '10' or '2.5s', got {text!r}") from None
+    if not math.isfinite(value):  # inf would overflow the wall-clock wait, nan never compares
+        raise argparse.ArgumentTypeError(f"expected a finite number of seconds, got {text!r}")
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
     return value
@@ -73,6 +78,74 @@ def _positive_int(text: str) -> int:
 
 def _interrupted(signum: int, _frame: Any) -> None:
     raise KeyboardInterrupt(signum)
+
+
+OWN_FACTORIES = ("reference", "selftest")  # sessiongate's own: safe and cheap to call in this process
+
+
+def exec_argv(name: str) -> list[str]:
+    """The command of an `exec:` gateway name, or a UsageError saying what is wrong with it."""
+    try:
+        argv = shlex.split(name[5:])
+    except ValueError as err:  # e.g. an unclosed quote
+        raise UsageError(f"gateway {name!r}: {str(err).lower()}") from None
+    if not argv:
+        raise UsageError("exec: needs a command, e.g. exec:\"node my-gateway.js\"")
+    return argv
+
+
+def check_gateway(name: str, find: Callable[[str], Callable[[], Any]] = resolve) -> None:
+    """A bad gateway name is a usage error before any scenario runs (`find` lets tests stub `resolve`)."""
+    if name.startswith("exec:"):
+        exec_argv(name)
+    find(name)
+
+
+def check_out_dir(directory: str | None, option: str) -> None:
+    """A directory the command writes into later must be usable now: creating it only at the end
+    would fail after every scenario had run. Creates nothing."""
+    if not directory:
+        return
+    path = Path(directory)
+    if path.exists():
+        if not path.is_dir():
+            raise UsageError(f"{option} {directory}: exists and is not a directory")
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise UsageError(f"{option} {directory}: directory is not writable")
+        return
+    parent = path.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise UsageError(f"{option} {directory}: cannot be created, {parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(f"{option} {directory}: cannot be created in {parent} (not writable)")
+
+
+def no_scenarios(paths: Sequence[str]) -> UsageError:
+    """Nothing to run is not a success: the user named folders with no scenario files."""
+    return UsageError(f"no scenario files in {', '.join(paths)} (*.yaml, *.yml, *.json)")
+
+
+def _check_writable_names(scenarios: list[Scenario]) -> None:
+    """Printing escapes a lone surrogate (a JSON "\\ud800"); the report files are UTF-8 and cannot hold one."""
+    for scenario in scenarios:
+        try:
+            scenario.name.encode("utf-8")
+        except UnicodeEncodeError:
+            raise UsageError(f"{scenario.source}: scenario name {scenario.name!r} is not valid Unicode; "
+                             "--report cannot write it") from None
+
+
+def _expectations(gateway: str, explicit: str | None) -> Expectations:
+    try:
+        return Expectations.for_gateway(gateway, explicit)
+    except IsADirectoryError:
+        raise UsageError(f"{explicit}: expectations file is a directory") from None
+    except UnicodeDecodeError as err:
+        raise UsageError(f"{explicit}: expectations file is not UTF-8 (byte {err.object[err.start]:#04x} at offset {err.start})") from None
+    except OSError as err:
+        raise UsageError(f"{explicit}: cannot read the expectations file: {err.strerror}") from None
 
 
 # -- run ------------------------------------------------------------------------------
@@ -135,14 +208,16 @@ def gateway_factory(args: argparse.Namespace, env: dict[str, str] | None = None)
     name = args.gateway
     timeout, memory = args.step_timeout, args.memory_mb
     if name.startswith("exec:"):
-        argv = shlex.split(name[5:])
-        if not argv:
-            raise UsageError("exec: needs a command, e.g. exec:\"node my-gateway.js\"")
+        argv = exec_argv(name)
         return lambda: ExecGateway(argv, step_timeout=timeout, memory_mb=memory, env=env)
-    resolve(name)  # unknown names fail here, before any child starts
+    factory = resolve(name)  # unknown names fail here, before any child starts
     if args.isolate:
+        if name.partition(":")[0] in OWN_FACTORIES:  # an unknown variant or self-test fails here, not once per child
+            factory()
+        # Anyone else's factory runs only in the children: one that hangs or kills its process
+        # cannot take this one, and the report, along.
         return lambda: isolated(name, step_timeout=timeout, memory_mb=memory, env=env)
-    return resolve(name)
+    return factory
 
 
 def first_divergence(first: str, second: str) -> str:
@@ -169,16 +244,21 @@ def check_determinism(result: RunResult, factory: Callable[[], Any]) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     factory = gateway_factory(args)
     again = gateway_factory(args, env={"PYTHONHASHSEED": "12345"})
+    check_out_dir(args.report, "--report")
     missing = [path for path in args.paths if not Path(path).exists()]
     if missing:
         raise UsageError(f"{missing[0]}: no such file or directory")
     paths = scenario_paths(args.paths) if args.paths else catalog_paths()
+    if not paths:
+        raise no_scenarios(args.paths)
+    expectations = _expectations(args.gateway, args.expectations)
     scenarios, errors = load_all(paths)
     for error in errors:
         print(f"error {error}", file=sys.stderr)
     if errors and not scenarios:
         return 2
-    expectations = Expectations.for_gateway(args.gateway, args.expectations)
+    if args.report:
+        _check_writable_names(scenarios)
     results: list[RunResult] = []
     try:
         for result in run_all(scenarios, factory, args.gateway, expectations, args.budget):
@@ -223,8 +303,11 @@ def timeline(result: RunResult) -> list[str]:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
+    check_gateway(args.gateway)
     factory = resolve(args.gateway)
-    scenarios, errors = load_all(scenario_paths([args.file]))
+    if Path(args.file).is_dir():  # a timeline is one scenario's; `run DIR` judges a folder
+        raise UsageError(f"{args.file}: is a directory; replay takes one scenario file (run takes folders)")
+    scenarios, errors = load_all([Path(args.file)])
     if errors:
         print(f"error {errors[0]}", file=sys.stderr)
         return 2
@@ -243,6 +326,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def cmd_zoo(args: argparse.Namespace) -> int:
     from reference_impl.variants import VARIANTS
 
+    check_out_dir(args.report, "--report")
     scenarios, errors = load_all(catalog_paths())
     if errors:
         for error in errors:
@@ -326,6 +410,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    for stream in (sys.stdout, sys.stderr):  # a lone surrogate in a name (JSON "\ud800") prints escaped, not a traceback
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
     previous = signal.signal(signal.SIGTERM, _interrupted)
     try:
         return int(args.func(args))
@@ -340,4 +428,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    # `python -m conformance.cli` runs this file as __main__; the commands raise conformance.cli's
+    # UsageError, a different class from __main__'s, so run the imported module's main.
+    raise SystemExit(importlib.import_module("conformance.cli").main())

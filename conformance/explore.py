@@ -42,6 +42,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from conformance.cli import _positive_int, check_gateway, check_out_dir
 from conformance.observations import CacheReplay, Obs
 from conformance.registry import resolve
 from conformance.runner import run_scenario
@@ -183,8 +184,9 @@ def evaluate(job: tuple[str, tuple[str, ...]]) -> tuple[str, dict[str, str]]:
 def cmd_explore(args: argparse.Namespace) -> int:
     from conformance.fuzz import Progress, in_order, parse_workers
 
-    resolve(args.gateway)
+    check_gateway(args.gateway, resolve)
     workers = parse_workers(args.workers)
+    check_out_dir(args.out, "--out")
     started = time.monotonic()
     seen: set[str] = set()
     frontier: list[tuple[str, ...]] = [()]
@@ -230,7 +232,7 @@ def _write_violation(out: Path, steps: tuple[str, ...], bad: dict[str, str], gat
 
 def add_command(subparsers: Any) -> None:
     explore = subparsers.add_parser("explore", help="bounded exhaustive exploration of a small alphabet of steps")
-    explore.add_argument("--depth", type=int, default=4, help="longest sequence of steps (default 4)")
+    explore.add_argument("--depth", type=_positive_int, default=4, help="longest sequence of steps (default 4)")
     explore.add_argument("--gateway", default="reference")
     explore.add_argument("-j", "-n", "--jobs", dest="workers", default="auto", help="worker processes (default: auto, one per core)")
     explore.add_argument("--out", default="explore-violations", help="where violating sequences are written")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import math
 import multiprocessing
 import os
 import signal
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from conformance.cli import UsageError
+from conformance.cli import UsageError, check_gateway, check_out_dir
 from conformance.registry import resolve
 from conformance.runner import RunResult, cyclic_gc_paused, run_scenario
 from sim.clock import MINUTE, parse_duration
@@ -125,6 +126,7 @@ class SeedOutcome:
     shrunk: Shrinking | None = None
     broken: bool = False  # the gateway raised or ran away (an error or timeout, not a check's finding)
     refused: bool = False  # it raised NotImplementedError at start: a config it says it cannot drive
+    start_error: str = ""  # broken before the scenario's first event: the gateway may not start at all
 
 
 def run_seed(task: SeedTask) -> SeedOutcome:
@@ -148,11 +150,12 @@ def run_seed(task: SeedTask) -> SeedOutcome:
     path.write_text(text, encoding="utf-8")
     assert replace(load_text(text), source="", header="") == scenario, "a generated scenario round-trips through its file"
     shrunk = None
-    if task.shrink:
+    if task.shrink and failure is None:  # a gateway error is counted and written, not shrunk (see cmd_shrink)
         check = next(iter(bad))
         status = verdicts[check].status
         shrunk = shrink_and_write(scenario, path, task.gateway, check, status)
-    return SeedOutcome(task.seed, bad, str(path), shrunk, broken=failure is not None)
+    start_error = failure.describe() if failure is not None and failure.step == 0 else ""
+    return SeedOutcome(task.seed, bad, str(path), shrunk, broken=failure is not None, start_error=start_error)
 
 
 def parse_seeds(text: str) -> range:
@@ -162,7 +165,25 @@ def parse_seeds(text: str) -> range:
         raise UsageError(f"--seeds expects A:B (A <= seed < B), got {text!r}") from None
     if low < 0 or high < low:
         raise UsageError(f"--seeds expects 0 <= A <= B, got {text!r}")
+    if high == low:  # zero scenarios would pass trivially
+        raise UsageError(f"--seeds {text} is empty (A <= seed < B)")
     return range(low, high)
+
+
+def parse_time_budget(text: str | None) -> float | None:
+    """Seconds: a duration ('90s', '10m', '1h30m') or a bare number of seconds, as --step-timeout takes."""
+    if not text:
+        return None
+    try:
+        seconds = parse_duration(text) / 1000
+    except ValueError:
+        try:
+            seconds = float(text.removesuffix("s"))
+        except ValueError:
+            raise UsageError(f"--time-budget expects a duration like '60s' or '10m', or seconds, got {text!r}") from None
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise UsageError(f"--time-budget expects a positive, finite time, got {text!r}")
+    return seconds
 
 
 def parse_shard(text: str | None) -> tuple[int, int]:
@@ -251,17 +272,19 @@ class Progress:
 
 
 def cmd_fuzz(args: argparse.Namespace) -> int:
-    resolve(args.gateway)  # an unknown gateway is a usage error before any work
+    check_gateway(args.gateway, resolve)  # a bad gateway name is a usage error before any work
     seeds = shard(parse_seeds(args.seeds), args.shard)
-    budget = parse_duration(args.time_budget) / 1000 if args.time_budget else None
+    budget = parse_time_budget(args.time_budget)
+    workers = parse_workers(args.workers)
+    check_out_dir(args.out, "--out")
     tasks = [SeedTask(seed, args.gateway, args.profile, args.out, not args.no_shrink) for seed in seeds]
     progress = Progress(len(tasks))
     done = failed = broken = refused = 0
     by_check: dict[str, int] = {}
     stopped = False
+    cannot_start = ""
     interrupted: KeyboardInterrupt | None = None
     try:
-        workers = parse_workers(args.workers)
         for outcome in in_order(run_seed, tasks, workers, chunksize=seed_chunk(len(tasks), workers)):
             done += 1
             if outcome.failing:
@@ -273,6 +296,9 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
                 progress.clear()
                 _print_failure(outcome)
             progress.update(done, failed)
+            if done == 1 and outcome.start_error and done < len(tasks):  # it would fail every seed the same way
+                cannot_start = f"stopped: the gateway errored before the first event of seed {outcome.seed}; it cannot start"
+                break
             if budget is not None and progress.elapsed() > budget and done < len(tasks):
                 stopped = True
                 break
@@ -281,6 +307,8 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     progress.close()
     if stopped:
         print(f"time budget of {args.time_budget} spent after {done} of {len(tasks)} seeds")
+    if cannot_start:
+        print(cannot_start)
     lines = [f"{done} scenarios, {done - failed} passed, {failed - refused} failed" + (f", {refused} refused" if refused else "")]
     if interrupted is not None:
         lines[-1] += " (interrupted)"
@@ -315,8 +343,12 @@ def _print_failure(outcome: SeedOutcome) -> None:
 # -- shrink ------------------------------------------------------------------------------
 
 def cmd_shrink(args: argparse.Namespace) -> int:
+    check_gateway(args.gateway, resolve)
     scenario = load_file(args.file)
     result = run_scenario(scenario, resolve(args.gateway)(), args.gateway)
+    if result.failure is not None:  # it crashed, hung or could not start: no check's finding to keep
+        print(f"{scenario.name}: {result.failure.describe()}; nothing to shrink")
+        return 1
     bad = failing(result)
     if not bad:
         print(f"{scenario.name} passes on {args.gateway}: nothing to shrink")
@@ -352,7 +384,7 @@ def add_commands(subparsers: Any) -> None:
     fuzz.add_argument("--gateway", default="reference")
     fuzz.add_argument("-j", "-n", "--jobs", dest="workers", help="worker processes, or 'auto' (default 1)")
     fuzz.add_argument("--shard", help="I/N: run only every N-th seed, starting at the I-th (1-based)")
-    fuzz.add_argument("--time-budget", help="stop taking new seeds after this long, e.g. 60s")
+    fuzz.add_argument("--time-budget", help="stop taking new seeds after this long: 60s, 10m, or seconds (90)")
     fuzz.add_argument("--out", default="fuzz-failures", help="where failing scenarios go (default fuzz-failures)")
     fuzz.add_argument("--profile", default="default", choices=sorted(PROFILES))
     fuzz.add_argument("--no-shrink", action="store_true", help="write failures without shrinking them")

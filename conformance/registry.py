@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from importlib.metadata import entry_points
+from importlib.metadata import PackageNotFoundError, distribution, entry_points
 from typing import Any
 
 from conformance.adapter import Gateway
@@ -22,6 +22,11 @@ BUILTIN = {
     "selftest": "reference_impl.selftest:selftest",
     "hermes": "conformance.adapters.hermes:hermes",
 }
+# Entry points that need a distribution sessiongate does not install: checked by name before any
+# scenario, so a missing one is one line, not an import error in every scenario.
+REQUIRES = {"hermes": ("hermes-agent", "install it in a virtualenv of its own: docs/hermes.md")}
+# Called in every run: a factory's product without them is not a gateway (see adapter.Gateway).
+CORE_METHODS = ("profile", "start", "sigterm", "durable_state", "resources")
 
 
 class UnknownGateway(LookupError):
@@ -34,6 +39,8 @@ def _load(target: str) -> Callable[..., Any]:
         obj: Any = importlib.import_module(module)
     except ImportError as err:
         raise UnknownGateway(f"cannot import {module!r}: {err}") from None
+    except Exception as err:  # a syntax error, or the module raised while importing
+        raise UnknownGateway(f"cannot import {module!r}: {_one_line(err)}") from None
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)
@@ -51,17 +58,69 @@ def registered() -> dict[str, str]:
 
 
 def resolve(name: str) -> Callable[[], Gateway]:
-    """A zero-argument factory for the gateway called `name`."""
+    """A zero-argument factory for the gateway called `name`. Whatever is wrong with the name,
+    the module or what the factory makes is an `UnknownGateway` naming the gateway, so the CLI
+    prints one line instead of a traceback from inside the first scenario."""
     known = registered()
     head, sep, arg = name.partition(":")
     if head in known:
-        factory = _load(known[head])
-        if not sep:
-            return factory
-        return lambda: factory(arg)
-    if (sep and "." in head) or (sep and arg):
-        return _load(name)
-    raise UnknownGateway(f"unknown gateway {name!r}; known: {', '.join(sorted(known))} (or MODULE:FACTORY)")
+        if sep and not arg:
+            raise UnknownGateway(f"gateway {name!r}: nothing after ':'; use {head} or {head}:ARG")
+        _require(head)
+        target = known[head]
+    elif (sep and "." in head) or (sep and arg):
+        target = name
+    else:
+        raise UnknownGateway(f"unknown gateway {name!r}; known: {', '.join(sorted(known))} (or MODULE:FACTORY)")
+    try:
+        factory = _load(target)
+    except UnknownGateway as err:
+        raise UnknownGateway(f"gateway {name!r}: {err}") from None
+    if not callable(factory):
+        raise UnknownGateway(f"gateway {name!r}: {target} is {type(factory).__name__}, not a factory to call")
+    if head in known and sep:
+        return _checked(name, lambda: factory(arg), bare=False)
+    return _checked(name, factory, bare=head in known)
+
+
+def _require(head: str) -> None:
+    if head not in REQUIRES:
+        return
+    package, how = REQUIRES[head]
+    try:
+        distribution(package)
+    except PackageNotFoundError:
+        raise UnknownGateway(f"gateway {head!r} needs {package}, which is not installed; {how}") from None
+
+
+def _checked(name: str, make: Callable[..., Any], bare: bool) -> Callable[[], Gateway]:
+    """`make`, with its failures and non-gateways turned into one line naming the gateway.
+    Arguments pass through: `resolve("exec")(command)` is the entry point's factory, called."""
+
+    def checked(*args: Any) -> Gateway:
+        try:
+            gateway = make(*args)
+        except UnknownGateway as err:
+            known = str(err).partition("known: ")[2]
+            if bare and not args and known:  # e.g. plain `selftest`: the factory wanted an argument
+                raise UnknownGateway(f"gateway {name!r} takes an argument, {name}:ARG; known: {known}") from None
+            raise
+        except Exception as err:
+            raise UnknownGateway(f"gateway {name!r}: its factory raised {_one_line(err)}") from None
+        missing = [method for method in CORE_METHODS if not callable(getattr(gateway, method, None))]
+        if missing:
+            raise UnknownGateway(f"gateway {name!r}: its factory returned {type(gateway).__name__}, "
+                                 f"not a gateway (no {', '.join(missing)})")
+        return gateway
+
+    return checked
+
+
+def _one_line(err: BaseException) -> str:
+    """`Type: message`, first line only (a KeyError's message without its repr quotes)."""
+    text = str(err.args[0]) if isinstance(err, KeyError) and err.args else str(err)
+    first = text.splitlines()[0] if text.strip() else ""
+    return f"{type(err).__name__}: {first}" if first else type(err).__name__
 
 
 def expectation_names(name: str) -> list[str]:

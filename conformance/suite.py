@@ -14,9 +14,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from conformance.adapter import Gateway
-from conformance.registry import expectation_names
+from conformance.registry import UnknownGateway, expectation_names
 from conformance.runner import DEFAULT_BUDGET, RunResult, run_scenario
 from conformance.verdict import CHECK_IDS
 from sim.document import ScenarioError
@@ -114,6 +115,30 @@ def outcome(result: RunResult) -> str:
 
 def run_all(scenarios: list[Scenario], factory: Callable[[], Gateway], name: str,
             expectations: Expectations | None = None, budget: int = DEFAULT_BUDGET) -> Iterator[RunResult]:
-    for scenario in scenarios:
-        result = run_scenario(scenario, factory(), name, budget=budget)
+    """Each scenario on a fresh gateway. A factory that cannot make the first one is an
+    `UnknownGateway` (nothing has run: a usage error); one that fails later makes that
+    scenario an error and the run, and its report, go on."""
+    for index, scenario in enumerate(scenarios):
+        try:
+            gateway: Gateway = factory()
+        except UnknownGateway as err:
+            if index == 0:
+                raise
+            gateway = cast(Gateway, Unbuildable(str(err)))  # enough of one for the runner to log the error
+        result = run_scenario(scenario, gateway, name, budget=budget)
         yield (expectations or Expectations({})).apply(result)
+
+
+class FactoryFailed(RuntimeError):
+    """The gateway's factory raised, or made no gateway, for this scenario."""
+
+
+class Unbuildable:
+    """Stands in for a gateway its factory could not make: its first call, `profile`, raises,
+    so the runner logs the scenario as an error at (profile), with the factory's message."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+    def profile(self, config: object) -> object:
+        raise FactoryFailed(self.message)

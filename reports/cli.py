@@ -2,14 +2,16 @@
 
     sessiongate report RUN_DIR                      re-judge RUN_DIR/logs and write every report again
     sessiongate coverage [PATHS…] [--gateway NAME]  lifecycle coverage of scenarios (default: the catalog)
-                         [--markdown] [--code PKG…]  as docs/coverage.md; line coverage of PKG too
+                         [--markdown] [--code PKG]…  as docs/coverage.md; line coverage of PKG too
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,26 +35,73 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_coverage(args: argparse.Namespace) -> int:
+    from conformance.cli import UsageError, check_gateway, no_scenarios
     from conformance.registry import resolve
     from conformance.suite import catalog_paths, load_all, run_all, scenario_paths
 
+    check_gateway(args.gateway)
+    packages = code_packages(args.code or [])
+    missing = [path for path in args.paths if not Path(path).exists()]
+    if missing:
+        raise UsageError(f"{missing[0]}: no such file or directory")
     paths = scenario_paths(args.paths) if args.paths else catalog_paths()
-    if args.code:
+    if not paths:
+        raise no_scenarios(args.paths)
+    scenarios, errors = load_all(paths)
+    if errors:  # a table of the files that did load would pass for the coverage of all of them
+        for error in errors:
+            print(f"error {error}", file=sys.stderr)
+        return 2
+    if packages:
+        from coverage.exceptions import NoDataError
+
         from reports.coverage import combine_code, measure_code
 
         with tempfile.TemporaryDirectory() as folder:
             data = str(Path(folder) / ".coverage")
-            measure_code([str(p) for p in paths], args.gateway, args.code, data)
-            percent, text = combine_code(data)
+            measure_code([str(p) for p in paths], args.gateway, packages, data)
+            try:
+                percent, text = combine_code(data)
+            except NoDataError:
+                print(f"sessiongate: error: no code of {', '.join(packages)} ran (the gateway never imported it)", file=sys.stderr)
+                return 1
         print(text.rstrip())
-        print(f"line coverage of {', '.join(args.code)}: {percent:.1f}%")
-    scenarios, errors = load_all(paths)
-    for error in errors:
-        print(f"error {error}", file=sys.stderr)
-    cover = lifecycle_coverage(r.records for r in run_all(scenarios, resolve(args.gateway), args.gateway))
-    lines = markdown(cover, len(scenarios), args.gateway) if args.markdown else plain(cover)
-    print("\n".join(lines))
-    return 2 if errors else 0
+        print(f"line coverage of {', '.join(packages)}: {percent:.1f}%")
+    errored: list[str] = []
+
+    def logs() -> Iterator[Any]:
+        for result in run_all(scenarios, resolve(args.gateway), args.gateway):
+            if result.failure is not None:  # its log stops at the error: the table misses what came after
+                errored.append(f"{result.scenario.name}: {result.failure.describe()}")
+            yield result.records
+
+    cover = lifecycle_coverage(logs())
+    if len(errored) < len(scenarios):  # an all-zero table says nothing when every run errored
+        lines = markdown(cover, len(scenarios), args.gateway) if args.markdown else plain(cover)
+        print("\n".join(lines))
+    if errored:
+        print(f"{len(errored)} of {len(scenarios)} scenarios errored, so their coverage is missing; first: {errored[0]}",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+def code_packages(values: list[str]) -> list[str]:
+    """The --code packages (repeated, or comma-separated), each one that exists: a name that
+    does not import would only end, after every scenario ran, in coverage.py's 'No data'."""
+    from conformance.cli import UsageError
+
+    packages = [name for value in values for name in value.split(",") if name]
+    for name in packages:
+        if Path(name).is_dir():  # coverage.py also takes a source folder
+            continue
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except Exception:  # a parent package that is missing or fails to import
+            found = False
+        if not found:
+            raise UsageError(f"--code {name}: no such package or folder to measure")
+    return packages
 
 
 def plain(cover: Coverage) -> list[str]:
@@ -106,5 +155,6 @@ def add_commands(subparsers: Any) -> None:
     coverage.add_argument("paths", nargs="*", help="scenario files or folders")
     coverage.add_argument("--gateway", default="reference")
     coverage.add_argument("--markdown", action="store_true", help="print the tables as docs/coverage.md has them")
-    coverage.add_argument("--code", nargs="+", metavar="PKG", help="also measure line coverage of these packages")
+    coverage.add_argument("--code", action="append", metavar="PKG",
+                          help="also measure line coverage of package PKG (repeat --code, or PKG,PKG)")
     coverage.set_defaults(func=cmd_coverage)

@@ -258,6 +258,9 @@ _PRIMARY = {
     "checkpoint": "name",
 }
 
+# The keys an event may carry beside its kind (when, and each kind's own fields).
+_MODIFIERS = frozenset({"at", "after", "text", "muted", "chat", "for"})
+
 
 def _events(
     items: Any, source: str, line: int, zone: ZoneInfo, start: int, chats: dict[str, Chat], implicit: bool, providers: set[str]
@@ -275,6 +278,11 @@ def _events(
         f = _Fields(source, item, f"events[{index}]", item_line)
         kinds = [key for key in f.data if key in _PRIMARY]
         if len(kinds) != 1:
+            unknown = [key for key in f.data if key not in _PRIMARY and key not in _MODIFIERS]
+            if not kinds and unknown:  # most likely a misspelt or invented kind: name it
+                keys = ", ".join(repr(key) for key in unknown)
+                raise ScenarioError(source, f.line_of(unknown[0]), f.path,
+                                    f"unknown key{'s' if len(unknown) > 1 else ''} {keys}; expected exactly one of {', '.join(_PRIMARY)}")
             what = "none" if not kinds else " and ".join(kinds)
             raise ScenarioError(source, f.line, f.path, f"expected exactly one of {', '.join(_PRIMARY)}; found {what}")
         kind = kinds[0]

@@ -6,6 +6,7 @@ wire protocol (docs/protocol.md) in each way a real one might. docs/reliability.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -265,3 +266,33 @@ def test_the_hermes_home_is_emptied_while_a_late_writer_finishes(tmp_path: Path)
         writer.join()
     remove_tree(tree)
     assert not tree.exists()
+
+
+def test_a_factory_that_fails_after_the_first_scenario_errors_that_scenario_and_keeps_the_report(tmp_path, capsys):
+    import types
+
+    from reference_impl import ReferenceGateway
+
+    made = []
+
+    def flaky():
+        made.append(1)
+        if len(made) == 2:
+            raise RuntimeError("out of file handles")
+        return ReferenceGateway()
+
+    module = types.ModuleType("sg_flaky_factory")
+    module.make = flaky  # type: ignore[attr-defined]
+    sys.modules["sg_flaky_factory"] = module
+    try:
+        code = main(["run", "--gateway", "sg_flaky_factory:make", "--report", str(tmp_path / "r"),
+                     *map(str, CATALOG[:3])])
+    finally:
+        del sys.modules["sg_flaky_factory"]
+    printed = capsys.readouterr()
+    out = printed.out.splitlines()
+    assert code == 1, printed.err
+    assert out[-1] == "3 scenarios, 2 passed, 1 failed"
+    assert out[2] == ("      gateway error at (profile): FactoryFailed: gateway 'sg_flaky_factory:make': "
+                      "its factory raised RuntimeError: out of file handles")
+    assert json.loads((tmp_path / "r" / "summary.json").read_text())["totals"]["error"] == 1

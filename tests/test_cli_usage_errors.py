@@ -1,0 +1,273 @@
+"""Usage errors found by an audit of the command line: a bad argument, path or gateway exits 2
+with one line naming it and what is wrong, before any scenario runs, and never a traceback.
+Empty input is an error, not a success; a gateway that cannot start is not a finding to shrink."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from conformance.cli import main
+from conformance.suite import catalog_paths
+from sim.document import ScenarioError
+from sim.loader import load_text
+
+ROOT = Path(__file__).resolve().parent.parent
+C = catalog_paths()[0]  # 01-idle-expiry-end-and-finalize.yaml
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """Exit code, stdout, stderr of `sessiongate ARGS`, in this process."""
+    try:
+        code = main(list(args))
+    except SystemExit as stop:  # argparse's own errors
+        code = int(stop.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_usage_error(code: int, out: str, err: str, message: str) -> None:
+    """Exit 2, nothing ran (no scenario line, no progress), the last line names the problem."""
+    assert code == 2, (out, err)
+    assert out == ""
+    assert "Traceback" not in err and "seeds/s" not in err
+    last = err.splitlines()[-1]
+    assert re.match(r"sessiongate( \w+)?: error: ", last), last
+    assert message in last, last
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """tmp_path as the working directory, so default output folders land there."""
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+# -- 1. --report that cannot be a directory -------------------------------------------------
+
+@pytest.mark.parametrize("command", [("run", str(C)), ("zoo",)], ids=["run", "zoo"])
+def test_report_into_a_file_is_refused_up_front(capsys: pytest.CaptureFixture[str], workdir: Path, command: tuple[str, ...]) -> None:
+    (workdir / "afile").write_text("", encoding="utf-8")
+    assert_usage_error(*cli(capsys, *command, "--report", "afile"), "--report afile: exists and is not a directory")
+    assert_usage_error(*cli(capsys, *command, "--report", "afile/sub"), "--report afile/sub: cannot be created")
+
+
+# -- 2. tracebacks that were usage errors -----------------------------------------------------
+
+GATEWAY_MODULE = '''
+def raises():
+    raise RuntimeError("boom")
+def not_a_gateway():
+    return 42
+not_callable = 5
+'''
+
+
+@pytest.fixture
+def gateway_modules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "sg_usage_gateways.py").write_text(GATEWAY_MODULE, encoding="utf-8")
+    (tmp_path / "sg_usage_syntax.py").write_text("def (\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+
+BAD_GATEWAYS = {
+    "unknown-variant": ("reference:nosuchbug", "gateway 'reference:nosuchbug': its factory raised KeyError: "
+                                               "unknown variant 'nosuchbug'; known: batch-"),
+    "empty-argument": ("reference:", "gateway 'reference:': nothing after ':'; use reference or reference:ARG"),
+    "unclosed-quote": ('exec:"unclosed', "gateway 'exec:\"unclosed': no closing quotation"),
+    "factory-raises": ("sg_usage_gateways:raises", "gateway 'sg_usage_gateways:raises': its factory raised RuntimeError: boom"),
+    "not-a-gateway": ("sg_usage_gateways:not_a_gateway", "its factory returned int, not a gateway (no profile, start"),
+    "not-callable": ("sg_usage_gateways:not_callable", "sg_usage_gateways:not_callable is int, not a factory to call"),
+    "syntax-error": ("sg_usage_syntax:make", "gateway 'sg_usage_syntax:make': cannot import 'sg_usage_syntax': SyntaxError"),
+    "bare-selftest": ("selftest", "gateway 'selftest' takes an argument, selftest:ARG; known: hang, leaky-threads"),
+}
+
+
+@pytest.mark.usefixtures("gateway_modules")
+@pytest.mark.parametrize("case", BAD_GATEWAYS)
+@pytest.mark.parametrize("command", ["run", "run-isolated", "fuzz"])
+def test_a_bad_gateway_is_one_line_before_any_scenario(capsys: pytest.CaptureFixture[str], workdir: Path,
+                                                       case: str, command: str) -> None:
+    gateway, message = BAD_GATEWAYS[case]
+    args = {"run": ["run", str(C)], "run-isolated": ["run", "--isolate", str(C)], "fuzz": ["fuzz", "--seeds", "0:2"]}[command]
+    if command == "run-isolated" and case in ("factory-raises", "not-a-gateway"):
+        # Someone else's factory is only ever called in the children (one that hangs or kills
+        # its process must not take the parent and its report along): each scenario errors.
+        code, out, err = cli(capsys, *args, "--gateway", gateway)
+        assert code == 1 and "Traceback" not in out + err, (out, err)
+        assert out.splitlines()[0] == f"error {C.stem}" and message in out.splitlines()[1], out
+        return
+    assert_usage_error(*cli(capsys, *args, "--gateway", gateway), message)
+    assert not (workdir / "fuzz-failures").exists()
+
+
+def test_time_budget_takes_seconds_or_a_duration(capsys: pytest.CaptureFixture[str], workdir: Path) -> None:
+    from conformance.fuzz import parse_time_budget
+
+    assert parse_time_budget("5") == 5.0 and parse_time_budget("2.5s") == 2.5 and parse_time_budget("10m") == 600.0
+    code, out, _ = cli(capsys, "fuzz", "--seeds", "0:2", "--time-budget", "5")
+    assert code == 0 and out.splitlines()[-1] == "2 scenarios, 2 passed, 0 failed"
+    for bad in ("abc", "0", "inf"):
+        assert_usage_error(*cli(capsys, "fuzz", "--seeds", "0:2", "--time-budget", bad), "--time-budget expects")
+
+
+@pytest.mark.parametrize("name", ["empty", "x.yaml", "two"])
+def test_replay_of_a_folder_asks_for_one_file(capsys: pytest.CaptureFixture[str], tmp_path: Path, name: str) -> None:
+    folder = tmp_path / name
+    folder.mkdir()
+    if name == "two":
+        for stem in ("a", "b"):
+            (folder / f"{stem}.yaml").write_text(C.read_text(encoding="utf-8"), encoding="utf-8")
+    assert_usage_error(*cli(capsys, "replay", str(folder)), f"{folder}: is a directory; replay takes one scenario file")
+
+
+def test_an_unreadable_expectations_file_is_a_usage_error(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert_usage_error(*cli(capsys, "run", "--expectations", str(tmp_path), str(C)),
+                       f"{tmp_path}: expectations file is a directory")
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes(b"01-idle-expiry-end-and-finalize I1  # caf\xe9\n")
+    assert_usage_error(*cli(capsys, "run", "--expectations", str(latin), str(C)),
+                       f"{latin}: expectations file is not UTF-8 (byte 0xe9 at offset")
+
+
+@pytest.mark.parametrize("args", [("--code", "nosuchpkg", str(C)), (str(C), "--code", "nosuchpkg")], ids=["before", "after"])
+def test_coverage_of_a_package_that_does_not_exist(capsys: pytest.CaptureFixture[str], args: tuple[str, ...]) -> None:
+    assert_usage_error(*cli(capsys, "coverage", *args), "--code nosuchpkg: no such package or folder to measure")
+
+
+def test_coverage_code_takes_one_package_per_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = cli(capsys, "coverage", "--code", "reference_impl", str(C))
+    assert code == 0 and re.search(r"^line coverage of reference_impl: \d+\.\d%$", out, re.MULTILINE), out
+
+
+def test_a_lone_surrogate_in_a_name_prints_escaped(tmp_path: Path) -> None:
+    path = tmp_path / "u.json"
+    path.write_text(json.dumps({"name": "\ud800", "events": [{"message": "alice"}], "chats": {"alice": {}}}), encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "conformance.cli", "run", str(path)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == "pass  \\ud800"
+    done = subprocess.run([sys.executable, "-m", "conformance.cli", "run", str(path), "--report", str(tmp_path / "r")],
+                          capture_output=True, text=True, cwd=ROOT, timeout=60, check=False)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.splitlines()[-1] == (f"sessiongate: error: {path}: scenario name '\\ud800' is not valid Unicode; "
+                                            "--report cannot write it")
+
+
+# -- 3. empty input -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("command", ["run", "coverage"])
+def test_a_folder_without_scenarios_is_an_error(capsys: pytest.CaptureFixture[str], tmp_path: Path, command: str) -> None:
+    (tmp_path / "notes.txt").write_text("not a scenario", encoding="utf-8")
+    assert_usage_error(*cli(capsys, command, str(tmp_path)), f"no scenario files in {tmp_path}")
+
+
+def test_an_empty_seed_range_is_an_error(capsys: pytest.CaptureFixture[str], workdir: Path) -> None:
+    assert_usage_error(*cli(capsys, "fuzz", "--seeds", "2:2"), "--seeds 2:2 is empty")
+
+
+# -- 5. coverage says when scenarios errored, and stops at a bad file ----------------------------
+
+def test_coverage_reports_errored_scenarios(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = cli(capsys, "coverage", "--gateway", "selftest:raise", str(C))
+    assert code == 1
+    assert out == ""  # an all-zero table would say nothing
+    assert err.splitlines()[-1] == (f"1 of 1 scenarios errored, so their coverage is missing; first: {C.stem}: "
+                                    "gateway error at step 1 (message (line 12)): RuntimeError: "
+                                    "selftest: this gateway raises on every message")
+
+
+def test_coverage_stops_at_a_bad_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert_usage_error(*cli(capsys, "coverage", str(tmp_path / "missing.yaml")), "missing.yaml: no such file or directory")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\nevents: 7\n", encoding="utf-8")
+    code, out, err = cli(capsys, "coverage", str(bad), str(C))
+    assert code == 2 and out == ""
+    assert err.splitlines() == [f"error {bad}:2: events: expected a list, got 7"]
+
+
+# -- 6. a gateway that cannot start is not a finding ------------------------------------------------
+
+def test_shrink_refuses_a_gateway_error(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "f.yaml"
+    path.write_text(C.read_text(encoding="utf-8"), encoding="utf-8")
+    code, out, _ = cli(capsys, "shrink", str(path), "--gateway", "exec:false")
+    assert code == 1
+    assert re.fullmatch(rf"{C.stem}: gateway error at \(profile\): .*; nothing to shrink\n", out), out
+    assert not list(tmp_path.glob("*.shrunk.yaml"))
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_fuzz_stops_when_the_gateway_cannot_start(capsys: pytest.CaptureFixture[str], workdir: Path, workers: str) -> None:
+    code, out, _ = cli(capsys, "fuzz", "--seeds", "0:5", "--gateway", "exec:false", "-n", workers)
+    assert code == 1
+    lines = out.splitlines()
+    assert lines[-3:] == ["stopped: the gateway errored before the first event of seed 0; it cannot start",
+                          "failing seeds by check: none; 1 seeds errored or timed out", "1 scenarios, 0 passed, 1 failed"]
+    assert not list((workdir / "fuzz-failures").glob("*.shrunk.yaml"))  # an error is written, never shrunk
+
+
+def test_fuzz_exec_without_a_command(capsys: pytest.CaptureFixture[str], workdir: Path) -> None:
+    assert_usage_error(*cli(capsys, "fuzz", "--seeds", "0:2", "--gateway", "exec:"), "exec: needs a command")
+
+
+# -- 7, 8. --step-timeout inf / nan, fuzz --out a file ----------------------------------------------
+
+@pytest.mark.parametrize("value", ["inf", "nan", "Infinity"])
+def test_step_timeout_must_be_finite(capsys: pytest.CaptureFixture[str], value: str) -> None:
+    code, out, err = cli(capsys, "run", "--step-timeout", value, str(C))
+    assert code == 2 and out == ""
+    assert err.splitlines()[-1].endswith(f"argument --step-timeout: expected a finite number of seconds, got '{value}'")
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_fuzz_out_a_file_is_refused_up_front(capsys: pytest.CaptureFixture[str], workdir: Path, workers: str) -> None:
+    (workdir / "ofile").write_text("", encoding="utf-8")
+    assert_usage_error(*cli(capsys, "fuzz", "--seeds", "0:3", "--gateway", "reference:idle-expiry-no-finalize",
+                            "--out", "ofile", "-n", workers), "--out ofile: exists and is not a directory")
+
+
+# -- 9. explore depth, python -m, hermes not installed -----------------------------------------------
+
+@pytest.mark.parametrize("depth", ["0", "-2"])
+def test_explore_depth_must_be_positive(capsys: pytest.CaptureFixture[str], depth: str) -> None:
+    code, out, err = cli(capsys, "explore", "--depth", depth)
+    assert code == 2 and out == ""
+    assert err.splitlines()[-1].endswith(f"argument --depth: expected a positive number, got '{depth}'")
+
+
+def test_python_dash_m_handles_usage_errors_like_the_script() -> None:
+    done = subprocess.run([sys.executable, "-m", "conformance.cli", "explore", "-n", "0"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=60, check=False)
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert done.stderr.splitlines()[-1] == "sessiongate: error: -j/-n expects at least 1, got 0"
+
+
+def test_hermes_without_hermes_agent_fails_once_up_front(capsys: pytest.CaptureFixture[str]) -> None:
+    try:
+        metadata.version("hermes-agent")
+    except metadata.PackageNotFoundError:
+        pass
+    else:
+        pytest.skip("hermes-agent is installed")
+    for gateway in ("hermes", "hermes:0.19"):
+        assert_usage_error(*cli(capsys, "run", "--gateway", gateway, str(C)),
+                           "gateway 'hermes' needs hermes-agent, which is not installed; "
+                           "install it in a virtualenv of its own: docs/hermes.md")
+
+
+# -- 10. an unknown event key is named ------------------------------------------------------------------
+
+def test_an_unknown_event_key_is_named() -> None:
+    text = "name: x\nchats: {alice: {}}\nevents:\n  - message: alice\n  - explode: alice\n    at: '10:00'\n"
+    with pytest.raises(ScenarioError) as caught:
+        load_text(text, "x.yaml")
+    assert str(caught.value) == ("x.yaml:5: events[1]: unknown key 'explode'; expected exactly one of message, command, delegate, "
+                                 "advance, sigterm, crash, restart, delete_session, delete_parent, db_locked, backend_fail, checkpoint")
