@@ -22,13 +22,14 @@ FILES = ("junit.xml", "summary.json", "report.html")
 
 
 def write_all(results: list[RunResult], directory: str, gateway: str,
-              unloaded: Sequence[ScenarioError | Unloaded] = ()) -> None:
-    """Save the logs, then render every report from the runs."""
+              unloaded: Sequence[ScenarioError | Unloaded] = (), recorded: bool = False) -> None:
+    """Save the logs, then render every report from the runs (`recorded`: runs read back from
+    a run directory, whose file names stay as recorded)."""
     for result in results:
         if not result.verdicts:
             result.verdicts = judge(result.records)
     root = Path(directory)
-    runs = rundir.keyed(results, gateway)
+    runs = rundir.keyed(results, gateway, recorded)
     files = [u if isinstance(u, Unloaded) else Unloaded.of(u) for u in unloaded]
     rundir.save(root, runs, gateway, files)
     cover = lifecycle_coverage(run.result.records for run in runs)
@@ -41,7 +42,7 @@ def rerender(directory: str) -> tuple[list[RunResult], list[Unloaded]]:
     """Re-judge the saved logs and write every report again; returns the results and the
     scenario files the run could not load."""
     gateway, results, unloaded = rundir.load(Path(directory))
-    write_all(results, directory, gateway, unloaded)
+    write_all(results, directory, gateway, unloaded, recorded=True)
     return results, unloaded
 
 

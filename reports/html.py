@@ -12,7 +12,7 @@ from conformance.checks.model import RunModel
 from conformance.suite import outcome
 from conformance.verdict import CHECK_IDS, CHECK_NAMES
 from reports.coverage import Coverage, Table
-from reports.rundir import Keyed, Unloaded, display_path
+from reports.rundir import Keyed, Unloaded
 from reports.timeline import PALETTE, RED, Numbered, timeline_svg
 
 SYMBOL = {"pass": "✓", "fail": "✗", "xfail": "x", "xpass": "X", "error": "E", "timeout": "T", "skip": "-"}
@@ -75,7 +75,7 @@ def render(runs: list[Keyed], gateway: str, cover: Coverage, unloaded: list[Unlo
         out.append("</details>")
     if passing:
         out.append(f"<details><summary>{len(passing)} passing run{'s' if len(passing) != 1 else ''}</summary><ul>")
-        out += [f"<li>{escape(k.key)} <span class=muted>{escape(display_path(k.result.scenario.source))} "
+        out += [f"<li>{escape(k.key)} <span class=muted>{escape(k.file)} "
                 f"seed {k.result.scenario.seed}</span></li>" for k in passing]
         out.append("</ul></details>")
     out.append("<h2>Lifecycle coverage</h2>")
@@ -124,7 +124,7 @@ def _run_section(k: Keyed) -> str:
     model = RunModel.build(result.records)
     word = outcome(result)
     parts = [f'<section class="run" id="{k.anchor}"><h2>{escape(k.key)}: {word}</h2>',
-             f'<p class="muted">{escape(display_path(scenario.source) or "(no file)")} · seed {scenario.seed} · '
+             f'<p class="muted">{escape(k.file or "(no file)")} · seed {scenario.seed} · '
              f"zone {escape(scenario.zone)} · gateway {escape(result.gateway)} · "
              f"{escape(result.profile.finalization)} finalization</p>"]
     if scenario.header:

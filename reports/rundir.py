@@ -64,11 +64,13 @@ def display_path(source: str) -> str:
 
 @dataclass(frozen=True)
 class Keyed:
-    """A run, the key that names it in every report, and its log file in the run directory."""
+    """A run, the key that names it in every report, its log file in the run directory, and
+    its scenario file as the reports name it."""
 
     key: str
     result: RunResult
     log_path: str
+    file: str
 
     @property
     def anchor(self) -> str:
@@ -82,9 +84,11 @@ def slug(text: str) -> str:
     return stem or "run"
 
 
-def keyed(results: list[RunResult], gateway: str) -> list[Keyed]:
+def keyed(results: list[RunResult], gateway: str, recorded: bool = False) -> list[Keyed]:
     """Key = scenario name, or gateway/name when the runs span gateways (the zoo); made unique.
-    Log paths are made unique on their own, case-blind (two keys may slug alike)."""
+    Log paths are made unique on their own, case-blind (two keys may slug alike). A scenario
+    file is named relative to the working folder when the run is recorded; a re-rendered run
+    (`recorded`) keeps the name it was recorded with, wherever `report` runs from."""
     mixed = any(r.gateway != gateway for r in results)
     seen: dict[str, int] = {}
     taken: set[str] = set()
@@ -99,7 +103,8 @@ def keyed(results: list[RunResult], gateway: str) -> list[Keyed]:
             n += 1
             path = f"logs/{stem}~{n}.jsonl"
         taken.add(path.casefold())
-        out.append(Keyed(key, result, path))
+        source = result.scenario.source
+        out.append(Keyed(key, result, path, source if recorded else display_path(source)))
     return out
 
 
@@ -151,7 +156,7 @@ def save(directory: Path, runs: list[Keyed], gateway: str, unloaded: list[Unload
             "records": text.count("\n"),
             "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
             "gateway": run.result.gateway,
-            "file": display_path(scenario.source),
+            "file": run.file,
             "header": scenario.header,
             "expected": expected_failures(run.result),
         })

@@ -8,7 +8,7 @@ from typing import Any
 from conformance.suite import outcome
 from conformance.verdict import CHECK_IDS
 from reports.coverage import Coverage
-from reports.rundir import Keyed, Unloaded, canonical_json, display_path
+from reports.rundir import Keyed, Unloaded, canonical_json
 
 SCHEMA = 1
 
@@ -21,7 +21,7 @@ def document(runs: list[Keyed], gateway: str, cover: Coverage, unloaded: list[Un
             "key": run.key,
             "name": result.scenario.name,
             "gateway": result.gateway,
-            "file": display_path(result.scenario.source),
+            "file": run.file,
             "seed": result.scenario.seed,
             "log": run.log_path,
             "outcome": outcome(result),

@@ -270,3 +270,19 @@ def test_a_file_that_did_not_load_is_in_every_report(tmp_path, capsys):
     assert main(["report", str(out)]) == 1  # re-rendered from the logs, the file is still reported
     assert capsys.readouterr().out.splitlines()[-1] == "1 scenarios, 1 passed, 0 failed, 1 file not loaded"
     assert {p: p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()} == before
+
+
+def test_rerendering_from_another_folder_keeps_the_recorded_file_names(tmp_path, monkeypatch):
+    outside, inside = tmp_path / "elsewhere", tmp_path / "project"
+    outside.mkdir()
+    (inside / "scenarios").mkdir(parents=True)
+    source = inside / "scenarios" / "one.yaml"
+    source.write_text(next((Path(__file__).parents[1] / "conformance" / "catalog").glob("01-*.yaml")).read_text())
+    monkeypatch.chdir(outside)  # the run names the file by its absolute path: it is not under here
+    assert main(["run", str(source), "--report", str(tmp_path / "r")]) == 0
+    before = {p.relative_to(tmp_path / "r"): p.read_bytes() for p in sorted((tmp_path / "r").rglob("*")) if p.is_file()}
+    assert str(source) in json.loads(before[Path("summary.json")])["scenarios"][0]["file"]
+    monkeypatch.chdir(inside)  # from here the same file would read scenarios/one.yaml
+    assert main(["report", str(tmp_path / "r")]) == 0
+    after = {p.relative_to(tmp_path / "r"): p.read_bytes() for p in sorted((tmp_path / "r").rglob("*")) if p.is_file()}
+    assert after == before
