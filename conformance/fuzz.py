@@ -318,7 +318,10 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
                    f"{broken} seeds errored or timed out" if broken else ""]
         lines.insert(0, "; ".join([f"failing seeds by check: {counts or 'none'}", *filter(None, not_run)]))
         Path(args.out).mkdir(parents=True, exist_ok=True)
-        Path(args.out, "summary.txt").write_text("\n".join([f"gateway {args.gateway}, seeds {args.seeds}", *lines]) + "\n")
+        # Shards may share --out: each keeps its own counts.
+        name, scope = ("summary.txt", "") if not args.shard else (f"summary-shard-{args.shard.replace('/', '-of-')}.txt",
+                                                                   f", shard {args.shard}")
+        Path(args.out, name).write_text("\n".join([f"gateway {args.gateway}, seeds {args.seeds}{scope}", *lines]) + "\n")
     print("\n".join(lines))
     if interrupted is not None:
         return 143 if interrupted.args and interrupted.args[0] == signal.SIGTERM else 130

@@ -103,6 +103,11 @@ def test_shards_cover_the_serial_run(capsys: pytest.CaptureFixture[str], tmp_pat
     assert first | second == serial and not first & second
     assert first_out.strip().splitlines()[-1].startswith("3 scenarios")  # seeds 0, 2, 4
     assert second_out.strip().splitlines()[-1].startswith("2 scenarios")  # seeds 1, 3
+    assert first and second  # both shards fail somewhere, and both wrote into the same --out
+    for shard_id, output in (("1/2", first_out), ("2/2", second_out)):
+        lines = (tmp_path / "out" / f"summary-shard-{shard_id.replace('/', '-of-')}.txt").read_text().splitlines()
+        assert lines[0] == f"gateway {VARIANT}, seeds 0:5, shard {shard_id}"
+        assert lines[-1] == output.strip().splitlines()[-1]
 
 
 def test_workers_do_not_change_verdicts(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
