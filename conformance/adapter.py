@@ -77,16 +77,20 @@ class RemoteGatewayError(Exception):
 
 
 class Scheduler:
-    """Virtual-time timers for the gateway's background work."""
+    """Virtual-time timers for the gateway's background work. `guard(what, callback, *args)`
+    runs each callback when its time comes (the runner's: what a callback raises is the
+    gateway's error at that step, never a crash of the run)."""
 
-    def __init__(self, engine: Engine) -> None:
-        self._engine = engine
+    def __init__(self, engine: Engine, guard: Callable[..., Any] | None = None) -> None:
+        self._engine, self._guard = engine, guard
 
     def now(self) -> int:
         return self._engine.now
 
     def call_at(self, when: int, callback: Callable[..., Any], *args: Any) -> Timer:
-        return self._engine.timer(when, callback, *args)
+        if self._guard is None:
+            return self._engine.timer(when, callback, *args)
+        return self._engine.timer(when, self._guard, "timer", callback, *args)
 
 
 class FakeLLM:

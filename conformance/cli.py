@@ -156,7 +156,8 @@ def _scenario_line(result: RunResult) -> list[str]:
     lines = [f"{word:<5} {result.scenario.name}"]
     if result.failure is not None:
         lines.append(f"      {result.failure.describe()}")
-        frames = result.failure.traceback[:-1]  # the last line repeats the message
+        # The last line repeats the message; a stack from another language may say "at" itself.
+        frames = [f.strip().removeprefix("at ").strip() for f in result.failure.traceback[:-1]]
         if frames:
             lines.append(f"      at {' > '.join(frames)}")
         return lines

@@ -125,7 +125,7 @@ class Run:
         self.llm = FakeLLM(self.log, self.engine, scenario.config.turn_latency, self._deliver_reply)
         self.harness = Harness(
             clock=self.clock,
-            scheduler=Scheduler(self.engine),
+            scheduler=Scheduler(self.engine, self._call),
             llm=self.llm,
             platform=Platform(self.log),
             recorder=RecordingProvider(self.log, backends["recorder"]),

@@ -296,3 +296,62 @@ def test_a_factory_that_fails_after_the_first_scenario_errors_that_scenario_and_
     assert out[2] == ("      gateway error at (profile): FactoryFailed: gateway 'sg_flaky_factory:make': "
                       "its factory raised RuntimeError: out of file handles")
     assert json.loads((tmp_path / "r" / "summary.json").read_text())["totals"]["error"] == 1
+
+
+TIMER_CHILD = '''
+import json, sys
+def send(message):
+    sys.stdout.write(json.dumps(message) + "\\n")
+    sys.stdout.flush()
+VALUES = {"hello": {"version": 1}, "durable_state": {"sessions": [], "routing": []}, "resources": {"cached": [], "running": 0},
+          "profile": {"finalization": "lazy", "latency": 0, "crash_durable": False, "sweep_interval": 0}}
+for line in sys.stdin:
+    request = json.loads(line)
+    op = request["op"]
+    if op == "start":
+        send({"call": "scheduler.call_at", "args": {"when": request["now"] + 1000}})
+        sys.stdin.readline()
+    if op == "fire_timer":
+        send({"fail": {"message": "boom in fire_timer", "traceback": ["    at fire_timer (gw.js:7:3)", "boom in fire_timer"]}})
+        continue
+    send({"done": True, "value": VALUES.get(op)})
+'''
+
+
+TIMER_MODULE = '''
+from reference_impl import ReferenceGateway
+
+
+class TimerRaises(ReferenceGateway):
+    """Schedules a timer that raises a second after start."""
+
+    def start(self, config, harness):
+        super().start(config, harness)
+        harness.scheduler.call_at(harness.scheduler.now() + 1000, self.boom)
+
+    def boom(self):
+        raise RuntimeError("boom in a timer")
+'''
+
+
+@pytest.mark.parametrize("how", ["in-process", "isolated", "exec"])
+def test_a_timer_callback_that_raises_is_an_error_at_its_step_and_the_run_goes_on(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+    (tmp_path / "sg_timer_raises.py").write_text(TIMER_MODULE, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))  # in process, and below for the isolated child
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
+    if how == "exec":
+        script = tmp_path / "child.py"
+        script.write_text(TIMER_CHILD, encoding="utf-8")
+        gateway, message = f"exec:{sys.executable} {script}", "boom in fire_timer"
+    else:
+        gateway, message = "sg_timer_raises:TimerRaises", "RuntimeError: boom in a timer"
+    args = ["run", str(FIRST), str(SECOND), "--gateway", gateway, "--report", str(tmp_path / "r")]
+    code = main([*args, "--isolate"] if how == "isolated" else args)
+    out = capsys.readouterr().out.splitlines()
+    assert code == 1
+    assert out[0] == f"error {FIRST.stem}" and out[1] == f"      gateway error at step 1 (timer): {message}"
+    assert out[-1] == "2 scenarios, 0 passed, 2 failed"
+    assert (tmp_path / "r" / "junit.xml").exists()
+    if how == "exec":  # a stack from another language is shown without its own "at"
+        assert out[2] == "      at fire_timer (gw.js:7:3)"
