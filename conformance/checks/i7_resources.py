@@ -1,7 +1,9 @@
 """I7 bounded resources: never more idle agents cached than the cap; an agent of a `none`
-session is still reaped after the idle TTL (plus one sweep interval); nothing runs after
-a shutdown (any SIGTERM, until the next restart; no thread the gateway started outlives
-the final one)."""
+session is still reaped after the idle TTL (plus one sweep interval), idle since its last
+turn or since it entered the cache, whichever is later (a gateway may load an agent without
+a turn, as at a `/resume`: the resumed life's idle clock starts there); nothing runs after a
+shutdown (any SIGTERM, until the next restart; no thread the gateway started outlives the
+final one)."""
 
 from __future__ import annotations
 
@@ -17,18 +19,20 @@ from sim.clock import format_duration
 def check(m: RunModel) -> Verdict:
     indexes = m.by_kind.get("resources", [])
     after_stops = _held_at(m, indexes)
-    over, stretches, held = _replay(m, indexes, set(after_stops.values()))
-    violations = over + _not_reaped(m, stretches) + _left_running(m, after_stops, held)
+    over, stretches, held, loads = _replay(m, indexes, set(after_stops.values()))
+    violations = over + _not_reaped(m, stretches, loads) + _left_running(m, after_stops, held)
     return Verdict("I7", "fail" if violations else "pass", tuple(violations), examined=len(indexes))
 
 
 _Stretch = tuple[str, int, int, int, bool]  # (session, sample index it began, from, until, left the cache)
 
 
-def _replay(m: RunModel, indexes: Sequence[int], wanted: set[int]) -> tuple[list[Violation], list[_Stretch], dict[int, Resources]]:
+def _replay(m: RunModel, indexes: Sequence[int], wanted: set[int]
+            ) -> tuple[list[Violation], list[_Stretch], dict[int, Resources], dict[str, list[int]]]:
     """One pass over the resources samples (records are deltas, `CacheReplay`): the first
-    sample over the cap; each stretch an agent of a `none` session sat idle in the cache; and
-    what the gateway held at the samples `_left_running` reads."""
+    sample over the cap; each stretch an agent of a `none` session sat idle in the cache;
+    what the gateway held at the samples `_left_running` reads; and when each watched
+    session's agent entered the cache."""
     cap = m.config.cache_cap
     chat_of = {t.session: t.chat for t in m.turns.values() if t.session}
     # Only agents of `none` sessions are held to the TTL: follow no other.
@@ -37,6 +41,8 @@ def _replay(m: RunModel, indexes: Sequence[int], wanted: set[int]) -> tuple[list
     held: dict[int, Resources] = {}
     since: dict[str, tuple[int, int]] = {}  # session -> (index, t) of the sample it became idle-cached
     stretches: list[_Stretch] = []
+    present: set[str] = set()  # watched sessions whose agent is in the cache
+    loads: dict[str, list[int]] = {}  # session -> times its agent entered the cache
     replay = CacheReplay()
     t = 0
     for index, r in m.of("resources"):
@@ -53,6 +59,12 @@ def _replay(m: RunModel, indexes: Sequence[int], wanted: set[int]) -> tuple[list
         changed = sorted(touched & watched)
         cached = replay.cached
         for sid in changed:
+            if sid in cached and sid not in present:
+                present.add(sid)
+                loads.setdefault(sid, []).append(t)
+            elif sid not in cached:
+                present.discard(sid)
+        for sid in changed:
             if sid in since and cached.get(sid, True):
                 start_index, start = since.pop(sid)
                 stretches.append((sid, start_index, start, t, True))
@@ -60,10 +72,10 @@ def _replay(m: RunModel, indexes: Sequence[int], wanted: set[int]) -> tuple[list
             if sid not in since and cached.get(sid, True) is False:
                 since[sid] = (index, t)
     stretches += [(sid, i, start, t, False) for sid, (i, start) in sorted(since.items())]
-    return over, stretches, held
+    return over, stretches, held, loads
 
 
-def _not_reaped(m: RunModel, stretches: list[_Stretch]) -> list[Violation]:
+def _not_reaped(m: RunModel, stretches: list[_Stretch], loads: dict[str, list[int]]) -> list[Violation]:
     """Each stretch an agent of a `none` session sat idle in the cache, against the TTL."""
     if not stretches:
         return []
@@ -84,12 +96,17 @@ def _not_reaped(m: RunModel, stretches: list[_Stretch]) -> list[Violation]:
         times = activity.get(sid, [])
         k = bisect_right(times, start)  # its last turn activity before it went idle
         last = times[k - 1] if k else start
-        if until - last > ttl + slack:
+        entries = loads.get(sid, [])
+        j = bisect_right(entries, start)  # and when it last entered the cache
+        loaded = entries[j - 1] if j and entries[j - 1] > last else None
+        idle = loaded if loaded is not None else last
+        if until - idle > ttl + slack:
             reported.add(sid)
             how = f"stayed cached until {m.at(until)}" if left else f"was still cached at {m.at(until)}"
             out.append(Violation(
-                f"the agent of session {sid} (reset policy none) {how}, idle since {m.at(last)} "
-                f"(idle TTL {format_duration(ttl)}, sweep every {format_duration(slack)}: due out by {m.at(last + ttl + slack)})",
+                f"the agent of session {sid} (reset policy none) {how}, idle since {m.at(idle)}"
+                f"{' (when it entered the cache)' if loaded is not None else ''} "
+                f"(idle TTL {format_duration(ttl)}, sweep every {format_duration(slack)}: due out by {m.at(idle + ttl + slack)})",
                 (index,), until, sid))
     return out
 

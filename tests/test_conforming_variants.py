@@ -1,0 +1,57 @@
+"""Gateways that behave otherwise than the reference, within the contract, pass every check.
+
+Each was found by an audit that wrote conforming variants to look for false alarms; each
+failed a check before the check was fixed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from conformance.runner import run_scenario
+from reference_impl import ReferenceGateway
+from reference_impl.variants.eviction import IdleSweepNeverReapsNone
+from sim.loader import load_text
+
+RESUME_AFTER_THE_TTL = """
+name: resume-loads-the-agent
+zone: UTC
+start: '2026-03-29T14:00:32'
+config:
+  reset: {mode: none}
+  idle_ttl: 1h
+  watcher_interval: 5m
+chats:
+  alice: {platform: telegram, chat_type: dm}
+events:
+- {message: alice}
+- {command: /new, chat: alice, after: 1m}
+- {message: alice, after: 1m}
+- {command: /resume, chat: alice, after: 5m5s}
+"""
+
+
+class ResumeLoadsTheAgent(ReferenceGateway):
+    """`/resume` loads the resumed session's agent into the cache at once (the idle TTL then
+    reaps it as usual): its idle clock starts at the resume, not at its last turn."""
+
+    def resume_previous(self, route: Any) -> None:
+        before = route.session_id
+        super().resume_previous(route)
+        if route.session_id and route.session_id != before and not self.cache.get(route.session_id):
+            self.load_agent(route.session_id, route.chat, route.chat_key)
+            self.enforce_cap()
+
+
+class ResumeLoadsAndKeeps(ResumeLoadsTheAgent, IdleSweepNeverReapsNone):
+    """The same, with the idle sweep that never reaps a `none` session's agent (the zoo's bug)."""
+
+
+def test_an_agent_loaded_at_a_resume_is_idle_from_then() -> None:
+    result = run_scenario(load_text(RESUME_AFTER_THE_TTL), ResumeLoadsTheAgent(), "resume-loads-the-agent")
+    assert [v.summary for v in result.verdicts.values() if v.status != "pass"] == []
+
+
+def test_an_agent_loaded_at_a_resume_is_still_owed_its_reaping() -> None:
+    result = run_scenario(load_text(RESUME_AFTER_THE_TTL), ResumeLoadsAndKeeps(), "resume-loads-and-keeps")
+    assert result.verdicts["I7"].status == "fail"
+    assert "(when it entered the cache)" in result.verdicts["I7"].violations[0].message
