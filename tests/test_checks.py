@@ -220,6 +220,15 @@ def test_i3_every_backend_ingests_every_turn() -> None:
     ]
 
 
+def test_i3_a_turn_ingested_under_another_session_is_named_and_not_counted() -> None:
+    records = log("new")  # hindsight ships s1's t1 at its /new end (09:01)
+    shipped = find(records, "ingest", turn="t1", backend="hindsight")
+    assert messages(edit(records, shipped, session="s2"), "I3") == [
+        "backend 'hindsight' ingested t1 of s1 under session s2 at 09:01",
+        "backend 'hindsight' never ingested [t1] (session s1, acknowledged 09:00:02)",
+    ]
+
+
 def test_i3_batched_turns_flushed_at_end_eviction_and_sigterm() -> None:
     records = log("idle")  # hindsight ships every 3rd turn: s2's t3 at its end, s1's t1, t2 at eviction
     assert messages(drop(records, find(records, "ingest", turn="t3", backend="hindsight")), "I3") == [

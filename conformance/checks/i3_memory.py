@@ -5,6 +5,10 @@ including what a batching provider still buffered at a session end, an eviction 
 Buffered turns are owed at the boundary itself, not merely eventually: a session's turns
 must reach every backend by its on_session_end, and every turn by a graceful SIGTERM,
 unless that backend was failing at that moment.
+
+A turn is ingested under its own session: one shipped under another session's id is in
+the wrong session's memory (the cross-session hazard of the batching provider in the
+seeds), so it does not count as reaching the backend, and it is named.
 """
 
 from __future__ import annotations
@@ -17,11 +21,20 @@ from conformance.verdict import Verdict, Violation
 def check(m: RunModel) -> Verdict:
     backends = ["recorder", *(p.name for p in m.config.providers)]
     ingested: dict[str, set[str]] = {b: set() for b in backends}
-    for _index, r in m.of("ingest"):
-        ingested.setdefault(r.d("backend"), set()).update(r.turns)
+    foreign: list[Violation] = []
+    for index, r in m.of("ingest"):
+        mine = ingested.setdefault(r.d("backend"), set())
+        for turn_id in r.turns:
+            turn = m.turns.get(turn_id)
+            if turn is None or turn.session is None or turn.session == r.session:
+                mine.add(turn_id)
+            elif len(foreign) < 20:
+                foreign.append(Violation(
+                    f"backend '{r.d('backend')}' ingested {turn_id} of {turn.session} under session {r.session} "
+                    f"at {m.at(r.t)}", (index,), r.t, turn.session, (turn_id,)))
     crashes = [i for i, _ in m.of("crash")]
     excused_before = crashes[-1] if crashes and not m.profile.get("crash_durable", True) else -1
-    violations: list[Violation] = []
+    violations: list[Violation] = foreign  # the cause first: what went under the wrong session
     examined = 0
     turns = sorted((t for t in m.turns.values() if t.acked and not t.delegate), key=lambda t: t.reply_index)
     for backend in backends:
