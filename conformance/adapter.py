@@ -158,8 +158,10 @@ class RecordingProvider:
         self._backend.ingest(session, [user, assistant])
 
     def on_session_end(self, session: str, transcript: Sequence[tuple[str, str]]) -> None:
+        """`turns`: the turns whose user message it carries; `replies`: those whose reply it carries."""
         turns = [turn for role, content in transcript if role == "user" and (turn := first_turn(content))]
-        self._log.add("on_session_end", session=session, turns=turns, messages=len(transcript))
+        replies = [turn for role, content in transcript if role == "assistant" and (turn := first_turn(content))]
+        self._log.add("on_session_end", session=session, turns=turns, messages=len(transcript), replies=replies)
 
     def on_session_switch(self, old: str | None, new: str) -> None:
         self._log.add("on_session_switch", session=new, previous=old)

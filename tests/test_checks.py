@@ -150,6 +150,18 @@ def test_i1_transcript_full_and_in_order() -> None:
     ]
 
 
+def test_i1_transcript_carries_each_turns_reply() -> None:
+    records = log("idle")
+    end = find(records, "on_session_end", session="s1")
+    assert records[end].d("replies") == ["t1", "t2"]
+    assert messages(edit(records, end, detail={"replies": ["t1"]}), "I1") == [
+        "on_session_end for s1 carried [t1, t2] without the reply of [t2]: a turn is the user's message and its reply"
+    ]
+    old = dict(records[end].detail)
+    del old["replies"]  # a log from before replies were recorded: not judged on them
+    assert messages([r._replace(detail=old) if i == end else r for i, r in enumerate(records)], "I1") == []
+
+
 def test_i1_one_finalize_after_the_end() -> None:
     records = log("new")
     fin, end = find(records, "on_session_finalize", session="s1"), find(records, "on_session_end", session="s1")

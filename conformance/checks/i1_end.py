@@ -147,17 +147,33 @@ def _next_request(seg: Segment, segments: list[Segment]) -> int:
     return following.turns[0].request_index if following is not None else NEVER
 
 
+def _replies(m: RunModel, session: str, index: int, end: Obs, carried: list[str]) -> list[Violation]:
+    """A turn is the user's message and the reply to it: the end carries the reply of each
+    acknowledged turn it carries (logs from before replies were recorded are not judged)."""
+    replies = end.detail.get("replies")
+    if replies is None:
+        return []
+    replied = set(replies)
+    missing = [t for t in carried if t not in replied and m.turns[t].reply_index < index]
+    if not missing:
+        return []
+    return [Violation(
+        f"on_session_end for {session} carried {turn_list(carried)} without the "
+        f"{'reply' if len(missing) == 1 else 'replies'} of {turn_list(missing)}: a turn is the user's "
+        f"message and its reply", (index,), end.t, session, tuple(missing))]
+
+
 def _transcript(m: RunModel, session: str, index: int, end: Obs) -> list[Violation]:
     """The end carries the session's acknowledged turns, in order, once (what a deletion
     destroyed for good may be missing)."""
     full = [t.id for t in m.acked_in(session, before=index)]
     carried = [t for t in end.turns if t in m.turns and m.turns[t].acked]
     if carried == full:
-        return []
+        return _replies(m, session, index, end, carried)
     lost = lost_before(m, session, index)
     after_loss = [t.id for t in m.acked_in(session, before=index) if t.reply_index > lost]
     if carried == after_loss:
-        return []
+        return _replies(m, session, index, end, carried)
     expected = full if any(t not in after_loss for t in carried if t in full) else after_loss
     problems = []
     if missing := [t for t in expected if t not in carried]:
