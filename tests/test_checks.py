@@ -333,3 +333,18 @@ def test_i4_replied_twice() -> None:
     records = log("new")
     reply = find(records, "reply", turn="t1")
     assert messages(insert(records, reply + 1, records[reply]), "I4") == ["turn t1 was replied to 2 times: at 09:00:02 and 09:00:02"]
+
+
+def test_i1_a_resumed_life_is_idle_from_the_resume() -> None:
+    from conformance.runner import run_scenario
+    from reference_impl import ReferenceGateway
+    from sim.loader import load_text
+
+    text = ("name: resumed-then-idle\nstart: 2026-03-02T09:00\nconfig: {reset: {mode: idle, idle_minutes: 30}}\n"
+            "chats:\n  alice: {}\nevents:\n  - message: alice\n  - command: /new\n    chat: alice\n    at: '09:05'\n"
+            "  - message: alice\n    at: '09:06'\n  - command: /resume\n    chat: alice\n    at: '09:10'\n  - advance: 40m\n")
+    records = run_scenario(load_text(text), ReferenceGateway(), "reference").records
+    resumed_end = [i for i, r in enumerate(records) if r.kind == "on_session_end" and r.session == "s1"][-1]
+    assert messages(drop(records, resumed_end), "I1")[0] == (
+        "session s1 reached its idle boundary at 09:40 (idle 30m after the /resume at 09:10) but got no "
+        "on_session_end (owed by 09:45: eager finalization within 5m)")

@@ -58,7 +58,10 @@ def boundary_words(m: RunModel, seg: Segment) -> str:
     if seg.reason == "switch":
         return "/resume left it"
     if seg.reason == "idle":
-        return f"idle {format_duration(policy.idle_minutes * MINUTE)} after the last user message at {m.at(seg.last_user)}"
+        # A resumed life's idle clock starts at the /resume; say so when no message came since.
+        since = ("the /resume" if seg.resumes is not None and not any(t.arrival == seg.last_user for t in seg.turns)
+                 else "the last user message")
+        return f"idle {format_duration(policy.idle_minutes * MINUTE)} after {since} at {m.at(seg.last_user)}"
     if seg.reason == "daily":
         extra = f", after {policy.daily_min_idle_minutes}m quiet" if policy.daily_min_idle_minutes else ""
         return f"daily at {policy.at_hour:02d}:00 {m.zone.key}{extra}; session began {m.at(seg.anchor)}"
