@@ -12,24 +12,14 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
+from test_cli import cli
 
-from conformance.cli import main
 from conformance.suite import catalog_paths
 from sim.document import ScenarioError
 from sim.loader import load_text
 
 ROOT = Path(__file__).resolve().parent.parent
 C = catalog_paths()[0]  # 01-idle-expiry-end-and-finalize.yaml
-
-
-def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    """Exit code, stdout, stderr of `sessiongate ARGS`, in this process."""
-    try:
-        code = main(list(args))
-    except SystemExit as stop:  # argparse's own errors
-        code = int(stop.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def assert_usage_error(code: int, out: str, err: str, message: str) -> None:
