@@ -1,0 +1,75 @@
+"""The example gateway (examples/minimal_gateway.py) gets exactly the catalog results that
+docs/gateway-authors.md states, with no error or timeout, so the doc cannot go stale; and the
+command its docstring gives works."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from types import ModuleType
+
+from conformance.cli import _scenario_line, summary_line
+from conformance.runner import RunResult, run_scenario
+from conformance.suite import catalog_paths, outcome
+from sim.loader import load_file
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "minimal_gateway.py"
+DOC = ROOT / "docs" / "gateway-authors.md"
+COMMAND = "$ PYTHONPATH=examples sessiongate run --gateway minimal_gateway:make -q"
+
+
+def _example() -> ModuleType:
+    name = "sessiongate_example_minimal_gateway"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, EXAMPLE)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses look their module up while the class is built
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+def _catalog() -> list[RunResult]:
+    make = _example().make
+    return [run_scenario(load_file(path), make(), "minimal_gateway:make") for path in catalog_paths()]
+
+
+def _documented_block() -> list[str]:
+    """The lines of the doc's fenced block that starts with COMMAND (the `run -q` output)."""
+    lines = DOC.read_text(encoding="utf-8").splitlines()
+    start = lines.index(COMMAND) + 1
+    return lines[start:lines.index("```", start)]
+
+
+def test_catalog_results_are_the_documented_ones() -> None:
+    results = _catalog()
+    assert [r.failure for r in results if r.failure is not None] == []  # no error, no timeout
+    quiet = [line for r in results if outcome(r) not in ("pass", "xfail") for line in _scenario_line(r)]
+    assert _documented_block() == [*quiet, summary_line(results)]
+
+
+def test_skipped_events_are_the_documented_ones() -> None:
+    skipped: Counter[tuple[str, str]] = Counter()
+    for result in _catalog():
+        for record in result.records:
+            if record.kind == "skipped":
+                skipped[(result.scenario.name, record.d("event"))] += 1
+    text = DOC.read_text(encoding="utf-8")
+    line = next(line for line in text.split("\n\n") if line.startswith("Skipped as unsupported in the catalog:"))
+    documented = {(name, kind): int(count) for name, count, kind in re.findall(r"`([\w-]+)` × (\d+) `(\w+)`", line)}
+    assert documented == dict(skipped)
+
+
+def test_the_docstring_command_runs_it_unregistered() -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "examples"), str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    scenario = ROOT / "conformance" / "catalog" / "01-idle-expiry-end-and-finalize.yaml"
+    done = subprocess.run([sys.executable, "-m", "conformance.cli", "run", str(scenario), "--gateway", "minimal_gateway:make"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1] == "1 scenarios, 1 passed, 0 failed"
