@@ -25,8 +25,8 @@ from typing import Any, NoReturn
 
 from conformance.registry import UnknownGateway, resolve
 from conformance.runner import DEFAULT_BUDGET, RunResult, run_scenario
-from conformance.suite import Expectations, catalog_paths, load_all, outcome, run_all, scenario_paths
-from conformance.verdict import CHECK_IDS, GatewayFailure
+from conformance.suite import XPASS_PREFIX, Expectations, catalog_paths, load_all, outcome, run_all, scenario_paths
+from conformance.verdict import CHECK_IDS, GatewayFailure, Verdict
 from sim.document import ScenarioError
 from sim.scenario import Scenario
 
@@ -137,7 +137,8 @@ def _check_writable_names(scenarios: list[Scenario]) -> None:
                              "--report cannot write it") from None
 
 
-def _expectations(gateway: str, explicit: str | None) -> Expectations:
+def load_expectations(gateway: str, explicit: str | None) -> Expectations:
+    """The expectations file for `gateway` (`explicit` if given), or a UsageError saying why it cannot be read."""
     try:
         return Expectations.for_gateway(gateway, explicit)
     except IsADirectoryError:
@@ -151,9 +152,24 @@ def _expectations(gateway: str, explicit: str | None) -> Expectations:
 # -- run ------------------------------------------------------------------------------
 
 
-def _scenario_line(result: RunResult) -> list[str]:
+def skipped_note(result: RunResult) -> str:
+    """A scenario can pass with its key event skipped as unsupported: say so on its line, not only in
+    `replay`. (Events skipped because the gateway was down, or already up, are the scenario's own.)"""
+    unsupported = result.profile.unsupported
+    if not unsupported:
+        return ""
+    kinds = [r.d("event") for r in result.records if r.kind == "skipped" and r.d("event") in unsupported]
+    if not kinds:
+        return ""
+    names = ", ".join(dict.fromkeys(kinds))
+    return f" ({len(kinds)} event{'s' if len(kinds) != 1 else ''} skipped as unsupported: {names})"
+
+
+def _scenario_line(result: RunResult, *, every_violation: bool = False, expectations: str = "") -> list[str]:
+    """A scenario's outcome and, below it, why. `every_violation` lists each violation (replay);
+    otherwise the first, and how many more (run). `expectations` names the file behind an xpass."""
     word = outcome(result)
-    lines = [f"{word:<5} {result.scenario.name}"]
+    lines = [f"{word:<5} {result.scenario.name}{skipped_note(result)}"]
     if result.failure is not None:
         lines.append(f"      {result.failure.describe()}")
         # The last line repeats the message; a stack from another language may say "at" itself.
@@ -162,9 +178,32 @@ def _scenario_line(result: RunResult) -> list[str]:
             lines.append(f"      at {' > '.join(frames)}")
         return lines
     for check, verdict in result.verdicts.items():
-        if verdict.status in ("fail", "xpass"):
+        if verdict.status == "xpass":
+            lines.append(f"      {check} {unexpected_pass(verdict, expectations)}")
+        elif verdict.status != "fail":
+            continue
+        elif every_violation and verdict.violations:
+            lines += [f"      {check} {violation.message}" for violation in verdict.violations]
+        elif len(verdict.violations) > 1:
+            more = len(verdict.violations) - 1
+            lines.append(f"      {check} {verdict.violations[0].message} (+{more} more: replay or --report lists all)")
+        else:
             lines.append(f"      {check} {verdict.summary}")
     return lines
+
+
+def unexpected_pass(verdict: Verdict, expectations: str = "") -> str:
+    """An xpass in words: the check passed, and the file that says it fails is the one to edit."""
+    where = _shown_path(expectations) if expectations else "the expectations file"
+    return f"passed, but {where} says it fails: {verdict.reason.removeprefix(XPASS_PREFIX)}"
+
+
+def _shown_path(path: str) -> str:
+    """`path` relative to the working directory when it is under it: short, and still exact."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return path
 
 
 def _table(results: list[RunResult]) -> list[str]:
@@ -252,7 +291,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     paths = scenario_paths(args.paths) if args.paths else catalog_paths()
     if not paths:
         raise no_scenarios(args.paths)
-    expectations = _expectations(args.gateway, args.expectations)
+    expectations = load_expectations(args.gateway, args.expectations)
     scenarios, errors = load_all(paths)
     for error in errors:
         print(f"error {error}", file=sys.stderr)
@@ -267,7 +306,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 check_determinism(result, again)
             results.append(result)
             if not args.quiet or outcome(result) not in ("pass", "xfail"):
-                print("\n".join(_scenario_line(result)), flush=True)
+                print("\n".join(_scenario_line(result, expectations=expectations.source)), flush=True)
     except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM: keep what finished
         _write_report(results, args.report, args.gateway, errors)
         print(summary_line(results, len(errors)) + " (interrupted)")
@@ -317,7 +356,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         sys.stdout.write(result.log_text())
         return 0
     print("\n".join(timeline(result)))
-    print("\n".join(_scenario_line(result)))
+    print("\n".join(_scenario_line(result, every_violation=True)))
     return 0 if outcome(result) in ("pass", "xfail") else 1
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import resource
 import selectors
 import shlex
@@ -47,6 +48,14 @@ DEFAULT_STEP_TIMEOUT = 10.0
 STARTUP_TIMEOUT = 30.0  # for `hello`: starting an interpreter on a loaded machine is not a gateway step
 MAX_LINE = 64 * 1024 * 1024  # a longer line is a protocol error, not a parent out of memory
 EXCERPT = 120  # bytes of a bad line quoted in an error
+HANDSHAKE = "start-up handshake"  # prefixes an error in `hello`, which the runner attributes to its first call
+STDERR_SCAN = 64 * 1024  # bytes at the end of a dead child's stderr searched for what to quote
+STDERR_LINES = 3  # lines quoted when none looks like an error
+STDERR_QUOTE = 300  # characters of stderr quoted at most
+# An error line in any language: Python's and Node's `ValueError: …`, Java's `…Exception`, Go's `panic:`,
+# Rust's `panicked at`, `error:` and `fatal:` from anything. Stack frames name functions, not errors.
+ERROR_LINE = re.compile(r"\w*(?:Error|Exception)\b|(?i:\b(?:error|fatal|panic|panicked)\b)")
+FRAME_STARTS = ("at ", 'File "')
 
 _in_a_child = False  # set by `as_child()` in the Python child end (exec_server)
 
@@ -63,6 +72,11 @@ def as_child() -> None:
 def _excerpt(data: bytes) -> str:
     """The start of what the child printed, for an error message: enough to recognise, never megabytes."""
     return repr(data[:EXCERPT]) + ("…" if len(data) > EXCERPT else "")
+
+
+def _clip(text: str) -> str:
+    """At most STDERR_QUOTE characters of `text`, for a one-line error message."""
+    return text if len(text) <= STDERR_QUOTE else text[: STDERR_QUOTE - 1] + "…"
 
 
 def _end_process(proc: subprocess.Popen[bytes], group: bool, owner: int) -> None:
@@ -116,10 +130,18 @@ class ExecGateway:
         except OSError as err:
             raise RemoteGatewayError(f"cannot start {shlex.join(self.argv)}: {err.strerror}") from None
         self._ender = weakref.finalize(self, _end_process, self.proc, group, os.getpid())
-        hello = self._request("hello", wait=max(self.step_timeout, STARTUP_TIMEOUT), version=VERSION)
+        # `hello` goes out inside the first call the runner makes (profile, or start): say that it was
+        # the start-up that failed, or the user reads it as a fault of that step.
+        try:
+            hello = self._request("hello", wait=max(self.step_timeout, STARTUP_TIMEOUT), version=VERSION)
+        except GatewayTimeout as err:
+            raise GatewayTimeout(f"{HANDSHAKE}: {err}") from None
+        except RemoteGatewayError as err:
+            raise RemoteGatewayError(f"{HANDSHAKE}: {err}", err.traceback) from None
         if not isinstance(hello, dict) or hello.get("version") != VERSION:
             self.kill()
-            raise RemoteGatewayError(f"{shlex.join(self.argv)} does not speak protocol version {VERSION}: {hello!r}")
+            raise RemoteGatewayError(f"{HANDSHAKE}: {shlex.join(self.argv)} does not speak protocol version {VERSION}: "
+                                     f"it answered hello with {_clip(repr(hello))}")
 
     def close(self) -> None:
         """End of a scenario: kill the child, or with `reuse` ready a healthy one for the next."""
@@ -144,9 +166,13 @@ class ExecGateway:
         self.timers.clear()
 
     def _stderr_tail(self) -> str:
-        self._stderr.seek(0)
-        lines = self._stderr.read().decode("utf-8", "replace").strip().splitlines()
-        return lines[-1] if lines else ""
+        """What to quote of the child's stderr when it dies: its last error line (the last line is
+        often noise, like Node's version banner under the stack), else its last few lines."""
+        self._stderr.seek(0, os.SEEK_END)
+        self._stderr.seek(max(0, self._stderr.tell() - STDERR_SCAN))
+        lines = [line.strip() for line in self._stderr.read().decode("utf-8", "replace").splitlines() if line.strip()]
+        errors = [line for line in lines if ERROR_LINE.search(line) and not line.startswith(FRAME_STARTS)]
+        return _clip(errors[-1] if errors else " | ".join(lines[-STDERR_LINES:]))
 
     def _send(self, message: dict[str, Any]) -> None:
         assert self.proc is not None and self.proc.stdin is not None
@@ -159,7 +185,7 @@ class ExecGateway:
     def _died(self) -> RemoteGatewayError:
         """The child closed its stdout or its stdin: give it a step timeout to exit, end its group,
         say why. A line it printed that is not protocol is the cause, whichever way the race between
-        its exit and our write went; otherwise its exit status and last stderr line."""
+        its exit and our write went; otherwise its exit status and what its stderr says (`_stderr_tail`)."""
         assert self.proc is not None
         try:
             code = self.proc.wait(timeout=self.step_timeout)

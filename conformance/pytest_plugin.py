@@ -1,18 +1,30 @@
 """pytest plugin (entry point `pytest11`): conformance scenarios as pytest items.
 
     pytest --sessiongate-gateway NAME --sessiongate-seeds 0:500 [--no-sessiongate-catalog] -n auto
+    pytest --sessiongate-gateway NAME --sessiongate-scenarios myscen/ [--sessiongate-expectations FILE]
+    pytest myscen/mine.yaml --sessiongate-gateway NAME
 
 adds one item per catalog scenario and one per generated seed, so pytest-xdist, --junitxml,
 -k, --lf and friends work on them. A failing item shows each failing check's evidence.
+
+Your own scenarios, as `sessiongate run PATHS` takes them: `--sessiongate-scenarios PATH` (a
+file, or a folder's *.yaml, *.yml and *.json; repeatable), or a scenario file named as a pytest
+argument (a folder argument is left to pytest: `tests/` holds YAML that is not scenarios). With
+either, the catalog is left out unless `--sessiongate-catalog` is given. Expected failures come
+from `--sessiongate-expectations FILE` (as `run --expectations`), else the gateway's own file.
+
 Without a --sessiongate-* option it does nothing at all (every pytest run loads it).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+SUFFIXES = (".yaml", ".yml", ".json")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -20,14 +32,74 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--sessiongate-gateway", metavar="NAME", help="run conformance scenarios against this gateway")
     group.addoption("--sessiongate-seeds", metavar="A:B", help="also run the generated scenarios of seeds A <= seed < B")
     group.addoption("--sessiongate-profile", default="default", help="generation profile (default: default)")
-    group.addoption("--sessiongate-catalog", dest="sessiongate_catalog", action="store_true", default=True,
-                    help="include the built-in catalog (the default)")
+    group.addoption("--sessiongate-scenarios", metavar="PATH", action="append", default=[],
+                    help="also run these scenario files or folders (repeatable); leaves the catalog out")
+    group.addoption("--sessiongate-expectations", metavar="FILE",
+                    help="expected-failures file (default: conformance/expectations/<gateway>.txt)")
+    group.addoption("--sessiongate-catalog", dest="sessiongate_catalog", action="store_true", default=None,
+                    help="include the built-in catalog (the default without your own scenarios)")
     group.addoption("--no-sessiongate-catalog", dest="sessiongate_catalog", action="store_false",
                     help="leave the built-in catalog out")
 
 
 def _active(config: pytest.Config) -> bool:
-    return bool(config.getoption("sessiongate_gateway") or config.getoption("sessiongate_seeds"))
+    return any(config.getoption(name) for name in ("sessiongate_gateway", "sessiongate_seeds", "sessiongate_scenarios",
+                                                      "sessiongate_expectations"))
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The options, checked once: a bad one is a usage error before anything is collected."""
+
+    gateway: str
+    expectations: Any  # conformance.suite.Expectations (imported only when the plugin is active)
+    seeds: range
+    scenarios: tuple[Path, ...]  # from --sessiongate-scenarios
+    named: frozenset[Path]  # scenario files given as pytest arguments, resolved
+    catalog: bool
+
+
+SETTINGS = pytest.StashKey[Settings]()
+
+
+def _named_scenario_files(config: pytest.Config) -> frozenset[Path]:
+    """Arguments that are scenario files: pytest itself would answer 'not found' for them."""
+    here = config.invocation_params.dir
+    paths = (here / arg.split("::")[0] for arg in config.args)
+    return frozenset(p.resolve() for p in paths if p.suffix in SUFFIXES and p.is_file())
+
+
+def _settings(config: pytest.Config) -> Settings:
+    from conformance.cli import UsageError, check_gateway, load_expectations, no_scenarios
+    from conformance.fuzz import parse_seeds
+    from conformance.registry import UnknownGateway
+    from conformance.suite import scenario_paths
+    from sim.document import ScenarioError
+
+    gateway = config.getoption("sessiongate_gateway") or "reference"
+    raw: list[str] = config.getoption("sessiongate_scenarios")
+    try:
+        check_gateway(gateway)
+        seeds = config.getoption("sessiongate_seeds")
+        seed_range = parse_seeds(seeds) if seeds else range(0)
+        missing = [path for path in raw if not Path(path).exists()]
+        if missing:
+            raise UsageError(f"--sessiongate-scenarios {missing[0]}: no such file or directory")
+        scenarios = tuple(scenario_paths(raw))
+        if raw and not scenarios:
+            raise no_scenarios(raw)
+        expectations = load_expectations(gateway, config.getoption("sessiongate_expectations"))
+    except (UsageError, UnknownGateway, ScenarioError) as err:
+        raise pytest.UsageError(f"sessiongate: {err}") from None
+    named = _named_scenario_files(config)
+    catalog = config.getoption("sessiongate_catalog")
+    return Settings(gateway, expectations, seed_range, scenarios, named,
+                    catalog if catalog is not None else not (scenarios or named))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if _active(config):
+        config.stash[SETTINGS] = _settings(config)
 
 
 class ScenarioFailed(Exception):
@@ -35,12 +107,13 @@ class ScenarioFailed(Exception):
 
 
 class ScenarioItem(pytest.Item):
-    """One scenario against one gateway: a catalog file, or a generated seed."""
+    """One scenario against one gateway: a scenario file, or a generated seed."""
 
     def __init__(self, *, gateway: str, path: Path | None = None, seed: int | None = None, profile: str = "default",
-                 **kwargs: Any) -> None:
+                 expectations: Any = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.gateway, self.scenario_path, self.seed, self.profile = gateway, path, seed, profile
+        self.expectations = expectations
 
     def scenario(self) -> Any:
         from sim.generate import scenario_for_seed
@@ -54,7 +127,7 @@ class ScenarioItem(pytest.Item):
         from conformance.suite import Expectations, outcome
 
         result = run_scenario(self.scenario(), resolve(self.gateway)(), self.gateway)
-        result = Expectations.for_gateway(self.gateway).apply(result)
+        result = (self.expectations or Expectations.for_gateway(self.gateway)).apply(result)
         word = outcome(result)
         if word == "xfail":
             pytest.xfail("; ".join(f"{c}: {v.reason}" for c, v in result.verdicts.items() if v.status == "xfail"))
@@ -62,6 +135,8 @@ class ScenarioItem(pytest.Item):
             raise ScenarioFailed(self._evidence(result))
 
     def _evidence(self, result: Any) -> str:
+        from conformance.cli import unexpected_pass
+
         bad = [check for check, v in result.verdicts.items() if v.status in ("fail", "xpass", "error", "timeout")]
         lines = [f"{result.scenario.name} on {self.gateway}: {', '.join(bad)} not passing"]
         if result.failure is not None:
@@ -69,6 +144,10 @@ class ScenarioItem(pytest.Item):
             lines += [f"    {frame}" for frame in result.failure.traceback]
         for check, verdict in result.verdicts.items():
             if verdict.status in ("pass", "skip", "xfail"):
+                continue
+            if verdict.status == "xpass":
+                source = self.expectations.source if self.expectations is not None else ""
+                lines.append(f"  {check} xpass: {unexpected_pass(verdict, source)}")
                 continue
             lines.append(f"  {check} {verdict.status}: {verdict.reason if not verdict.violations else ''}".rstrip())
             for violation in verdict.violations[:10]:
@@ -83,7 +162,9 @@ class ScenarioItem(pytest.Item):
         return "\n".join(lines)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
-        if isinstance(excinfo.value, ScenarioFailed):
+        from sim.document import ScenarioError
+
+        if isinstance(excinfo.value, (ScenarioFailed, ScenarioError)):  # a bad scenario file: file, line, field
             return str(excinfo.value)
         return super().repr_failure(excinfo, style)
 
@@ -91,29 +172,48 @@ class ScenarioItem(pytest.Item):
         return self.scenario_path or Path("sessiongate"), None, f"{self.name} [{self.gateway}]"
 
 
+class ScenarioFile(pytest.File):
+    """A scenario file named as a pytest argument: one item, under the file's own node id."""
+
+    def collect(self) -> list[ScenarioItem]:
+        settings = self.config.stash[SETTINGS]
+        return [ScenarioItem.from_parent(self, name=self.path.stem, gateway=settings.gateway, path=self.path,
+                                         expectations=settings.expectations)]
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> ScenarioFile | None:
+    settings = parent.config.stash.get(SETTINGS, None)
+    if settings is None or file_path.suffix not in SUFFIXES or file_path.resolve() not in settings.named:
+        return None
+    return ScenarioFile.from_parent(parent, path=file_path)
+
+
+def _shown(path: Path, here: Path) -> str:
+    """A path for a node id: relative to where pytest was started, when it is under it."""
+    try:
+        return path.resolve().relative_to(here.resolve()).as_posix()
+    except ValueError:
+        return path.resolve().as_posix()
+
+
 @pytest.hookimpl(tryfirst=True)  # before -k/-m deselection and --lf filtering
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not _active(config):
+    settings = config.stash.get(SETTINGS, None)
+    if settings is None:
         return
-    from conformance.cli import UsageError
-    from conformance.fuzz import parse_seeds
-    from conformance.registry import UnknownGateway, resolve
     from conformance.suite import catalog_paths
 
-    gateway = config.getoption("sessiongate_gateway") or "reference"
-    seeds = config.getoption("sessiongate_seeds")
-    try:
-        resolve(gateway)
-        seed_range = parse_seeds(seeds) if seeds else range(0)
-    except (UsageError, UnknownGateway) as err:
-        raise pytest.UsageError(f"sessiongate: {err}") from None
+    gateway, expectations = settings.gateway, settings.expectations
     prefix = f"sessiongate[{gateway}]"
-    if config.getoption("sessiongate_catalog"):
-        for path in catalog_paths():
-            name = f"catalog/{path.stem}"
-            items.append(ScenarioItem.from_parent(session, name=name, nodeid=f"{prefix}::{name}", gateway=gateway, path=path))
+    named: list[tuple[str, Path]] = []
+    if settings.catalog:
+        named += [(f"catalog/{path.stem}", path) for path in catalog_paths()]
+    named += [(_shown(path, config.invocation_params.dir), path) for path in settings.scenarios]
+    for name, path in named:
+        items.append(ScenarioItem.from_parent(session, name=name, nodeid=f"{prefix}::{name}", gateway=gateway, path=path,
+                                              expectations=expectations))
     profile = config.getoption("sessiongate_profile")
-    for seed in seed_range:
+    for seed in settings.seeds:
         name = f"gen-{seed}"
         items.append(ScenarioItem.from_parent(session, name=name, nodeid=f"{prefix}::{name}", gateway=gateway, seed=seed,
-                                              profile=profile))
+                                              profile=profile, expectations=expectations))

@@ -128,7 +128,8 @@ def test_a_hello_timeout_kills_what_a_shell_started(tmp_path: Path, monkeypatch:
     result = run(ExecGateway(["sh", "-c", f'echo $$ > {pids}; sleep 77 & echo $! >> {pids}; wait'], step_timeout=1.0))
     reaper += recorded(pids)
     assert result.failure is not None
-    assert (result.failure.kind, result.failure.message) == ("timeout", "no answer to hello within 1s (wall clock); the process was killed")
+    assert (result.failure.kind, result.failure.message) == (
+        "timeout", "start-up handshake: no answer to hello within 1s (wall clock); the process was killed")
     assert len(recorded(pids)) == 2
     assert still_alive(recorded(pids)) == []
 
@@ -232,12 +233,13 @@ def test_selftest_hang_isolated_honours_the_step_timeout_and_leaves_no_process(r
 # -- what a child printed that is not protocol -----------------------------------------------
 
 PRINTED = {
-    "garbage": ("echo garbage", "protocol error: not a JSON line in answer to hello: b'garbage'"),
-    "not-an-object": ("echo 42", "protocol error: expected a JSON object in answer to hello: b'42'"),
-    "no-call-done-fail": ("echo '{\"ok\": 1}'", "protocol error: unexpected line in answer to hello: ['ok']"),
-    "long": ("printf 'x%.0s' $(seq 500); echo", f"protocol error: not a JSON line in answer to hello: b'{'x' * 120}'…"),
-    "unfinished": ("printf garbage", "gateway process exited with status 0 (its stdout ended in an unfinished line: b'garbage')"),
-    "nothing": ("true", "gateway process exited with status 0"),
+    "garbage": ("echo garbage", "start-up handshake: protocol error: not a JSON line in answer to hello: b'garbage'"),
+    "not-an-object": ("echo 42", "start-up handshake: protocol error: expected a JSON object in answer to hello: b'42'"),
+    "no-call-done-fail": ("echo '{\"ok\": 1}'", "start-up handshake: protocol error: unexpected line in answer to hello: ['ok']"),
+    "long": ("printf 'x%.0s' $(seq 500); echo", f"start-up handshake: protocol error: not a JSON line in answer to hello: b'{'x' * 120}'…"),
+    "unfinished": ("printf garbage",
+                   "start-up handshake: gateway process exited with status 0 (its stdout ended in an unfinished line: b'garbage')"),
+    "nothing": ("true", "start-up handshake: gateway process exited with status 0"),
 }
 
 
@@ -260,7 +262,7 @@ def test_what_a_child_printed_is_named_when_it_exits_before_the_parent_writes(na
 
 def test_exec_echo_garbage_names_the_garbage_every_time() -> None:
     messages = {run(exec_gateway.exec_gateway("echo garbage")).failure.message for _ in range(12)}  # type: ignore[union-attr]
-    assert messages == {"protocol error: not a JSON line in answer to hello: b'garbage'"}
+    assert messages == {"start-up handshake: protocol error: not a JSON line in answer to hello: b'garbage'"}
 
 
 def test_a_valid_line_left_unread_is_not_blamed(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -274,4 +276,4 @@ def test_a_valid_line_left_unread_is_not_blamed(monkeypatch: pytest.MonkeyPatch)
 
     monkeypatch.setattr(ExecGateway, "_send", late_send)
     result = run(ExecGateway(["sh", "-c", "echo '{\"done\": true, \"value\": {\"version\": 1}}'"], step_timeout=1.0))
-    assert result.failure is not None and result.failure.message == "gateway process exited with status 0"
+    assert result.failure is not None and result.failure.message == "start-up handshake: gateway process exited with status 0"

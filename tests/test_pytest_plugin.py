@@ -62,3 +62,40 @@ def test_failing_item_shows_evidence_and_reruns_with_lf(pytester: pytest.Pyteste
     assert "reproduce: sessiongate fuzz --seeds 1:2 --gateway brokengw:ForgetsFinalize --profile small" in text
     again = pytester.runpytest_inprocess(*LEAN, *args, "--lf")
     again.assert_outcomes(failed=2, deselected=4)
+
+
+def _own_scenarios(pytester: pytest.Pytester) -> None:
+    """myscen/ with a copy of the first catalog scenario, as a user's own folder."""
+    from conformance.suite import catalog_paths
+
+    (pytester.path / "myscen").mkdir()
+    (pytester.path / "myscen" / "mine.yaml").write_text(catalog_paths()[0].read_text(encoding="utf-8"), encoding="utf-8")
+
+
+def test_own_scenario_files_and_folders_are_collected_without_the_catalog(pytester: pytest.Pytester) -> None:
+    _own_scenarios(pytester)
+    named = pytester.runpytest_inprocess(*LEAN, "-p", "no:cacheprovider", "myscen/mine.yaml", "--sessiongate-gateway", "reference")
+    named.assert_outcomes(passed=1)  # was "ERROR: not found: …/myscen/mine.yaml"
+    listed = pytester.runpytest_inprocess(*LEAN, "-p", "no:cacheprovider", "--sessiongate-scenarios", "myscen", "--co", "-q")
+    assert [line for line in listed.stdout.lines if line.startswith("sessiongate[")] == ["sessiongate[reference]::myscen/mine.yaml"]
+    both = pytester.runpytest_inprocess(*LEAN, "-p", "no:cacheprovider", "--sessiongate-scenarios", "myscen/mine.yaml",
+                                        "--sessiongate-catalog", "--co", "-q")
+    assert sum(line.startswith("sessiongate[reference]::catalog/") for line in both.stdout.lines) == 40
+
+
+def test_expectations_option_applies_a_file_of_ones_own(pytester: pytest.Pytester) -> None:
+    _own_scenarios(pytester)
+    (pytester.path / "mine.txt").write_text("01-idle-expiry-end-and-finalize I1  # bogus\n", encoding="utf-8")
+    result = pytester.runpytest_inprocess(*LEAN, "-p", "no:cacheprovider", "myscen/mine.yaml", "--sessiongate-expectations", "mine.txt")
+    result.assert_outcomes(failed=1)
+    assert "  I1 xpass: passed, but mine.txt says it fails: bogus" in result.stdout.lines
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("--sessiongate-scenarios", "nowhere"), "sessiongate: --sessiongate-scenarios nowhere: no such file or directory"),
+    (("--sessiongate-expectations", "nowhere.txt"), "sessiongate: nowhere.txt: expectations file not found"),
+])
+def test_a_bad_path_option_is_a_usage_error(pytester: pytest.Pytester, args: tuple[str, ...], message: str) -> None:
+    result = pytester.runpytest_inprocess(*LEAN, "-p", "no:cacheprovider", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"ERROR: {message}" in result.stderr.lines
