@@ -243,10 +243,9 @@ PRINTED = {
 }
 
 
-@pytest.mark.parametrize("name", PRINTED)
-def test_what_a_child_printed_is_named_when_it_exits_before_the_parent_writes(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The race `exec:echo garbage` used to lose at random: the child is gone, the write fails."""
-    command, message = PRINTED[name]
+@pytest.fixture
+def parent_writes_late(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every write to the child waits until it has exited: the race, lost on purpose."""
     original = ExecGateway._send
 
     def late_send(self: ExecGateway, line: dict[str, object]) -> None:
@@ -255,6 +254,13 @@ def test_what_a_child_printed_is_named_when_it_exits_before_the_parent_writes(na
         original(self, line)
 
     monkeypatch.setattr(ExecGateway, "_send", late_send)
+
+
+@pytest.mark.usefixtures("parent_writes_late")
+@pytest.mark.parametrize("name", PRINTED)
+def test_what_a_child_printed_is_named_when_it_exits_before_the_parent_writes(name: str) -> None:
+    """The race `exec:echo garbage` used to lose at random: the child is gone, the write fails."""
+    command, message = PRINTED[name]
     result = run(ExecGateway(["sh", "-c", command], step_timeout=1.0))
     assert result.failure is not None
     assert (result.failure.kind, result.failure.event, result.failure.message) == ("error", "profile", message)
@@ -265,15 +271,8 @@ def test_exec_echo_garbage_names_the_garbage_every_time() -> None:
     assert messages == {"start-up handshake: protocol error: not a JSON line in answer to hello: b'garbage'"}
 
 
-def test_a_valid_line_left_unread_is_not_blamed(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.usefixtures("parent_writes_late")
+def test_a_valid_line_left_unread_is_not_blamed() -> None:
     """A child that answered `hello` before it was asked, and exited: it exited, that is all."""
-    original = ExecGateway._send
-
-    def late_send(self: ExecGateway, line: dict[str, object]) -> None:
-        assert self.proc is not None
-        self.proc.wait()
-        original(self, line)
-
-    monkeypatch.setattr(ExecGateway, "_send", late_send)
     result = run(ExecGateway(["sh", "-c", "echo '{\"done\": true, \"value\": {\"version\": 1}}'"], step_timeout=1.0))
     assert result.failure is not None and result.failure.message == "start-up handshake: gateway process exited with status 0"
