@@ -55,3 +55,47 @@ def test_an_agent_loaded_at_a_resume_is_still_owed_its_reaping() -> None:
     result = run_scenario(load_text(RESUME_AFTER_THE_TTL), ResumeLoadsAndKeeps(), "resume-loads-and-keeps")
     assert result.verdicts["I7"].status == "fail"
     assert "(when it entered the cache)" in result.verdicts["I7"].violations[0].message
+
+
+DELETED_TWICE = """
+name: deleted-twice-healed-at-eviction
+zone: UTC
+start: '2026-06-18T22:09:34'
+config:
+  reset: {mode: idle}
+  idle_ttl: 1h
+  watcher_interval: 5m
+chats:
+  alice: {platform: telegram, chat_type: dm}
+events:
+- {message: alice}
+- {delete_parent: alice, after: 1h46m27s}
+- {message: alice, after: 1m}
+- {delete_session: alice, after: 11s}
+"""
+
+
+def test_an_end_may_carry_what_came_after_any_deletion_that_lost_the_rest() -> None:
+    """t1's row is deleted while no agent holds it (lost for good); t2 comes; the row is deleted
+    again while t2's agent holds it, and this gateway writes it back as the agent leaves the
+    cache. Its end carries [t2]: all that could be restored. (The check used to expect [t1, t2]
+    or nothing, measuring only from the latest deletion.)"""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+    try:
+        from minimal_gateway import Agent, MinimalGateway
+    finally:
+        sys.path.pop(0)
+
+    class HealsAtEviction(MinimalGateway):
+        def evict(self, agent: Agent) -> None:
+            if agent.session not in self.disk.rows and agent.flushed:
+                self.flush(agent)  # the deleted row, written back from the agent before it goes
+            super().evict(agent)
+
+    result = run_scenario(load_text(DELETED_TWICE), HealsAtEviction(), "heals-at-eviction")
+    end = next(r for r in result.records if r.kind == "on_session_end")
+    assert list(end.turns) == ["t2"]
+    assert [v.summary for v in result.verdicts.values() if v.status != "pass"] == []

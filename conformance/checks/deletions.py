@@ -47,16 +47,18 @@ def deletions(m: RunModel) -> list[Deletion]:
     return _cuts(m).all
 
 
-def lost_before(m: RunModel, session: str, index: int) -> int:
-    """The record index of the latest deletion of `session` before `index` that lost its
-    stored turns for good, or -1."""
+def lost_cuts(m: RunModel, session: str, index: int) -> list[int]:
+    """The record indexes, in order, of the deletions of `session` before `index` that lost its
+    stored turns as far as the log can tell. A loss because its agent left the cache before the
+    next write is only possible (the gateway may have written the row back as the agent went),
+    so an end may carry the turns after any of these cuts."""
     cuts = _cuts(m)
-    found = -1
+    found = []
     for cut in cuts.by_session.get(session, []):
         if cut.index >= index:
             break
         if cut.lost_by(index):
-            found = cut.index
+            found.append(cut.index)
     return found
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from itertools import islice
 
-from conformance.checks.deletions import lost_before
+from conformance.checks.deletions import lost_cuts
 from conformance.checks.model import NEVER, RunModel, Segment
 from conformance.checks.text import at_times, boundary_words, describe_time_context, turn_list
 from conformance.observations import Obs
@@ -170,10 +170,13 @@ def _transcript(m: RunModel, session: str, index: int, end: Obs) -> list[Violati
     carried = [t for t in end.turns if t in m.turns and m.turns[t].acked]
     if carried == full:
         return _replies(m, session, index, end, carried)
-    lost = lost_before(m, session, index)
-    after_loss = [t.id for t in m.acked_in(session, before=index) if t.reply_index > lost]
-    if carried == after_loss:
-        return _replies(m, session, index, end, carried)
+    acked = m.acked_in(session, before=index)
+    cuts = lost_cuts(m, session, index)
+    for cut in reversed(cuts):  # what came after any deletion that may have lost the rest
+        if carried == [t.id for t in acked if t.reply_index > cut]:
+            return _replies(m, session, index, end, carried)
+    lost = cuts[-1] if cuts else -1
+    after_loss = [t.id for t in acked if t.reply_index > lost]
     expected = full if any(t not in after_loss for t in carried if t in full) else after_loss
     problems = []
     if missing := [t for t in expected if t not in carried]:
