@@ -7,7 +7,6 @@ canonical serialization (sorted keys, no spaces), so two runs compare byte for b
 from __future__ import annotations
 
 import json
-import re
 import sys
 from collections import namedtuple
 from collections.abc import Iterable, Iterator, Sequence
@@ -16,10 +15,12 @@ from itertools import compress, count
 from operator import itemgetter, ne
 from typing import TYPE_CHECKING, Any
 
+from sim.scenario import TURN_TAG
+
 if TYPE_CHECKING:
     from conformance.spill import SpilledRecords
 
-TURN_ID = re.compile(r"\[(t\d+)\]")
+TURN_ID = TURN_TAG  # sim.scenario's: the loader keeps it out of a message's own text
 
 
 def turn_ids(text: str) -> tuple[str, ...]:

@@ -22,6 +22,7 @@ from sim.scenario import (
     COMMANDS,
     PLATFORMS,
     RESET_MODES,
+    TURN_TAG,
     Advance,
     BackendFail,
     Chat,
@@ -262,6 +263,13 @@ _PRIMARY = {
 _MODIFIERS = frozenset({"at", "after", "text", "muted", "chat", "for"})
 
 
+def _no_turn_tag(text: str) -> str | None:
+    """The harness tags each message with its turn id (`[t3] …`); a second tag in the text would
+    make the checks see another turn's copy."""
+    tag = TURN_TAG.search(text)
+    return f"a message's text cannot contain a turn tag like {tag.group(0)!r}: the harness adds its own" if tag else None
+
+
 def _events(
     items: Any, source: str, line: int, zone: ZoneInfo, start: int, chats: dict[str, Chat], implicit: bool, providers: set[str]
 ) -> tuple[tuple[Event, ...], dict[str, Chat]]:
@@ -311,7 +319,7 @@ def _events(
         event: Event
         if kind == "message":
             turns += 1
-            text = f.get("text", "str", "hello")
+            text = f.get("text", "str", "hello", check=_no_turn_tag)
             event = Message(t, item_line, chat=chat_ref("message"), turn=f"t{turns}", text=text, muted=f.get("muted", "bool", False))
         elif kind == "command":
             name = f.get("command", "str", check=_one_of(COMMANDS))

@@ -7,6 +7,7 @@ so a failing step can be named in the scenario file.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -15,6 +16,7 @@ from sim.clock import DAY, HOUR, MINUTE, SECOND
 ResetMode = Literal["idle", "daily", "both", "none"]
 RESET_MODES: tuple[str, ...] = ("idle", "daily", "both", "none")
 COMMANDS: tuple[str, ...] = ("/new", "/reset", "/stop", "/resume")
+TURN_TAG = re.compile(r"\[(t\d+)\]")  # how the harness tags every text of a turn: '[t7] hello', '[t7] reply'
 PLATFORMS: tuple[str, ...] = ("telegram", "discord", "slack", "whatsapp", "signal", "cli")
 CHAT_TYPES: tuple[str, ...] = ("dm", "group", "channel", "thread")
 

@@ -51,6 +51,8 @@ ERRORS = [
      f"x.yaml:9: events[0].message: unknown chat '{'b' * 40}'...; declared chats: alice"),
     ("duplicate-key-top", "name: x\nname: y\nevents: []\n", "x.yaml:2: name: duplicate key"),
     ("duplicate-key-event", HEAD + "  - message: alice\n    text: hi\n    text: ho\n", "x.yaml:11: events[0].text: duplicate key"),
+    ("turn-tag-in-text", HEAD + "  - message: alice\n    text: 'see [t2] above'\n",
+     "x.yaml:10: events[0].text: a message's text cannot contain a turn tag like '[t2]': the harness adds its own"),
     ("duplicate-chat", "name: x\nchats:\n  alice: {}\n  alice: {}\nevents: []\n", "x.yaml:4: chats.alice: duplicate key"),
     ("bad-zone", "name: x\nzone: Europe/Atlantis\nevents: []\n",
      "x.yaml:2: zone: unknown time zone 'Europe/Atlantis'; use an IANA name like 'Europe/Berlin'"),
