@@ -153,16 +153,23 @@ def load_expectations(gateway: str, explicit: str | None) -> Expectations:
 
 
 def skipped_note(result: RunResult) -> str:
-    """A scenario can pass with its key event skipped as unsupported: say so on its line, not only in
-    `replay`. (Events skipped because the gateway was down, or already up, are the scenario's own.)"""
+    """A scenario can pass with its key event skipped: say so on its line, not only in `replay`.
+    Skipped are events the gateway declares unsupported, a stop while it is down and a restart
+    while it runs (a scenario that does not say what its author meant)."""
     unsupported = result.profile.unsupported
-    if not unsupported:
+    why = []
+    for r in result.records:
+        if r.kind == "skipped":
+            event = r.d("event")
+            if event in unsupported:
+                why.append(f"{event}, unsupported")
+            elif event == "restart":
+                why.append("restart while running")
+            else:
+                why.append(f"{event} while down")
+    if not why:
         return ""
-    kinds = [r.d("event") for r in result.records if r.kind == "skipped" and r.d("event") in unsupported]
-    if not kinds:
-        return ""
-    names = ", ".join(dict.fromkeys(kinds))
-    return f" ({len(kinds)} event{'s' if len(kinds) != 1 else ''} skipped as unsupported: {names})"
+    return f" ({len(why)} event{'s' if len(why) != 1 else ''} skipped: {'; '.join(dict.fromkeys(why))})"
 
 
 def _scenario_line(result: RunResult, *, every_violation: bool = False, expectations: str = "") -> list[str]:
