@@ -374,16 +374,28 @@ def cmd_zoo(args: argparse.Namespace) -> int:
     from reference_impl.variants import VARIANTS
 
     check_out_dir(args.report, "--report")
-    scenarios, errors = load_all(catalog_paths())
+    missing = [path for path in args.paths if not Path(path).exists()]
+    if missing:
+        raise UsageError(f"{missing[0]}: no such file or directory")
+    paths = scenario_paths(args.paths) if args.paths else catalog_paths()
+    if not paths:
+        raise no_scenarios(args.paths)
+    scenarios, errors = load_all(paths)
     if errors:
         for error in errors:
             print(f"error {error}", file=sys.stderr)
         return 2
+    unknown = [(s, name) for s in scenarios for name in s.catches if name not in VARIANTS]
+    if unknown:
+        scenario, name = unknown[0]
+        raise UsageError(f"{scenario.source or scenario.name}: catches: unknown variant {name!r}; "
+                         f"known: {', '.join(sorted(VARIANTS))}")
     reference = list(run_all(scenarios, resolve("reference"), "reference"))
     dirty = [r for r in reference if outcome(r) != "pass"]
     for r in dirty:
         print("\n".join(["reference " + line for line in _scenario_line(r)]))
     caught = 0
+    broken_claims: list[str] = []
     matrix: dict[str, dict[str, str]] = {}
     all_results = list(reference)
     for name in VARIANTS:
@@ -398,6 +410,9 @@ def cmd_zoo(args: argparse.Namespace) -> int:
             for check in failing:
                 hits.setdefault(check, []).append(result.scenario.name)
         matrix[name] = row
+        for result in results:  # a scenario that names the variant in `catches:` must fail on it
+            if name in result.scenario.catches and row[result.scenario.name] == ".":
+                broken_claims.append(f"{result.scenario.name} claims to catch {name} but passes on it")
         if hits:
             caught += 1
             where = "; ".join(f"{check} in {len(names)} ({names[0]}{', …' if len(names) > 1 else ''})"
@@ -414,8 +429,14 @@ def cmd_zoo(args: argparse.Namespace) -> int:
         for name, row in matrix.items():
             print(f"{name:<40} " + " ".join(f"{row.get(s, '?'):>3}" for s in names))
     _write_report(all_results, args.report, "zoo")
-    print(f"{len(VARIANTS)} variants, {caught} caught" + (f"; reference failed {len(dirty)} scenarios" if dirty else ""))
-    return 0 if caught == len(VARIANTS) and not dirty else 1
+    for claim in broken_claims:
+        print(f"CLAIM      {claim}")
+    claims = sum(len(s.catches) for s in scenarios)
+    print(f"{len(VARIANTS)} variants, {caught} caught" + (f"; reference failed {len(dirty)} scenarios" if dirty else "")
+          + (f"; {claims - len(broken_claims)} of {claims} catches: claims hold" if claims else ""))
+    if args.paths:  # your own scenarios: their claims and a clean reference are what is asked
+        return 0 if not broken_claims and not dirty else 1
+    return 0 if caught == len(VARIANTS) and not dirty and not broken_claims else 1
 
 
 # -- entry ----------------------------------------------------------------------------
@@ -446,6 +467,8 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--jsonl", action="store_true", help="print the raw canonical observation log")
     replay.set_defaults(func=cmd_replay)
     zoo = sub.add_parser("zoo", help="run every bug-zoo variant against the catalog; all must be caught")
+    zoo.add_argument("paths", nargs="*", help="scenario files or folders instead of the catalog: each one's "
+                     "`catches:` variants must fail it, and the reference must pass it")
     zoo.add_argument("--matrix", action="store_true", help="print variant × scenario")
     zoo.add_argument("--report", metavar="DIR")
     zoo.set_defaults(func=cmd_zoo)

@@ -97,7 +97,9 @@ def shrink_and_write(scenario: Scenario, original: Path, gateway: str, check: st
     """Shrink a failing scenario keeping `check`'s verdict; write it beside `original`."""
     fails = same_failure(gateway, check, status, control)
     shrunk = shrink(scenario, fails)
-    result = replace(shrunk.scenario, name=f"{scenario.name}-shrunk")
+    # It is shown to fail on `gateway` only: it claims to catch that variant, if any, and no other.
+    catches = tuple(c for c in scenario.catches if gateway == f"reference:{c}")
+    result = replace(shrunk.scenario, name=f"{scenario.name}-shrunk", catches=catches)
     header = (f"shrunk from {scenario.name} (seed {scenario.seed}, {shrunk.original_events} events) "
               f"to {len(result.events)} events in {shrunk.runs} runs\n"
               f"failing: {check} ({status}) on gateway {gateway}"

@@ -103,6 +103,10 @@ def add_zoo_generated(zoo: argparse.ArgumentParser) -> None:
     catalog = zoo.get_default("func")
 
     def dispatch(args: argparse.Namespace) -> int:
+        if args.generated and args.paths:
+            from conformance.cli import UsageError
+
+            raise UsageError("zoo: --generated hunts with seeds; scenario paths are for checking their catches:")
         return guarded(cmd_zoo_generated)(args) if args.generated else int(catalog(args))
 
     zoo.set_defaults(func=dispatch)

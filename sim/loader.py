@@ -198,10 +198,11 @@ def _chats(f: _Fields) -> tuple[Chat, ...]:
     for name in f.data:
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
             raise f.error(name, "chat names are letters, digits, '.', '_' or '-'")
-        c = f.sub(name) if f.data[name] is not None else None
-        if c is None:
+        if f.data[name] is None:  # `bob:` with no value: a chat with the defaults
+            f.used.add(name)
             chats.append(Chat(name))
             continue
+        c = f.sub(name)
         chats.append(
             Chat(
                 name,

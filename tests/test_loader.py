@@ -365,3 +365,8 @@ def test_valid_documents_load(document: dict, as_json: bool) -> None:
     assert [e.turn for e in scenario.events if isinstance(e, Message)] == [f"t{i + 1}" for i in range(messages)]
     assert all(a.t <= b.t for a, b in zip(scenario.events, scenario.events[1:], strict=False))
     assert replace(load_text(dump_text(scenario), "again.yaml"), source=scenario.source) == scenario
+
+
+def test_a_chat_with_no_value_takes_the_defaults() -> None:
+    scenario = load_text("name: x\nchats:\n  alice:\n  bob: {platform: discord}\nevents:\n  - message: alice\n", "x.yaml")
+    assert [(c.name, c.platform, c.chat_type) for c in scenario.chats] == [("alice", "telegram", "dm"), ("bob", "discord", "dm")]

@@ -5,9 +5,12 @@ A change that blinds a check makes a variant slip through, and this test turns r
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from conformance.runner import run_scenario
+from conformance.suite import CATALOG as CATALOG_DIR
 from conformance.suite import catalog_paths
 from reference_impl.registry import reference
 from reference_impl.variants import VARIANTS
@@ -37,3 +40,31 @@ def test_scenarios_naming_a_variant_catch_it(variant: str) -> None:
         if not any(v.status in ("fail", "error") for v in result.verdicts.values()):
             missed.append(scenario.name)
     assert not missed, f"{variant} slips through {missed}"
+
+
+def test_zoo_checks_the_catches_claims_of_ones_own_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from conformance.cli import main
+
+    source = next(CATALOG_DIR.glob("07-*.yaml")).read_text()
+    assert "catches: [batch-lost-on-shutdown, shutdown-ends-sessions]" in source
+    (tmp_path / "holds.yaml").write_text(source)
+    (tmp_path / "claims-too-much.yaml").write_text(
+        source.replace("shutdown-ends-sessions]", "idle-expiry-no-finalize]").replace("name: 07-", "name: x07-"))
+    assert main(["zoo", str(tmp_path)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert "CLAIM      x07-batch-flush-at-shutdown claims to catch idle-expiry-no-finalize but passes on it" in out
+    assert out[-1].endswith("; 3 of 4 catches: claims hold")
+    (tmp_path / "claims-too-much.yaml").unlink()
+    assert main(["zoo", str(tmp_path)]) == 0
+    (tmp_path / "typo.yaml").write_text(source.replace("shutdown-ends-sessions]", "shutdown-end-sessions]"))
+    assert main(["zoo", str(tmp_path)]) == 2
+    assert "typo.yaml: catches: unknown variant 'shutdown-end-sessions'" in capsys.readouterr().err
+
+
+def test_a_shrunk_file_claims_only_the_variant_it_was_shrunk_on(tmp_path: Path) -> None:
+    from conformance.cli import main
+
+    path = tmp_path / "c07.yaml"
+    path.write_text(next(CATALOG_DIR.glob("07-*.yaml")).read_text())
+    assert main(["shrink", str(path), "--gateway", "reference:batch-lost-on-shutdown"]) == 0
+    assert "catches: [batch-lost-on-shutdown]\n" in (tmp_path / "c07.shrunk.yaml").read_text()
