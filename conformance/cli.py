@@ -330,22 +330,42 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def timeline(result: RunResult) -> list[str]:
-    """Every observation as one short line: time, step, what, where."""
+    """Every observation as one short line: time, step, what, where. A run of three or more
+    records alike but for their time (a gateway retrying a heal every few ms) shows as its
+    first line and a count; `until` values read as times."""
     from conformance.checks.model import RunModel
 
     model = RunModel.build(result.records)
-    lines = []
+    lines: list[str] = []
+    run: list[tuple[int, str]] = []  # (t, body) of consecutive records with one body
+
+    def flush() -> None:
+        if not run:
+            return
+        t, body = run[0]
+        lines.append(f"{model.at(t):>9}  {body}")
+        if len(run) == 2:
+            lines.append(f"{model.at(run[1][0]):>9}  {body}")
+        elif len(run) > 2:
+            lines.append(f"{'':>9}  … {len(run) - 1} more alike, the last at {model.at(run[-1][0])}")
+        run.clear()
+
     for r in result.records[1:]:
-        if r.kind in ("resources", "durable"):
-            if r.kind == "durable":
-                sessions = r.d("sessions", {})
-                body = " ".join(f"{sid}={len(v['rows'])}" for sid, v in sessions.items())
-                lines.append(f"{model.at(r.t):>9}  #{r.step:<3} durable[{r.d('label')}] {body}")
+        if r.kind == "resources":
             continue
-        where = " ".join(x for x in (r.chat and f"chat={r.chat}", r.session and f"session={r.session}") if x)
-        turns = ",".join(r.turns)
-        extra = " ".join(f"{k}={v}" for k, v in sorted(r.detail.items()) if k not in ("queued",) and v not in (None, False))
-        lines.append(f"{model.at(r.t):>9}  #{r.step:<3} {r.kind:<19} {where} {turns} {extra}".rstrip())
+        if r.kind == "durable":
+            sessions = r.d("sessions", {})
+            body = f"#{r.step:<3} durable[{r.d('label')}] " + " ".join(f"{sid}={len(v['rows'])}" for sid, v in sessions.items())
+        else:
+            where = " ".join(x for x in (r.chat and f"chat={r.chat}", r.session and f"session={r.session}") if x)
+            turns = ",".join(r.turns)
+            extra = " ".join(f"{k}={model.at(v) if k == 'until' and isinstance(v, int) else v}"
+                             for k, v in sorted(r.detail.items()) if k not in ("queued",) and v not in (None, False))
+            body = f"#{r.step:<3} {r.kind:<19} {where} {turns} {extra}".rstrip()
+        if run and run[-1][1] != body:
+            flush()
+        run.append((r.t, body))
+    flush()
     return lines
 
 
@@ -493,6 +513,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `sessiongate replay … | head`: the reader left; no traceback, and none at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     finally:
         signal.signal(signal.SIGTERM, previous)
 

@@ -176,3 +176,43 @@ def test_run_notes_skipped_events(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         "pass  sigterm-twice (3 events skipped: delegate, unsupported; sigterm while down; restart while running)",
         "3 scenarios, 3 passed, 0 failed",
     ]
+
+
+# -- replay: runs of alike records, `until` as a time, a reader that leaves --------------------
+
+NOISY = '''
+from reference_impl import ReferenceGateway
+
+
+class Noisy(ReferenceGateway):
+    """Notes a retry five times per message, as a gateway retrying a heal would."""
+
+    def deliver_message(self, message):
+        for _ in range(5):
+            self.h.note("retry", session="s1")
+        super().deliver_message(message)
+'''
+
+
+def test_replay_folds_a_run_of_alike_records_and_reads_until_as_a_time(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "noisy.py").write_text(NOISY, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    main(["replay", str(FIRST), "--gateway", "noisy:Noisy"])
+    lines = capsys.readouterr().out.splitlines()
+    at = lines.index("    09:00  #1   note                session=s1  what=retry")
+    assert lines[at + 1] == "           … 4 more alike, the last at 09:00"
+    main(["replay", str(CATALOG / "15-heal-locked-retry.yaml")])
+    assert "    09:02  #4   db_locked             until=09:02:10" in capsys.readouterr().out.splitlines()
+
+
+def test_replay_into_a_reader_that_leaves_is_quiet() -> None:
+    import subprocess
+
+    child = subprocess.Popen([sys.executable, "-m", "conformance.cli", "replay", str(FIRST)], cwd=Path(__file__).parents[1],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert child.stdout is not None and child.stderr is not None
+    child.stdout.readline()
+    child.stdout.close()  # like `| head -1`
+    assert child.wait(timeout=60) == 141
+    assert child.stderr.read() == b""
