@@ -215,4 +215,5 @@ def test_replay_into_a_reader_that_leaves_is_quiet() -> None:
     child.stdout.readline()
     child.stdout.close()  # like `| head -1`
     assert child.wait(timeout=60) == 141
-    assert child.stderr.read() == b""
+    with child.stderr:
+        assert child.stderr.read() == b""
