@@ -506,7 +506,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             reconfigure(errors="backslashreplace")
     previous = signal.signal(signal.SIGTERM, _interrupted)
     try:
-        return int(args.func(args))
+        code = int(args.func(args))
+        sys.stdout.flush()  # inside the try: a reader that left shows here, not at interpreter exit
+        return code
     except (UnknownGateway, ScenarioError, UsageError) as err:
         parser.print_usage(sys.stderr)
         print(f"sessiongate: error: {err}", file=sys.stderr)
