@@ -170,7 +170,14 @@ class ExecGateway:
         often noise, like Node's version banner under the stack), else its last few lines."""
         self._stderr.seek(0, os.SEEK_END)
         self._stderr.seek(max(0, self._stderr.tell() - STDERR_SCAN))
-        lines = [line.strip() for line in self._stderr.read().decode("utf-8", "replace").splitlines() if line.strip()]
+        raw = [line for line in self._stderr.read().decode("utf-8", "replace").splitlines() if line.strip()]
+        if any(line.startswith("Traceback (most recent call last)") for line in raw):
+            # A Python traceback: its exception line, the last one not indented (its frames are,
+            # and their paths are long on a CI runner; a message behind them would be cut).
+            heads = [line for line in raw if not line[:1].isspace() and not line.startswith("Traceback")]
+            if heads:
+                return _clip(heads[-1].strip())
+        lines = [line.strip() for line in raw]
         errors = [line for line in lines if ERROR_LINE.search(line) and not line.startswith(FRAME_STARTS)]
         return _clip(errors[-1] if errors else " | ".join(lines[-STDERR_LINES:]))
 

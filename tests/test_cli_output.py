@@ -77,6 +77,11 @@ STDERR = {  # name: (what the child writes on stderr before it exits 1, what the
     "node-banner-last": (NODE_MISSING_MODULE, "Error: Cannot find module '/work/gw.js'"),
     "python-traceback": ('Traceback (most recent call last):\n  File "/x/errors.py", line 1, in <module>\n'
                          "    raise ValueError('boom')\nValueError: boom\n", "ValueError: boom"),
+    # A CI runner's long paths in the frames, and an exception whose name says no "Error".
+    "python-traceback-long-paths": ('Traceback (most recent call last):\n  File "/home/runner/work/' + "x/" * 60
+                                    + 'registry.py", line 112, in checked\n    raise UnknownGateway(msg)\n'
+                                    "conformance.registry.UnknownGateway: gateway 'm:f': its factory returned int\n",
+                                    "conformance.registry.UnknownGateway: gateway 'm:f': its factory returned int"),
     "go-panic": ("panic: runtime error: index out of range [3] with length 2\n\ngoroutine 1 [running]:\nmain.main()\n"
                  "\t/x/main.go:5 +0x1d\nexit status 2\n", "panic: runtime error: index out of range [3] with length 2"),
     "no-error-line": ("starting\n\nloading config\nlistening on stdin\ngiving up\n", "loading config | listening on stdin | giving up"),
