@@ -227,6 +227,8 @@ def summary_line(results: list[RunResult], unloaded: int = 0) -> str:
     words = [outcome(r) for r in results]
     failed = sum(1 for w in words if w in ("fail", "error", "timeout"))
     line = f"{len(results)} scenarios, {words.count('pass')} passed, {failed} failed"
+    if broken := words.count("error") + words.count("timeout"):  # the gateway, not a check, failed these
+        line += f" ({broken} gateway error{'s' if broken != 1 else ''})"
     if words.count("xfail"):
         line += f", {words.count('xfail')} expected failures"
     if unloaded:

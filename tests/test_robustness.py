@@ -72,7 +72,7 @@ def test_raise_is_an_error_naming_step_and_event_and_the_run_goes_on(capsys: pyt
         out[2],
     ]
     assert out[2].startswith("      at ") and "selftest.py:" in out[2] and "in deliver_message" in out[2]
-    assert out[-1] == "2 scenarios, 0 passed, 2 failed"
+    assert out[-1] == "2 scenarios, 0 passed, 2 failed (2 gateway errors)"
 
 
 def test_raise_in_a_child_process_carries_the_childs_traceback() -> None:
@@ -128,7 +128,7 @@ def test_nondeterminism_is_reported_with_the_first_divergence(capsys: pytest.Cap
     assert out[0] == f"error {FIRST.stem}"  # printed once, after both runs
     assert out[1].startswith("      gateway error at (determinism): nondeterministic gateway")
     assert "two runs diverge at record 4: " in out[1] and '"kind":"llm_request"' in out[1]
-    assert out[-1] == "1 scenarios, 0 passed, 1 failed"
+    assert out[-1] == "1 scenarios, 0 passed, 1 failed (1 gateway error)"
 
 
 def test_a_deterministic_gateway_passes_the_determinism_check(capsys: pytest.CaptureFixture[str]) -> None:
@@ -215,7 +215,7 @@ def test_memory_cap_turns_a_runaway_allocation_into_an_error(tmp_path: Path, cap
     assert out[0] == f"error {FIRST.stem}"
     assert out[1].startswith(f"      gateway error at step 1 ({FIRST_MESSAGE}): gateway process exited with status 1")
     assert "MemoryError" in out[1]
-    assert out[-1] == "2 scenarios, 0 passed, 2 failed"
+    assert out[-1] == "2 scenarios, 0 passed, 2 failed (2 gateway errors)"
 
 
 def test_memory_cap_on_an_isolated_python_gateway(tmp_path: Path) -> None:
@@ -292,7 +292,7 @@ def test_a_factory_that_fails_after_the_first_scenario_errors_that_scenario_and_
     printed = capsys.readouterr()
     out = printed.out.splitlines()
     assert code == 1, printed.err
-    assert out[-1] == "3 scenarios, 2 passed, 1 failed"
+    assert out[-1] == "3 scenarios, 2 passed, 1 failed (1 gateway error)"
     assert out[2] == ("      gateway error at (profile): FactoryFailed: gateway 'sg_flaky_factory:make': "
                       "its factory raised RuntimeError: out of file handles")
     assert json.loads((tmp_path / "r" / "summary.json").read_text())["totals"]["error"] == 1
@@ -351,7 +351,7 @@ def test_a_timer_callback_that_raises_is_an_error_at_its_step_and_the_run_goes_o
     out = capsys.readouterr().out.splitlines()
     assert code == 1
     assert out[0] == f"error {FIRST.stem}" and out[1] == f"      gateway error at step 1 (timer): {message}"
-    assert out[-1] == "2 scenarios, 0 passed, 2 failed"
+    assert out[-1] == "2 scenarios, 0 passed, 2 failed (2 gateway errors)"
     assert (tmp_path / "r" / "junit.xml").exists()
     if how == "exec":  # a stack from another language is shown without its own "at"
         assert out[2] == "      at fire_timer (gw.js:7:3)"
