@@ -152,6 +152,15 @@ def load_expectations(gateway: str, explicit: str | None) -> Expectations:
 # -- run ------------------------------------------------------------------------------
 
 
+def cannot_start(result: RunResult) -> bool:
+    """It failed before the scenario's first event (a handshake that timed out, a factory that
+    raised): every other scenario would fail the same way, each after the same wait. A refusal
+    (NotImplementedError at start: a config it says it cannot drive) is about its scenario."""
+    failure = result.failure
+    return (failure is not None and failure.step == 0
+            and not (failure.event == "start" and failure.message.startswith("NotImplementedError")))
+
+
 def skipped_note(result: RunResult) -> str:
     """A scenario can pass with its key event skipped: say so on its line, not only in `replay`.
     Skipped are events the gateway declares unsupported, a stop while it is down and a restart
@@ -316,6 +325,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             results.append(result)
             if not args.quiet or outcome(result) not in ("pass", "xfail"):
                 print("\n".join(_scenario_line(result, expectations=expectations.source)), flush=True)
+            if len(results) == 1 and len(scenarios) > 1 and cannot_start(result):
+                print(f"stopped: the gateway failed before the first event of {result.scenario.name}; it cannot "
+                      f"start ({len(scenarios) - 1} scenarios not run)")
+                break
     except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM: keep what finished
         _write_report(results, args.report, args.gateway, errors)
         print(summary_line(results, len(errors)) + " (interrupted)")

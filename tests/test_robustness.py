@@ -355,3 +355,12 @@ def test_a_timer_callback_that_raises_is_an_error_at_its_step_and_the_run_goes_o
     assert (tmp_path / "r" / "junit.xml").exists()
     if how == "exec":  # a stack from another language is shown without its own "at"
         assert out[2] == "      at fire_timer (gw.js:7:3)"
+
+
+def test_run_stops_when_the_gateway_cannot_start(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["run", str(FIRST), str(SECOND), "--gateway", "exec:false", "--report", str(tmp_path / "r")])
+    out = capsys.readouterr().out.splitlines()
+    assert code == 1
+    assert out[-3] == f"stopped: the gateway failed before the first event of {FIRST.stem}; it cannot start (1 scenarios not run)"
+    assert out[-1] == "1 scenarios, 0 passed, 1 failed (1 gateway error)"
+    assert (tmp_path / "r" / "junit.xml").exists()
