@@ -243,20 +243,26 @@ def _worker_init() -> None:
 
 
 class Progress:
-    """One progress line on stderr: rewritten in place on a terminal, every tenth otherwise."""
+    """One progress line on stderr: rewritten in place on a terminal; otherwise (a CI log) every
+    tenth of the way and at least once a minute, so a long run never looks hung."""
+
+    QUIET_FOR = 60.0  # seconds without a line, at most, off a terminal
 
     def __init__(self, total: int, what: str = "seeds") -> None:
         self.total, self.what = total, what
         self.started = time.monotonic()
         self.tty = sys.stderr.isatty()
         self.step = max(1, total // 10)
+        self.last = self.started
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
 
     def update(self, done: int, failed: int) -> None:
-        if not self.tty and done % self.step and done != self.total:
+        now = time.monotonic()
+        if not self.tty and done % self.step and done != self.total and now - self.last < self.QUIET_FOR:
             return
+        self.last = now
         rate = done / max(self.elapsed(), 1e-9)
         line = f"{done}/{self.total} {self.what}, {rate:.1f} {self.what}/s, {failed} failed"
         sys.stderr.write(f"\r{line}\x1b[K" if self.tty else line + "\n")

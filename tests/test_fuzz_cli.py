@@ -149,3 +149,18 @@ def test_seeds_go_to_workers_in_chunks_and_come_back_in_order() -> None:
     assert seed_chunk(10_000, 1) == 8 and seed_chunk(500, 8) == 1
     items = [-n for n in range(300)]
     assert list(in_order(abs, items, 2, chunksize=seed_chunk(len(items), 2))) == list(range(300))
+
+
+def test_progress_off_a_terminal_speaks_at_least_once_a_minute(monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    from conformance import fuzz
+
+    now = [0.0]
+    monkeypatch.setattr(fuzz.time, "monotonic", lambda: now[0])
+    progress = fuzz.Progress(1000)
+    assert not progress.tty
+    for done, t in ((1, 10.0), (2, 30.0), (3, 61.0), (4, 62.0)):  # none a tenth of the way
+        now[0] = t
+        progress.update(done, 0)  # only the one a minute after the last line speaks
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("3/1000 seeds")
