@@ -317,6 +317,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 2
     if args.report:
         _check_writable_names(scenarios)
+    if not args.paths and not errors:  # the whole catalog: an entry naming no scenario is a typo
+        names = {s.name for s in scenarios}
+        if stray := sorted({name for name, _check in expectations.pairs} - names):
+            print(f"warning: {expectations.source or 'the expectations file'} names no catalog scenario "
+                  f"{', '.join(repr(n) for n in stray)}: a typo expects nothing", file=sys.stderr)
     results: list[RunResult] = []
     try:
         for result in run_all(scenarios, factory, args.gateway, expectations, args.budget):

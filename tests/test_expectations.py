@@ -51,3 +51,13 @@ def test_every_shipped_file_names_catalog_scenarios_and_checks(path: Path) -> No
     assert expectations.pairs, f"{path.name} is empty"
     unknown = sorted({scenario for scenario, _ in expectations.pairs} - names)
     assert not unknown, f"{path.name} names scenarios not in the catalog: {unknown}"
+
+
+def test_an_expectations_entry_naming_no_catalog_scenario_is_warned_about(tmp_path, capsys) -> None:
+    from conformance.cli import main
+
+    typo = tmp_path / "exp.txt"
+    typo.write_text("01-idle-expiry-end-and-finalise I1  # the catalog spells it -finalize\n")
+    assert main(["run", "-q", "--expectations", str(typo)]) == 0
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"warning: {typo} names no catalog scenario '01-idle-expiry-end-and-finalise': a typo expects nothing")
