@@ -279,6 +279,16 @@ class Progress:
             sys.stderr.write("\n")
 
 
+def _forget(out: Path, seeds: range) -> None:
+    """Remove the failure files of `seeds` from `out`: the seeds a stopped run did not count."""
+    if not out.is_dir():
+        return
+    for path in out.glob("gen-*.yaml"):
+        number = path.name[4:].removesuffix(".yaml").removesuffix(".shrunk")
+        if number.isdigit() and int(number) in seeds:
+            path.unlink(missing_ok=True)
+
+
 def cmd_fuzz(args: argparse.Namespace) -> int:
     check_gateway(args.gateway, resolve)  # a bad gateway name is a usage error before any work
     seeds = shard(parse_seeds(args.seeds), args.shard)
@@ -313,6 +323,8 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM: count and report what finished
         interrupted = stop
     progress.close()
+    if done < len(tasks):  # the pool is gone: what its workers wrote for seeds not counted goes too
+        _forget(Path(args.out), seeds[done:])
     if stopped:
         print(f"time budget of {args.time_budget} spent after {done} of {len(tasks)} seeds")
     if cannot_start:
