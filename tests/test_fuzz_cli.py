@@ -168,7 +168,7 @@ def test_progress_off_a_terminal_speaks_at_least_once_a_minute(monkeypatch: pyte
 
 def test_a_stopped_run_leaves_files_only_for_the_seeds_it_counted(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """Workers run ahead of the count; what they wrote for seeds past the stop is removed."""
-    code, out, failed = _fuzz(capsys, tmp_path, "--seeds", "0:100000", "--gateway", VARIANT, "-n", "2", "--time-budget", "2s")
+    code, _, failed = _fuzz(capsys, tmp_path, "--seeds", "0:100000", "--gateway", VARIANT, "-n", "2", "--time-budget", "2s")
     assert code == 1 and failed
     written = {int(p.name[4:].removesuffix(".yaml")) for p in (tmp_path / "out").glob("gen-*.yaml")}
     assert written == failed
