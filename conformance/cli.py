@@ -122,9 +122,17 @@ def check_out_dir(directory: str | None, option: str) -> None:
         raise UsageError(f"{option} {directory}: cannot be created in {parent} (not writable)")
 
 
-def no_scenarios(paths: Sequence[str]) -> UsageError:
-    """Nothing to run is not a success: the user named folders with no scenario files."""
-    return UsageError(f"no scenario files in {', '.join(paths)} (*.yaml, *.yml, *.json)")
+def scenario_files(paths: Sequence[str]) -> list[Path]:
+    """The scenario files PATHS name (files, and folders' *.yaml, *.yml, *.json), or the catalog
+    when none is named. A missing path, or folders with nothing in them, is a usage error: nothing
+    to run is not a success."""
+    missing = [path for path in paths if not Path(path).exists()]
+    if missing:
+        raise UsageError(f"{missing[0]}: no such file or directory")
+    found = scenario_paths(list(paths)) if paths else catalog_paths()
+    if not found:
+        raise UsageError(f"no scenario files in {', '.join(paths)} (*.yaml, *.yml, *.json)")
+    return found
 
 
 def _check_writable_names(scenarios: list[Scenario]) -> None:
@@ -303,12 +311,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     factory = gateway_factory(args)
     again = gateway_factory(args, env={"PYTHONHASHSEED": "12345"})
     check_out_dir(args.report, "--report")
-    missing = [path for path in args.paths if not Path(path).exists()]
-    if missing:
-        raise UsageError(f"{missing[0]}: no such file or directory")
-    paths = scenario_paths(args.paths) if args.paths else catalog_paths()
-    if not paths:
-        raise no_scenarios(args.paths)
+    paths = scenario_files(args.paths)
     expectations = load_expectations(args.gateway, args.expectations)
     scenarios, errors = load_all(paths)
     for error in errors:
@@ -414,12 +417,7 @@ def cmd_zoo(args: argparse.Namespace) -> int:
     from reference_impl.variants import VARIANTS
 
     check_out_dir(args.report, "--report")
-    missing = [path for path in args.paths if not Path(path).exists()]
-    if missing:
-        raise UsageError(f"{missing[0]}: no such file or directory")
-    paths = scenario_paths(args.paths) if args.paths else catalog_paths()
-    if not paths:
-        raise no_scenarios(args.paths)
+    paths = scenario_files(args.paths)
     scenarios, errors = load_all(paths)
     if errors:
         for error in errors:

@@ -70,10 +70,9 @@ def _named_scenario_files(config: pytest.Config) -> frozenset[Path]:
 
 
 def _settings(config: pytest.Config) -> Settings:
-    from conformance.cli import UsageError, check_gateway, load_expectations, no_scenarios
+    from conformance.cli import UsageError, check_gateway, load_expectations, scenario_files
     from conformance.fuzz import parse_seeds
     from conformance.registry import UnknownGateway
-    from conformance.suite import scenario_paths
     from sim.document import ScenarioError
 
     gateway = config.getoption("sessiongate_gateway") or "reference"
@@ -82,12 +81,10 @@ def _settings(config: pytest.Config) -> Settings:
         check_gateway(gateway)
         seeds = config.getoption("sessiongate_seeds")
         seed_range = parse_seeds(seeds) if seeds else range(0)
-        missing = [path for path in raw if not Path(path).exists()]
-        if missing:
-            raise UsageError(f"--sessiongate-scenarios {missing[0]}: no such file or directory")
-        scenarios = tuple(scenario_paths(raw))
-        if raw and not scenarios:
-            raise no_scenarios(raw)
+        try:
+            scenarios = tuple(scenario_files(raw)) if raw else ()
+        except UsageError as err:
+            raise UsageError(f"--sessiongate-scenarios {err}") from None
         expectations = load_expectations(gateway, config.getoption("sessiongate_expectations"))
     except (UsageError, UnknownGateway, ScenarioError) as err:
         raise pytest.UsageError(f"sessiongate: {err}") from None

@@ -35,18 +35,13 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_coverage(args: argparse.Namespace) -> int:
-    from conformance.cli import UsageError, check_gateway, no_scenarios
+    from conformance.cli import check_gateway, scenario_files
     from conformance.registry import resolve
-    from conformance.suite import catalog_paths, load_all, run_all, scenario_paths
+    from conformance.suite import load_all, run_all
 
     check_gateway(args.gateway)
     packages = code_packages(args.code or [])
-    missing = [path for path in args.paths if not Path(path).exists()]
-    if missing:
-        raise UsageError(f"{missing[0]}: no such file or directory")
-    paths = scenario_paths(args.paths) if args.paths else catalog_paths()
-    if not paths:
-        raise no_scenarios(args.paths)
+    paths = scenario_files(args.paths)
     scenarios, errors = load_all(paths)
     if errors:  # a table of the files that did load would pass for the coverage of all of them
         for error in errors:
