@@ -12,22 +12,19 @@ from reference_impl import ReferenceGateway
 from reference_impl.variants.eviction import IdleSweepNeverReapsNone
 from sim.loader import load_text
 
-RESUME_AFTER_THE_TTL = """
-name: resume-loads-the-agent
-zone: UTC
-start: '2026-03-29T14:00:32'
-config:
-  reset: {mode: none}
-  idle_ttl: 1h
-  watcher_interval: 5m
-chats:
-  alice: {platform: telegram, chat_type: dm}
-events:
+
+def scenario(name: str, start: str, mode: str, events: str) -> str:
+    """A one-chat scenario with an idle TTL of 1h and a 5-minute watcher (the shrunk cases' own)."""
+    return (f"name: {name}\nzone: UTC\nstart: '{start}'\nconfig:\n  reset: {{mode: {mode}}}\n  idle_ttl: 1h\n"
+            f"  watcher_interval: 5m\nchats:\n  alice: {{platform: telegram, chat_type: dm}}\nevents:\n{events}")
+
+
+RESUME_AFTER_THE_TTL = scenario("resume-loads-the-agent", "2026-03-29T14:00:32", "none", """\
 - {message: alice}
 - {command: /new, chat: alice, after: 1m}
 - {message: alice, after: 1m}
 - {command: /resume, chat: alice, after: 5m5s}
-"""
+""")
 
 
 class ResumeLoadsTheAgent(ReferenceGateway):
@@ -57,22 +54,12 @@ def test_an_agent_loaded_at_a_resume_is_still_owed_its_reaping() -> None:
     assert "(when it entered the cache)" in result.verdicts["I7"].violations[0].message
 
 
-DELETED_TWICE = """
-name: deleted-twice-healed-at-eviction
-zone: UTC
-start: '2026-06-18T22:09:34'
-config:
-  reset: {mode: idle}
-  idle_ttl: 1h
-  watcher_interval: 5m
-chats:
-  alice: {platform: telegram, chat_type: dm}
-events:
+DELETED_TWICE = scenario("deleted-twice-healed-at-eviction", "2026-06-18T22:09:34", "idle", """\
 - {message: alice}
 - {delete_parent: alice, after: 1h46m27s}
 - {message: alice, after: 1m}
 - {delete_session: alice, after: 11s}
-"""
+""")
 
 
 def test_an_end_may_carry_what_came_after_any_deletion_that_lost_the_rest() -> None:
