@@ -17,6 +17,7 @@ from typing import IO, Any
 from conformance import exec_gateway
 from conformance.adapter import BackendUnavailable, Gateway, Harness, Inbound
 from conformance.registry import resolve
+from conformance.runner import close_gateway
 from conformance.wire import (
     VERSION,
     chat_from_wire,
@@ -126,14 +127,6 @@ def _harness(channel: Channel, zone: str, now: int, backends: list[str]) -> Remo
     )
 
 
-def _close(gateway: Gateway) -> None:
-    """The scenario is over: release what the gateway holds (`close()`, as `run_scenario` calls it
-    in process), e.g. the child process of an exec gateway it runs."""
-    close = getattr(gateway, "close", None)
-    if close is not None:
-        close()
-
-
 def serve(factory: Callable[[], Gateway], reader: IO[str], writer: IO[str]) -> None:
     channel = Channel(reader, writer)
     gateway = factory()
@@ -172,7 +165,7 @@ def serve(factory: Callable[[], Gateway], reader: IO[str], writer: IO[str]) -> N
                 elif op == "resources":
                     value = resources_to_wire(gateway.resources())
                 elif op == "reset":  # the next scenario: a fresh gateway in this same process
-                    _close(gateway)
+                    close_gateway(gateway)
                     gateway, harness = factory(), None
                 elif op == "fire_timer":
                     assert harness is not None
@@ -188,7 +181,7 @@ def serve(factory: Callable[[], Gateway], reader: IO[str], writer: IO[str]) -> N
                 trace = [f"{f.filename.rsplit('/', 2)[-1]}:{f.lineno} in {f.name}" for f in frames]
                 channel.send({"fail": {"message": f"{type(err).__name__}: {err}", "traceback": [*trace, f"{type(err).__name__}: {err}"]}})
     finally:  # end of input (the parent is done), or the parent went away mid-call
-        _close(gateway)
+        close_gateway(gateway)
 
 
 def main(argv: list[str] | None = None) -> int:

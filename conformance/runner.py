@@ -308,14 +308,20 @@ def run_scenario(scenario: Scenario, gateway: Gateway, name: str = "gateway", *,
         try:
             result = Run(scenario, gateway, name, budget, spill_at).execute()
         finally:
-            close = getattr(gateway, "close", None)
-            if close is not None:
-                close()
+            close_gateway(gateway)
         if check:
             from conformance.checks import judge
 
             result.verdicts = judge(result.records)
     return result
+
+
+def close_gateway(gateway: Gateway) -> None:
+    """The run is over: release what the gateway holds (its optional `close()`: a child
+    process, a database)."""
+    close = getattr(gateway, "close", None)
+    if close is not None:
+        close()
 
 
 @contextmanager
