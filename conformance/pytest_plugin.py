@@ -24,8 +24,6 @@ from typing import Any
 
 import pytest
 
-SUFFIXES = (".yaml", ".yml", ".json")
-
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("sessiongate", "sessiongate conformance scenarios")
@@ -64,9 +62,11 @@ SETTINGS = pytest.StashKey[Settings]()
 
 def _named_scenario_files(config: pytest.Config) -> frozenset[Path]:
     """Arguments that are scenario files: pytest itself would answer 'not found' for them."""
+    from conformance.suite import SCENARIO_SUFFIXES
+
     here = config.invocation_params.dir
     paths = (here / arg.split("::")[0] for arg in config.args)
-    return frozenset(p.resolve() for p in paths if p.suffix in SUFFIXES and p.is_file())
+    return frozenset(p.resolve() for p in paths if p.suffix in SCENARIO_SUFFIXES and p.is_file())
 
 
 def _settings(config: pytest.Config) -> Settings:
@@ -180,7 +180,7 @@ class ScenarioFile(pytest.File):
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> ScenarioFile | None:
     settings = parent.config.stash.get(SETTINGS, None)
-    if settings is None or file_path.suffix not in SUFFIXES or file_path.resolve() not in settings.named:
+    if settings is None or file_path.resolve() not in settings.named:  # named holds scenario files only
         return None
     return ScenarioFile.from_parent(parent, path=file_path)
 

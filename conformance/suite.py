@@ -25,6 +25,7 @@ from sim.loader import load_file
 from sim.scenario import Scenario
 
 CATALOG = Path(__file__).parent / "catalog"
+SCENARIO_SUFFIXES = (".yaml", ".yml", ".json")  # what a folder of scenario files holds
 XPASS_PREFIX = "expected to fail: "  # an xpass verdict's reason, before the file's; reports.rundir strips it
 EXPECTATIONS = Path(__file__).parent / "expectations"
 
@@ -39,7 +40,7 @@ def scenario_paths(paths: Iterable[str]) -> list[Path]:
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            out.extend(sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml", ".json")))
+            out.extend(sorted(p for p in path.iterdir() if p.suffix in SCENARIO_SUFFIXES))
         else:
             out.append(path)
     return out
