@@ -33,6 +33,8 @@ class Profile:
     crash_durable: every acknowledged turn survives SIGKILL, in the store and in memory.
     sweep_interval: how often idle agents are swept (I7 allows this much slack past the TTL).
     unsupported: event kinds the gateway cannot take; the runner skips them and says so.
+    reply_within: how long after a chat can serve a message its reply may take (I9), in ms;
+      None: `latency` plus the scenario's turn latency.
     """
 
     finalization: Literal["eager", "lazy"] = "eager"
@@ -40,15 +42,19 @@ class Profile:
     crash_durable: bool = True
     sweep_interval: int = 0
     unsupported: frozenset[str] = frozenset()
+    reply_within: int | None = None
 
     def to_detail(self) -> dict[str, Any]:
-        return {
+        detail: dict[str, Any] = {
             "finalization": self.finalization,
             "latency": self.latency,
             "crash_durable": self.crash_durable,
             "sweep_interval": self.sweep_interval,
             "unsupported": sorted(self.unsupported),
         }
+        if self.reply_within is not None:  # left out when not declared: older logs read alike
+            detail["reply_within"] = self.reply_within
+        return detail
 
 
 @dataclass(frozen=True)

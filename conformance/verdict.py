@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Status = Literal["pass", "fail", "xfail", "xpass", "error", "timeout", "skip"]
-CHECK_IDS: tuple[str, ...] = ("I1", "I2", "I3", "I4", "I5", "I6", "I7", "I8")
+CHECK_IDS: tuple[str, ...] = ("I1", "I2", "I3", "I4", "I5", "I6", "I7", "I8", "I9")
 CHECK_NAMES: dict[str, str] = {
     "I1": "exactly-once end",
     "I2": "no lost turn (store)",
@@ -16,6 +16,7 @@ CHECK_NAMES: dict[str, str] = {
     "I6": "reset policy",
     "I7": "bounded resources",
     "I8": "heal",
+    "I9": "liveness",
 }
 
 

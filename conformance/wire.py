@@ -35,6 +35,7 @@ def profile_from_wire(data: dict[str, Any]) -> Profile:
         crash_durable=bool(data["crash_durable"]),
         sweep_interval=int(data["sweep_interval"]),
         unsupported=frozenset(data.get("unsupported", ())),
+        reply_within=None if data.get("reply_within") is None else int(data["reply_within"]),
     )
 
 

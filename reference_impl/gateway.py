@@ -52,9 +52,13 @@ class ReferenceGateway:
     # -- adapter protocol: lifecycle ---------------------------------------------------
 
     def profile(self, config: GatewayConfig) -> Profile:
+        """A reply goes out as soon as its turn is written: the LLM's latency, plus one write
+        retry where a locked store held it (I9 restarts the bound at the lock's end)."""
+        reply_within = config.turn_latency + FLUSH_RETRY
         if config.watcher_interval is None:
-            return Profile("lazy", 0, crash_durable=True, sweep_interval=SWEEP_INTERVAL)
-        return Profile("eager", config.watcher_interval, crash_durable=True, sweep_interval=config.watcher_interval)
+            return Profile("lazy", 0, crash_durable=True, sweep_interval=SWEEP_INTERVAL, reply_within=reply_within)
+        return Profile("eager", config.watcher_interval, crash_durable=True, sweep_interval=config.watcher_interval,
+                       reply_within=reply_within)
 
     def start(self, config: GatewayConfig, harness: Harness) -> None:
         self.config, self.h = config, harness
@@ -298,7 +302,7 @@ class ReferenceGateway:
             return
         del self.inflight[request_id]
         assert pending.reply is not None
-        self.h.platform.send_reply(pending.chat.name, pending.session, pending.reply)
+        self.send_reply(pending)
         agent.busy, agent.last_activity = self.still_busy(agent.session), self.h.clock.now()
         if not pending.delegate:
             user = next(r.content for r in reversed(agent.rows) if r.role == "user" and r.turn == pending.turn)
@@ -306,6 +310,11 @@ class ReferenceGateway:
             del self.busy_chats[pending.key]
             self.drain_queue(pending.key)
         self.enforce_cap()
+
+    def send_reply(self, pending: Pending) -> None:
+        """Deliver the turn's reply to the chat: the turn is acknowledged."""
+        assert pending.reply is not None
+        self.h.platform.send_reply(pending.chat.name, pending.session, pending.reply)
 
     def retry_turn(self, request_id: str) -> None:
         if self.running and request_id in self.inflight:

@@ -5,6 +5,7 @@
     selftest:nondeterministic  session ids from unseeded randomness -> found by --check-determinism
     selftest:leaky-threads     leaves a thread running at shutdown  -> I7 fails
     selftest:runaway           sets timers without end              -> stopped by the event budget
+    selftest:do-nothing        every method does nothing            -> I9 fails wherever a message is delivered
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ from __future__ import annotations
 import random
 import threading
 
-from conformance.adapter import Harness, Inbound
+from conformance.adapter import Harness, Inbound, Profile
+from conformance.observations import DurableState, Resources
 from conformance.registry import UnknownGateway
 from reference_impl.gateway import ReferenceGateway
-from sim.scenario import GatewayConfig
+from sim.scenario import Chat, GatewayConfig
 
 
 class RaisingGateway(ReferenceGateway):
@@ -55,6 +57,50 @@ class RunawayGateway(ReferenceGateway):
         self.h.scheduler.call_at(self.h.clock.now() + 1, self.spin)
 
 
+class DoNothingGateway:
+    """The laziest gateway: it never asks the LLM, never replies, stores nothing. Every check
+    but liveness judges what was acknowledged, and nothing was: only I9 can fail it."""
+
+    def profile(self, config: GatewayConfig) -> Profile:
+        return Profile()
+
+    def start(self, config: GatewayConfig, harness: Harness) -> None:
+        pass
+
+    def deliver_message(self, message: Inbound) -> None:
+        pass
+
+    def deliver_command(self, chat: Chat, command: str) -> None:
+        pass
+
+    def deliver_reply(self, request_id: str, text: str) -> None:
+        pass
+
+    def delegate(self, chat: Chat, text: str) -> None:
+        pass
+
+    def sigterm(self) -> None:
+        pass
+
+    def crash(self) -> None:
+        pass
+
+    def restart(self) -> None:
+        pass
+
+    def delete_session_row(self, session_id: str, keep_children: bool = False) -> None:
+        pass
+
+    def lock_store(self, until: int) -> None:
+        pass
+
+    def durable_state(self) -> DurableState:
+        return DurableState((), ())
+
+    def resources(self) -> Resources:
+        return Resources()
+
+
 def selftest(mode: str | None = None):  # type: ignore[no-untyped-def]
     if mode == "hang":
         from conformance.exec_gateway import isolated
@@ -66,6 +112,7 @@ def selftest(mode: str | None = None):  # type: ignore[no-untyped-def]
         "nondeterministic": NondeterministicGateway,
         "leaky-threads": LeakyThreadsGateway,
         "runaway": RunawayGateway,
+        "do-nothing": DoNothingGateway,
     }
     if mode not in gateways:
         raise UnknownGateway(f"unknown self-test {mode!r}; known: hang, {', '.join(sorted(set(gateways) - {'hang-in-process'}))}")

@@ -262,4 +262,4 @@ def _result(records: list, entry: dict[str, Any]) -> RunResult:
         failure = GatewayFailure(e.d("failure"), e.step, e.d("event"), e.d("message"))
     return RunResult(scenario, entry["gateway"], Profile(profile.get("finalization", "eager"), profile.get("latency", 0),
                      profile.get("crash_durable", True), profile.get("sweep_interval", 0),
-                     frozenset(profile.get("unsupported", ()))), records, failure=failure)
+                     frozenset(profile.get("unsupported", ())), profile.get("reply_within")), records, failure=failure)

@@ -35,6 +35,9 @@ KNOWN_VARIANTS = frozenset({
     "message-reset-fires-no-hooks",
     "shutdown-ends-sessions",
     "sync-after-end",
+    "never-replies",
+    "drops-replies",
+    "answers-first-turn-only",
 })
 FILE_NAME = re.compile(r"\d\d-[a-z0-9]+(-[a-z0-9]+)*\.yaml")
 PATHS = catalog_paths()

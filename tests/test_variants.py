@@ -58,6 +58,11 @@ def sequence(records: list[Obs], kinds: tuple[str, ...], sessions: tuple[str, ..
     return [f"{r.kind} {r.session}" for r in records if r.kind in kinds and r.session in sessions]
 
 
+def replied(records: list[Obs]) -> list[str]:
+    """The turns whose reply reached the chat, in order."""
+    return [turn for r in records if r.kind == "reply" for turn in r.turns]
+
+
 def reply_session(records: list[Obs], turn: str) -> str | None:
     return next((r.session for r in records if r.kind == "reply" and turn in r.turns), None)
 
@@ -105,6 +110,9 @@ CASES: dict[str, tuple[Callable[[list[Obs]], Any], Any, Any]] = {
     "shutdown-ends-sessions": (lambda r: ends(r, "s1"), [("s1", ("t1", "t2"))], [("s1", ("t1",)), ("s1", ("t1", "t2"))]),
     "sync-after-end": (lambda r: sequence(r, ("sync_turn", "on_session_end"), ("s1",)),
                        ["sync_turn s1", "on_session_end s1"], ["on_session_end s1", "sync_turn s1"]),
+    "never-replies": (replied, ["t1", "t2"], []),
+    "drops-replies": (lambda r: (replied(r), ingested(r, "recorder")), (["t1", "t2"], ["t1", "t2"]), ([], ["t1", "t2"])),
+    "answers-first-turn-only": (replied, ["t1", "t2"], ["t1"]),
 }
 
 

@@ -18,6 +18,7 @@ from conformance.checks import (
     i6_policy,
     i7_resources,
     i8_heal,
+    i9_liveness,
 )
 from conformance.checks.model import RunModel
 from conformance.observations import Obs
@@ -32,6 +33,7 @@ CHECKS: dict[str, Callable[[RunModel], Verdict]] = {
     "I6": i6_policy.check,
     "I7": i7_resources.check,
     "I8": i8_heal.check,
+    "I9": i9_liveness.check,
 }
 assert tuple(CHECKS) == CHECK_IDS
 

@@ -29,6 +29,7 @@ from reference_impl.variants.heal import (
     HealReplaysTailOnly,
     OrphanChildNeverRecreated,
 )
+from reference_impl.variants.liveness import AnswersFirstTurnOnly, DropsReplies, NeverReplies
 from reference_impl.variants.memory import BatchFlushReshipsRetained, BatchLostOnShutdown, BatchNoFlushOnSessionEnd
 from reference_impl.variants.policy import (
     CommandMovesIdleClock,
@@ -60,6 +61,9 @@ VARIANTS: dict[str, type[ReferenceGateway]] = {
     "message-reset-fires-no-hooks": MessageResetFiresNoHooks,
     "shutdown-ends-sessions": ShutdownEndsSessions,
     "sync-after-end": SyncAfterEnd,
+    "never-replies": NeverReplies,
+    "drops-replies": DropsReplies,
+    "answers-first-turn-only": AnswersFirstTurnOnly,
 }
 
 

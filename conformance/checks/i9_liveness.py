@@ -1,0 +1,94 @@
+"""I9 liveness: every delivered user message is answered (its reply delivered, the turn
+acknowledged) within the bound the gateway declares.
+
+Without it a gateway that never replies passes every other check: they judge acknowledged
+turns only. The bound (`Profile.reply_within`, default the declared latency plus the
+scenario's turn latency) runs from when the chat could serve the message: its arrival (the
+restart, for a message the platform held), or the previous message of the chat being
+answered or abandoned (a chat's turns are served one at a time). A locked store holds a
+write, and so the reply: the bound restarts when the lock ends. Excused: a turn a `/stop`
+abandoned, and a message not answered before a SIGTERM or crash that came before its
+deadline (the final one included; the bound is capped at what quiescence waits).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from conformance.checks.model import NEVER, RunModel, Turn
+from conformance.verdict import Verdict, Violation
+
+
+def bound(m: RunModel) -> int:
+    """How long after the chat could serve a message its reply may take, in ms: as declared,
+    and never longer than quiescence waits (`GatewayConfig.horizon`): what the harness cannot
+    wait for, it cannot excuse."""
+    declared = m.profile.get("reply_within")
+    within = int(declared) if declared is not None else m.latency + m.config.turn_latency
+    return min(within, m.config.horizon())
+
+
+def check(m: RunModel) -> Verdict:
+    violations: list[Violation] = []
+    within = bound(m)
+    stops = sorted((m.records[i].t, i) for i in (*m.by_kind.get("sigterm", ()), *m.by_kind.get("crash", ())))
+    locks = sorted((r.t, int(r.d("until"))) for _i, r in m.of("db_locked"))
+    by_chat: dict[str, list[Turn]] = defaultdict(list)
+    for turn in m.turns.values():
+        if not turn.delegate:
+            by_chat[turn.chat].append(turn)
+    examined = 0
+    for chat in sorted(by_chat):
+        free = 0  # when the chat could take its next message: the previous one answered or given up
+        behind: Turn | None = None
+        for turn in sorted(by_chat[chat], key=lambda t: t.index):
+            examined += 1
+            start = max(turn.arrival, free)
+            deadline = _extended(start + within, start, within, locks)
+            answered = turn.reply.t if turn.reply is not None else None
+            given_up = _given_up(m, turn, stops)
+            if answered is not None and answered <= deadline:
+                free = answered
+            elif given_up is not None and given_up < deadline and (answered is None or answered > given_up):
+                free = given_up  # abandoned, or the process stopped first (held ones are owed after it)
+            elif answered is not None:
+                violations.append(_violation(m, turn, start, behind, deadline, answered))
+                free = answered
+            else:
+                violations.append(_violation(m, turn, start, behind, deadline, None))
+                free = deadline
+            behind = turn
+    violations.sort(key=lambda v: v.records)  # in log order, whatever the chat
+    return Verdict("I9", "fail" if violations else "pass", tuple(violations), examined=examined)
+
+
+def _extended(deadline: int, start: int, within: int, locks: list[tuple[int, int]]) -> int:
+    """A lock that lands before the deadline holds the write: the bound restarts at its end."""
+    for locked, until in locks:
+        if locked > deadline:
+            break
+        if until >= start:
+            deadline = max(deadline, until + within)
+    return deadline
+
+
+def _given_up(m: RunModel, turn: Turn, stops: list[tuple[int, int]]) -> int | None:
+    """When the turn stopped being owed: the /stop that abandoned it (the model's `done`, for
+    a turn never answered), or the first SIGTERM or crash after it arrived."""
+    stop = next((t for t, i in stops if i > turn.index), None)
+    if turn.reply is None and turn.done[1] != NEVER and m.records[turn.done[1]].kind not in ("sigterm", "crash"):
+        return turn.done[0] if stop is None else min(turn.done[0], stop)
+    return stop
+
+
+def _violation(m: RunModel, turn: Turn, start: int, behind: Turn | None, deadline: int, answered: int | None) -> Violation:
+    waited = ""
+    if start > turn.arrival and behind is not None:
+        waited = f" (behind {behind.id} until {m.at(start)})"
+    delivered = f"{turn.id} delivered at {m.at(turn.arrival)}{waited}"
+    if answered is None:
+        admitted = "" if turn.request is not None else " (the LLM was never asked)"
+        return Violation(f"{delivered} was never answered{admitted}; owed by {m.at(deadline)}",
+                         (turn.index,), deadline, turn.session, (turn.id,))
+    return Violation(f"{delivered} was answered at {m.at(answered)}; owed by {m.at(deadline)}",
+                     (turn.index, turn.reply_index), answered, turn.session, (turn.id,))
