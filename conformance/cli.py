@@ -25,7 +25,17 @@ from typing import Any, NoReturn
 
 from conformance.registry import UnknownGateway, resolve
 from conformance.runner import DEFAULT_BUDGET, RunResult, run_scenario
-from conformance.suite import XPASS_PREFIX, Expectations, catalog_paths, load_all, outcome, run_all, scenario_paths
+from conformance.suite import (
+    XPASS_PREFIX,
+    Expectations,
+    catalog_paths,
+    load_all,
+    outcome,
+    run_all,
+    scenario_paths,
+    vacuous_checks,
+    vacuous_note,
+)
 from conformance.verdict import CHECK_IDS, GatewayFailure, Verdict
 from sim.document import ScenarioError
 from sim.scenario import Scenario
@@ -193,7 +203,8 @@ def _scenario_line(result: RunResult, *, every_violation: bool = False, expectat
     """A scenario's outcome and, below it, why. `every_violation` lists each violation (replay);
     otherwise the first, and how many more (run). `expectations` names the file behind an xpass."""
     word = outcome(result)
-    lines = [f"{word:<5} {result.scenario.name}{skipped_note(result)}"]
+    hollow = vacuous_note(result) if word == "pass" else ""  # a pass that judged less than it seems
+    lines = [f"{word:<5} {result.scenario.name}{skipped_note(result)}{hollow}"]
     if result.failure is not None:
         lines.append(f"      {result.failure.describe()}")
         # The last line repeats the message; a stack from another language may say "at" itself.
@@ -250,6 +261,8 @@ def summary_line(results: list[RunResult], unloaded: int = 0) -> str:
         line += f", {words.count('xfail')} expected failures"
     if unloaded:
         line += f", {unloaded} file{'s' if unloaded != 1 else ''} not loaded"
+    if vacuous := vacuous_checks(results):
+        line += f"; {vacuous} check{'s' if vacuous != 1 else ''} vacuous (examined nothing)"
     return line
 
 
@@ -327,7 +340,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                   f"{', '.join(repr(n) for n in stray)}: a typo expects nothing", file=sys.stderr)
     results: list[RunResult] = []
     try:
-        for result in run_all(scenarios, factory, args.gateway, expectations, args.budget):
+        for result in run_all(scenarios, factory, args.gateway, expectations, args.budget, args.strict):
             if args.check_determinism:
                 check_determinism(result, again)
             results.append(result)
@@ -498,6 +511,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"simulator events per scenario before a gateway counts as runaway (default {DEFAULT_BUDGET:,})")
     run.add_argument("--check-determinism", action="store_true",
                      help="run each scenario twice and report the first divergence of the logs")
+    run.add_argument("--strict", action="store_true", help="a check that examined nothing (vacuous) fails")
     run.set_defaults(func=cmd_run)
     replay = sub.add_parser("replay", help="print a scenario's whole timeline of observations")
     replay.add_argument("file")

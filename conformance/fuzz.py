@@ -118,11 +118,13 @@ class SeedTask:
     profile: str
     out: str
     shrink: bool = True
+    strict: bool = False  # a vacuous check fails
 
 
 @dataclass(frozen=True)
 class SeedOutcome:
     seed: int
+    vacuous: int = 0  # checks that passed having examined nothing
     failing: dict[str, str] = field(default_factory=dict)
     path: str = ""
     shrunk: Shrinking | None = None
@@ -135,13 +137,14 @@ def run_seed(task: SeedTask) -> SeedOutcome:
     """Generate, run and judge one seed; write a failing one (and its shrunk form) to `out`."""
     scenario = scenario_for_seed(task.seed, task.profile)
     with cyclic_gc_paused():  # the run's log is freed before the collector is back: it would walk every record
-        result = run_scenario(scenario, factory(task.gateway)(), task.gateway)
+        result = run_scenario(scenario, factory(task.gateway)(), task.gateway, strict=task.strict)
         bad, failure, verdicts = failing(result), result.failure, result.verdicts
         del result
+    vacuous = sum(v.vacuous for v in verdicts.values())
     if not bad:
-        return SeedOutcome(task.seed)
+        return SeedOutcome(task.seed, vacuous)
     if failure is not None and failure.event == "start" and failure.message.startswith("NotImplementedError"):
-        return SeedOutcome(task.seed, bad, refused=True)  # not a finding: nothing to write or shrink
+        return SeedOutcome(task.seed, vacuous, bad, refused=True)  # not a finding: nothing to write or shrink
     out = Path(task.out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{scenario.name}.yaml"
@@ -157,7 +160,7 @@ def run_seed(task: SeedTask) -> SeedOutcome:
         status = verdicts[check].status
         shrunk = shrink_and_write(scenario, path, task.gateway, check, status)
     start_error = failure.describe() if failure is not None and failure.step == 0 else ""
-    return SeedOutcome(task.seed, bad, str(path), shrunk, broken=failure is not None, start_error=start_error)
+    return SeedOutcome(task.seed, vacuous, bad, str(path), shrunk, broken=failure is not None, start_error=start_error)
 
 
 def parse_seeds(text: str) -> range:
@@ -295,9 +298,9 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     budget = parse_time_budget(args.time_budget)
     workers = parse_workers(args.workers)
     check_out_dir(args.out, "--out")
-    tasks = [SeedTask(seed, args.gateway, args.profile, args.out, not args.no_shrink) for seed in seeds]
+    tasks = [SeedTask(seed, args.gateway, args.profile, args.out, not args.no_shrink, args.strict) for seed in seeds]
     progress = Progress(len(tasks))
-    done = failed = broken = refused = 0
+    done = failed = broken = refused = vacuous = 0
     by_check: dict[str, int] = {}
     stopped = False
     cannot_start = ""
@@ -305,6 +308,7 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     try:
         for outcome in in_order(run_seed, tasks, workers, chunksize=seed_chunk(len(tasks), workers)):
             done += 1
+            vacuous += outcome.vacuous
             if outcome.failing:
                 failed += 1
                 broken += outcome.broken
@@ -330,6 +334,8 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     if cannot_start:
         print(cannot_start)
     lines = [f"{done} scenarios, {done - failed} passed, {failed - refused} failed" + (f", {refused} refused" if refused else "")]
+    if vacuous:
+        lines[-1] += f"; {vacuous} check{'s' if vacuous != 1 else ''} vacuous (examined nothing)"
     if interrupted is not None:
         lines[-1] += " (interrupted)"
     if failed:
@@ -411,6 +417,7 @@ def add_commands(subparsers: Any) -> None:
     fuzz.add_argument("--out", default="fuzz-failures", help="where failing scenarios go (default fuzz-failures)")
     fuzz.add_argument("--profile", default="default", choices=sorted(PROFILES))
     fuzz.add_argument("--no-shrink", action="store_true", help="write failures without shrinking them")
+    fuzz.add_argument("--strict", action="store_true", help="a check that examined nothing (vacuous) fails")
     fuzz.add_argument("--findings-ok", action="store_true",
                       help="failed checks are findings to report (exit 0); gateway errors and timeouts exit 1, "
                            "except NotImplementedError at start (a config the gateway says it cannot drive)")

@@ -34,6 +34,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="also run these scenario files or folders (repeatable); leaves the catalog out")
     group.addoption("--sessiongate-expectations", metavar="FILE",
                     help="expected-failures file (default: conformance/expectations/<gateway>.txt)")
+    group.addoption("--sessiongate-strict", action="store_true", default=False,
+                    help="a check that examined nothing (vacuous) fails, as `run --strict`")
     group.addoption("--sessiongate-catalog", dest="sessiongate_catalog", action="store_true", default=None,
                     help="include the built-in catalog (the default without your own scenarios)")
     group.addoption("--no-sessiongate-catalog", dest="sessiongate_catalog", action="store_false",
@@ -55,6 +57,7 @@ class Settings:
     scenarios: tuple[Path, ...]  # from --sessiongate-scenarios
     named: frozenset[Path]  # scenario files given as pytest arguments, resolved
     catalog: bool
+    strict: bool = False  # --sessiongate-strict: a vacuous check fails
 
 
 SETTINGS = pytest.StashKey[Settings]()
@@ -91,7 +94,7 @@ def _settings(config: pytest.Config) -> Settings:
     named = _named_scenario_files(config)
     catalog = config.getoption("sessiongate_catalog")
     return Settings(gateway, expectations, seed_range, scenarios, named,
-                    catalog if catalog is not None else not (scenarios or named))
+                    catalog if catalog is not None else not (scenarios or named), config.getoption("sessiongate_strict"))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -123,7 +126,9 @@ class ScenarioItem(pytest.Item):
         from conformance.runner import run_scenario
         from conformance.suite import Expectations, outcome
 
-        result = run_scenario(self.scenario(), resolve(self.gateway)(), self.gateway)
+        settings = self.config.stash.get(SETTINGS, None)
+        strict = settings is not None and settings.strict
+        result = run_scenario(self.scenario(), resolve(self.gateway)(), self.gateway, strict=strict)
         result = (self.expectations or Expectations.for_gateway(self.gateway)).apply(result)
         word = outcome(result)
         if word == "xfail":

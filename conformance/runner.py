@@ -301,9 +301,10 @@ class Run:
 
 
 def run_scenario(scenario: Scenario, gateway: Gateway, name: str = "gateway", *, budget: int = DEFAULT_BUDGET,
-                 check: bool = True, spill_at: int | None = SPILL_AT) -> RunResult:
-    """Run `scenario` against a fresh `gateway` instance and (by default) judge it. A log
-    longer than `spill_at` records (None: no limit) is kept in a temporary file."""
+                 check: bool = True, spill_at: int | None = SPILL_AT, strict: bool = False) -> RunResult:
+    """Run `scenario` against a fresh `gateway` instance and (by default) judge it (`strict`: a
+    vacuous pass fails). A log longer than `spill_at` records (None: no limit) is kept in a
+    temporary file."""
     with cyclic_gc_paused(), _stdio_kept():
         try:
             result = Run(scenario, gateway, name, budget, spill_at).execute()
@@ -312,7 +313,7 @@ def run_scenario(scenario: Scenario, gateway: Gateway, name: str = "gateway", *,
         if check:
             from conformance.checks import judge
 
-            result.verdicts = judge(result.records)
+            result.verdicts = judge(result.records, strict)
     return result
 
 

@@ -115,8 +115,19 @@ def outcome(result: RunResult) -> str:
     return "pass"
 
 
+def vacuous_checks(results: Iterable[RunResult]) -> int:
+    """How many (scenario, check) verdicts passed having examined nothing."""
+    return sum(v.vacuous for result in results for v in result.verdicts.values())
+
+
+def vacuous_note(result: RunResult) -> str:
+    """' (I3, I8 vacuous)': the checks that passed this scenario having examined nothing."""
+    names = [check for check, verdict in result.verdicts.items() if verdict.vacuous]
+    return f" ({', '.join(names)} vacuous)" if names else ""
+
+
 def run_all(scenarios: list[Scenario], factory: Callable[[], Gateway], name: str,
-            expectations: Expectations | None = None, budget: int = DEFAULT_BUDGET) -> Iterator[RunResult]:
+            expectations: Expectations | None = None, budget: int = DEFAULT_BUDGET, strict: bool = False) -> Iterator[RunResult]:
     """Each scenario on a fresh gateway. A factory that cannot make the first one is an
     `UnknownGateway` (nothing has run: a usage error); one that fails later makes that
     scenario an error and the run, and its report, go on."""
@@ -127,7 +138,7 @@ def run_all(scenarios: list[Scenario], factory: Callable[[], Gateway], name: str
             if index == 0:
                 raise
             gateway = cast(Gateway, Unbuildable(str(err)))  # enough of one for the runner to log the error
-        result = run_scenario(scenario, gateway, name, budget=budget)
+        result = run_scenario(scenario, gateway, name, budget=budget, strict=strict)
         yield (expectations or Expectations({})).apply(result)
 
 

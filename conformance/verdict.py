@@ -50,6 +50,11 @@ class Verdict:
     examined: int = 0  # how many items the check examined (sessions, turns…): 0 means vacuous
 
     @property
+    def vacuous(self) -> bool:
+        """It passed having examined nothing: the scenario never gave it anything to judge."""
+        return self.status == "pass" and self.examined == 0
+
+    @property
     def summary(self) -> str:
         if self.violations:
             first = self.violations[0].message
@@ -61,10 +66,21 @@ class Verdict:
         return Verdict(self.check, status, self.violations, reason or self.reason, self.examined)
 
     def to_detail(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"status": self.status, "evidence": [v.to_detail() for v in self.violations]}
+        out: dict[str, Any] = {"status": self.status, "evidence": [v.to_detail() for v in self.violations],
+                               "examined": self.examined, "vacuous": self.vacuous}
         if self.reason:
             out["reason"] = self.reason
         return out
+
+
+VACUOUS = "examined nothing (a vacuous pass; --strict fails it)"
+
+
+def strictly(verdict: Verdict) -> Verdict:
+    """Under --strict a check that examined nothing fails: a scenario meant to exercise it did not."""
+    if not verdict.vacuous:
+        return verdict
+    return Verdict(verdict.check, "fail", (Violation(VACUOUS),), verdict.reason, verdict.examined)
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 6px}h3{font-siz
 table{border-collapse:collapse;margin:8px 0}th,td{border:1px solid #ddd;padding:2px 7px;text-align:center}
 th{background:#f3f3f3;font-weight:600}td.name,th.name{text-align:left}
 td.pass{color:#2a7d2a}td.fail,td.xpass,td.error,td.timeout{background:#fde2e1;color:#a11;font-weight:bold}
-td.xfail{background:#fff4d6;color:#8a6100}td.skip{color:#999}td.zero{background:#fff4d6}td.na{color:#bbb}
+td.xfail{background:#fff4d6;color:#8a6100}td.skip{color:#999}td.vacuous{color:#999;font-style:italic}td.zero{background:#fff4d6}td.na{color:#bbb}
 section.run{border-top:2px solid #eee;margin-top:18px}.scroll{overflow-x:auto}h2.bad{color:#a11}
 ol.evidence li{margin:3px 0}ol.evidence .check{font-weight:600;color:#a11}
 .legend span{display:inline-block;margin-right:14px}.swatch{display:inline-block;width:12px;height:12px;
@@ -101,10 +101,14 @@ def _verdict_table(runs: list[Keyed]) -> str:
             verdict = k.result.verdicts.get(check)
             status = verdict.status if verdict else "error"
             tip = escape(verdict.summary if verdict else "no verdict")
+            if verdict is not None and verdict.vacuous:
+                cells.append('<td class="vacuous" title="passed having examined nothing">○</td>')
+                continue
             cells.append(f'<td class="{status}" title="{tip}">{SYMBOL[status]}</td>')
         rows.append(f'<tr><td class="name">{name}</td><td class="{word}">{word}</td>{"".join(cells)}</tr>')
     rows.append("</table>")
-    rows.append('<p class="muted">✓ pass ✗ fail x expected failure X unexpected pass E error T timeout - skip</p>')
+    rows.append('<p class="muted">✓ pass ○ vacuous pass (examined nothing) ✗ fail x expected failure X unexpected pass '
+                'E error T timeout - skip</p>')
     return "\n".join(rows)
 
 

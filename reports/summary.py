@@ -10,7 +10,7 @@ from conformance.verdict import CHECK_IDS
 from reports.coverage import Coverage
 from reports.rundir import Keyed, Unloaded, canonical_json
 
-SCHEMA = 1
+SCHEMA = 2  # 2: each verdict's `examined` and `vacuous`, and `totals.vacuous_checks`
 
 
 def document(runs: list[Keyed], gateway: str, cover: Coverage, unloaded: list[Unloaded]) -> dict[str, Any]:
@@ -28,7 +28,8 @@ def document(runs: list[Keyed], gateway: str, cover: Coverage, unloaded: list[Un
             "verdicts": {c: result.verdicts[c].to_detail() for c in CHECK_IDS if c in result.verdicts},
         })
     words = [s["outcome"] for s in scenarios]
-    totals = {w: words.count(w) for w in ("pass", "fail", "xfail", "error", "timeout")}
+    totals: dict[str, int] = {w: words.count(w) for w in ("pass", "fail", "xfail", "error", "timeout")}
+    totals["vacuous_checks"] = sum(v.vacuous for run in runs for v in run.result.verdicts.values())
     return {"schema": SCHEMA, "gateway": gateway, "totals": totals, "scenarios": scenarios,
             "unloaded": [u.to_detail() for u in unloaded], "coverage": cover.to_detail()}
 

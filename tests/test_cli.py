@@ -82,7 +82,8 @@ def test_a_malformed_file_is_reported_and_the_good_ones_still_run(tmp_path: Path
     assert errors[0] == f"error {tmp_path}/b-bad.yaml:8: config.reset.mode: expected one of idle, daily, both, none, got 'weekly'"
     assert re.match(rf"error {re.escape(str(tmp_path))}/c-broken\.yaml:\d+: ", errors[1]), errors[1]
     assert len(errors) == 2
-    assert out.splitlines() == [f"pass  {GOOD.stem}", "pass  d-good", "2 scenarios, 2 passed, 0 failed, 2 files not loaded"]
+    assert out.splitlines() == [f"pass  {GOOD.stem}", "pass  d-good (I5 vacuous)",
+                               "2 scenarios, 2 passed, 0 failed, 2 files not loaded; 1 check vacuous (examined nothing)"]
 
 
 def test_only_malformed_files_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from conformance.suite import catalog_paths
+
 pytest_plugins = ["pytester"]
 LEAN = ("-p", "no:xdist", "-p", "no:hypothesispytest")  # each costs ~1 s per in-process run
 
@@ -80,7 +82,7 @@ def test_own_scenario_files_and_folders_are_collected_without_the_catalog(pytest
     assert [line for line in listed.stdout.lines if line.startswith("sessiongate[")] == ["sessiongate[reference]::myscen/mine.yaml"]
     both = pytester.runpytest_inprocess(*LEAN, "-p", "no:cacheprovider", "--sessiongate-scenarios", "myscen/mine.yaml",
                                         "--sessiongate-catalog", "--co", "-q")
-    assert sum(line.startswith("sessiongate[reference]::catalog/") for line in both.stdout.lines) == 40
+    assert sum(line.startswith("sessiongate[reference]::catalog/") for line in both.stdout.lines) == len(catalog_paths())
 
 
 def test_expectations_option_applies_a_file_of_ones_own(pytester: pytest.Pytester) -> None:

@@ -64,7 +64,7 @@ def test_summary_keeps_the_documented_schema(run_dir, results):
     text = (run_dir / "summary.json").read_text(encoding="utf-8")
     doc = json.loads(text)
     assert text == rundir.canonical_json(doc)
-    assert doc["schema"] == 1 and doc["gateway"] == "reference"
+    assert doc["schema"] == 2 and doc["gateway"] == "reference"
     assert [s["name"] for s in doc["scenarios"]] == [r.scenario.name for r in results]
     for entry in doc["scenarios"]:
         assert set(entry) == {"key", "name", "gateway", "file", "seed", "log", "outcome", "verdicts"}
@@ -256,7 +256,7 @@ def test_a_file_that_did_not_load_is_in_every_report(tmp_path, capsys):
     assert printed.out.splitlines()[-1] == "1 scenarios, 1 passed, 0 failed, 1 file not loaded"
     assert "b-bad.yaml:3" in printed.err
     suite = ET.parse(out / "junit.xml").getroot().find("testsuite")
-    assert suite is not None and suite.get("errors") == "1" and suite.get("tests") == "9"
+    assert suite is not None and suite.get("errors") == "1" and suite.get("tests") == "10"
     case = suite.find("testcase[@name='load']")
     assert case is not None and case.get("classname", "").endswith("b-bad.yaml")
     error = case.find("error")

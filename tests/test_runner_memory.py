@@ -60,9 +60,9 @@ def test_the_gateway_is_closed_before_the_log_is_judged(monkeypatch) -> None:
             order.append("close")
             super().close()
 
-    def judging(records):  # type: ignore[no-untyped-def]
+    def judging(records, strict=False):  # type: ignore[no-untyped-def]
         order.append("judge")
-        return judge(records)
+        return judge(records, strict)
 
     monkeypatch.setattr(conformance.checks, "judge", judging)
     gateway = Closing()

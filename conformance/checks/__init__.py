@@ -22,7 +22,7 @@ from conformance.checks import (
 )
 from conformance.checks.model import RunModel
 from conformance.observations import Obs
-from conformance.verdict import CHECK_IDS, Verdict
+from conformance.verdict import CHECK_IDS, Verdict, strictly
 
 CHECKS: dict[str, Callable[[RunModel], Verdict]] = {
     "I1": i1_end.check,
@@ -38,15 +38,16 @@ CHECKS: dict[str, Callable[[RunModel], Verdict]] = {
 assert tuple(CHECKS) == CHECK_IDS
 
 
-def judge(records: Sequence[Obs]) -> dict[str, Verdict]:
-    """Every check's verdict on one observation log."""
+def judge(records: Sequence[Obs], strict: bool = False) -> dict[str, Verdict]:
+    """Every check's verdict on one observation log (`strict`: a vacuous pass fails)."""
     model = RunModel.build(records)
     if model.failure is not None:
         failure = model.failure
         status = "timeout" if failure.d("failure") == "timeout" else "error"
         reason = f"gateway {status} at step {failure.step} ({failure.d('event')}): {failure.d('message')}"
         return {check: Verdict(check, status, reason=reason) for check in CHECKS}
-    return {check: _once(fn(model)) for check, fn in CHECKS.items()}
+    verdicts = {check: _once(fn(model)) for check, fn in CHECKS.items()}
+    return {check: strictly(v) for check, v in verdicts.items()} if strict else verdicts
 
 
 def _once(verdict: Verdict) -> Verdict:
