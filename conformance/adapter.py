@@ -111,8 +111,11 @@ class FakeLLM:
         """Send the prompt (the session's texts, last one the user's); returns a request id."""
         self._count += 1
         request_id = f"r{self._count}"
-        turn = first_turn(prompt[-1]) if prompt else None
-        self._log.add("llm_request", chat=chat, session=session, turns=(turn,) if turn else (), request=request_id)
+        # Every turn in the last message, the credited one first: a gateway that folds unanswered
+        # messages into the next prompt ("[t3] …\n[t5] …") answers them all with one reply (I9).
+        carried = tuple(dict.fromkeys(turn_ids(prompt[-1]))) if prompt else ()
+        turn = carried[0] if carried else None
+        self._log.add("llm_request", chat=chat, session=session, turns=carried, request=request_id)
         self._engine.call_later(self._latency, self._reply, self.epoch, request_id, turn)
         return request_id
 

@@ -106,3 +106,14 @@ def test_a_gateway_that_never_answers_fails_nearly_every_seed(name: str) -> None
         verdict = judge(run_scenario(scenario_for_seed(seed), gateway, name, check=False).records)["I9"]
         failed += verdict.status == "fail"
     assert failed >= 0.95 * 200
+
+
+def test_a_message_folded_into_another_turns_request_is_answered_by_its_reply() -> None:
+    """Hermes folds an unanswered message into the next prompt ("[t1] …\\n[t2] …"): the request
+    carries both turns, the reply is credited to the first, and it answers both."""
+    records = log("idle")
+    request, reply = find(records, "llm_request", turn="t2"), find(records, "reply", turn="t2")
+    folded = edit(edit(records, request, turns=("t1", "t2")), reply, turns=("t1",))
+    assert messages(folded, "I9") == []
+    alone = edit(edit(records, request, turns=("t1",)), reply, turns=("t1",))
+    assert messages(alone, "I9") == ["t2 delivered at 09:01 was never answered (the LLM was never asked); owed by 09:01:03"]
