@@ -91,7 +91,7 @@ def _stuck(m: RunModel, cut: Deletion) -> Violation | None:
     for turn in sorted(pending, key=lambda t: t.request_index)[:1]:
         assert turn.request is not None
         answer = turn.request.t + m.config.turn_latency
-        if turn.reply is None and turn.done[1] >= final_stop:
+        if turn.reply is None and (turn.ended_by == "dropped" or turn.done[1] >= final_stop):
             late = "was never answered"
         elif turn.reply is not None and turn.reply.t > answer and not any(lo < turn.reply.t and hi > answer for lo, hi in locks):
             late = f"got its answer at {m.at(answer)} but was acknowledged only at {m.at(turn.reply.t)}"

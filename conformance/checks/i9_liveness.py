@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from conformance.checks.model import NEVER, RunModel, Turn
+from conformance.checks.model import RunModel, Turn
 from conformance.verdict import Verdict, Violation
 
 
@@ -93,10 +93,10 @@ def _extended(deadline: int, start: int, within: int, locks: list[tuple[int, int
 
 
 def _given_up(m: RunModel, turn: Turn, stops: list[tuple[int, int]]) -> int | None:
-    """When the turn stopped being owed: the /stop that abandoned it (the model's `done`, for
-    a turn never answered), or the first SIGTERM or crash after it arrived."""
+    """When the turn stopped being owed: the /stop that abandoned it (the model's `done`), or
+    the first SIGTERM or crash after it arrived."""
     stop = next((t for t, i in stops if i > turn.index), None)
-    if turn.reply is None and turn.done[1] != NEVER and m.records[turn.done[1]].kind not in ("sigterm", "crash"):
+    if turn.ended_by == "/stop":
         return turn.done[0] if stop is None else min(turn.done[0], stop)
     return stop
 

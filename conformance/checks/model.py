@@ -61,6 +61,7 @@ class Turn:
     reply_index: int = -1
     replies: int = 0
     done: tuple[int, int] = (NEVER, NEVER)  # (time, index) the turn ended: its reply, or a /stop or stop abandoning it
+    ended_by: str = ""  # what ended it: 'reply', '/stop', 'sigterm', 'crash', or 'dropped' (answered by the LLM, never replied)
 
     @property
     def acked(self) -> bool:
@@ -361,19 +362,32 @@ def _delivered(restart: int, t: int, turns: list[Turn], held: list[tuple[str, in
 
 
 def _mark_done(m: RunModel, chat_turns: dict[str, list[Turn]], commands: dict[str, list[CommandAt]]) -> None:
-    """Each admitted turn's end: its reply, else the /stop in its chat or the stop
-    (sigterm, crash) that abandoned it."""
-    stops = [(m.records[i].t, i) for i in sorted([*m.by_kind.get("sigterm", ()), *m.by_kind.get("crash", ())])]
+    """Each admitted turn's end: its reply, else the /stop in its chat or the stop (sigterm,
+    crash) that abandoned it, else, if neither came before the LLM answered (a locked store
+    holding the write until the lock ends), the moment the gateway dropped it: its answer."""
+    stops = [(m.records[i].t, i, m.records[i].kind) for i in sorted([*m.by_kind.get("sigterm", ()), *m.by_kind.get("crash", ())])]
+    locks = sorted((r.t, int(r.d("until", r.t))) for _i, r in m.of("db_locked"))
+    times: list[int] = []  # record times, read only if a turn was dropped
     for chat, turns in chat_turns.items():
-        ends = sorted([(t, i) for t, i, name, _arrival in commands.get(chat, []) if name == "/stop"] + stops,
+        ends = sorted([(t, i, "/stop") for t, i, name, _arrival in commands.get(chat, []) if name == "/stop"] + stops,
                       key=lambda s: s[1])
-        indexes = [i for _t, i in ends]
+        indexes = [i for _t, i, _by in ends]
         for turn in turns:
             if turn.reply is not None:
-                turn.done = (turn.reply.t, turn.reply_index)
-            else:
-                k = bisect_right(indexes, turn.request_index)
-                turn.done = ends[k] if k < len(ends) else (NEVER, NEVER)
+                turn.done, turn.ended_by = (turn.reply.t, turn.reply_index), "reply"
+                continue
+            assert turn.request is not None
+            answer = turn.request.t + m.config.turn_latency
+            for locked, until in locks:
+                if locked <= answer <= until:
+                    answer = until + m.config.turn_latency  # the write waits out the lock, then one more try
+            k = bisect_right(indexes, turn.request_index)
+            if k < len(ends) and ends[k][0] <= answer:
+                turn.done, turn.ended_by = (ends[k][0], ends[k][1]), ends[k][2]
+                continue
+            if not times:
+                times = [r.t for r in m.records]
+            turn.done, turn.ended_by = (answer, bisect_right(times, answer)), "dropped"
 
 
 def _effective(m: RunModel, admitted: list[Turn], commands: list[CommandAt]) -> list[tuple[int, int, str]]:
