@@ -13,7 +13,6 @@ from conformance.checks import judge
 from conformance.runner import run_scenario
 from conformance.suite import catalog_paths
 from reference_impl.gateway import ReferenceGateway
-from reference_impl.policy import chat_key
 from reference_impl.selftest import DoNothingGateway
 from reference_impl.variants import make
 from sim.generate import scenario_for_seed
@@ -119,22 +118,3 @@ def test_a_message_folded_into_another_turns_request_is_answered_by_its_reply() 
     alone = edit(edit(records, request, turns=("t1",)), reply, turns=("t1",))
     assert messages(alone, "I9") == ["t2 delivered at 09:01 was never answered (the LLM was never asked); owed by 09:01:03"]
 
-
-class InterruptsOnNew(ReferenceGateway):
-    """As Hermes does (gateway/run.py:_interrupt_and_clear_session): /new during a turn drops
-    that turn, unanswered, and resets at once."""
-
-    def deliver_command(self, chat, command):  # type: ignore[no-untyped-def]
-        key = chat_key(chat)
-        if command == "/new" and key in self.busy_chats:
-            self.stop_turn(key)
-        super().deliver_command(chat, command)
-
-
-def test_a_turn_dropped_under_a_command_is_named_once_not_as_every_later_turn() -> None:
-    """The command no longer waits for a reply that never comes (#20, item 5): t1 is unanswered
-    (I9), the session ended mid-turn is I1's, and t2 in the new session is right (I6 passes)."""
-    scenario = load_file(next(p for p in catalog_paths() if p.stem == "26-new-during-running-turn"))
-    verdicts = judge(run_scenario(scenario, InterruptsOnNew(), "interrupts", check=False).records)
-    assert verdicts["I6"].status == "pass"
-    assert [v.message for v in verdicts["I9"].violations] == ["t1 delivered at 09:00 was never answered; owed by 09:01:01"]

@@ -13,6 +13,8 @@ seeds), so it does not count as reaching the backend, and it is named.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from conformance.checks.model import RunModel
 from conformance.checks.text import turn_list
 from conformance.verdict import Verdict, Violation
@@ -34,14 +36,18 @@ def check(m: RunModel) -> Verdict:
                     f"at {m.at(r.t)}", (index,), r.t, turn.session, (turn_id,)))
     crashes = [i for i, _ in m.of("crash")]
     excused_before = crashes[-1] if crashes and not m.profile.get("crash_durable", True) else -1
+    down = _failing(m)
+    moments = _moments(m)
     violations: list[Violation] = foreign  # the cause first: what went under the wrong session
     examined = 0
     turns = sorted((t for t in m.turns.values() if t.acked and not t.delegate), key=lambda t: t.reply_index)
     for backend in backends:
+        # A crash excuses what it lost, not what a session end or SIGTERM before it already owed.
+        owed_before = {turn for index, t, owed in moments if index < excused_before and not down(backend, t) for turn in owed}
         missing = []
         for turn in turns:
             examined += 1
-            if turn.id in ingested[backend] or turn.reply_index < excused_before:
+            if turn.id in ingested[backend] or (turn.reply_index < excused_before and turn.id not in owed_before):
                 continue
             missing.append(turn)
         if not missing:
@@ -58,13 +64,8 @@ def check(m: RunModel) -> Verdict:
     return Verdict("I3", "fail" if violations else "pass", tuple(violations), examined=examined)
 
 
-def _late(m: RunModel, backends: list[str]) -> list[Violation]:
-    """Turns that reached a backend only after the session end or SIGTERM that owed them."""
-    first: dict[str, dict[str, tuple[int, int]]] = {backend: {} for backend in backends}  # backend -> turn -> (index, t)
-    for index, r in m.of("ingest"):
-        mine = first.setdefault(r.d("backend"), {})
-        for turn in r.turns:
-            mine.setdefault(turn, (index, r.t))
+def _failing(m: RunModel) -> Callable[[str, int], bool]:
+    """Whether a backend was failing (a `backend_fail` fault) at a moment."""
     failing: dict[str, list[tuple[int, int]]] = {}
     for _index, r in m.of("backend_fail"):
         failing.setdefault(r.d("backend"), []).append((r.t, r.d("until")))
@@ -72,13 +73,30 @@ def _late(m: RunModel, backends: list[str]) -> list[Violation]:
     def down(backend: str, t: int) -> bool:
         return any(start <= t < until for start, until in failing.get(backend, []))
 
-    moments: list[tuple[int, int, list[str]]] = []  # (index, t, turns owed by then)
+    return down
+
+
+def _moments(m: RunModel) -> list[tuple[int, int, list[str]]]:
+    """(index, t, turns owed by then), in log order: each session end owes its session's
+    acknowledged turns, each SIGTERM every acknowledged turn."""
+    moments: list[tuple[int, int, list[str]]] = []
     for index, end in m.of("on_session_end"):
         if end.session in m.chat_sessions():
             moments.append((index, end.t, [t.id for t in m.acked_in(end.session, before=index)]))
     for index, stop in m.of("sigterm"):
         owed = [t.id for t in m.turns.values() if t.acked and not t.delegate and t.reply_index < index]
         moments.append((index, stop.t, owed))
+    return sorted(moments)
+
+
+def _late(m: RunModel, backends: list[str]) -> list[Violation]:
+    """Turns that reached a backend only after the session end or SIGTERM that owed them."""
+    first: dict[str, dict[str, tuple[int, int]]] = {backend: {} for backend in backends}  # backend -> turn -> (index, t)
+    for index, r in m.of("ingest"):
+        mine = first.setdefault(r.d("backend"), {})
+        for turn in r.turns:
+            mine.setdefault(turn, (index, r.t))
+    down = _failing(m)
 
     def what(index: int) -> str:  # words for a moment, built only for a violation
         r = m.records[index]
@@ -88,7 +106,7 @@ def _late(m: RunModel, backends: list[str]) -> list[Violation]:
 
     out: list[Violation] = []
     reported: dict[str, set[str]] = {backend: set() for backend in backends}
-    for index, t, owed in sorted(moments):
+    for index, t, owed in _moments(m):
         for backend in backends:
             if down(backend, t):
                 continue
@@ -103,4 +121,3 @@ def _late(m: RunModel, backends: list[str]) -> list[Violation]:
                 f"what a provider buffers is owed when the session ends or the gateway stops",
                 (index, when[0]), when[1], m.turns[late[0]].session, tuple(late)))
     return out
-

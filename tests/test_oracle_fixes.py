@@ -1,0 +1,47 @@
+"""Oracle fixes for any gateway, found reading Hermes's failures (#20): each case a gateway that
+conforms where the oracle used to raise a false alarm, or a log the oracle used to excuse."""
+
+from __future__ import annotations
+
+from check_logs import drop, edit, find, messages
+
+from conformance.checks import judge
+from conformance.runner import run_scenario
+from conformance.suite import catalog_paths
+from reference_impl.gateway import ReferenceGateway
+from reference_impl.policy import chat_key
+from sim.loader import load_file
+
+
+class InterruptsOnNew(ReferenceGateway):
+    """As Hermes does (gateway/run.py:_interrupt_and_clear_session): /new during a turn drops
+    that turn, unanswered, and resets at once."""
+
+    def deliver_command(self, chat, command):  # type: ignore[no-untyped-def]
+        key = chat_key(chat)
+        if command == "/new" and key in self.busy_chats:
+            self.stop_turn(key)
+        super().deliver_command(chat, command)
+
+
+def test_a_turn_dropped_under_a_command_is_named_once_not_as_every_later_turn() -> None:
+    """The command no longer waits for a reply that never comes (#20, item 5): t1 is unanswered
+    (I9), the session ended mid-turn is I1's, and t2 in the new session is right (I6 passes)."""
+    scenario = load_file(next(p for p in catalog_paths() if p.stem == "26-new-during-running-turn"))
+    verdicts = judge(run_scenario(scenario, InterruptsOnNew(), "interrupts", check=False).records)
+    assert verdicts["I6"].status == "pass"
+    assert [v.message for v in verdicts["I9"].violations] == ["t1 delivered at 09:00 was never answered; owed by 09:01:01"]
+
+
+def test_a_crash_excuses_what_it_lost_not_what_an_earlier_end_owed() -> None:
+    """Catalog 38 (#20, item 8): /new ends s1 at 09:03, owing t1 and t2 to hindsight; a crash
+    at 09:04 does not excuse them for a gateway without crash durability."""
+    records = list(run_scenario(load_file(next(p for p in catalog_paths() if p.stem == "38-batch-end-flush-before-crash")),
+                                ReferenceGateway(), "reference", check=False).records)
+    head = edit(records, 0, detail={"profile": {**records[0].d("profile"), "crash_durable": False}})
+    shipped = find(head, "ingest", turn="t1", backend="hindsight")
+    assert head[shipped].turns == ("t1", "t2")
+    lost = drop(head, shipped)
+    assert messages(head, "I3") == []
+    assert messages(lost, "I3") == [
+        "backend 'hindsight' never ingested [t1, t2] (session s1, acknowledged from 09:00:02 to 09:01:02)"]
