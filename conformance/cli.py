@@ -23,9 +23,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from conformance.registry import UnknownGateway, resolve
+from conformance.registry import UnknownGateway, expectation_names, resolve
 from conformance.runner import DEFAULT_BUDGET, RunResult, run_scenario
 from conformance.suite import (
+    EXPECTATIONS,
     XPASS_PREFIX,
     Expectations,
     catalog_paths,
@@ -335,7 +336,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         _check_writable_names(scenarios)
     if not args.paths and not errors:  # the whole catalog: an entry naming no scenario is a typo
         names = {s.name for s in scenarios}
-        if stray := sorted({name for name, _check in expectations.pairs} - names):
+        if stray := sorted(expectations.scenarios() - names):
             print(f"warning: {expectations.source or 'the expectations file'} names no catalog scenario "
                   f"{', '.join(repr(n) for n in stray)}: a typo expects nothing", file=sys.stderr)
     results: list[RunResult] = []
@@ -360,6 +361,57 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(summary_line(results, len(errors)))
     bad = any(outcome(r) in ("fail", "error", "timeout") for r in results)
     return 1 if bad or errors else 0
+
+
+# -- update-expectations --------------------------------------------------------------
+
+TODO_REASON = "TODO: what the gateway does, and where (file:function)"
+
+
+def expectation_lines(results: list[RunResult], old: Expectations) -> tuple[list[str], int]:
+    """One `SCENARIO CHECK SIGNATURE  # reason` line per distinct violation of every failing
+    check, in run order; each keeps the reason its signature (or, from an unsigned line, its
+    check) had, else a TODO for a person to fill. Also returns how many are TODO."""
+    lines: list[str] = []
+    todo = 0
+    for result in results:
+        for check in CHECK_IDS:
+            verdict = result.verdicts.get(check)
+            if verdict is None or verdict.status not in ("fail", "xfail"):
+                continue
+            key = (result.scenario.name, check)
+            for signature in dict.fromkeys(v.signature for v in verdict.violations):
+                bare = signature.split(" [not expected", 1)[0]
+                reason = old.signed.get(key, {}).get(bare) or old.pairs.get(key)
+                todo += reason is None
+                lines.append(f"{key[0]} {check} {bare}  # {reason or TODO_REASON}")
+    return lines, todo
+
+
+def cmd_update_expectations(args: argparse.Namespace) -> int:
+    """Run the scenarios, then rewrite the gateway's expectations file from what failed (as
+    web-platform-tests' `wpt update-expectations`): reasons carry over, new lines get a TODO."""
+    factory = gateway_factory(args)
+    paths = scenario_files(args.paths)
+    old = load_expectations(args.gateway, args.expectations)
+    target = Path(args.expectations or old.source or EXPECTATIONS / f"{expectation_names(args.gateway)[0]}.txt")
+    scenarios, errors = load_all(paths)
+    for error in errors:
+        print(f"error {error}", file=sys.stderr)
+    if errors:
+        return 2
+    results = [Expectations({}).apply(r) for r in run_all(scenarios, factory, args.gateway, None, args.budget)]
+    broken = [r for r in results if r.failure is not None]
+    for result in broken:
+        print(f"{result.failure.kind} {result.scenario.name}: {result.failure.describe()}", file=sys.stderr)  # type: ignore[union-attr]
+    header = [line for line in (target.read_text(encoding="utf-8").splitlines() if target.exists() else [])
+              if line.startswith("#")]
+    lines, todo = expectation_lines(results, old)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text("\n".join([*header, *lines]) + "\n", encoding="utf-8")
+    print(f"wrote {_shown_path(str(target))}: {len(lines)} expected failures ({todo} with a TODO reason)"
+          + (f"; {len(broken)} scenarios errored and are not listed" if broken else ""))
+    return 1 if broken else 0
 
 
 # -- replay ---------------------------------------------------------------------------
@@ -513,6 +565,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="run each scenario twice and report the first divergence of the logs")
     run.add_argument("--strict", action="store_true", help="a check that examined nothing (vacuous) fails")
     run.set_defaults(func=cmd_run)
+    update = sub.add_parser("update-expectations", help="rewrite a gateway's expectations file from a run")
+    update.add_argument("paths", nargs="*", help="scenario files or folders (default: the built-in catalog)")
+    update.add_argument("--gateway", default="reference", help="gateway name, NAME:ARG or MODULE:FACTORY (default: reference)")
+    update.add_argument("--expectations", help="the file to rewrite (default: the gateway's own, as run finds it)")
+    update.set_defaults(func=cmd_update_expectations, isolate=False, step_timeout=10.0, memory_mb=4096, budget=DEFAULT_BUDGET)
     replay = sub.add_parser("replay", help="print a scenario's whole timeline of observations")
     replay.add_argument("file")
     replay.add_argument("--gateway", default="reference")

@@ -66,6 +66,7 @@ class RunResult:
     records: Sequence[Obs]  # a list, or a spilled log read back from its file (conformance.spill)
     verdicts: dict[str, Verdict] = field(default_factory=dict)
     failure: GatewayFailure | None = None
+    expected: dict[str, Any] = field(default_factory=dict)  # check -> the expectations entry that applied (suite)
 
     def log_text(self) -> str:
         return log_text(self.records)

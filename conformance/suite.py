@@ -12,14 +12,14 @@ unexpected, so a fixed bug is noticed.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import cast
 
 from conformance.adapter import Gateway
 from conformance.registry import UnknownGateway, expectation_names
 from conformance.runner import DEFAULT_BUDGET, RunResult, run_scenario
-from conformance.verdict import CHECK_IDS
+from conformance.verdict import CHECK_IDS, Verdict
 from sim.document import ScenarioError
 from sim.loader import load_file
 from sim.scenario import Scenario
@@ -58,23 +58,37 @@ def load_all(paths: list[Path]) -> tuple[list[Scenario], list[ScenarioError]]:
 
 @dataclass(frozen=True)
 class Expectations:
-    pairs: dict[tuple[str, str], str]  # (scenario, check) -> reason
+    """`pairs`: (scenario, check) -> reason, for a line `SCENARIO CHECK  # reason` (any failure of
+    the check is expected). `signed`: (scenario, check) -> signature -> reason, for lines
+    `SCENARIO CHECK SIGNATURE  # reason` (only violations with these signatures are expected:
+    a new one in the same check fails, and one that no longer occurs is an unexpected pass)."""
+
+    pairs: dict[tuple[str, str], str]
     source: str = ""
+    signed: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
 
     @staticmethod
     def parse(text: str, source: str) -> Expectations:
         pairs: dict[tuple[str, str], str] = {}
+        signed: dict[tuple[str, str], dict[str, str]] = {}
         for number, line in enumerate(text.splitlines(), start=1):
             body, _, reason = line.partition("#")
             words = body.split()
             if not words:
                 continue
-            if len(words) != 2 or words[1] not in CHECK_IDS:
-                raise ScenarioError(source, number, "", f"expected 'SCENARIO CHECK  # reason' with CHECK one of {', '.join(CHECK_IDS)}")
+            if len(words) not in (2, 3) or words[1] not in CHECK_IDS:
+                raise ScenarioError(source, number, "", "expected 'SCENARIO CHECK [SIGNATURE]  # reason' with CHECK one of "
+                                                        f"{', '.join(CHECK_IDS)}")
             if not reason.strip():
                 raise ScenarioError(source, number, words[0], "every expected failure needs a one-line reason after '#'")
-            pairs[(words[0], words[1])] = reason.strip()
-        return Expectations(pairs, source)
+            key = (words[0], words[1])
+            if (len(words) == 2 and key in signed) or (len(words) == 3 and key in pairs):
+                raise ScenarioError(source, number, words[0], f"{words[1]} is listed both with and without a signature")
+            if len(words) == 2:
+                pairs[key] = reason.strip()
+            else:
+                signed.setdefault(key, {})[words[2]] = reason.strip()
+        return Expectations(pairs, source, signed)
 
     @staticmethod
     def for_gateway(name: str, explicit: str | None = None) -> Expectations:
@@ -91,16 +105,56 @@ class Expectations:
                 return Expectations.parse(path.read_text(encoding="utf-8"), str(path))
         return Expectations({})
 
+    def scenarios(self) -> set[str]:
+        """The scenario names the file mentions."""
+        return {name for name, _check in (*self.pairs, *self.signed)}
+
     def apply(self, result: RunResult) -> RunResult:
+        """Mark expected failures (`xfail`) and unexpected passes (`xpass`); keep on the result
+        the entries that applied (`RunResult.expected`), so a report re-renders with them."""
         for check, verdict in list(result.verdicts.items()):
-            reason = self.pairs.get((result.scenario.name, check))
+            key = (result.scenario.name, check)
+            if key in self.signed:
+                result.expected[check] = dict(self.signed[key])
+                result.verdicts[check] = _signed(verdict, self.signed[key])
+                continue
+            reason = self.pairs.get(key)
             if reason is None:
                 continue
+            result.expected[check] = reason
             if verdict.status == "fail":
                 result.verdicts[check] = verdict.with_status("xfail", reason)
             elif verdict.status == "pass":
                 result.verdicts[check] = verdict.with_status("xpass", f"{XPASS_PREFIX}{reason}")
         return result
+
+    @staticmethod
+    def of_result(expected: dict[str, str | dict[str, str]], scenario: str) -> Expectations:
+        """The entries a run recorded (`RunResult.expected`), as expectations again."""
+        pairs = {(scenario, c): r for c, r in expected.items() if isinstance(r, str)}
+        signed = {(scenario, c): dict(r) for c, r in expected.items() if isinstance(r, dict)}
+        return Expectations(pairs, "", signed)
+
+
+def _signed(verdict: Verdict, expected: dict[str, str]) -> Verdict:
+    """A verdict against signature entries: xfail if every violation is expected and every
+    expected one occurred; a new violation fails (listed first, marked); one that no longer
+    occurs is an unexpected pass (a fix to notice)."""
+    if verdict.status == "pass":
+        first = next(iter(sorted(expected)))
+        return verdict.with_status("xpass", f"{XPASS_PREFIX}{expected[first]}")
+    if verdict.status != "fail":
+        return verdict
+    new = [v for v in verdict.violations if v.signature not in expected]
+    if new:
+        marked = tuple(replace(v, message=f"{v.message} [not expected: {v.signature}]", kind=v.slug) for v in new)
+        rest = tuple(v for v in verdict.violations if v.signature in expected)
+        return Verdict(verdict.check, "fail", (*marked, *rest), "", verdict.examined)
+    gone = sorted(set(expected) - {v.signature for v in verdict.violations})
+    if gone:
+        return verdict.with_status("xpass", f"{XPASS_PREFIX}{expected[gone[0]]} [{gone[0]} did not occur]")
+    reasons = dict.fromkeys(expected[v.signature] for v in verdict.violations)
+    return verdict.with_status("xfail", "; ".join(reasons))
 
 
 def outcome(result: RunResult) -> str:

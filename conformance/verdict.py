@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -20,15 +21,38 @@ CHECK_NAMES: dict[str, str] = {
 }
 
 
+_WORD = re.compile(r"\w+")
+_SKIP = frozenset({"a", "an", "and", "at", "but", "by", "for", "from", "in", "is", "it", "its", "of", "on", "or", "the",
+                   "to", "was", "were", "with", "session", "turn", "turns"})
+
+
 @dataclass(frozen=True)
 class Violation:
-    """One thing that went wrong, in words, with the log records (by index) that show it."""
+    """One thing that went wrong, in words, with the log records (by index) that show it.
+
+    `kind` names what went wrong in a few words (a slug); left empty, it is made from the
+    message's words without its times, numbers and ids. With the subject (the session, else
+    the turns) it is the violation's `signature`, which expectations files may name, so a new
+    violation in an expected-failing scenario is not hidden by an old one."""
 
     message: str
     records: tuple[int, ...] = ()
     t: int | None = None
     session: str | None = None
     turns: tuple[str, ...] = ()
+    kind: str = ""
+
+    @property
+    def signature(self) -> str:
+        subject = self.session or ",".join(self.turns)
+        return f"{self.slug}@{subject}" if subject else self.slug
+
+    @property
+    def slug(self) -> str:
+        if self.kind:
+            return self.kind
+        words = [w.lower() for w in _WORD.findall(self.message) if not any(c.isdigit() for c in w)]
+        return "-".join(w.replace("_", "-").strip("-") for w in words if w not in _SKIP)[:60].strip("-") or "violation"
 
     def to_detail(self) -> dict[str, Any]:
         out: dict[str, Any] = {"message": self.message, "records": list(self.records)}

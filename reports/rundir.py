@@ -130,15 +130,9 @@ class Unloaded:
         return {"file": self.file, "line": self.line, "field": self.field, "message": self.message}
 
 
-def expected_failures(result: RunResult) -> dict[str, str]:
-    """check -> the expectations-file reason, recovered from the xfail/xpass verdicts."""
-    out = {}
-    for check, verdict in result.verdicts.items():
-        if verdict.status == "xfail":
-            out[check] = verdict.reason
-        elif verdict.status == "xpass":
-            out[check] = verdict.reason.removeprefix(XPASS_PREFIX)
-    return out
+def expected_failures(result: RunResult) -> dict[str, Any]:
+    """check -> the expectations entry that applied to it (a reason, or signature -> reason)."""
+    return dict(sorted(result.expected.items()))
 
 
 def save(directory: Path, runs: list[Keyed], gateway: str, unloaded: list[Unloaded]) -> None:
@@ -206,8 +200,7 @@ def load(directory: Path) -> tuple[str, list[RunResult], list[Unloaded]]:
         except (OSError, ValueError, KeyError, TypeError) as err:
             raise RunDirError(f"{path}: {err}") from None
         result.verdicts = judge(records)
-        pairs = {(result.scenario.name, check): reason for check, reason in entry["expected"].items()}
-        results.append(Expectations(pairs).apply(result))
+        results.append(Expectations.of_result(entry["expected"], result.scenario.name).apply(result))
     return gateway, results, unloaded
 
 

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from conformance import registry
-from conformance.suite import EXPECTATIONS, Expectations
+from conformance.cli import main
+from conformance.runner import run_scenario
+from conformance.suite import EXPECTATIONS, Expectations, catalog_paths
+from reference_impl.variants import make
 from sim.document import ScenarioError
+from sim.loader import load_file
 
 
 def test_a_plain_name_is_its_own_stem() -> None:
@@ -61,3 +66,60 @@ def test_an_expectations_entry_naming_no_catalog_scenario_is_warned_about(tmp_pa
     assert main(["run", "-q", "--expectations", str(typo)]) == 0
     assert capsys.readouterr().err.splitlines()[-1] == (
         f"warning: {typo} names no catalog scenario '01-idle-expiry-end-and-finalise': a typo expects nothing")
+
+
+# -- signed entries: expected failures keyed by what failed, not only where ------------------
+
+
+SYNC = next(p for p in catalog_paths() if p.stem == "26-new-during-running-turn")  # sync-after-end fails I5 here
+
+
+def _failing_i5() -> tuple[Any, Any]:
+    result = run_scenario(load_file(SYNC), make("sync-after-end"), "reference:sync-after-end")
+    verdict = result.verdicts["I5"]
+    assert verdict.status == "fail"
+    return result, verdict
+
+
+def test_a_signed_entry_expects_exactly_its_violations() -> None:
+    result, verdict = _failing_i5()
+    signature = verdict.violations[0].signature
+    assert signature.endswith("@s1") and " " not in signature
+    text = f"{SYNC.stem} I5 {signature}  # syncs after the end\n"
+    applied = Expectations.parse(text, "x.txt").apply(result)
+    assert applied.verdicts["I5"].status == "xfail" and applied.verdicts["I5"].reason == "syncs after the end"
+    assert applied.expected == {"I5": {signature: "syncs after the end"}}
+
+
+def test_a_new_violation_in_an_expected_failing_check_fails() -> None:
+    result, verdict = _failing_i5()
+    other = Expectations.parse(f"{SYNC.stem} I5 something-else@s1  # another bug\n", "x.txt").apply(result)
+    failed = other.verdicts["I5"]
+    assert failed.status == "fail"
+    assert failed.violations[0].message.endswith(f"[not expected: {verdict.violations[0].signature}]")
+
+
+def test_a_signed_violation_that_no_longer_occurs_is_an_unexpected_pass() -> None:
+    result, verdict = _failing_i5()
+    text = f"{SYNC.stem} I5 {verdict.violations[0].signature}  # syncs after the end\n{SYNC.stem} I5 gone@s9  # fixed since\n"
+    gone = Expectations.parse(text, "x.txt").apply(result).verdicts["I5"]
+    assert gone.status == "xpass" and "gone@s9 did not occur" in gone.reason
+
+
+def test_a_check_listed_with_and_without_a_signature_is_refused() -> None:
+    with pytest.raises(ScenarioError, match=r"x\.txt:2: 01-a: I1 is listed both with and without a signature"):
+        Expectations.parse("01-a I1  # any\n01-a I1 kind@s1  # one\n", "x.txt")
+
+
+def test_update_expectations_rewrites_the_file_keeping_reasons(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "mine.txt"
+    target.write_text(f"# my gateway\n{SYNC.stem} I5  # syncs after the end (gateway.py:complete_turn)\n", encoding="utf-8")
+    args = ["update-expectations", str(SYNC), "--gateway", "reference:sync-after-end", "--expectations", str(target)]
+    assert main(args) == 0
+    lines = target.read_text(encoding="utf-8").splitlines()
+    assert lines[0] == "# my gateway"
+    mine = [line for line in lines[1:] if line.startswith(f"{SYNC.stem} I5 ")]
+    assert mine and all(line.endswith("# syncs after the end (gateway.py:complete_turn)") for line in mine)
+    assert all("TODO" in line for line in lines[1:] if line not in mine)  # what the old file did not say
+    assert capsys.readouterr().out.startswith(f"wrote {target}: {len(lines) - 1} expected failures")
+    assert main(["run", str(SYNC), "--gateway", "reference:sync-after-end", "--expectations", str(target), "-q"]) == 0
