@@ -3,7 +3,7 @@ conforms where the oracle used to raise a false alarm, or a log the oracle used 
 
 from __future__ import annotations
 
-from check_logs import drop, edit, find, messages
+from check_logs import drop, edit, find, insert, log, messages
 
 from conformance.checks import judge
 from conformance.runner import run_scenario
@@ -45,3 +45,19 @@ def test_a_crash_excuses_what_it_lost_not_what_an_earlier_end_owed() -> None:
     assert messages(head, "I3") == []
     assert messages(lost, "I3") == [
         "backend 'hindsight' never ingested [t1, t2] (session s1, acknowledged from 09:00:02 to 09:01:02)"]
+
+
+def test_a_turn_asked_again_is_answered_at_its_last_ask() -> None:
+    """Hermes interrupts a turn and asks again (#20, item 6): after a deletion, the next turn's
+    reply comes a turn latency after its second ask, which is its next flush, not a late one."""
+    records = log("heal")
+    request = find(records, "llm_request", turn="t3")
+    reply = find(records, "reply", turn="t3")
+    again = records[request]._replace(t=records[request].t + 30_000, detail={**records[request].detail, "request": "r9"})
+    later = edit(records, reply, t=records[reply].t + 30_000)
+    asked_twice = insert(later, request + 1, again)
+    assert messages(asked_twice, "I8") == []
+    assert messages(later, "I8") == [
+        "session s1's row was deleted at 09:02 and not recreated at the next flush: turn t3 (asked 09:03) got its answer "
+        "at 09:03:02 but was acknowledged only at 09:03:32"
+    ]

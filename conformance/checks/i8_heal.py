@@ -90,7 +90,7 @@ def _stuck(m: RunModel, cut: Deletion) -> Violation | None:
     pending = [t for t in m.turns.values() if t.session == cut.session and t.request is not None and t.done[1] > cut.index]
     for turn in sorted(pending, key=lambda t: t.request_index)[:1]:
         assert turn.request is not None
-        answer = turn.request.t + m.config.turn_latency
+        answer = turn.asked + m.config.turn_latency  # the answer to its last ask (a gateway may interrupt and ask again)
         if turn.reply is None and (turn.ended_by == "dropped" or turn.done[1] >= final_stop):
             late = "was never answered"
         elif turn.reply is not None and turn.reply.t > answer and not any(lo < turn.reply.t and hi > answer for lo, hi in locks):

@@ -57,6 +57,7 @@ class Turn:
     muted: bool = False
     request: Stamp | None = None  # admission: the LLM request
     request_index: int = -1
+    asked: int = 0  # the last LLM request for it before its reply: when the answer it got was asked
     reply: Stamp | None = None  # acknowledgment
     reply_index: int = -1
     replies: int = 0
@@ -265,6 +266,8 @@ class RunModel:
                 turn = turns[r.turns[0]]
                 if turn.request is None:
                     turn.request, turn.request_index = Stamp(r.t, names.setdefault(r.session, r.session)), index
+                if turn.reply is None:  # a gateway that interrupts and asks again is answered at the last ask
+                    turn.asked = r.t
             elif kind == "reply" and r.turns and r.turns[0] in turns:
                 turn = turns[r.turns[0]]
                 turn.replies += 1
@@ -377,7 +380,7 @@ def _mark_done(m: RunModel, chat_turns: dict[str, list[Turn]], commands: dict[st
                 turn.done, turn.ended_by = (turn.reply.t, turn.reply_index), "reply"
                 continue
             assert turn.request is not None
-            answer = turn.request.t + m.config.turn_latency
+            answer = turn.asked + m.config.turn_latency
             for locked, until in locks:
                 if locked <= answer <= until:
                     answer = until + m.config.turn_latency  # the write waits out the lock, then one more try
