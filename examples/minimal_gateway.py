@@ -250,10 +250,11 @@ class MinimalGateway:
             return
         if command in ("/new", "/reset") and not route.ended:
             self.end_session(route, "new")
+        elif command == "/resume" and route.ended:  # past a boundary, its successor not begun: reopen it
+            route.ended, route.anchor, route.last_user = False, self.h.clock.now(), self.h.clock.now()
         elif command == "/resume" and route.previous is not None:
             left, target, now = route.session, route.previous, self.h.clock.now()
-            if not route.ended:
-                self.end_session(route, "switch")  # the session left behind ends first
+            self.end_session(route, "switch")  # the session left behind ends first
             route.session, route.previous, route.ended, route.anchor, route.last_user = target, left, False, now, now
             self.h.recorder.on_session_switch(left, target)
 

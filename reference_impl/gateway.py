@@ -356,6 +356,8 @@ class ReferenceGateway:
         route = self.store.route(key)
         if route is None or route.session_id is None:
             return
+        if not route.ended and (reason := self.expiry_reason(route)):
+            self.end_session(route, reason)  # a command past the boundary notices it, as a message does
         if command in ("/new", "/reset"):
             if not route.ended:
                 self.end_session(route, "new")
@@ -364,19 +366,23 @@ class ReferenceGateway:
         self.schedule_tick()
 
     def resume_previous(self, route: Route) -> None:
-        """/resume: switch back to the chat's previous session; the one left behind ends."""
-        target = route.previous_id
+        """/resume: switch back to the chat's previous session; the one left behind ends. Past a
+        boundary (its successor not begun, as after /new) the previous one is the session that
+        just ended: it reopens, and nothing is left behind."""
+        left = None if route.ended else route.session_id
+        target = route.session_id if route.ended else route.previous_id
         if target is None:
             self.h.note("resume_skipped", chat=route.chat, reason="no previous session")
             return
-        left = route.session_id
-        if not route.ended:
+        if left is not None:
             self.end_session(route, "switch")
         self.store.bump_life(target)
         now = self.h.clock.now()
-        route.previous_id, route.session_id, route.ended, route.anchor, route.last_user = left, target, False, now, now
+        route.previous_id = left if left is not None else route.previous_id
+        route.session_id, route.ended, route.anchor, route.last_user = target, False, now, now
         self.store.save_route(route)
-        self.memory.switch(left, target)
+        if left is not None:
+            self.memory.switch(left, target)
 
     # -- boundaries -------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ from conformance.runner import run_scenario
 from conformance.suite import catalog_paths
 from reference_impl.gateway import ReferenceGateway
 from reference_impl.policy import chat_key
-from sim.loader import load_file
+from sim.loader import load_file, load_text
 
 
 class InterruptsOnNew(ReferenceGateway):
@@ -61,3 +61,43 @@ def test_a_turn_asked_again_is_answered_at_its_last_ask() -> None:
         "session s1's row was deleted at 09:02 and not recreated at the next flush: turn t3 (asked 09:03) got its answer "
         "at 09:03:02 but was acknowledged only at 09:03:32"
     ]
+
+
+RESUME_AFTER_NEW = """name: resume-after-new
+start: 2026-03-02T09:00
+config: {reset: {mode: none}}
+chats:
+  alice: {}
+events:
+  - message: alice
+  - command: /new
+    chat: alice
+    after: 1m
+  - command: /resume
+    chat: alice
+    after: 1m
+  - message: alice
+    after: 1m
+"""
+
+
+class SkipsResumeAfterNew(ReferenceGateway):
+    """The reference before #20 item 4: after /new nothing is 'left behind', so /resume found no
+    previous session and t2 opened a new one."""
+
+    def resume_previous(self, route):  # type: ignore[no-untyped-def]
+        if route.ended:
+            return
+        super().resume_previous(route)
+
+
+def test_resume_after_new_reopens_the_session_that_ended() -> None:
+    """Hermes (and now the reference) reopen s1: /new left an empty successor, /resume goes back.
+    The oracle used to count only sessions with turns and wanted t2 in a new session."""
+    scenario = load_text(RESUME_AFTER_NEW, "<resume-after-new>")
+    reopened = run_scenario(scenario, ReferenceGateway(), "reference")
+    assert reopened.passed, {c: v.summary for c, v in reopened.verdicts.items() if v.status != "pass"}
+    assert [r.session for r in reopened.records if r.kind == "reply"] == ["s1", "s1"]
+    assert [r.session for r in reopened.records if r.kind == "on_session_end"] == ["s1"]  # life 1 at /new; life 2 never ends
+    skipped = run_scenario(scenario, SkipsResumeAfterNew(), "skips")
+    assert skipped.verdicts["I6"].violations[0].message.startswith("after /resume at 09:02 turn t2 landed in s2")

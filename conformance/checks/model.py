@@ -90,6 +90,7 @@ class Segment:
     boundary: int | None = None  # when it ended, per the contract
     reason: str | None = None  # idle, daily, new, switch
     resumes: int | None = None  # for /resume: the number of the segment whose session it reopens
+    reopens: bool = False  # that segment is the one just before: it had ended and nothing was left behind
     window: tuple[int, int] = (0, NEVER)  # record indexes of this life of its session (set by build)
 
     def label(self) -> str:
@@ -441,16 +442,17 @@ def _segments(model: RunModel, chat: str, turns: list[Turn], commands: list[Comm
             if name in ("/new", "/reset") and current is not None:
                 close(when, "new")
             elif name == "/resume":
-                left = current if current is not None else (segments[-1] if segments else None)
-                if left is None or left.number == 0:
-                    continue  # nothing before it to return to
-                if current is not None:
-                    close(when, "switch")
-                target = _previous_distinct(segments, left)
+                reopens = current is None
+                if reopens:  # past a boundary, its successor not begun: back to the session that ended
+                    target = segments[-1] if segments else None
+                else:
+                    target = _previous_distinct(segments, current) if current.number else None
+                    if target is not None:
+                        close(when, "switch")
                 if target is None:
-                    continue
+                    continue  # nothing before it to return to
                 current = Segment(chat, len(segments), session=target.session, start=when, start_index=index,
-                                  anchor=when, last_user=when, resumes=target.number)
+                                  anchor=when, last_user=when, resumes=target.number, reopens=reopens)
                 segments.append(current)
 
     for turn in admitted:
@@ -485,6 +487,20 @@ def _previous_distinct(segments: list[Segment], left: Segment) -> Segment | None
     return None
 
 
+def _after_ending(m: RunModel, session: str, start: int, since: int) -> int:
+    """Where a reopened life begins: at the /resume, or, if the life before it (from `since`)
+    had not ended by then, after that end and its finalize, which the gateway delivered at the
+    /resume itself (a command past a boundary notices it; commands queued together run so)."""
+    if m.of_session("on_session_end", session, since, start):
+        return start
+    t, lo = m.records[start].t, start
+    for kind in ("on_session_end", "on_session_finalize"):
+        first = m.of_session(kind, session, start)[:1]
+        if first and first[0][1].t == t:
+            lo = max(lo, first[0][0] + 1)
+    return lo
+
+
 def _set_windows(m: RunModel, segments: list[Segment]) -> None:
     """Each segment's life of its session: from its start (from the log's start for the
     session's first life in the chat) to the start of the session's next life. A /resume's
@@ -498,7 +514,9 @@ def _set_windows(m: RunModel, segments: list[Segment]) -> None:
         lo = 0
         if seg.session in seen:
             lo = seg.start_index
-            if seg.resumes is not None and seg.session:
+            if seg.reopens and seg.session and seg.resumes is not None:
+                lo = _after_ending(m, seg.session, seg.start_index, starts[seg.resumes])
+            elif seg.resumes is not None and seg.session:
                 switches = m.by_session.get(("on_session_switch", seg.session), [])
                 k = bisect_left(switches, max(seg.start_index, taken.get(seg.session, -1) + 1))
                 if k < len(switches):

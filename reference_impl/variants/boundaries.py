@@ -59,7 +59,7 @@ class EndAfterSwitch(ReferenceGateway):
 
     def resume_previous(self, route: Route) -> None:
         target, left = route.previous_id, route.session_id
-        if target is None or left is None:
+        if target is None or left is None or route.ended:  # nothing left behind: no end to misorder
             super().resume_previous(route)
             return
         self.memory.switch(left, target)  # the successor is announced first...
