@@ -86,23 +86,25 @@ events:
     muted: true
     after: 1m
 """,
-    # The parent s1 of delegate child s2 is deleted with foreign keys off; the child goes on.
+    # After a restart (no agent cached) the parent s1 of delegate child s2 is deleted with foreign keys
+    # off; the child goes on.
     "fk": """
 config: {reset: {mode: none}}
 events:
   - message: alice
   - delegate: alice
     after: 1m
-  - delete_parent: alice
-    after: 1m
   - sigterm: true
     after: 1m
   - restart: true
     after: 1m
+  - delete_parent: alice
+    after: 1m
   - delegate: alice
     after: 1m
 """,
-    # Deleting s1 cascades to its child s2; the next delegate turn recreates s2 without a parent.
+    # Deleting s1 cascades to its child s2; the next delegate turn recreates s2 without a parent (the
+    # final SIGTERM heals s1, whose agent held t1).
     "orphan": """
 config: {reset: {mode: none}}
 events:
@@ -112,6 +114,8 @@ events:
   - delete_session: alice
     after: 1m
   - delegate: alice
+    after: 1m
+  - checkpoint: recreated
     after: 1m
 """,
     # Reset policy none: s1's agent is reaped after the idle TTL (1h, swept every 5m), reloaded at 12:00.

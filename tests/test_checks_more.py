@@ -180,7 +180,7 @@ def test_i8_foreign_key_failure_with_the_row_present_never_replays() -> None:
 
 def test_i8_child_recreated_without_its_deleted_parent() -> None:
     records = log("orphan")
-    assert messages(rows(records, "final", "s2", both("t2", "t3"), parent="s1"), "I8") == [
+    assert messages(rows(records, "recreated", "s2", both("t2", "t3"), parent="s1"), "I8") == [
         "delegate child s2 was recreated pointing at deleted parent s1"
     ]
     stuck = drop(records, find(records, "reply", turn="t3"))
