@@ -102,6 +102,8 @@ CASES: dict[str, tuple[Callable[[list[Obs]], Any], Any, Any]] = {
                                  ["visible", "visible", "hidden", "hidden"], ["hidden"] * 4),
     "heal-forgets-pending-replay": (lambda r: stored(r, "s1"), ["t1", "t2"], ["t2"]),
     "orphan-child-never-recreated": (lambda r: stored(r, "s2", label="child-recreated"), ["t2", "t3"], None),
+    "evict-drops-deleted-transcript": (lambda r: stored(r, "s1"), ["t1"], None),
+    "parent-resurrected-for-child": (lambda r: (stored(r, "s1"), stored(r, "s3", "parent")), (None, None), ([], "s1")),
     "reset-mid-turn": (lambda r: sequence(r, ("reply", "sync_turn", "on_session_end"), ("s1",)),
                        ["reply s1", "sync_turn s1", "on_session_end s1"], ["on_session_end s1", "reply s1", "sync_turn s1"]),
     "command-moves-idle-clock": (lambda r: reply_session(r, "t2"), "s2", "s1"),
