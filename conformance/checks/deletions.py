@@ -56,7 +56,8 @@ class _Cuts:
 
 
 def deletions(m: RunModel) -> list[Deletion]:
-    """Every session row removed, with cascades to delegate children (delete_session only)."""
+    """Every session row removed, with the rows its cascade took (delete_session only: as
+    the harness recorded them, else every delegate child the session spawned before)."""
     return _cuts(m).all
 
 
@@ -129,7 +130,9 @@ def _derive(m: RunModel) -> _Cuts:
             ended.add(r.session)
         elif r.session:
             removed = [r.session]
-            if r.kind == "delete_session":
+            if "cascade" in r.detail:  # the rows the harness saw the cascade take (the store's own parent links)
+                removed += r.d("cascade")
+            elif r.kind == "delete_session":  # a log from before the harness recorded it
                 removed += [child for born, child in children.get(r.session, []) if born < index]
             for sid in removed:
                 why, unheld = "", False

@@ -113,14 +113,14 @@ def _owed_words(m: RunModel, cut: Deletion) -> tuple[int, str] | None:
     """(record index, words) of what made the deleted turns owed back: the session's next
     acknowledged turn, or its agent letting go of the transcript (None: nothing did)."""
     flush = m.next_ack(cut.session, cut.index)
-    if cut.owed_at > m.final_index or cut.owed_by == "turn":
+    held = [t.id for t in m.acked_in(cut.session, before=cut.index)]
+    if cut.owed_at > m.final_index or cut.owed_by == "turn" or not held:  # an agent holding nothing owes no row
         if flush is None:
             return None
         return flush.reply_index, f"turn {flush.id} ({m.at(flush.reply.t if flush.reply else None)}) and every later turn were dropped"
-    held = turn_list([t.id for t in m.acked_in(cut.session, before=cut.index)])
     when = m.at(m.records[cut.owed_at].t)
     how = f"the gateway stopped at {when}" if cut.owed_by == "sigterm" else f"left the cache at {when}"
-    return cut.owed_at, f"its agent held {held} and {how} without writing them back"
+    return cut.owed_at, f"its agent held {turn_list(held)} and {how} without writing them back"
 
 
 def _recreated(m: RunModel, cut: Deletion, stored: list[str] | None) -> list[Violation]:
