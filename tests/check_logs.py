@@ -281,7 +281,8 @@ events:
   - {command: /stop, chat: alice}
   - {message: alice, after: 1m}
 """,
-    # s1's agent is evicted (cap 1) then its row deleted: t1 is gone for good; t3 and t4 are owed.
+    # s1's agent is evicted (cap 1) then its row deleted: t1 is gone for good (and must never come back); t3
+    # recreates s1, and t3 and t4 are owed.
     "lost-then-live": """
 config: {reset: {mode: idle, idle_minutes: 30}, cache_cap: 1}
 events:
@@ -297,7 +298,8 @@ events:
   - message: alice
     after: 1m
 """,
-    # The row is deleted while the agent is cached, but bob's turn evicts it before alice writes again.
+    # The row is deleted while the agent is cached, and bob's turn evicts it before alice writes again: the
+    # eviction owes t1 back (the reference heals there).
     "evicted-before-next-write": """
 config: {reset: {mode: idle, idle_minutes: 30}, cache_cap: 1}
 events:
@@ -307,6 +309,51 @@ events:
   - message: bob
     after: 1m
   - message: alice
+    after: 1m
+""",
+    # s1's row is deleted under its live agent, then a SIGTERM: the stop owes t1 back (the reference heals).
+    "deleted-then-stopped": """
+config: {reset: {mode: none}}
+events:
+  - message: alice
+  - delete_session: alice
+    after: 1m
+  - sigterm: true
+    after: 1m
+  - restart: true
+    after: 1m
+""",
+    # As above, but a crash comes before any write-back: t1 is gone for good, t2 is owed.
+    "deleted-then-crash": """
+config: {reset: {mode: none}}
+events:
+  - message: alice
+  - delete_session: alice
+    after: 1m
+  - crash: true
+    after: 1m
+  - restart: true
+    after: 1m
+  - message: alice
+    after: 1m
+""",
+    # After a restart no agent holds s1; its deletion cascades to child s2. The next delegate turn's child
+    # s3 is created without its parent, and s1 stays deleted.
+    "unheld-parent": """
+config: {reset: {mode: none}}
+events:
+  - message: alice
+  - delegate: alice
+    after: 1m
+  - sigterm: true
+    after: 1m
+  - restart: true
+    after: 1m
+  - delete_session: alice
+    after: 1m
+  - delegate: alice
+    after: 1m
+  - checkpoint: after-child
     after: 1m
 """,
     # s1 ends at 09:35; its row is deleted afterwards: the end still owed (and carried) t1.

@@ -168,8 +168,8 @@ def _dangling(m: RunModel, cut: Deletion, owed_at: int) -> list[Violation]:
 
 def _resurrected(m: RunModel, cuts: list[Deletion]) -> list[Violation]:
     """A session deleted while no agent held it comes back only by a turn of its own (its
-    next admitted turn), and never with the turns the deletion took: in every later snapshot,
-    judged against the session's latest deletion before it."""
+    next admitted turn; judged against the session's latest deletion before each snapshot),
+    and never with the turns such a deletion took (in every later snapshot)."""
     by_session: dict[str, list[Deletion]] = {}
     for cut in cuts:
         by_session.setdefault(cut.session, []).append(cut)
@@ -189,19 +189,21 @@ def _resurrected(m: RunModel, cuts: list[Deletion]) -> list[Violation]:
             if sid in reported or sid not in stored:
                 continue
             before = [c for c in by_session[sid] if c.index < index]
-            if not before or not before[-1].unheld:
+            unheld = [c for c in before if c.unheld]
+            if not unheld:
                 continue
             cut = before[-1]
             label = f"snapshot '{snap.d('label')}' ({m.at(snap.t)})"
             asked = requests.get(sid, [])
             k = bisect_right(asked, cut.index)
-            if k == len(asked) or asked[k] > index:
+            if cut.unheld and (k == len(asked) or asked[k] > index):
                 reported.add(sid)
                 out.append(Violation(
                     f"session {sid}'s row was deleted at {m.at(cut.t)} while no agent held it and is back at {label} "
                     f"with no turn of its own since{_writers(m, sid, cut.index, index, stored)}: a deleted session comes "
                     f"back only by its own heal or a new turn in it", (cut.index, index), snap.t, sid))
                 continue
+            cut = unheld[-1]  # what it took is gone for good, whatever came after
             taken = {t.id for t in m.acked_in(sid, before=cut.index)}
             if back := [t for role, t, _vis in stored[sid]["rows"] if role == "user" and t in taken]:
                 reported.add(sid)
