@@ -356,6 +356,22 @@ events:
   - checkpoint: after-child
     after: 1m
 """,
+    # s1's row is deleted under its agent, which the idle sweep evicts while the store is locked: its
+    # write-back waits (kept in memory, out of the cache), and a second deletion finds no cached agent. The
+    # reference's retry after the lock brings s1 back with t1: no resurrection (a fuzz run would show it).
+    "locked-release": """
+config: {reset: {mode: none}, idle_ttl: 5m}
+events:
+  - message: alice
+  - delete_session: alice
+    after: 1m
+  - db_locked: 20m
+    after: 1m
+  - delete_session: alice
+    at: "09:15"
+  - checkpoint: after-lock
+    at: "09:40"
+""",
     # s1 ends at 09:35; its row is deleted afterwards: the end still owed (and carried) t1.
     "deleted-after-end": """
 config: {reset: {mode: idle, idle_minutes: 30}}

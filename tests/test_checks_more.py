@@ -234,6 +234,18 @@ def test_i8_a_deleted_session_comes_back_only_by_a_turn_of_its_own() -> None:
     ]
 
 
+def test_i8_a_write_back_a_lock_delayed_is_no_resurrection() -> None:
+    """s1's agent left the cache while the store was locked: its write-back may still be
+    pending in memory, so s1 coming back after a later deletion is its own heal. Without the
+    lock the same log is a resurrection."""
+    records = log("locked-release")
+    assert messages(records, "I8") == [] and messages(records, "I2") == []
+    assert messages(drop(records, find(records, "db_locked")), "I8") == [
+        "session s1's row was deleted at 09:15 while no agent held it and is back at snapshot 'after-lock' (09:40) "
+        "with no turn of its own since: a deleted session comes back only by its own heal or a new turn in it"
+    ]
+
+
 def test_i8_a_deleted_transcript_never_reappears() -> None:
     """s1's agent was evicted before its row was deleted: t1 is gone for good. A new turn
     recreates s1, and a later deletion under its live agent is healed, but never with t1."""

@@ -147,13 +147,15 @@ def _derive(m: RunModel) -> _Cuts:
         lost_at, owed_at, owed_by = (index if why else NEVER), NEVER, ""
         if not why:
             owed_at, owed_by = _owed(m, sid, index, gone.get(sid, []), sigterms)
-            crash = crashes[bisect_right(crashes, index)] if bisect_right(crashes, index) < len(crashes) else NEVER
-            locked = owed_by != "turn" and any(lo <= m.records[owed_at].t < hi for lo, hi in locks if owed_at < NEVER)
+            k = bisect_right(crashes, index)
+            crash = crashes[k] if k < len(crashes) else NEVER
             if crash < owed_at:
                 why, lost_at = "the gateway crashed before writing it back", crash
-            elif locked:
-                why, lost_at = "the store was locked when its agent let go of it", owed_at
-        cut = Deletion(sid, index, t, bool(why), why, lost_at, NEVER if why else owed_at, "" if why else owed_by, unheld)
+            elif owed_by in ("release", "sigterm") and any(lo <= m.records[owed_at].t < hi for lo, hi in locks):
+                why, lost_at = "the store was locked when its agent let go of it", owed_at  # its write-back may wait
+            if why:
+                owed_at, owed_by = NEVER, ""
+        cut = Deletion(sid, index, t, bool(why), why, lost_at, owed_at, owed_by, unheld)
         out.all.append(cut)
         out.by_session.setdefault(sid, []).append(cut)
     for sid, cuts in out.by_session.items():

@@ -153,17 +153,27 @@ def _dangling(m: RunModel, cut: Deletion, owed_at: int) -> list[Violation]:
     back (the parent's own heal may bring the parent back later; a parent the surface deleted
     with foreign keys off after the cut is the surface's doing)."""
     dangled = [i for i, r in m.of("delete_parent") if i > cut.index]
-    for index, snap in m.of("durable"):
+    for index, parents in _parent_links(m):
         if index < owed_at:
             continue
-        sessions = snap.d("sessions", {})
-        parent = sessions.get(cut.session, {}).get("parent")
-        if parent is not None and parent not in sessions and not any(
+        parent = parents.get(cut.session)
+        if parent is not None and parent not in parents and not any(
                 i < index and m.records[i].session == parent for i in dangled):
             return [Violation(
                 f"delegate child {cut.session} was recreated pointing at deleted parent {parent}", (cut.index,), cut.t,
                 cut.session)]
     return []
+
+
+def _parent_links(m: RunModel) -> list[tuple[int, dict[str, str | None]]]:
+    """Each snapshot's sessions and their parents, read once (a snapshot holds every stored
+    row: the largest records of a long run, read from its file when the log spilled)."""
+    if "parent_links" not in m.memo:
+        m.memo["parent_links"] = [
+            (index, {sid: body.get("parent") for sid, body in snap.d("sessions", {}).items()})
+            for index, snap in m.of("durable")]
+    links: list[tuple[int, dict[str, str | None]]] = m.memo["parent_links"]
+    return links
 
 
 def _resurrected(m: RunModel, cuts: list[Deletion]) -> list[Violation]:
