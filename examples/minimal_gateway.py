@@ -129,7 +129,10 @@ class MinimalGateway:
         self.timer: Timer | None = self.h.scheduler.call_at(self.h.clock.now() + self.tick_every(), self.tick)
 
     def sigterm(self) -> None:
-        """Interrupt the turns in flight, flush every buffer, end no session."""
+        """Interrupt the turns in flight, write back what the agents hold, flush every buffer,
+        end no session."""
+        for agent in list(self.cache.values()):
+            self.release(agent)
         self.stop()
         self.flush_all_buffers()
         self.h.recorder.shutdown()
@@ -277,6 +280,8 @@ class MinimalGateway:
         assert route.session is not None
         session, route.ended = route.session, True
         agent = self.cache.pop(session, None)
+        if agent is not None:
+            self.release(agent)
         row = self.disk.rows.get(session)
         transcript = agent.rows if agent is not None else row.messages if row is not None else []
         for spec in self.config.providers:
@@ -320,9 +325,17 @@ class MinimalGateway:
             self.evict(agent)
 
     def evict(self, agent: Agent) -> None:
-        """Never a boundary: nothing ends, and the transcript is on disk already."""
+        """Never a boundary: nothing ends, and the transcript is on disk (written back first if
+        another surface deleted its row)."""
         del self.cache[agent.session]
+        self.release(agent)
         self.h.note("evict", session=agent.session)
+
+    def release(self, agent: Agent) -> None:
+        """The agent's memory is about to go: a row deleted under it gets the whole transcript
+        back now, not at a next write that may never come."""
+        if agent.rows:
+            self.flush(agent)
 
     def flush(self, agent: Agent) -> None:
         """Write the agent's new rows. If another surface deleted its row, recreate it under the
