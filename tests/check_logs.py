@@ -372,6 +372,26 @@ events:
   - checkpoint: after-lock
     at: "09:40"
 """,
+    # /new ends s1, whose row is then deleted (no agent holds it); /resume reopens s1 and t3 lands in it.
+    "resume-deleted": """
+config: {reset: {mode: none}}
+events:
+  - message: alice
+  - command: /new
+    chat: alice
+    after: 1m
+  - delete_session: alice
+    after: 1m
+  - message: alice
+    after: 1m
+  - command: /resume
+    chat: alice
+    after: 1m
+  - checkpoint: resumed
+    after: 1m
+  - message: alice
+    after: 1m
+""",
     # s1 ends at 09:35; its row is deleted afterwards: the end still owed (and carried) t1.
     "deleted-after-end": """
 config: {reset: {mode: idle, idle_minutes: 30}}

@@ -234,6 +234,19 @@ def test_i8_a_deleted_session_comes_back_only_by_a_turn_of_its_own() -> None:
     ]
 
 
+def test_i8_a_resume_into_a_deleted_session_is_its_own_comeback() -> None:
+    """s1's row, deleted after its end, may come back when /resume switches the chat into it
+    (a gateway may write the row there); without that switch it is a resurrection."""
+    records = log("resume-deleted")
+    assert messages(records, "I8") == []
+    back = rows(records, "resumed", "s1", [])
+    assert messages(back, "I8") == []
+    assert messages(drop(back, find(back, "on_session_switch", session="s1")), "I8") == [
+        "session s1's row was deleted at 09:02 while no agent held it and is back at snapshot 'resumed' (09:05) "
+        "with no turn of its own since: a deleted session comes back only by its own heal or a new turn in it"
+    ]
+
+
 def test_i8_a_write_back_a_lock_delayed_is_no_resurrection() -> None:
     """s1's agent left the cache while the store was locked: its write-back may still be
     pending in memory, so s1 coming back after a later deletion is its own heal. Without the

@@ -178,17 +178,20 @@ def _parent_links(m: RunModel) -> list[tuple[int, dict[str, str | None]]]:
 
 def _resurrected(m: RunModel, cuts: list[Deletion]) -> list[Violation]:
     """A session deleted while no agent held it comes back only by a turn of its own (its
-    next admitted turn; judged against the session's latest deletion before each snapshot),
-    and never with the turns such a deletion took (in every later snapshot)."""
+    next admitted turn, or a /resume switching into it; judged against the session's latest
+    deletion before each snapshot), and never with the turns such a deletion took (in every
+    later snapshot)."""
     by_session: dict[str, list[Deletion]] = {}
     for cut in cuts:
         by_session.setdefault(cut.session, []).append(cut)
     if not any(cut.unheld for cut in cuts):
         return []
-    requests: dict[str, list[int]] = {}
+    requests: dict[str, list[int]] = {}  # session -> its own comebacks: its turns asked, switches into it (/resume)
     for turn in m.turns.values():
         if turn.session and turn.request is not None:
             requests.setdefault(turn.session, []).append(turn.request_index)
+    for sid in by_session:
+        requests.setdefault(sid, []).extend(i for i, _r in m.of_session("on_session_switch", sid))
     for indexes in requests.values():
         indexes.sort()
     out: list[Violation] = []
