@@ -178,19 +178,24 @@ class Run:
             gone |= more
         return sorted(gone - {session})
 
-    def _verify_deleted(self, session: str, cascade: list[str]) -> None:
+    def _verify_deleted(self, session: str, cascade: list[str], before: DurableState) -> None:
         """A fault the harness injects is verified as applied (one `durable_state` read): the
-        row is gone, and every row its cascade takes. A gateway that ignored the deletion
-        would otherwise pass every deletion scenario vacuously."""
-        gone = {session, *cascade}
-        still = sorted(s.id for s in self._durable().sessions if s.id in gone)
-        if not still:
+        row is gone, and every row its cascade takes, and no other. A gateway that ignored the
+        deletion would otherwise pass every deletion scenario vacuously; one that took more
+        would have the checks judge rows it lost as if they were kept."""
+        gone, after = {session, *cascade}, {s.id for s in self._durable().sessions}
+        still = sorted(sid for sid in after if sid in gone)
+        extra = sorted(s.id for s in before.sessions if s.id not in after and s.id not in gone)
+        if still:
+            what = "its row is still in the store" if session in still else (
+                f"the row{'s' if len(still) > 1 else ''} of {', '.join(still)}, which its cascade takes, "
+                f"{'are' if len(still) > 1 else 'is'} still in the store")
+            message = f"the gateway ignored the deletion of {session}: {what}"
+        elif extra:
+            message = f"the gateway's deletion of {session} also removed {', '.join(extra)}, which its cascade does not take"
+        else:
             return
-        what = "its row is still in the store" if session in still else (
-            f"the row{'s' if len(still) > 1 else ''} of {', '.join(still)}, which its cascade takes, "
-            f"{'are' if len(still) > 1 else 'is'} still in the store")
-        raise _GatewayRaised(GatewayFailure("error", self.log.step, self.current_event,
-                                            f"the gateway ignored the deletion of {session}: {what}"))
+        raise _GatewayRaised(GatewayFailure("error", self.log.step, self.current_event, message))
 
     # -- applying scenario events --------------------------------------------------------
 
@@ -229,7 +234,7 @@ class Run:
             self.log.add(kind, chat=event.chat, session=session, **({"cascade": cascade} if kind == "delete_session" else {}))
             if session is not None:
                 self._call(kind, self.gateway.delete_session_row, session, isinstance(event, DeleteParent))
-                self._verify_deleted(session, cascade)
+                self._verify_deleted(session, cascade, before)
         elif isinstance(event, DbLocked):
             self.log.add("db_locked", until=event.t + event.duration)
             self._call("db_locked", self.gateway.lock_store, event.t + event.duration)

@@ -373,10 +373,9 @@ class MinimalGateway:
     def delete_session_row(self, session_id: str, keep_children: bool = False) -> None:
         doomed = [session_id]
         while doomed:
-            self.disk.rows.pop(doomed[-1], None)
             parent = doomed.pop()
-            if not keep_children:  # the cascade reaches its delegate children
-                doomed += [sid for sid, row in self.disk.rows.items() if row.parent == parent]
+            if self.disk.rows.pop(parent, None) is not None and not keep_children:  # the cascade reaches its
+                doomed += [sid for sid, row in self.disk.rows.items() if row.parent == parent]  # delegate children
 
     def lock_store(self, until: int) -> None:
         raise NotImplementedError("db_locked is declared unsupported: the runner never calls this")

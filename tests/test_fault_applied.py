@@ -1,6 +1,7 @@
 """A fault the harness injects is verified as applied: a gateway that ignores
-`delete_session_row` (or its cascade) is a gateway error at the deletion step, in process and
-over the JSON-lines protocol alike, so no deletion scenario passes vacuously."""
+`delete_session_row` (or its cascade), or takes more rows than the cascade, is a gateway error
+at the deletion step, in process and over the JSON-lines protocol alike, so no deletion
+scenario passes vacuously."""
 
 from __future__ import annotations
 
@@ -25,6 +26,13 @@ class KeepsChildren(ReferenceGateway):
         super().delete_session_row(session_id, keep_children=True)
 
 
+class AlwaysCascades(ReferenceGateway):
+    """Cascades even a `delete_parent` (foreign keys on regardless)."""
+
+    def delete_session_row(self, session_id: str, keep_children: bool = False) -> None:
+        super().delete_session_row(session_id, keep_children=False)
+
+
 def test_the_catalog_deletes_rows() -> None:
     assert len(DELETING) >= 10
 
@@ -47,6 +55,14 @@ def test_an_ignored_cascade_is_named() -> None:
     assert result.failure is not None and (result.failure.kind, result.failure.step) == ("error", 3)
     assert result.failure.message == (
         "the gateway ignored the deletion of s1: the row of s2, which its cascade takes, is still in the store")
+
+
+def test_a_deletion_taking_more_than_its_cascade_is_named() -> None:
+    """Rows the deletion took beyond its cascade would be judged as kept: an error too."""
+    scenario = load_file(Path(__file__).parent.parent / "conformance/catalog/12-heal-fk-row-present.yaml")
+    result = run_scenario(scenario, AlwaysCascades(), "always-cascades")
+    assert result.failure is not None and result.failure.kind == "error"
+    assert result.failure.message == "the gateway's deletion of s1 also removed s2, which its cascade does not take"
 
 
 def test_the_cascade_taken_is_recorded() -> None:
