@@ -161,12 +161,41 @@ class Run:
             self.log.add("resources", **detail)
 
     def _snapshot(self, label: str) -> None:
-        state: DurableState = self._call("durable_state", self.gateway.durable_state)
-        self.log.add("durable", label=label, **state.to_detail())
+        self.log.add("durable", label=label, **self._durable().to_detail())
 
-    def _routing(self) -> dict[str, str]:
+    def _durable(self) -> DurableState:
         state: DurableState = self._call("durable_state", self.gateway.durable_state)
-        return dict(state.routing)
+        return state
+
+    @staticmethod
+    def _cascade(kind: str, session: str, before: DurableState) -> list[str]:
+        """The rows a deletion takes besides `session`'s: for `delete_session` of a stored row,
+        every stored descendant (by the parent links in the store just before it), in id order
+        (a row already gone cascades to nothing: its children's parent id just dangles)."""
+        gone, parents = {session}, {s.id: s.parent for s in before.sessions}
+        while kind == "delete_session" and session in parents and (
+                more := {c for c, p in parents.items() if p in gone} - gone):
+            gone |= more
+        return sorted(gone - {session})
+
+    def _verify_deleted(self, session: str, cascade: list[str], before: DurableState) -> None:
+        """A fault the harness injects is verified as applied (one `durable_state` read): the
+        row is gone, and every row its cascade takes, and no other. A gateway that ignored the
+        deletion would otherwise pass every deletion scenario vacuously; one that took more
+        would have the checks judge rows it lost as if they were kept."""
+        gone, after = {session, *cascade}, {s.id for s in self._durable().sessions}
+        still = sorted(sid for sid in after if sid in gone)
+        extra = sorted(s.id for s in before.sessions if s.id not in after and s.id not in gone)
+        if still:
+            what = "its row is still in the store" if session in still else (
+                f"the row{'s' if len(still) > 1 else ''} of {', '.join(still)}, which its cascade takes, "
+                f"{'are' if len(still) > 1 else 'is'} still in the store")
+            message = f"the gateway ignored the deletion of {session}: {what}"
+        elif extra:
+            message = f"the gateway's deletion of {session} also removed {', '.join(extra)}, which its cascade does not take"
+        else:
+            return
+        raise _GatewayRaised(GatewayFailure("error", self.log.step, self.current_event, message))
 
     # -- applying scenario events --------------------------------------------------------
 
@@ -199,10 +228,13 @@ class Run:
         elif isinstance(event, Restart):
             self._restart()
         elif isinstance(event, (DeleteSession, DeleteParent)):
-            session = self._routing().get(event.chat)
-            self.log.add(kind, chat=event.chat, session=session)
+            before = self._durable()
+            session = dict(before.routing).get(event.chat)
+            cascade = [] if session is None else self._cascade(kind, session, before)
+            self.log.add(kind, chat=event.chat, session=session, **({"cascade": cascade} if kind == "delete_session" else {}))
             if session is not None:
                 self._call(kind, self.gateway.delete_session_row, session, isinstance(event, DeleteParent))
+                self._verify_deleted(session, cascade, before)
         elif isinstance(event, DbLocked):
             self.log.add("db_locked", until=event.t + event.duration)
             self._call("db_locked", self.gateway.lock_store, event.t + event.duration)

@@ -129,7 +129,10 @@ class MinimalGateway:
         self.timer: Timer | None = self.h.scheduler.call_at(self.h.clock.now() + self.tick_every(), self.tick)
 
     def sigterm(self) -> None:
-        """Interrupt the turns in flight, flush every buffer, end no session."""
+        """Interrupt the turns in flight, write back what the agents hold, flush every buffer,
+        end no session."""
+        for agent in list(self.cache.values()):
+            self.release(agent)
         self.stop()
         self.flush_all_buffers()
         self.h.recorder.shutdown()
@@ -278,6 +281,8 @@ class MinimalGateway:
         assert route.session is not None
         session, route.ended = route.session, True
         agent = self.cache.pop(session, None)
+        if agent is not None:
+            self.release(agent)
         row = self.disk.rows.get(session)
         transcript = agent.rows if agent is not None else row.messages if row is not None else []
         for spec in self.config.providers:
@@ -321,9 +326,17 @@ class MinimalGateway:
             self.evict(agent)
 
     def evict(self, agent: Agent) -> None:
-        """Never a boundary: nothing ends, and the transcript is on disk already."""
+        """Never a boundary: nothing ends, and the transcript is on disk (written back first if
+        another surface deleted its row)."""
         del self.cache[agent.session]
+        self.release(agent)
         self.h.note("evict", session=agent.session)
+
+    def release(self, agent: Agent) -> None:
+        """The agent's memory is about to go: a row deleted under it gets the whole transcript
+        back now, not at a next write that may never come."""
+        if agent.rows:
+            self.flush(agent)
 
     def flush(self, agent: Agent) -> None:
         """Write the agent's new rows. If another surface deleted its row, recreate it under the
@@ -361,10 +374,9 @@ class MinimalGateway:
     def delete_session_row(self, session_id: str, keep_children: bool = False) -> None:
         doomed = [session_id]
         while doomed:
-            self.disk.rows.pop(doomed[-1], None)
             parent = doomed.pop()
-            if not keep_children:  # the cascade reaches its delegate children
-                doomed += [sid for sid, row in self.disk.rows.items() if row.parent == parent]
+            if self.disk.rows.pop(parent, None) is not None and not keep_children:  # the cascade reaches its
+                doomed += [sid for sid, row in self.disk.rows.items() if row.parent == parent]  # delegate children
 
     def lock_store(self, until: int) -> None:
         raise NotImplementedError("db_locked is declared unsupported: the runner never calls this")

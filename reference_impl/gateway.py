@@ -109,7 +109,7 @@ class ReferenceGateway:
                 chat = payload.chat if kind == "message" else payload[0]
                 self.h.note("interrupted", chat=chat.name, queued=kind)
         for agent in [*self.cache.agents.values(), *self.unflushed.values()]:
-            self.flush(agent)
+            self.release(agent)
             self.memory.flush(agent.session)
         self.memory.shutdown()
         self.running = False
@@ -395,7 +395,7 @@ class ReferenceGateway:
         if not self.store.record_end(session, reason):
             return
         agent = self.cache.pop(session) or self.unflushed.pop(session, None)
-        if agent is not None and not self.flush(agent):
+        if agent is not None and not self.release(agent):
             self.unflushed[session] = agent
         self.end_memory(session, reason, agent)
         self.store.mark_end_done(session, "memory_done")
@@ -453,7 +453,7 @@ class ReferenceGateway:
     def evict(self, agent: Agent, why: str) -> None:
         """Never a boundary: flush the transcript and the providers' buffers, end nothing."""
         self.cache.pop(agent.session)
-        if not self.flush(agent):
+        if not self.release(agent):
             self.unflushed[agent.session] = agent
         self.memory.flush(agent.session)
         self.h.note("evict", session=agent.session, why=why)
@@ -514,9 +514,18 @@ class ReferenceGateway:
                     return False
         return False
 
+    def release(self, agent: Agent) -> bool:
+        """The agent's memory is about to go (eviction, idle sweep, end, SIGTERM): the store is
+        owed its whole transcript now, not at a next write that may never come (seed 003: a
+        session deleted while its chat runs is recreated with the full in-memory transcript).
+        A clean agent's row is confirmed first; `heal` recreates and replays it if it is gone."""
+        if agent.rows and not agent.dirty:
+            self.heal(agent)
+        return self.flush(agent)
+
     def write(self, agent: Agent) -> None:
         if not agent.created:
-            if agent.flushed and not self.store.session_exists(agent.session):
+            if agent.flushed and not agent.replay_pending and not self.store.session_exists(agent.session):
                 self.heal(agent)  # history loaded from a row that has since been deleted
             self.create_row(agent)
         start = 0 if agent.replay_pending else agent.flushed

@@ -6,6 +6,7 @@
     selftest:leaky-threads     leaves a thread running at shutdown  -> I7 fails
     selftest:runaway           sets timers without end              -> stopped by the event budget
     selftest:do-nothing        every method does nothing            -> I9 fails wherever a message is delivered
+    selftest:ignores-deletion  ignores `delete_session_row`         -> an `error` at each deletion step
 """
 
 from __future__ import annotations
@@ -99,6 +100,12 @@ class DoNothingGateway:
 
     def resources(self) -> Resources:
         return Resources()
+class IgnoresDeletionGateway(ReferenceGateway):
+    """A gateway that ignores the harness's injected row deletion: without the harness's
+    check that the fault was applied, every deletion scenario would pass vacuously."""
+
+    def delete_session_row(self, session_id: str, keep_children: bool = False) -> None:
+        return
 
 
 def selftest(mode: str | None = None):  # type: ignore[no-untyped-def]
@@ -113,6 +120,7 @@ def selftest(mode: str | None = None):  # type: ignore[no-untyped-def]
         "leaky-threads": LeakyThreadsGateway,
         "runaway": RunawayGateway,
         "do-nothing": DoNothingGateway,
+        "ignores-deletion": IgnoresDeletionGateway,
     }
     if mode not in gateways:
         raise UnknownGateway(f"unknown self-test {mode!r}; known: hang, {', '.join(sorted(set(gateways) - {'hang-in-process'}))}")

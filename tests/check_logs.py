@@ -86,23 +86,25 @@ events:
     muted: true
     after: 1m
 """,
-    # The parent s1 of delegate child s2 is deleted with foreign keys off; the child goes on.
+    # After a restart (no agent cached) the parent s1 of delegate child s2 is deleted with foreign keys
+    # off; the child goes on.
     "fk": """
 config: {reset: {mode: none}}
 events:
   - message: alice
   - delegate: alice
     after: 1m
-  - delete_parent: alice
-    after: 1m
   - sigterm: true
     after: 1m
   - restart: true
     after: 1m
+  - delete_parent: alice
+    after: 1m
   - delegate: alice
     after: 1m
 """,
-    # Deleting s1 cascades to its child s2; the next delegate turn recreates s2 without a parent.
+    # Deleting s1 cascades to its child s2; the next delegate turn recreates s2 without a parent (the
+    # final SIGTERM heals s1, whose agent held t1).
     "orphan": """
 config: {reset: {mode: none}}
 events:
@@ -112,6 +114,8 @@ events:
   - delete_session: alice
     after: 1m
   - delegate: alice
+    after: 1m
+  - checkpoint: recreated
     after: 1m
 """,
     # Reset policy none: s1's agent is reaped after the idle TTL (1h, swept every 5m), reloaded at 12:00.
@@ -277,7 +281,8 @@ events:
   - {command: /stop, chat: alice}
   - {message: alice, after: 1m}
 """,
-    # s1's agent is evicted (cap 1) then its row deleted: t1 is gone for good; t3 and t4 are owed.
+    # s1's agent is evicted (cap 1) then its row deleted: t1 is gone for good (and must never come back); t3
+    # recreates s1, and t3 and t4 are owed.
     "lost-then-live": """
 config: {reset: {mode: idle, idle_minutes: 30}, cache_cap: 1}
 events:
@@ -293,7 +298,8 @@ events:
   - message: alice
     after: 1m
 """,
-    # The row is deleted while the agent is cached, but bob's turn evicts it before alice writes again.
+    # The row is deleted while the agent is cached, and bob's turn evicts it before alice writes again: the
+    # eviction owes t1 back (the reference heals there).
     "evicted-before-next-write": """
 config: {reset: {mode: idle, idle_minutes: 30}, cache_cap: 1}
 events:
@@ -301,6 +307,87 @@ events:
   - delete_session: alice
     after: 1m
   - message: bob
+    after: 1m
+  - message: alice
+    after: 1m
+""",
+    # s1's row is deleted under its live agent, then a SIGTERM: the stop owes t1 back (the reference heals).
+    "deleted-then-stopped": """
+config: {reset: {mode: none}}
+events:
+  - message: alice
+  - delete_session: alice
+    after: 1m
+  - sigterm: true
+    after: 1m
+  - restart: true
+    after: 1m
+""",
+    # As above, but a crash comes before any write-back: t1 is gone for good, t2 is owed.
+    "deleted-then-crash": """
+config: {reset: {mode: none}}
+events:
+  - message: alice
+  - delete_session: alice
+    after: 1m
+  - crash: true
+    after: 1m
+  - restart: true
+    after: 1m
+  - message: alice
+    after: 1m
+""",
+    # After a restart no agent holds s1; its deletion cascades to child s2. The next delegate turn's child
+    # s3 is created without its parent, and s1 stays deleted.
+    "unheld-parent": """
+config: {reset: {mode: none}}
+events:
+  - message: alice
+  - delegate: alice
+    after: 1m
+  - sigterm: true
+    after: 1m
+  - restart: true
+    after: 1m
+  - delete_session: alice
+    after: 1m
+  - delegate: alice
+    after: 1m
+  - checkpoint: after-child
+    after: 1m
+""",
+    # s1's row is deleted under its agent, which the idle sweep evicts while the store is locked: its
+    # write-back waits (kept in memory, out of the cache), and a second deletion finds no cached agent. The
+    # reference's retry after the lock brings s1 back with t1: no resurrection (a fuzz run would show it).
+    "locked-release": """
+config: {reset: {mode: none}, idle_ttl: 5m}
+events:
+  - message: alice
+  - delete_session: alice
+    after: 1m
+  - db_locked: 20m
+    after: 1m
+  - delete_session: alice
+    at: "09:15"
+  - checkpoint: after-lock
+    at: "09:40"
+""",
+    # /new ends s1, whose row is then deleted (no agent holds it); /resume reopens s1 and t3 lands in it.
+    "resume-deleted": """
+config: {reset: {mode: none}}
+events:
+  - message: alice
+  - command: /new
+    chat: alice
+    after: 1m
+  - delete_session: alice
+    after: 1m
+  - message: alice
+    after: 1m
+  - command: /resume
+    chat: alice
+    after: 1m
+  - checkpoint: resumed
     after: 1m
   - message: alice
     after: 1m

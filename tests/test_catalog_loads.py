@@ -29,6 +29,8 @@ KNOWN_VARIANTS = frozenset({
     "heal-muted-hides-history",
     "heal-forgets-pending-replay",
     "orphan-child-never-recreated",
+    "evict-drops-deleted-transcript",
+    "parent-resurrected-for-child",
     "reset-mid-turn",
     "command-moves-idle-clock",
     "daily-boundary-in-utc",

@@ -182,6 +182,18 @@ def test_i1_delegate_child_never_ends() -> None:
     ]
 
 
+def test_i1_an_end_owes_what_a_deleted_rows_live_agent_held() -> None:
+    """s1's row is deleted under its live agent, which the LRU cap evicts before alice writes
+    again: the eviction owes t1 back, so the end carries it (once excused, as a loss)."""
+    records = log("evicted-before-next-write")
+    end = find(records, "on_session_end", session="s1")
+    assert messages(edit(records, end, turns=("t3",), detail={"replies": ["t3"]}), "I1") == [
+        "on_session_end for s1 carried [t3] but its acknowledged turns are [t1, t3] (missing [t1])"]
+    records = log("lost-then-live")  # evicted before the deletion: t1 was beyond restoring
+    assert records[find(records, "on_session_end", session="s1")].turns == ("t3", "t4")
+    assert messages(records, "I1") == []
+
+
 # -- I2 no lost turn (store) ---------------------------------------------------------------
 
 

@@ -180,12 +180,93 @@ def test_i8_foreign_key_failure_with_the_row_present_never_replays() -> None:
 
 def test_i8_child_recreated_without_its_deleted_parent() -> None:
     records = log("orphan")
-    assert messages(rows(records, "final", "s2", both("t2", "t3"), parent="s1"), "I8") == [
+    assert messages(rows(records, "recreated", "s2", both("t2", "t3"), parent="s1"), "I8") == [
         "delegate child s2 was recreated pointing at deleted parent s1"
     ]
     stuck = drop(records, find(records, "reply", turn="t3"))
     assert messages(stuck, "I8") == [
         "session s2's row was deleted at 09:02 and not recreated at the next flush: turn t3 (asked 09:03) was never answered"
+    ]
+
+
+def test_i8_owed_before_the_agent_lets_go() -> None:
+    """A row deleted under a live agent is owed back when that agent leaves the cache, not
+    only at the next write (seed 003): the laziest gateway, healing at the next write alone,
+    keeps only t3. Before this was excused as 'its agent left the cache before the next write'."""
+    records = log("evicted-before-next-write")
+    assert messages(records, "I8") == [] and messages(records, "I2") == []
+    tail = rows(records, "final", "s1", both("t3"))
+    assert messages(tail, "I8") == ["session s1's row was deleted at 09:01 and recreated without [t1]: the final store holds [t3]"]
+    assert messages(tail, "I2") == [
+        "turn t1 (session s1, acknowledged 09:00:02) is missing from the store at snapshot 'final' (10:44:02)"]
+
+
+def test_i8_owed_at_a_sigterm() -> None:
+    records = log("deleted-then-stopped")
+    gone = rows(rows(records, "sigterm", "s1", None), "final", "s1", None)
+    assert messages(gone, "I8") == [
+        "session s1's row was deleted at 09:01 and never recreated: its agent held [t1] and the gateway stopped at "
+        "09:02 without writing them back"
+    ]
+    assert messages(gone, "I2") == [
+        "turn t1 (session s1, acknowledged 09:00:02) is missing from the store at snapshot 'sigterm' (09:02)"]
+
+
+def test_i8_a_crash_before_the_write_back_excuses_the_loss() -> None:
+    """What a crash took before any write-back is excused; had it been a SIGTERM, it is owed."""
+    records = log("deleted-then-crash")
+    assert messages(records, "I8") == [] and messages(records, "I2") == [] and messages(records, "I1") == []
+    stopped = edit(records, find(records, "crash"), kind="sigterm")
+    assert messages(stopped, "I8") == [
+        "session s1's row was deleted at 09:01 and recreated without [t1]: the final store holds [t2]"]
+
+
+def test_i8_a_deleted_session_comes_back_only_by_a_turn_of_its_own() -> None:
+    """After a restart no agent holds s1 when its row is deleted: a child's write that puts s1
+    back (to keep its parent key) is named, with the child's turn as evidence."""
+    records = log("unheld-parent")
+    assert messages(records, "I8") == []
+    back = rows(rows(records, "after-child", "s1", []), "after-child", "s3", both("t3"), parent="s1")
+    assert messages(back, "I8") == [
+        "session s1's row was deleted at 09:04 while no agent held it and is back at snapshot 'after-child' (09:06) "
+        "with no turn of its own since (delegate child s3, pointing at it, wrote t3 at 09:05:02): a deleted session "
+        "comes back only by its own heal or a new turn in it"
+    ]
+
+
+def test_i8_a_resume_into_a_deleted_session_is_its_own_comeback() -> None:
+    """s1's row, deleted after its end, may come back when /resume switches the chat into it
+    (a gateway may write the row there); without that switch it is a resurrection."""
+    records = log("resume-deleted")
+    assert messages(records, "I8") == []
+    back = rows(records, "resumed", "s1", [])
+    assert messages(back, "I8") == []
+    assert messages(drop(back, find(back, "on_session_switch", session="s1")), "I8") == [
+        "session s1's row was deleted at 09:02 while no agent held it and is back at snapshot 'resumed' (09:05) "
+        "with no turn of its own since: a deleted session comes back only by its own heal or a new turn in it"
+    ]
+
+
+def test_i8_a_write_back_a_lock_delayed_is_no_resurrection() -> None:
+    """s1's agent left the cache while the store was locked: its write-back may still be
+    pending in memory, so s1 coming back after a later deletion is its own heal. Without the
+    lock the same log is a resurrection."""
+    records = log("locked-release")
+    assert messages(records, "I8") == [] and messages(records, "I2") == []
+    assert messages(drop(records, find(records, "db_locked")), "I8") == [
+        "session s1's row was deleted at 09:15 while no agent held it and is back at snapshot 'after-lock' (09:40) "
+        "with no turn of its own since: a deleted session comes back only by its own heal or a new turn in it"
+    ]
+
+
+def test_i8_a_deleted_transcript_never_reappears() -> None:
+    """s1's agent was evicted before its row was deleted: t1 is gone for good. A new turn
+    recreates s1, and a later deletion under its live agent is healed, but never with t1."""
+    records = log("lost-then-live")
+    assert messages(records, "I8") == []
+    assert messages(rows(records, "final", "s1", both("t1", "t3", "t4")), "I8") == [
+        "session s1's row was deleted at 09:02 while no agent held it, and its deleted transcript reappeared: "
+        "snapshot 'final' (10:46:02) holds [t1] again"
     ]
 
 

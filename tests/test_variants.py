@@ -40,9 +40,10 @@ def ingested(records: list[Obs], backend: str) -> list[str]:
     return [turn for r in records if r.kind == "ingest" and r.d("backend") == backend for turn in r.turns]
 
 
-def stored(records: list[Obs], session: str, what: str = "turns") -> Any:
-    """The final durable state of one session: its user turns, visibilities or parent (None if absent)."""
-    final = [r for r in records if r.kind == "durable" and r.d("label") == "final"][-1]
+def stored(records: list[Obs], session: str, what: str = "turns", label: str = "final") -> Any:
+    """One session in the durable state labelled `label` (the last such snapshot): its user
+    turns, visibilities or parent (None if absent)."""
+    final = [r for r in records if r.kind == "durable" and r.d("label") == label][-1]
     body = final.d("sessions").get(session)
     if body is None:
         return None
@@ -93,14 +94,16 @@ CASES: dict[str, tuple[Callable[[list[Obs]], Any], Any, Any]] = {
     "end-after-switch": (lambda r: [x for x in sequence(r, ("on_session_end", "on_session_switch"), ("s1", "s2"))
                                     if x in ("on_session_end s2", "on_session_switch s1")],
                          ["on_session_end s2", "on_session_switch s1"], ["on_session_switch s1", "on_session_end s2"]),
-    "deleted-row-drops-turns": (lambda r: stored(r, "s1"), ["t1", "t2", "t3"], None),
+    "deleted-row-drops-turns": (lambda r: stored(r, "s1", label="after-t3"), ["t1", "t2", "t3"], None),
     "heal-replays-tail-only": (lambda r: stored(r, "s1"), ["t1", "t2"], ["t2"]),
     "heal-on-any-fk-duplicates": (lambda r: (stored(r, "s2"), stored(r, "s2", "parent")),
                                   (["t2", "t3"], None), (["t2", "t2", "t3"], None)),
     "heal-muted-hides-history": (lambda r: stored(r, "s1", "visibility"),
                                  ["visible", "visible", "hidden", "hidden"], ["hidden"] * 4),
     "heal-forgets-pending-replay": (lambda r: stored(r, "s1"), ["t1", "t2"], ["t2"]),
-    "orphan-child-never-recreated": (lambda r: (reply_session(r, "t3"), stored(r, "s2")), ("s2", ["t2", "t3"]), (None, None)),
+    "orphan-child-never-recreated": (lambda r: stored(r, "s2", label="child-recreated"), ["t2", "t3"], None),
+    "evict-drops-deleted-transcript": (lambda r: stored(r, "s1"), ["t1"], None),
+    "parent-resurrected-for-child": (lambda r: (stored(r, "s1"), stored(r, "s3", "parent")), (None, None), ([], "s1")),
     "reset-mid-turn": (lambda r: sequence(r, ("reply", "sync_turn", "on_session_end"), ("s1",)),
                        ["reply s1", "sync_turn s1", "on_session_end s1"], ["on_session_end s1", "reply s1", "sync_turn s1"]),
     "command-moves-idle-clock": (lambda r: reply_session(r, "t2"), "s2", "s1"),

@@ -1,8 +1,12 @@
 """Row deletions by another surface, and what they excuse: derived once per log.
 
-A deleted session row takes its stored turns with it. A gateway owes them back at the
-session's next write (the next acknowledged turn) only if a live agent held the transcript
-from the deletion until that write; otherwise nothing in the gateway could restore them.
+A deleted session row takes its stored turns with it. A live agent holding the session's
+transcript when the row went owes it back at the session's next write, and at the latest
+when that memory is released (its agent leaves the cache, or a SIGTERM): seed 003's "a
+session deleted while its chat is still running is recreated under the same id with the
+full in-memory transcript". What truly cannot be recovered is excused: a row deleted while
+no agent held the session, or after the session ended, or a crash before the write-back.
+A session deleted while no agent held it comes back only by a turn of its own.
 """
 
 from __future__ import annotations
@@ -16,20 +20,29 @@ from conformance.observations import CacheReplay
 
 @dataclass(frozen=True)
 class Deletion:
-    """Another surface removed a session row. `lost`: nothing in the gateway could restore
-    what was stored (why says which: no agent held it, it left the cache before the next
-    write, or the session had already ended)."""
+    """Another surface removed a session row.
+
+    `lost`: nothing in the gateway could restore what was stored (`why` says which), from
+    record `lost_at` on (the deletion itself, or a crash before the write-back). Otherwise
+    the deleted turns are owed back from record `owed_at`: the session's next acknowledged
+    turn (`owed_by` "turn"), its agent leaving the cache ("release") or a SIGTERM ("sigterm").
+    `unheld`: by the gateway's own cache samples no agent held the session (and no write
+    refused by a lock may have kept it in memory), so the session may come back only by a
+    turn of its own, and never with what was deleted."""
 
     session: str
     index: int
     t: int
     lost: bool
     why: str = ""
-    gone_at: int = NEVER  # record index where the agent holding the transcript left the cache (before the next write)
+    lost_at: int = NEVER
+    owed_at: int = NEVER
+    owed_by: str = ""
+    unheld: bool = False
 
     def lost_by(self, index: int) -> bool:
         """Whether the deleted turns were beyond restoring at record `index` (an end's transcript)."""
-        return self.lost and (self.gone_at == NEVER or self.gone_at < index)
+        return self.lost and self.lost_at < index
 
 
 @dataclass
@@ -43,15 +56,15 @@ class _Cuts:
 
 
 def deletions(m: RunModel) -> list[Deletion]:
-    """Every session row removed, with cascades to delegate children (delete_session only)."""
+    """Every session row removed, with the rows its cascade took (delete_session only: as
+    the harness recorded them, else every delegate child the session spawned before)."""
     return _cuts(m).all
 
 
 def lost_cuts(m: RunModel, session: str, index: int) -> list[int]:
     """The record indexes, in order, of the deletions of `session` before `index` that lost its
-    stored turns as far as the log can tell. A loss because its agent left the cache before the
-    next write is only possible (the gateway may have written the row back as the agent went),
-    so an end may carry the turns after any of these cuts."""
+    stored turns by then: an end may carry only the turns after any of these cuts (a gateway
+    may restore more than it owes, so the full transcript passes too)."""
     cuts = _cuts(m)
     found = []
     for cut in cuts.by_session.get(session, []):
@@ -73,10 +86,10 @@ def excused_from_store(m: RunModel, turn: Turn, at_index: int) -> str | None:
     if lo < hi:
         lost = cuts.lost_upto[session]
         if lost[hi] > lost[lo]:
-            return "its row was deleted while no live agent held the transcript"
-        flush = m.next_ack(session, indexes[hi - 1])
-        if flush is None or flush.reply_index > at_index:
-            return "its row was deleted and no flush has happened since"
+            cut = next(c for c in cuts.by_session[session][lo:hi] if c.lost)
+            return f"its row was deleted and {cut.why}"
+        if cuts.by_session[session][hi - 1].owed_at > at_index:
+            return "its row was deleted and the agent holding it has not written since"
     if not cuts.crash_durable:
         k = bisect_left(cuts.crashes, turn.reply_index)
         if k < len(cuts.crashes) and cuts.crashes[k] < at_index:
@@ -99,41 +112,50 @@ def _derive(m: RunModel) -> _Cuts:
     children: dict[str, list[tuple[int, str]]] = {}  # parent -> (child's first request, child)
     for child, (parent, born) in sorted(_parents(m).items()):
         children.setdefault(parent, []).append((born, child))
+    locks = [(r.t, r.d("until", r.t)) for _i, r in m.of("db_locked")]
+    sigterms = list(m.by_kind.get("sigterm", ()))
+    stops = sorted([*sigterms, *crashes])
     replay = CacheReplay()  # resources records are deltas
     cached = replay.cached
-    gone: dict[str, list[int]] = {}  # session -> indexes of samples where its agent left the cache
+    gone: dict[str, list[tuple[int, int]]] = {}  # session -> (index, t) of samples where its agent left the cache
     ended: set[str] = set()
-    raw: list[tuple[str, int, int, str]] = []  # (session, index, t, why-if-lost-so-far)
+    raw: list[tuple[str, int, int, str, bool]] = []  # (session, index, t, why-if-lost, unheld)
     kinds = ("resources", "on_session_end", "delete_session", "delete_parent")
     for index, r in m.of(*kinds):
         if r.kind == "resources":
             for sid in replay.apply(r.detail):
                 if sid not in cached:
-                    gone.setdefault(sid, []).append(index)
+                    gone.setdefault(sid, []).append((index, r.t))
         elif r.kind == "on_session_end" and r.session:
             ended.add(r.session)
         elif r.session:
             removed = [r.session]
-            if r.kind == "delete_session":
+            if "cascade" in r.detail:  # the rows the harness saw the cascade take (the store's own parent links)
+                removed += r.d("cascade")
+            elif r.kind == "delete_session":  # a log from before the harness recorded it
                 removed += [child for born, child in children.get(r.session, []) if born < index]
             for sid in removed:
-                why = ""
+                why, unheld = "", False
                 if sid not in cached:
                     why = "no live agent held its transcript"
+                    unheld = not _maybe_held(gone.get(sid, []), index, locks, stops)
                 elif sid in ended and not _live(m, sid, index):
                     why = "the session had already ended"
-                raw.append((sid, index, r.t, why))
+                raw.append((sid, index, r.t, why, unheld))
     out = _Cuts(crashes=crashes, crash_durable=crash_durable)
-    for sid, index, t, why in raw:
-        gone_at = NEVER
+    for sid, index, t, why, unheld in raw:
+        lost_at, owed_at, owed_by = (index if why else NEVER), NEVER, ""
         if not why:
-            flush = m.next_ack(sid, index)
-            until = flush.reply_index if flush is not None else NEVER
-            left = gone.get(sid, [])
-            k = bisect_right(left, index)
-            if k < len(left) and left[k] < until:
-                why, gone_at = "its agent left the cache before the next write", left[k]
-        cut = Deletion(sid, index, t, bool(why), why, gone_at)
+            owed_at, owed_by = _owed(m, sid, index, gone.get(sid, []), sigterms)
+            k = bisect_right(crashes, index)
+            crash = crashes[k] if k < len(crashes) else NEVER
+            if crash < owed_at:
+                why, lost_at = "the gateway crashed before writing it back", crash
+            elif owed_by in ("release", "sigterm") and any(lo <= m.records[owed_at].t < hi for lo, hi in locks):
+                why, lost_at = "the store was locked when its agent let go of it", owed_at  # its write-back may wait
+            if why:
+                owed_at, owed_by = NEVER, ""
+        cut = Deletion(sid, index, t, bool(why), why, lost_at, owed_at, owed_by, unheld)
         out.all.append(cut)
         out.by_session.setdefault(sid, []).append(cut)
     for sid, cuts in out.by_session.items():
@@ -143,6 +165,35 @@ def _derive(m: RunModel) -> _Cuts:
             counts.append(counts[-1] + cut.lost)
         out.lost_upto[sid] = counts
     return out
+
+
+def _owed(m: RunModel, session: str, index: int, gone: list[tuple[int, int]], sigterms: list[int]) -> tuple[int, str]:
+    """When a held session's deleted turns are owed back: the first of its next acknowledged
+    turn (its next write), its agent leaving the cache, and a SIGTERM."""
+    options = [(NEVER, "")]
+    flush = m.next_ack(session, index)
+    if flush is not None:
+        options.append((flush.reply_index, "turn"))
+    k = bisect_right(gone, (index, NEVER))
+    if k < len(gone):
+        options.append((gone[k][0], "release"))
+    k = bisect_right(sigterms, index)
+    if k < len(sigterms):
+        options.append((sigterms[k], "sigterm"))
+    return min(options)
+
+
+def _maybe_held(gone: list[tuple[int, int]], index: int, locks: list[tuple[int, int]], stops: list[int]) -> bool:
+    """Whether a session no cached agent held may still sit in the gateway's memory: its agent
+    last left the cache while the store was locked (the write-back may have been refused and
+    kept for a retry), and no stop has dropped every object since."""
+    k = bisect_left(gone, (index, -1))
+    if k == 0:
+        return False
+    left, t = gone[k - 1]
+    if any(left < stop < index for stop in stops):
+        return False
+    return any(lo <= t < hi for lo, hi in locks)
 
 
 def _parents(m: RunModel) -> dict[str, tuple[str, int]]:

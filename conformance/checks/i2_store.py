@@ -4,7 +4,8 @@ session, in order, exactly once, from the end of its turn on.
 Checked at every snapshot of the store in the log (checkpoints, stops, the final state):
 each acknowledged turn's user row once under its session, its reply row beside it, in
 the order the turns were asked. After another surface deletes a session's row, its earlier turns are
-owed again from the session's next flush; if no live agent held them, nothing can restore them.
+owed again once the agent holding them writes or lets go of them (its next flush, eviction, end,
+SIGTERM); if no live agent held them, nothing can restore them (`deletions.py`).
 """
 
 from __future__ import annotations

@@ -1,14 +1,18 @@
 """I8 heal: a live session whose row was deleted is recreated under the same id with its
-full transcript at the next flush; a foreign-key failure with the row present never
-duplicates it; a delegate child whose parent was deleted is recreated without the parent;
-replayed history keeps its visibility flags.
+full transcript at the next flush, and at the latest before its agent's memory is released;
+a session deleted while no agent held it comes back only by a turn of its own, never as a
+side effect of another session's write, and never with what was deleted; a foreign-key
+failure with the row present never duplicates it; a delegate child whose parent was
+deleted is recreated without the parent; replayed history keeps its visibility flags.
 
-Judged on the final durable state, against each session's latest deletion (an earlier one
-is superseded: the store no longer shows what its heal wrote; I2 judges the checkpoints).
+Recreation is judged on the final durable state, against each session's latest deletion (an
+earlier one is superseded: the store no longer shows what its heal wrote; I2 judges the
+checkpoints); a resurrection on every snapshot after the deletion.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import Counter
 
 from conformance.checks.deletions import Deletion, deletions, excused_from_store
@@ -36,7 +40,8 @@ def check(m: RunModel) -> Verdict:
             stuck_reported.add(cut.session)
             violations.append(stuck)
         if latest[cut.session] is cut:
-            violations += _recreated(m, cut, rows.get(cut.session), sessions.get(cut.session, {}).get("parent"), sessions)
+            violations += _recreated(m, cut, rows.get(cut.session))
+    violations += _resurrected(m, cuts)
     for delete_index, r in m.of("delete_parent"):
         children = {t.session for t in m.turns.values() if t.delegate and t.session and t.reply_index > delete_index}
         for child in sorted(children):
@@ -104,29 +109,130 @@ def _stuck(m: RunModel, cut: Deletion) -> Violation | None:
     return None
 
 
-def _recreated(m: RunModel, cut: Deletion, stored: list[str] | None, parent: str | None, sessions: dict) -> list[Violation]:
-    """After its next flush the row is back, with every turn it owes, each once."""
+def _owed_words(m: RunModel, cut: Deletion) -> tuple[int, str] | None:
+    """(record index, words) of what made the deleted turns owed back: the session's next
+    acknowledged turn, or its agent letting go of the transcript (None: nothing did)."""
     flush = m.next_ack(cut.session, cut.index)
-    if flush is None:
+    held = [t.id for t in m.acked_in(cut.session, before=cut.index)]
+    if cut.owed_at > m.final_index or cut.owed_by == "turn" or not held:  # an agent holding nothing owes no row
+        if flush is None:
+            return None
+        return flush.reply_index, f"turn {flush.id} ({m.at(flush.reply.t if flush.reply else None)}) and every later turn were dropped"
+    when = m.at(m.records[cut.owed_at].t)
+    how = f"the gateway stopped at {when}" if cut.owed_by == "sigterm" else f"left the cache at {when}"
+    return cut.owed_at, f"its agent held {turn_list(held)} and {how} without writing them back"
+
+
+def _recreated(m: RunModel, cut: Deletion, stored: list[str] | None) -> list[Violation]:
+    """Once owed (its next flush, or its agent letting go of the transcript) the row is back,
+    with every turn it owes, each once."""
+    owed_by = _owed_words(m, cut)
+    if owed_by is None:
         return []
+    owed_at, words = owed_by
     owed = [t.id for t in m.acked_in(cut.session) if excused_from_store(m, t, m.final_index) is None]
     if stored is None:
         later = [t.id for t in m.acked_in(cut.session) if t.reply_index > cut.index]
         return [Violation(
-            f"session {cut.session}'s row was deleted at {m.at(cut.t)} and never recreated: turn {flush.id} "
-            f"({m.at(flush.reply.t if flush.reply else None)}) and every later turn were dropped",
-            (cut.index, flush.reply_index), cut.t, cut.session, tuple(later))]
+            f"session {cut.session}'s row was deleted at {m.at(cut.t)} and never recreated: {words}",
+            (cut.index, owed_at), cut.t, cut.session, tuple(owed or later))]
     out = []
     if missing := [t for t in owed if t not in stored]:
         out.append(Violation(
             f"session {cut.session}'s row was deleted at {m.at(cut.t)} and recreated without {turn_list(missing)}: "
-            f"the final store holds {turn_list(stored)}", (cut.index, flush.reply_index), cut.t, cut.session, tuple(missing)))
+            f"the final store holds {turn_list(stored)}", (cut.index, owed_at), cut.t, cut.session, tuple(missing)))
     if doubled := sorted(t for t, n in Counter(stored).items() if n > 1):
         out.append(Violation(
             f"session {cut.session} stores {turn_list(doubled)} more than once after its row was deleted at {m.at(cut.t)}",
             (cut.index,), cut.t, cut.session, tuple(doubled)))
-    dangled_later = any(i > cut.index and r.session == parent for i, r in m.of("delete_parent"))  # the surface's doing
-    if parent is not None and parent not in sessions and not dangled_later:
-        out.append(Violation(
-            f"delegate child {cut.session} was recreated pointing at deleted parent {parent}", (cut.index,), cut.t, cut.session))
+    return out + _dangling(m, cut, owed_at)
+
+
+def _dangling(m: RunModel, cut: Deletion, owed_at: int) -> list[Violation]:
+    """A recreated child does not point at a deleted parent: in any snapshot once it is owed
+    back (the parent's own heal may bring the parent back later; a parent the surface deleted
+    with foreign keys off after the cut is the surface's doing)."""
+    dangled = [i for i, r in m.of("delete_parent") if i > cut.index]
+    for index, parents in _parent_links(m):
+        if index < owed_at:
+            continue
+        parent = parents.get(cut.session)
+        if parent is not None and parent not in parents and not any(
+                i < index and m.records[i].session == parent for i in dangled):
+            return [Violation(
+                f"delegate child {cut.session} was recreated pointing at deleted parent {parent}", (cut.index,), cut.t,
+                cut.session)]
+    return []
+
+
+def _parent_links(m: RunModel) -> list[tuple[int, dict[str, str | None]]]:
+    """Each snapshot's sessions and their parents, read once (a snapshot holds every stored
+    row: the largest records of a long run, read from its file when the log spilled)."""
+    if "parent_links" not in m.memo:
+        m.memo["parent_links"] = [
+            (index, {sid: body.get("parent") for sid, body in snap.d("sessions", {}).items()})
+            for index, snap in m.of("durable")]
+    links: list[tuple[int, dict[str, str | None]]] = m.memo["parent_links"]
+    return links
+
+
+def _resurrected(m: RunModel, cuts: list[Deletion]) -> list[Violation]:
+    """A session deleted while no agent held it comes back only by a turn of its own (its
+    next admitted turn, or a /resume switching into it; judged against the session's latest
+    deletion before each snapshot), and never with the turns such a deletion took (in every
+    later snapshot)."""
+    by_session: dict[str, list[Deletion]] = {}
+    for cut in cuts:
+        by_session.setdefault(cut.session, []).append(cut)
+    if not any(cut.unheld for cut in cuts):
+        return []
+    requests: dict[str, list[int]] = {}  # session -> its own comebacks: its turns asked, switches into it (/resume)
+    for turn in m.turns.values():
+        if turn.session and turn.request is not None:
+            requests.setdefault(turn.session, []).append(turn.request_index)
+    for sid in by_session:
+        requests.setdefault(sid, []).extend(i for i, _r in m.of_session("on_session_switch", sid))
+    for indexes in requests.values():
+        indexes.sort()
+    out: list[Violation] = []
+    reported: set[str] = set()
+    for index, snap in m.of("durable"):
+        stored = snap.d("sessions", {})
+        for sid in sorted(by_session):
+            if sid in reported or sid not in stored:
+                continue
+            before = [c for c in by_session[sid] if c.index < index]
+            unheld = [c for c in before if c.unheld]
+            if not unheld:
+                continue
+            cut = before[-1]
+            label = f"snapshot '{snap.d('label')}' ({m.at(snap.t)})"
+            asked = requests.get(sid, [])
+            k = bisect_right(asked, cut.index)
+            if cut.unheld and (k == len(asked) or asked[k] > index):
+                reported.add(sid)
+                out.append(Violation(
+                    f"session {sid}'s row was deleted at {m.at(cut.t)} while no agent held it and is back at {label} "
+                    f"with no turn of its own since{_writers(m, sid, cut.index, index, stored)}: a deleted session comes "
+                    f"back only by its own heal or a new turn in it", (cut.index, index), snap.t, sid))
+                continue
+            cut = unheld[-1]  # what it took is gone for good, whatever came after
+            taken = {t.id for t in m.acked_in(sid, before=cut.index)}
+            if back := [t for role, t, _vis in stored[sid]["rows"] if role == "user" and t in taken]:
+                reported.add(sid)
+                out.append(Violation(
+                    f"session {sid}'s row was deleted at {m.at(cut.t)} while no agent held it, and its deleted "
+                    f"transcript reappeared: {label} holds {turn_list(list(dict.fromkeys(back)))} again",
+                    (cut.index, index), snap.t, sid, tuple(dict.fromkeys(back))))
     return out
+
+
+def _writers(m: RunModel, session: str, lo: int, hi: int, stored: dict) -> str:
+    """The evidence of whose write brought `session` back: its delegate children's turns
+    acknowledged in between (words, or nothing)."""
+    children = sorted(sid for sid, body in stored.items() if body.get("parent") == session)
+    written = [t for child in children for t in m.acked_in(child) if lo < t.reply_index < hi]
+    if not written:
+        return ""
+    first = min(written, key=lambda t: t.reply_index)
+    return f" (delegate child {first.session}, pointing at it, wrote {first.id} at {m.at(first.reply.t if first.reply else None)})"

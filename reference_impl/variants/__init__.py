@@ -23,11 +23,13 @@ from reference_impl.variants.eviction import (
 )
 from reference_impl.variants.heal import (
     DeletedRowDropsTurns,
+    EvictDropsDeletedTranscript,
     HealForgetsPendingReplay,
     HealMutedHidesHistory,
     HealOnAnyFkDuplicates,
     HealReplaysTailOnly,
     OrphanChildNeverRecreated,
+    ParentResurrectedForChild,
 )
 from reference_impl.variants.liveness import AnswersFirstTurnOnly, DropsReplies, NeverReplies
 from reference_impl.variants.memory import BatchFlushReshipsRetained, BatchLostOnShutdown, BatchNoFlushOnSessionEnd
@@ -55,6 +57,8 @@ VARIANTS: dict[str, type[ReferenceGateway]] = {
     "heal-muted-hides-history": HealMutedHidesHistory,
     "heal-forgets-pending-replay": HealForgetsPendingReplay,
     "orphan-child-never-recreated": OrphanChildNeverRecreated,
+    "evict-drops-deleted-transcript": EvictDropsDeletedTranscript,
+    "parent-resurrected-for-child": ParentResurrectedForChild,
     "reset-mid-turn": ResetMidTurn,
     "command-moves-idle-clock": CommandMovesIdleClock,
     "daily-boundary-in-utc": DailyBoundaryInUtc,

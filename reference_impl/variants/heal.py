@@ -1,8 +1,10 @@
 """Heal bugs: a live session whose row was deleted, from hermes-agent #123583 / PR #124117 (seed 003).
 
 The reference heals only a row confirmed gone, replays the whole in-memory transcript
-with each row's own visibility, keeps the replay pending until a write succeeds, and
-creates a delegate child without its deleted parent. Each variant takes one back.
+with each row's own visibility, keeps the replay pending until a write succeeds, heals
+before an agent's memory is released (eviction, idle sweep, end, SIGTERM), and creates a
+delegate child without its deleted parent (never bringing the parent back). Each variant
+takes one back.
 """
 
 from __future__ import annotations
@@ -144,4 +146,49 @@ class OrphanChildNeverRecreated(ReferenceGateway):
 
     def create_row(self, agent: Agent) -> None:
         self.store.upsert_session(agent.session, agent.chat, agent.parent, agent.kind, self.h.clock.now())
+        agent.created = True
+
+
+class EvictDropsDeletedTranscript(ReferenceGateway):
+    """evict-drops-deleted-transcript — PR #124117 (seed 003):
+
+    "A session deleted while its chat is still running is recreated under the same id with
+    the full in-memory transcript on the next save (the gateway session-key mapping expects
+    the id to be stable)."
+
+    Here the heal waits for that next save: an agent leaving the cache (LRU cap, idle sweep,
+    end, SIGTERM) writes only what it believes unwritten, never notices its row is gone, and
+    drops the only copy of the transcript.
+    """
+
+    def release(self, agent: Agent) -> bool:
+        return self.flush(agent)
+
+
+class ParentResurrectedForChild(ReferenceGateway):
+    """parent-resurrected-for-child — PR #124117 (seed 003):
+
+    "Deleting a parent session cascades to its delegate children. A live child then can
+    never be recreated: create_session(parent_session_id=...) hits the parent FK on every
+    flush ... When the recreate fails and the parent row is gone, create once without the
+    parent for that call only; agent._parent_session_id is restored because the relay and
+    hooks still key on it."
+
+    Here the child keeps its parent key the other way: the child's write puts the deleted
+    parent's row back (with whatever of its transcript the gateway holds), so a session
+    another surface deleted returns as a side effect of another session's write.
+    """
+
+    def create_row(self, agent: Agent) -> None:
+        now = self.h.clock.now()
+        try:
+            self.store.upsert_session(agent.session, agent.chat, agent.parent, agent.kind, now)
+        except sqlite3.IntegrityError as err:
+            if not (is_foreign_key_error(err) and agent.parent and not self.store.session_exists(agent.parent)):
+                raise
+            parent = self.cache.agents.get(agent.parent)
+            self.store.upsert_session(agent.parent, agent.chat, None, "chat", now)
+            if parent is not None:
+                self.store.append(agent.parent, parent.rows[: parent.flushed])
+            self.store.upsert_session(agent.session, agent.chat, agent.parent, agent.kind, now)
         agent.created = True

@@ -1,0 +1,79 @@
+"""A fault the harness injects is verified as applied: a gateway that ignores
+`delete_session_row` (or its cascade), or takes more rows than the cascade, is a gateway error
+at the deletion step, in process and over the JSON-lines protocol alike, so no deletion
+scenario passes vacuously."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conformance.exec_gateway import isolated
+from conformance.runner import run_scenario
+from conformance.suite import catalog_paths
+from reference_impl.gateway import ReferenceGateway
+from reference_impl.selftest import IgnoresDeletionGateway
+from sim.loader import load_file
+
+DELETING = [p for p in catalog_paths() if any(e.kind in ("delete_session", "delete_parent") for e in load_file(p).events)]
+
+
+class KeepsChildren(ReferenceGateway):
+    """Deletes the row but never cascades (as with foreign keys off)."""
+
+    def delete_session_row(self, session_id: str, keep_children: bool = False) -> None:
+        super().delete_session_row(session_id, keep_children=True)
+
+
+class AlwaysCascades(ReferenceGateway):
+    """Cascades even a `delete_parent` (foreign keys on regardless)."""
+
+    def delete_session_row(self, session_id: str, keep_children: bool = False) -> None:
+        super().delete_session_row(session_id, keep_children=False)
+
+
+def test_the_catalog_deletes_rows() -> None:
+    assert len(DELETING) >= 10
+
+
+@pytest.mark.parametrize("path", DELETING, ids=[p.stem for p in DELETING])
+def test_ignoring_a_deletion_fails_every_deletion_scenario(path: Path) -> None:
+    scenario = load_file(path)
+    result = run_scenario(scenario, IgnoresDeletionGateway(), "selftest:ignores-deletion")
+    assert not result.passed and result.failure is not None and result.failure.kind == "error"
+    step = result.failure.step
+    assert scenario.events[step - 1].kind in ("delete_session", "delete_parent")
+    assert result.failure.message.startswith("the gateway ignored the deletion of s")
+    assert result.failure.message.endswith(": its row is still in the store")
+    assert {v.status for v in result.verdicts.values()} == {"error"}
+
+
+def test_an_ignored_cascade_is_named() -> None:
+    scenario = load_file(Path(__file__).parent.parent / "conformance/catalog/13-heal-parent-cascade.yaml")
+    result = run_scenario(scenario, KeepsChildren(), "keeps-children")
+    assert result.failure is not None and (result.failure.kind, result.failure.step) == ("error", 3)
+    assert result.failure.message == (
+        "the gateway ignored the deletion of s1: the row of s2, which its cascade takes, is still in the store")
+
+
+def test_a_deletion_taking_more_than_its_cascade_is_named() -> None:
+    """Rows the deletion took beyond its cascade would be judged as kept: an error too."""
+    scenario = load_file(Path(__file__).parent.parent / "conformance/catalog/12-heal-fk-row-present.yaml")
+    result = run_scenario(scenario, AlwaysCascades(), "always-cascades")
+    assert result.failure is not None and result.failure.kind == "error"
+    assert result.failure.message == "the gateway's deletion of s1 also removed s2, which its cascade does not take"
+
+
+def test_the_cascade_taken_is_recorded() -> None:
+    scenario = load_file(Path(__file__).parent.parent / "conformance/catalog/13-heal-parent-cascade.yaml")
+    records = run_scenario(scenario, ReferenceGateway(), "reference", check=False).records
+    deletion = next(r for r in records if r.kind == "delete_session")
+    assert (deletion.session, deletion.d("cascade")) == ("s1", ["s2"])
+
+
+def test_an_ignored_deletion_over_exec_is_the_same_error() -> None:
+    scenario = load_file(DELETING[0])
+    here = run_scenario(scenario, IgnoresDeletionGateway(), "selftest:ignores-deletion")
+    there = run_scenario(scenario, isolated("selftest:ignores-deletion"), "selftest:ignores-deletion")
+    assert there.failure == here.failure and there.log_text() == here.log_text()
