@@ -29,6 +29,7 @@ from conformance.suite import (
     EXPECTATIONS,
     XPASS_PREFIX,
     Expectations,
+    catalog_file,
     catalog_paths,
     load_all,
     outcome,
@@ -137,9 +138,10 @@ def scenario_files(paths: Sequence[str]) -> list[Path]:
     """The scenario files PATHS name (files, and folders' *.yaml, *.yml, *.json), or the catalog
     when none is named. A missing path, or folders with nothing in them, is a usage error: nothing
     to run is not a success."""
+    paths = [path if Path(path).exists() else str(catalog_file(path) or path) for path in paths]
     missing = [path for path in paths if not Path(path).exists()]
     if missing:
-        raise UsageError(f"{missing[0]}: no such file or directory")
+        raise UsageError(f"{missing[0]}: no such file or directory (nor a catalog scenario's name)")
     found = scenario_paths(list(paths)) if paths else catalog_paths()
     if not found:
         raise UsageError(f"no scenario files in {', '.join(paths)} (*.yaml, *.yml, *.json)")
@@ -462,7 +464,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     factory = resolve(args.gateway)
     if Path(args.file).is_dir():  # a timeline is one scenario's; `run DIR` judges a folder
         raise UsageError(f"{args.file}: is a directory; replay takes one scenario file (run takes folders)")
-    scenarios, errors = load_all([Path(args.file)])
+    scenarios, errors = load_all(scenario_files([args.file]))
     if errors:
         print(f"error {errors[0]}", file=sys.stderr)
         return 2

@@ -34,6 +34,14 @@ def catalog_paths() -> list[Path]:
     return sorted(CATALOG.glob("*.yaml"))
 
 
+def catalog_file(name: str) -> Path | None:
+    """A built-in catalog scenario named as the reports name it: `NAME`, `NAME.yaml` or
+    `catalog/NAME.yaml` (so a report's name, pasted, runs anywhere)."""
+    stem = name.removeprefix("catalog/").removesuffix(".yaml")
+    path = CATALOG / f"{stem}.yaml"
+    return path if "/" not in stem and path.is_file() else None
+
+
 def scenario_paths(paths: Iterable[str]) -> list[Path]:
     """Files as given; folders expand to their *.yaml and *.json files, sorted."""
     out: list[Path] = []

@@ -4,12 +4,15 @@ classname is the scenario, name is the check ('I1 exactly-once end'); one testsu
 gateway. A failure carries every violation message; an expected failure is skipped with
 its reason; a gateway error or timeout is an error, and so is a scenario file that could not
 be loaded (classname = the file, name = 'load'). A pass that examined nothing carries the
-property `vacuous=true`. No timestamps: same runs, same bytes.
+property `vacuous=true`; a failing testcase's `system-out` says how to reproduce it. Control
+characters anywhere (a scenario name with \x01) become '?', so the file always parses. No
+timestamps: same runs, same bytes.
 """
 
 from __future__ import annotations
 
 import re
+import shlex
 import xml.etree.ElementTree as ET
 
 from conformance.verdict import CHECK_IDS, CHECK_NAMES, Verdict
@@ -22,9 +25,9 @@ def _clean(text: str) -> str:
     return _NOT_XML.sub("?", text)
 
 
-def _case(suite: ET.Element, classname: str, check: str, verdict: Verdict | None) -> str:
-    """Add one testcase; returns its status."""
-    case = ET.SubElement(suite, "testcase", classname=classname, name=f"{check} {CHECK_NAMES[check]}", time="0")
+def _case(suite: ET.Element, classname: str, check: str, verdict: Verdict | None, reproduce: str) -> str:
+    """Add one testcase; returns its status. A failing one says how to reproduce it."""
+    case = ET.SubElement(suite, "testcase", classname=_clean(classname), name=f"{check} {CHECK_NAMES[check]}", time="0")
     status = verdict.status if verdict is not None else "error"
     if verdict is None:
         ET.SubElement(case, "error", message="no verdict", type="error")
@@ -45,7 +48,20 @@ def _case(suite: ET.Element, classname: str, check: str, verdict: Verdict | None
         ET.SubElement(case, "skipped", message=_clean(verdict.reason or "skipped"))
     elif status in ("error", "timeout"):
         ET.SubElement(case, "error", message=_clean(verdict.reason), type=status)
+    if status in ("fail", "xpass", "error", "timeout") and reproduce:
+        ET.SubElement(case, "system-out").text = _clean(f"reproduce: {reproduce}")
     return status
+
+
+def reproduce_command(run: Keyed) -> str:
+    """A command that runs the scenario again, pasted into a shell where the run was made (a
+    generated scenario by its seed)."""
+    scenario, gateway = run.result.scenario, shlex.quote(run.result.gateway)
+    if run.file:
+        return f"sessiongate replay {shlex.quote(run.file)} --gateway {gateway}"
+    if scenario.name.startswith("gen-"):
+        return f"sessiongate fuzz --seeds {scenario.seed}:{scenario.seed + 1} --gateway {gateway}"
+    return ""
 
 
 def render(runs: list[Keyed], gateway: str, unloaded: list[Unloaded]) -> str:
@@ -59,8 +75,9 @@ def render(runs: list[Keyed], gateway: str, unloaded: list[Unloaded]) -> str:
             suites[name] = ET.SubElement(root, "testsuite", name=name)
             tallies[name] = dict.fromkeys(totals, 0)
         classname = run.key.rsplit("/", 1)[-1] if "/" in run.key and run.key.startswith(f"{name}/") else run.key
+        reproduce = reproduce_command(run)
         for check in CHECK_IDS:
-            status = _case(suites[name], classname, check, run.result.verdicts.get(check))
+            status = _case(suites[name], classname, check, run.result.verdicts.get(check), reproduce)
             tally = tallies[name]
             tally["tests"] += 1
             tally["failures"] += status in ("fail", "xpass")
@@ -71,7 +88,7 @@ def render(runs: list[Keyed], gateway: str, unloaded: list[Unloaded]) -> str:
             suites[gateway] = ET.SubElement(root, "testsuite", name=gateway)
             tallies[gateway] = dict.fromkeys(totals, 0)
         for file in unloaded:
-            case = ET.SubElement(suites[gateway], "testcase", classname=file.file, name="load", time="0")
+            case = ET.SubElement(suites[gateway], "testcase", classname=_clean(file.file), name="load", time="0")
             ET.SubElement(case, "error", message=_clean(file.text), type="load")
             tallies[gateway]["tests"] += 1
             tallies[gateway]["errors"] += 1

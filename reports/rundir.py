@@ -18,7 +18,7 @@ from typing import Any
 from conformance.adapter import Profile
 from conformance.observations import ObservationLog
 from conformance.runner import RunResult
-from conformance.suite import Expectations
+from conformance.suite import CATALOG, Expectations
 from conformance.verdict import GatewayFailure
 from sim.document import ScenarioError
 from sim.loader import config_from_document
@@ -55,9 +55,13 @@ def atomic_write(path: Path, text: str) -> None:
 
 
 def display_path(source: str) -> str:
-    """A scenario file as the report names it: relative to the working folder when inside it."""
+    """A scenario file as the report names it: a built-in catalog file as `catalog/NAME.yaml`
+    (the same on every machine, wherever sessiongate is installed), else relative to the working
+    folder when inside it."""
     if not source or not os.path.isabs(source):
         return source
+    if os.path.dirname(source) == str(CATALOG):
+        return f"catalog/{os.path.basename(source)}"
     relative = os.path.relpath(source)
     return source if relative.startswith("..") else relative
 

@@ -127,3 +127,12 @@ def test_an_interrupted_run_exits_and_keeps_what_finished(tmp_path: Path, signum
     names = [s["name"] for s in json.loads((report / "summary.json").read_text(encoding="utf-8"))["scenarios"]]
     assert names == [p.stem for p in CATALOG[:finished]]
     assert len(lines) - 2 in (finished, finished - 1)  # the signal may land between a result and its line
+
+
+def test_run_and_replay_take_a_catalog_scenarios_name(tmp_path, monkeypatch, capsys) -> None:
+    """As a report names it (`catalog/NAME.yaml`), or bare, from any folder."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["replay", "12-heal-fk-row-present"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith("pass  12-heal-fk-row-present")
+    assert main(["run", "catalog/45-every-message-answered.yaml", "01-idle-expiry-end-and-finalize.yaml", "-q"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith("2 scenarios, 2 passed, 0 failed")

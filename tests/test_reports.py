@@ -286,3 +286,33 @@ def test_rerendering_from_another_folder_keeps_the_recorded_file_names(tmp_path,
     assert main(["report", str(tmp_path / "r")]) == 0
     after = {p.relative_to(tmp_path / "r"): p.read_bytes() for p in sorted((tmp_path / "r").rglob("*")) if p.is_file()}
     assert after == before
+
+
+def test_catalog_scenarios_are_named_catalog_relative_wherever_the_run_is(tmp_path, monkeypatch):
+    """Two machines (or two working folders) give the same report: not the install path."""
+    from conformance.suite import CATALOG
+    from reports.rundir import display_path
+
+    path = str(CATALOG / "01-idle-expiry-end-and-finalize.yaml")
+    assert display_path(path) == "catalog/01-idle-expiry-end-and-finalize.yaml"
+    monkeypatch.chdir(tmp_path)
+    assert display_path(path) == "catalog/01-idle-expiry-end-and-finalize.yaml"
+
+
+def test_junit_parses_with_a_control_character_in_a_name_and_says_how_to_reproduce(tmp_path):
+    import dataclasses
+    import xml.etree.ElementTree as ET
+
+    from conformance.runner import run_scenario
+    from conformance.suite import CATALOG
+    from reference_impl.variants import make
+    from sim.loader import load_file
+
+    scenario = dataclasses.replace(load_file(CATALOG / "27-sigterm-turns-in-flight.yaml"), name="bad\x01name")
+    result = run_scenario(scenario, make("shutdown-ends-sessions"), "reference:shutdown-ends-sessions")
+    reports.write_all([result], str(tmp_path), "reference:shutdown-ends-sessions")
+    root = ET.parse(tmp_path / "junit.xml").getroot()  # raised 'not well-formed' before
+    failing = [c for c in root.iter("testcase") if c.find("failure") is not None]
+    assert failing and all(c.get("classname") == "bad?name" for c in failing)
+    assert {c.findtext("system-out") for c in failing} == {
+        "reproduce: sessiongate replay catalog/27-sigterm-turns-in-flight.yaml --gateway reference:shutdown-ends-sessions"}
