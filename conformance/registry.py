@@ -8,6 +8,7 @@ a factory from a module. A factory is called once per scenario and returns a fre
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, distribution, entry_points
 from typing import Any
@@ -78,9 +79,23 @@ def resolve(name: str) -> Callable[[], Gateway]:
         raise UnknownGateway(f"gateway {name!r}: {err}") from None
     if not callable(factory):
         raise UnknownGateway(f"gateway {name!r}: {target} is {type(factory).__name__}, not a factory to call")
-    if head in known and sep:
+    if head in known and sep and known[head] != name:  # `mygw:make` naming the entry point's own target is MODULE:FACTORY
+        if not _takes_an_argument(factory):
+            raise UnknownGateway(f"gateway {name!r}: the entry point {head!r} ({target}) takes no argument; "
+                                 f"use --gateway {head}, or MODULE:FACTORY for another factory")
         return _checked(name, lambda: factory(arg), bare=False)
     return _checked(name, factory, bare=head in known)
+
+
+def _takes_an_argument(factory: Callable[..., Any]) -> bool:
+    """Whether `factory(arg)` is a call it accepts (an entry point's NAME:ARG)."""
+    try:
+        inspect.signature(factory).bind("arg")
+    except TypeError:
+        return False
+    except ValueError:  # no signature to read (a builtin): let the call say
+        return True
+    return True
 
 
 def _require(head: str) -> None:
