@@ -13,6 +13,7 @@ Exit codes: 0 nothing unexpected failed, 1 something did, 2 usage or input error
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import math
 import os
@@ -336,11 +337,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 2
     if args.report:
         _check_writable_names(scenarios)
-    if not args.paths and not errors:  # the whole catalog: an entry naming no scenario is a typo
-        names = {s.name for s in scenarios}
-        if stray := sorted(expectations.scenarios() - names):
+    if not args.paths and not errors:  # the whole catalog: an entry a letter or two off a catalog name is a typo
+        names = sorted(s.name for s in scenarios)
+        near = {n: close[0] for n in sorted(expectations.scenarios() - set(names))
+                if (close := difflib.get_close_matches(n, names, n=1, cutoff=0.9))}  # not a file of the author's own
+        if near:
             print(f"warning: {expectations.source or 'the expectations file'} names no catalog scenario "
-                  f"{', '.join(repr(n) for n in stray)}: a typo expects nothing", file=sys.stderr)
+                  f"{', '.join(f'{n!r} (did you mean {c!r}?)' for n, c in near.items())}: a typo expects nothing",
+                  file=sys.stderr)
     results: list[RunResult] = []
     try:
         for result in run_all(scenarios, factory, args.gateway, expectations, args.budget, args.strict):
