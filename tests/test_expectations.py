@@ -75,8 +75,7 @@ def test_entries_for_an_authors_own_scenarios_are_not_called_typos(tmp_path, cap
     from conformance.cli import main
 
     shared = tmp_path / "exp.txt"
-    shared.write_text("my-own-lru-case I1  # the cap commits at eviction (mygw/cache.py:evict)
-")
+    shared.write_text("my-own-lru-case I1  # the cap commits at eviction (mygw/cache.py:evict)\n")
     assert main(["run", "-q", "--expectations", str(shared)]) == 0
     assert "warning" not in capsys.readouterr().err
 
