@@ -91,7 +91,8 @@ def render(runs: list[Keyed], gateway: str, cover: Coverage, unloaded: list[Unlo
 def _verdict_table(runs: list[Keyed]) -> str:
     head = "".join(f'<th title="{escape(CHECK_NAMES[c])}">{c}</th>' for c in CHECK_IDS)
     rows = [f'<table><tr><th class="name">run</th><th>outcome</th>{head}</tr>']
-    for k in runs:
+    rank = {word: n for n, word in enumerate((*BAD, "xfail", "pass"))}
+    for k in sorted(runs, key=lambda k: rank.get(outcome(k.result), 0)):  # failing first, each group in run order
         word = outcome(k.result)
         name = escape(k.key)
         if word != "pass":
@@ -134,13 +135,17 @@ def _run_section(k: Keyed) -> str:
     if scenario.header:
         parts.append(f"<pre>{escape(scenario.header)}</pre>")
     items = numbered(k)
-    parts.append(f'<div class="scroll">{timeline_svg(model, items)}</div>')
+    if k.reproduce and word != "pass":
+        parts.append(f"<p>reproduce: <code>{escape(k.reproduce)}</code></p>")
+    parts.append(f'<div class="scroll">{timeline_svg(model, items, prefix=k.anchor)}</div>')
     if items:
         parts.append('<ol class="evidence">')
         for item in items:
             v = item.violation
             when = f" <span class=muted>at {escape(model.at(v.t))}</span>" if v.t is not None else ""
-            cited = f" <span class=muted>records {', '.join(f'#{i}' for i in v.records)}</span>" if v.records else ""
+            log = escape(k.log_path)  # record #i is line i + 1 of the run's log, beside this page
+            links = ", ".join(f'<a href="{log}" title="line {i + 1} of {log}">#{i}</a>' for i in v.records)
+            cited = f" <span class=muted>records {links}</span>" if v.records else ""
             parts.append(f'<li value="{item.number}"><span class="check">{item.check} {escape(CHECK_NAMES[item.check])}</span>: '
                          f"{escape(v.message)}{when}{cited}</li>")
         parts.append("</ol>")

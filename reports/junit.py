@@ -12,7 +12,6 @@ timestamps: same runs, same bytes.
 from __future__ import annotations
 
 import re
-import shlex
 import xml.etree.ElementTree as ET
 
 from conformance.verdict import CHECK_IDS, CHECK_NAMES, Verdict
@@ -53,17 +52,6 @@ def _case(suite: ET.Element, classname: str, check: str, verdict: Verdict | None
     return status
 
 
-def reproduce_command(run: Keyed) -> str:
-    """A command that runs the scenario again, pasted into a shell where the run was made (a
-    generated scenario by its seed)."""
-    scenario, gateway = run.result.scenario, shlex.quote(run.result.gateway)
-    if run.file:
-        return f"sessiongate replay {shlex.quote(run.file)} --gateway {gateway}"
-    if scenario.name.startswith("gen-"):
-        return f"sessiongate fuzz --seeds {scenario.seed}:{scenario.seed + 1} --gateway {gateway}"
-    return ""
-
-
 def render(runs: list[Keyed], gateway: str, unloaded: list[Unloaded]) -> str:
     root = ET.Element("testsuites", name=f"sessiongate {gateway}")
     suites: dict[str, ET.Element] = {}
@@ -75,7 +63,7 @@ def render(runs: list[Keyed], gateway: str, unloaded: list[Unloaded]) -> str:
             suites[name] = ET.SubElement(root, "testsuite", name=name)
             tallies[name] = dict.fromkeys(totals, 0)
         classname = run.key.rsplit("/", 1)[-1] if "/" in run.key and run.key.startswith(f"{name}/") else run.key
-        reproduce = reproduce_command(run)
+        reproduce = run.reproduce
         for check in CHECK_IDS:
             status = _case(suites[name], classname, check, run.result.verdicts.get(check), reproduce)
             tally = tallies[name]

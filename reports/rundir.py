@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,6 +80,17 @@ class Keyed:
     @property
     def anchor(self) -> str:
         return "s-" + "".join(c if c.isalnum() or c in "-_" else "-" for c in self.key)
+
+    @property
+    def reproduce(self) -> str:
+        """A command that runs the scenario again, pasted into a shell where the run was made (a
+        generated scenario by its seed)."""
+        scenario, gateway = self.result.scenario, shlex.quote(self.result.gateway)
+        if self.file:
+            return f"sessiongate replay {shlex.quote(self.file)} --gateway {gateway}"
+        if scenario.name.startswith("gen-"):
+            return f"sessiongate fuzz --seeds {scenario.seed}:{scenario.seed + 1} --gateway {gateway}"
+        return ""
 
 
 def slug(text: str) -> str:

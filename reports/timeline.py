@@ -117,8 +117,13 @@ class _Layout:
         return top + 24, hooks, ingest
 
 
-def timeline_svg(m: RunModel, violations: list[Numbered]) -> str:
-    """The whole SVG element for one run."""
+PATTERNS = ("quiet", "down")  # the fills the SVG defines for itself
+
+
+def timeline_svg(m: RunModel, violations: list[Numbered], prefix: str = "") -> str:
+    """The whole SVG element for one run. `prefix` makes its pattern ids its own: one page holds
+    many timelines, and a repeated id made each use the first one (hiding that section blanked
+    the others' hatching)."""
     lay = _Layout(m)
     times = [r.t for r in m.records]
     for r in m.records:
@@ -138,7 +143,10 @@ def timeline_svg(m: RunModel, violations: list[Numbered]) -> str:
     head = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{lay.height:.0f}" '
             f'viewBox="0 0 {WIDTH} {lay.height:.0f}" font-family="system-ui, sans-serif" font-size="11" '
             f'role="img" aria-label="timeline of {escape(m.name)}">')
-    return head + "".join(svg.parts) + "</svg>"
+    text = head + "".join(svg.parts) + "</svg>"
+    for pattern in PATTERNS if prefix else ():
+        text = text.replace(f'id="{pattern}"', f'id="{prefix}-{pattern}"').replace(f"url(#{pattern})", f"url(#{prefix}-{pattern})")
+    return text
 
 
 def _frame(svg: _Svg, m: RunModel, lay: _Layout, axis: Axis, labels: _Labels) -> None:

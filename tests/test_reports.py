@@ -316,3 +316,26 @@ def test_junit_parses_with_a_control_character_in_a_name_and_says_how_to_reprodu
     assert failing and all(c.get("classname") == "bad?name" for c in failing)
     assert {c.findtext("system-out") for c in failing} == {
         "reproduce: sessiongate replay catalog/27-sigterm-turns-in-flight.yaml --gateway reference:shutdown-ends-sessions"}
+
+
+def test_the_html_report_puts_failures_first_and_each_timeline_owns_its_ids(tmp_path):
+    import re as re_
+
+    from conformance.runner import run_scenario
+    from conformance.suite import catalog_paths
+    from reference_impl.variants import make
+    from sim.loader import load_file
+
+    paths = [p for p in catalog_paths() if p.stem in ("01-idle-expiry-end-and-finalize", "27-sigterm-turns-in-flight",
+                                                         "07-batch-flush-at-shutdown")]
+    results = [run_scenario(load_file(p), make("shutdown-ends-sessions"), "reference:shutdown-ends-sessions") for p in paths]
+    assert [r.passed for r in results] == [True, False, False]
+    reports.write_all(results, str(tmp_path), "reference:shutdown-ends-sessions")
+    page = (tmp_path / "report.html").read_text(encoding="utf-8")
+    table = page[page.index("<table>"):page.index("</table>")]
+    assert table.index("27-sigterm") < table.index("01-idle")  # failing first
+    ids = re_.findall(r' id="([^"]+)"', page)
+    assert len(ids) == len(set(ids)), "an element id repeats"
+    assert page.count('fill="url(#s-27-sigterm-turns-in-flight-down)"') >= 1
+    assert "reproduce: <code>sessiongate replay catalog/27-sigterm-turns-in-flight.yaml --gateway " in page
+    assert re_.search(r'records <a href="logs/27-sigterm-turns-in-flight\.jsonl" title="line \d+ of', page)
