@@ -43,10 +43,42 @@ class LocatedList(list):  # type: ignore[type-arg]
     lines: list[int]
 
 
-class _Loader(yaml.SafeLoader):
+_Base: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's composer: a 1 MiB file in a second, not minutes
+
+
+class _Loader(_Base):  # type: ignore[misc,valid-type]
     """Safe composer with no implicit typing: plain scalars stay text until we type them."""
 
     yaml_implicit_resolvers: dict[str, Any] = {}
+
+
+class _PyLoader(yaml.SafeLoader):
+    """The pure-Python composer, for its error messages on a small file."""
+
+    yaml_implicit_resolvers: dict[str, Any] = {}
+
+
+_WORDED_ERRORS = 1 << 16  # up to this many characters a bad file is read again for a better message
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _unicode(text: str, source: str, line: int, path: str) -> str:
+    """A text must be valid Unicode: a lone surrogate (JSON's "\\ud800") would reach the gateway
+    and every report, which cannot encode it."""
+    if (bad := _LONE_SURROGATE.search(text)) is not None:
+        raise ScenarioError(source, line, path, f"not valid Unicode: a lone surrogate \\u{ord(bad.group()):04x}")
+    return text
+
+
+class _Lines:
+    """Line numbers counted by '\\n' alone: YAML's marks also count NEL, U+2028 and U+2029 inside
+    a string as line breaks, and every line after one was misnamed."""
+
+    def __init__(self, text: str) -> None:
+        self.starts = [0, *(i + 1 for i, char in enumerate(text) if char == "\n")]
+
+    def __call__(self, mark: Any) -> int:
+        return bisect_right(self.starts, mark.index)
 
 
 _STR, _SEQ, _MAP = "tag:yaml.org,2002:str", "tag:yaml.org,2002:seq", "tag:yaml.org,2002:map"
@@ -97,17 +129,18 @@ def _child(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
-def _convert(node: yaml.Node, source: str, budget: list[int], stack: set[int], path: str = "") -> Any:
+def _convert(node: yaml.Node, source: str, budget: list[int], stack: set[int], lines: _Lines, path: str = "") -> Any:
     """A composed YAML node -> plain values; `path` names the field in errors ('events[3].at')."""
     budget[0] -= 1
+    line = lines(node.start_mark)
     if budget[0] < 0:
-        raise ScenarioError(source, node.start_mark.line + 1, "", f"document too large (over {MAX_NODES} nodes)")
-    line = node.start_mark.line + 1
+        raise ScenarioError(source, line, "", f"document too large (over {MAX_NODES} nodes)")
     if id(node) in stack:
         raise ScenarioError(source, line, path, "recursive alias is not allowed")
     if isinstance(node, yaml.ScalarNode):
         if node.tag != _STR:
             raise _tag_error(source, line, path, node.tag)
+        _unicode(node.value, source, line, path)
         if node.style in ("'", '"', "|", ">"):
             return node.value
         try:
@@ -119,8 +152,8 @@ def _convert(node: yaml.Node, source: str, budget: list[int], stack: set[int], p
         if isinstance(node, yaml.SequenceNode):
             if node.tag != _SEQ:
                 raise _tag_error(source, line, path, node.tag)
-            seq = LocatedList(_convert(item, source, budget, stack, f"{path}[{index}]") for index, item in enumerate(node.value))
-            seq.line, seq.lines = line, [item.start_mark.line + 1 for item in node.value]
+            seq = LocatedList(_convert(item, source, budget, stack, lines, f"{path}[{index}]") for index, item in enumerate(node.value))
+            seq.line, seq.lines = line, [lines(item.start_mark) for item in node.value]
             return seq
         if isinstance(node, yaml.MappingNode):
             if node.tag != _MAP:
@@ -128,15 +161,15 @@ def _convert(node: yaml.Node, source: str, budget: list[int], stack: set[int], p
             mapping = Located()
             mapping.line, mapping.lines = line, {}
             for key_node, value_node in node.value:
-                key_line = key_node.start_mark.line + 1
-                key = _convert(key_node, source, budget, stack, path)
+                key_line = lines(key_node.start_mark)
+                key = _convert(key_node, source, budget, stack, lines, path)
                 if key == "<<" and key_node.tag == _STR:
                     raise ScenarioError(source, key_line, path, "YAML merge keys are not allowed")
                 if not isinstance(key, str):
                     raise ScenarioError(source, key_line, path, f"keys must be text, got {show(key)}")
                 if key in mapping:
                     raise ScenarioError(source, key_line, _child(path, key), "duplicate key")
-                mapping[key] = _convert(value_node, source, budget, stack, _child(path, key))
+                mapping[key] = _convert(value_node, source, budget, stack, lines, _child(path, key))
                 mapping.lines[key] = key_line
             return mapping
     finally:
@@ -171,7 +204,8 @@ def _json_values(text: str, source: str) -> Any:
             raise ScenarioError(source, line_at(pos), "", f"document too large (over {MAX_NODES} nodes)")
         char = text[pos]
         if char == '"':
-            return scanstring(text, pos + 1)
+            string, end = scanstring(text, pos + 1)
+            return _unicode(string, source, line_at(pos), path), end
         if char == "{":
             mapping = Located()
             mapping.line, mapping.lines = line_at(pos), {}
@@ -179,6 +213,7 @@ def _json_values(text: str, source: str) -> Any:
             while text[pos] != "}":
                 key_line = line_at(pos)
                 key, pos = scanstring(text, pos + 1)
+                _unicode(key, source, key_line, path)
                 if key in mapping:
                     raise ScenarioError(source, key_line, _child(path, key), "duplicate key")
                 mapping[key], pos = value(space(space(pos) + 1), _child(path, key))  # past the ':'
@@ -211,7 +246,9 @@ def _json_values(text: str, source: str) -> Any:
 
 
 def parse_document(text: str, source: str) -> Any:
-    """Text of a YAML or JSON document -> plain values that remember their lines."""
+    """Text of a YAML or JSON document -> plain values that remember their lines. A leading
+    UTF-8 byte-order mark is read past, in JSON as in YAML."""
+    text = text.removeprefix("\ufeff")
     if len(text.encode("utf-8", "surrogatepass")) > MAX_FILE_BYTES:
         raise ScenarioError(source, 0, "", f"file is larger than {MAX_FILE_BYTES} bytes")
     if "\x00" in text:
@@ -225,13 +262,18 @@ def parse_document(text: str, source: str) -> Any:
         except RecursionError:
             raise ScenarioError(source, 0, "", "invalid JSON: nested too deeply") from None
     try:
-        node = yaml.compose(text, Loader=_Loader)
+        try:
+            node = yaml.compose(text, Loader=_Loader)
+        except yaml.YAMLError:
+            if _Base is yaml.SafeLoader or len(text) > _WORDED_ERRORS:
+                raise
+            node = yaml.compose(text, Loader=_PyLoader)  # the pure-Python composer words its errors better
     except yaml.reader.ReaderError as err:
         line = text.count("\n", 0, err.position) + 1
         raise ScenarioError(source, line, "", f"invalid YAML: character U+{err.character:04X} is not allowed") from None
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
-        line = mark.line + 1 if mark else 0
+        line = _Lines(text)(mark) if mark else 0
         raise ScenarioError(source, line, "", f"invalid YAML: {err.problem or err.context}") from None
     except yaml.YAMLError as err:
         raise ScenarioError(source, 0, "", f"invalid YAML: {err}") from None
@@ -240,6 +282,6 @@ def parse_document(text: str, source: str) -> Any:
     if node is None:
         raise ScenarioError(source, 1, "", "empty document: expected a mapping with 'name' and 'events'")
     try:
-        return _convert(node, source, [MAX_NODES], set())
+        return _convert(node, source, [MAX_NODES], set(), _Lines(text))
     except RecursionError:
         raise ScenarioError(source, 0, "", "document nested too deeply") from None

@@ -370,3 +370,30 @@ def test_valid_documents_load(document: dict, as_json: bool) -> None:
 def test_a_chat_with_no_value_takes_the_defaults() -> None:
     scenario = load_text("name: x\nchats:\n  alice:\n  bob: {platform: discord}\nevents:\n  - message: alice\n", "x.yaml")
     assert [(c.name, c.platform, c.chat_type) for c in scenario.chats] == [("alice", "telegram", "dm"), ("bob", "discord", "dm")]
+
+
+def test_lines_after_a_nel_or_line_separator_inside_a_string_are_counted_by_newlines() -> None:
+    """YAML's marks count NEL, U+2028 and U+2029 as line breaks; files (and editors) do not."""
+    for odd in ("\u0085", "\u2028", "\u2029"):
+        text = f'name: x\nchats:\n  alice: {{}}\nevents:\n  - message: alice\n    text: "a{odd}b"\n  - advance: -5m\n'
+        with pytest.raises(ScenarioError) as caught:
+            load_text(text, "x.yaml")
+        assert str(caught.value).startswith("x.yaml:7: events[1].advance"), str(caught.value)
+
+
+def test_a_byte_order_mark_is_read_past_in_json_as_in_yaml() -> None:
+    body = '{"name": "x", "chats": {"alice": {}}, "events": [{"message": "alice"}]}'
+    assert load_text("\ufeff" + body, "x.json").name == "x"
+    assert load_text("\ufeffname: x\nchats: {alice: {}}\nevents: [{message: alice}]\n", "x.yaml").name == "x"
+
+
+def test_a_lone_surrogate_anywhere_is_refused() -> None:
+    with pytest.raises(ScenarioError, match=r"x\.json:1: chats\.alice\.user: not valid Unicode: a lone surrogate \\udc00"):
+        load_text('{"name": "x", "chats": {"alice": {"user": "\\udc00"}}, "events": [{"message": "alice"}]}', "x.json")
+
+
+def test_a_large_file_loads_with_libyaml() -> None:
+    """A file near the size cap (1 MiB) composes in C; the pure-Python composer took minutes.
+    bench/loader.py measures it."""
+    events = "".join("  - message: alice\n    after: 1s\n" for _ in range(2_000))
+    assert len(load_text(f"name: big\nchats: {{alice: {{}}}}\nevents:\n{events}", "big.yaml").events) == 2_000
