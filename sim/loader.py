@@ -193,11 +193,15 @@ def _config(f: _Fields) -> GatewayConfig:
     return config
 
 
+CHAT_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+CHAT_NAME_RULE = "chat names are letters, digits, '.', '_' or '-'"
+
+
 def _chats(f: _Fields) -> tuple[Chat, ...]:
     chats = []
     for name in f.data:
-        if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
-            raise f.error(name, "chat names are letters, digits, '.', '_' or '-'")
+        if not CHAT_NAME.fullmatch(name):
+            raise f.error(name, CHAT_NAME_RULE)
         if f.data[name] is None:  # `bob:` with no value: a chat with the defaults
             f.used.add(name)
             chats.append(Chat(name))
@@ -314,6 +318,8 @@ def _events(
             if name not in chats:
                 if not implicit:
                     raise f.error(key, f"unknown chat {show(name)}; declared chats: {', '.join(sorted(chats)) or 'none'}")
+                if not CHAT_NAME.fullmatch(name):  # the same rule as a declared chat's: a written file loads again
+                    raise f.error(key, f"{CHAT_NAME_RULE}, got {show(name)}")
                 chats[name] = Chat(name)
             return name
 

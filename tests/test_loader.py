@@ -397,3 +397,10 @@ def test_a_large_file_loads_with_libyaml() -> None:
     bench/loader.py measures it."""
     events = "".join("  - message: alice\n    after: 1s\n" for _ in range(2_000))
     assert len(load_text(f"name: big\nchats: {{alice: {{}}}}\nevents:\n{events}", "big.yaml").events) == 2_000
+
+
+def test_a_chat_named_only_by_its_events_follows_the_name_rules() -> None:
+    """Its written (or shrunk) file declares it under `chats:`, which would not load again."""
+    with pytest.raises(ScenarioError, match=r"x\.yaml:3: events\[0\]\.message: chat names are letters, digits"):
+        load_text("name: x\nevents:\n  - message: 'al ice'\n", "x.yaml")
+    assert load_text("name: x\nevents:\n  - message: al.ice\n", "x.yaml").chats[0].name == "al.ice"
