@@ -33,7 +33,7 @@ from conformance.adapter import (
 )
 from conformance.observations import SPILL_AT, DurableState, Obs, ObservationLog, ResourcesDeltas, log_text
 from conformance.verdict import GatewayFailure, Verdict
-from sim.clock import VirtualClock
+from sim.clock import TZDATA, VirtualClock
 from sim.engine import Engine, EventBudgetExceeded
 from sim.scenario import (
     Advance,
@@ -101,6 +101,7 @@ def scenario_detail(scenario: Scenario, profile: Profile) -> dict[str, Any]:
         "config": document["config"],
         "chats": document["chats"],
         "profile": profile.to_detail(),
+        "tzdata": TZDATA,  # the tz database every zone of the run came from (sim.clock.load_zone)
     }
 
 

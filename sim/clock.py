@@ -9,8 +9,27 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, date, datetime, timedelta
-from functools import lru_cache
-from zoneinfo import ZoneInfo
+from functools import cache, lru_cache
+from importlib import metadata, resources
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+TZDATA = metadata.version("tzdata")  # the one tz database of every run, recorded in each log's header
+_ZONE_NAME = re.compile(r"[A-Za-z0-9_+-]+(/[A-Za-z0-9_+-]+)*")
+
+
+@cache
+def load_zone(name: str) -> ZoneInfo:
+    """The IANA zone `name` from the pinned `tzdata` package alone. `ZoneInfo(name)` reads the
+    system's tz database first, which differs between machines (and with it a run's DST rules);
+    ZoneInfoNotFoundError if the package has no such zone."""
+    if not _ZONE_NAME.fullmatch(name):
+        raise ZoneInfoNotFoundError(f"No time zone found with key {name}")
+    try:
+        with resources.files("tzdata.zoneinfo").joinpath(*name.split("/")).open("rb") as data:
+            return ZoneInfo.from_file(data, key=name)
+    except (OSError, ValueError):  # no such file, a folder like 'America', not a tz file
+        raise ZoneInfoNotFoundError(f"No time zone found with key {name}") from None
+
 
 MS = 1
 SECOND = 1000
@@ -121,7 +140,7 @@ class VirtualClock:
     def __init__(self, start_ms: int, zone: str | ZoneInfo = "UTC") -> None:
         self._now = start_ms
         self._origin = start_ms
-        self.zone = zone if isinstance(zone, ZoneInfo) else ZoneInfo(zone)
+        self.zone = zone if isinstance(zone, ZoneInfo) else load_zone(zone)
 
     def now(self) -> int:
         """Virtual epoch milliseconds."""
@@ -168,7 +187,7 @@ class FreezegunBridge:
 
         # sim.clock keeps the real datetime: freezegun's drops `fold`, which zone math needs.
         self._freezer = freezegun.freeze_time(
-            from_ms(self.clock.now(), ZoneInfo("UTC")), tick=self._tick, real_asyncio=True, ignore=["sim.clock"]
+            from_ms(self.clock.now(), UTC), tick=self._tick, real_asyncio=True, ignore=["sim.clock"]
         )
         self._frozen = self._freezer.start()
         return self
@@ -176,7 +195,7 @@ class FreezegunBridge:
     def sync(self) -> None:
         """Move the frozen time to the virtual clock's current instant."""
         assert self._frozen is not None, "enter the bridge before syncing it"
-        self._frozen.move_to(from_ms(self.clock.now(), ZoneInfo("UTC")))
+        self._frozen.move_to(from_ms(self.clock.now(), UTC))
 
     def __exit__(self, *exc: object) -> None:
         if self._freezer is not None:

@@ -20,7 +20,7 @@ from random import Random
 from typing import Protocol, TypeVar
 from zoneinfo import ZoneInfo
 
-from sim.clock import MINUTE, SECOND, local_instant, next_daily_boundary_after
+from sim.clock import MINUTE, SECOND, load_zone, local_instant, next_daily_boundary_after
 from sim.engine import derive_seed
 from sim.scenario import (
     CHAT_TYPES,
@@ -299,7 +299,7 @@ def build_scenario(choices: Choices, name: str, seed: int, profile: str = "defau
         raise ValueError(f"unknown profile {profile!r}; known: {', '.join(PROFILES)}")
     shape = PROFILES[profile]
     zone_name = weighted(choices, ZONES)
-    zone = ZoneInfo(zone_name)
+    zone = load_zone(zone_name)
     start = local_instant(weighted(choices, START_DAYS), choices.integer(0, 23), 15 * choices.integer(0, 3), zone)
     chats = _chats(choices, shape)
     config = _config(choices, chats)

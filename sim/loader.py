@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from sim.clock import format_duration, from_ms, local_instant, parse_duration, to_ms
+from sim.clock import format_duration, from_ms, load_zone, local_instant, parse_duration, to_ms
 from sim.document import MAX_FILE_BYTES, LocatedList, ScenarioError, parse_document, show
 from sim.scenario import (
     CHAT_TYPES,
@@ -383,7 +383,7 @@ def load_text(text: str, source: str = "<scenario>") -> Scenario:
     seed = f.get("seed", "int", 0, check=_at_least(0))
     zone_name = f.get("zone", "str", "UTC")
     try:
-        zone = ZoneInfo(zone_name)
+        zone = load_zone(zone_name)
     except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: 'America' is a directory, not a zone
         raise f.error("zone", f"unknown time zone {show(zone_name)}; use an IANA name like 'Europe/Berlin'") from None
     try:

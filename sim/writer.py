@@ -8,11 +8,10 @@ from __future__ import annotations
 import re
 from dataclasses import fields
 from typing import Any
-from zoneinfo import ZoneInfo
 
 import yaml
 
-from sim.clock import format_duration, from_ms
+from sim.clock import format_duration, from_ms, load_zone
 from sim.document import FLOAT_TEXT, INT_TEXT
 from sim.scenario import (
     Advance,
@@ -63,7 +62,7 @@ def config_document(config: GatewayConfig) -> dict[str, Any]:
 
 def scenario_document(scenario: Scenario) -> dict[str, Any]:
     """The scenario as plain data that `load_text` reads back to an equal scenario."""
-    zone = ZoneInfo(scenario.zone)
+    zone = load_zone(scenario.zone)
     cfg = config_document(scenario.config)
     chats = {}
     for chat in scenario.chats:

@@ -205,3 +205,29 @@ def test_freezegun_bridge_follows_sync() -> None:
 def test_freezegun_bridge_sync_needs_enter() -> None:
     with pytest.raises(AssertionError, match="enter the bridge before syncing it"):
         FreezegunBridge(VirtualClock(0)).sync()
+
+
+def test_zones_come_from_the_pinned_tzdata_package_not_the_system(tmp_path) -> None:
+    """A machine whose system tz database says otherwise (here: Berlin with Tokyo's rules) runs
+    the same: every zone of a run comes from `tzdata`, whose version each log's header records."""
+    import zoneinfo
+    from datetime import datetime
+    from importlib import resources
+
+    from conformance.runner import run_scenario
+    from reference_impl import ReferenceGateway
+    from sim.clock import TZDATA, load_zone
+    from sim.generate import scenario_for_seed
+
+    fake = tmp_path / "Europe"
+    fake.mkdir()
+    (fake / "Berlin").write_bytes(resources.files("tzdata.zoneinfo").joinpath("Asia", "Tokyo").read_bytes())
+    try:
+        zoneinfo.reset_tzpath(to=[str(tmp_path)])
+        noon = datetime(2026, 1, 15, 12)
+        assert zoneinfo.ZoneInfo.no_cache("Europe/Berlin").utcoffset(noon).total_seconds() == 9 * 3600  # the system's
+        assert load_zone("Europe/Berlin").utcoffset(noon).total_seconds() == 3600  # the package's
+    finally:
+        zoneinfo.reset_tzpath()
+    result = run_scenario(scenario_for_seed(0), ReferenceGateway(), "reference", check=False)
+    assert result.records[0].d("tzdata") == TZDATA

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 from zoneinfo import ZoneInfo
 
 from conformance.observations import Obs
-from sim.clock import MINUTE, from_ms, next_daily_boundary_after
+from sim.clock import MINUTE, from_ms, load_zone, next_daily_boundary_after
 from sim.loader import config_from_document
 from sim.scenario import GatewayConfig, ResetPolicy
 
@@ -212,7 +212,7 @@ class RunModel:
             raise ValueError("an observation log starts with its 'scenario' record")
         head = records[0]
         config = config_from_document(head.d("config"))
-        zone = ZoneInfo(head.d("zone"))
+        zone = load_zone(head.d("zone"))
         turns: dict[str, Turn] = {}
         held: list[Turn] = []
         commands: dict[str, list[CommandAt]] = defaultdict(list)

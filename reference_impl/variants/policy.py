@@ -7,11 +7,10 @@ boundary in the gateway's local time, and every rotation owes the full boundary 
 
 from __future__ import annotations
 
-from zoneinfo import ZoneInfo
-
 from conformance.adapter import Inbound
 from reference_impl.gateway import ReferenceGateway
 from reference_impl.policy import ResetPolicyEvaluator, chat_key
+from sim.clock import load_zone
 from sim.scenario import Chat
 
 
@@ -66,7 +65,7 @@ class DailyBoundaryInUtc(ReferenceGateway):
     """
 
     def make_policy(self) -> ResetPolicyEvaluator:
-        return ResetPolicyEvaluator(ZoneInfo("UTC"))
+        return ResetPolicyEvaluator(load_zone("UTC"))
 
 
 class MessageResetFiresNoHooks(ReferenceGateway):
