@@ -187,9 +187,9 @@ class ExecGateway:
             self.proc.stdin.write(dumps(message).encode())
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError):
-            raise self._died() from None
+            raise self._died("stdin") from None
 
-    def _died(self) -> RemoteGatewayError:
+    def _died(self, closed: str = "stdout") -> RemoteGatewayError:
         """The child closed its stdout or its stdin: give it a step timeout to exit, end its group,
         say why. A line it printed that is not protocol is the cause, whichever way the race between
         its exit and our write went; otherwise its exit status and what its stderr says (`_stderr_tail`)."""
@@ -198,7 +198,7 @@ class ExecGateway:
             code = self.proc.wait(timeout=self.step_timeout)
             why = f"killed by signal {-code}" if code < 0 else f"exited with status {code}"
         except subprocess.TimeoutExpired:
-            why = "closed its stdout without exiting, and was killed"
+            why = f"closed its {closed} without exiting, and was killed"
         self._drain()
         end = self._buffer.find(b"\n")
         line, rest = (bytes(self._buffer[:end]), b"") if end >= 0 else (b"", bytes(self._buffer))

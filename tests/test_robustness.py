@@ -165,6 +165,8 @@ MISBEHAVING = {
                        "gateway process exited with status 3: giving up"),
     "closes-stdout-and-lingers": ("os.close(1)\ntime.sleep(60)", {}, "error", FIRST_MESSAGE,
                                   "gateway process closed its stdout without exiting, and was killed"),
+    "closes-stdin-and-lingers": ('os.close(0)\nsend({"call": "note", "args": {"what": "x"}})\ntime.sleep(60)', {}, "error",
+                                 FIRST_MESSAGE, "gateway process closed its stdin without exiting, and was killed"),
     "hangs": ("while True: pass", {}, "timeout", FIRST_MESSAGE,
               "no answer to deliver_message within 1s (wall clock); the process was killed"),
     "calls-without-end": ('while True:\n    send({"call": "note", "args": {"what": "chatter"}})\n    sys.stdin.readline()', {},
