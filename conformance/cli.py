@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from conformance.adapter import raise_interrupted
 from conformance.registry import UnknownGateway, expectation_names, resolve
 from conformance.runner import DEFAULT_BUDGET, RunResult, run_scenario
 from conformance.suite import (
@@ -87,10 +88,6 @@ def _positive_int(text: str) -> int:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
     return value
-
-
-def _interrupted(signum: int, _frame: Any) -> None:
-    raise KeyboardInterrupt(signum)
 
 
 OWN_FACTORIES = ("reference", "selftest")  # sessiongate's own: safe and cheap to call in this process
@@ -599,7 +596,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
             reconfigure(errors="backslashreplace")
-    previous = signal.signal(signal.SIGTERM, _interrupted)
+    # The harness's own handler for both: a gateway's KeyboardInterrupt is its error, not a Ctrl-C.
+    previous = {signum: signal.signal(signum, raise_interrupted) for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
         code = int(args.func(args))
         sys.stdout.flush()  # inside the try: a reader that left shows here, not at interpreter exit
@@ -608,13 +606,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_usage(sys.stderr)
         print(f"sessiongate: error: {err}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        return 130
+    except KeyboardInterrupt as stop:
+        return 143 if stop.args and stop.args[0] == signal.SIGTERM else 130
     except BrokenPipeError:  # `sessiongate replay … | head`: the reader left; no traceback, and none at exit
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import cast
 
-from conformance.adapter import Gateway
+from conformance.adapter import Gateway, Interrupted
 from conformance.registry import UnknownGateway, expectation_names
 from conformance.runner import DEFAULT_BUDGET, RunResult, run_scenario
 from conformance.verdict import CHECK_IDS, Verdict
@@ -200,6 +200,10 @@ def run_all(scenarios: list[Scenario], factory: Callable[[], Gateway], name: str
             if index == 0:
                 raise
             gateway = cast(Gateway, Unbuildable(str(err)))  # enough of one for the runner to log the error
+        except Interrupted:
+            raise
+        except BaseException as err:  # a factory not from `resolve`: its failure is this scenario's error
+            gateway = cast(Gateway, Unbuildable(f"{name}: its factory raised {type(err).__name__}: {err}"))
         result = run_scenario(scenario, gateway, name, budget=budget, strict=strict)
         yield (expectations or Expectations({})).apply(result)
 

@@ -176,9 +176,9 @@ MISBEHAVING = {
                  "harness refused llm.request"),
     "wrong-version": ("pass", {"hello": {"version": 2}}, "error", "profile", "does not speak protocol version 1"),
     "bad-resources": ("pass", {"resources": {"cached": "lots", "running": 0}}, "error", "resources",
-                      "protocol error: bad value in answer to resources: ValueError"),
+                      "protocol error: bad value in answer to resources: cached: expected a sequence of (session, busy) pairs, got 'lots'"),
     "bad-profile": ("pass", {"profile": {"finalization": "eager"}}, "error", "profile",
-                    "protocol error: bad value in answer to profile: KeyError: 'latency'"),
+                    "protocol error: bad value in answer to profile: latency: missing"),
 }
 
 

@@ -1,0 +1,305 @@
+"""Sound verdicts (issue #19): nothing a gateway raises or returns ends or fakes a run, and a
+check that crashes is a verdict of its own, never a crash of the run.
+
+Each test here failed on main before the change it covers (docs/reliability.md).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import sys
+import types
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conformance.adapter import Harness, Inbound, Profile
+from conformance.cli import main, timeline
+from conformance.observations import DurableState, Resources, StoredSession
+from conformance.runner import run_scenario
+from conformance.suite import catalog_paths, run_all
+from conformance.wire import profile_from_wire
+from reference_impl import ReferenceGateway
+from sim.clock import HOUR
+from sim.loader import load_file, load_text
+from sim.scenario import Chat, GatewayConfig, Message, ResetPolicy, Scenario
+
+QUEUED_NEW = """\
+name: new-queued-behind-a-failed-reply
+start: 2026-03-02T09:00
+config: {reset: {mode: idle, idle_minutes: 30}, turn_latency: 1m}
+chats: {alice: {}}
+events:
+  - message: alice
+  - command: /new
+    chat: alice
+    after: 30s
+  - message: alice
+    at: "09:05"
+"""
+
+
+class ReplyRaises(ReferenceGateway):
+    """Fails its first reply: the turn in flight never ends, and /new is queued behind it."""
+
+    def deliver_reply(self, request_id: str, text: str) -> None:
+        raise RuntimeError("no reply for you")
+
+
+def test_a_command_queued_behind_a_turn_the_gateway_failed_is_judged_and_replayed(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    scenario = load_text(QUEUED_NEW, "queued.yaml")
+    result = run_scenario(scenario, ReplyRaises(), "reply-raises")
+    assert result.failure is not None and result.failure.event == "reply r1"
+    assert {v.status for v in result.verdicts.values()} == {"error"}
+    lines = timeline(result)
+    assert any("command" in line and "/new" in line for line in lines)
+    assert lines[-1].split()[2] == "error"
+
+
+# -- 1. whatever a gateway raises is an error verdict at its step ----------------------------
+
+FIRST, SECOND = catalog_paths()[0], catalog_paths()[16]  # both open with a message at line 12/13
+FIRST_MESSAGE = "message (line 12)"
+
+
+class OddError(BaseException):
+    """A BaseException of the gateway's own."""
+
+
+RAISED: dict[str, BaseException] = {
+    "SystemExit(0)": SystemExit(0),
+    "SystemExit(3)": SystemExit(3),
+    "KeyboardInterrupt": KeyboardInterrupt(),
+    "GeneratorExit": GeneratorExit(),
+    "OddError": OddError("odd"),
+}
+
+
+@pytest.fixture
+def gateway_module(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
+    """A module `sg_sound` for MODULE:FACTORY gateways made in a test."""
+    module = types.ModuleType("sg_sound")
+    monkeypatch.setitem(sys.modules, "sg_sound", module)
+    return module
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, list[str]]:
+    code = main(["run", *args])
+    return code, capsys.readouterr().out.splitlines()
+
+
+@pytest.mark.parametrize("name", RAISED)
+def test_anything_deliver_message_raises_is_an_error_verdict_and_the_report_is_written(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], gateway_module: types.ModuleType, name: str) -> None:
+    raised = RAISED[name]
+
+    class Raises(ReferenceGateway):
+        def deliver_message(self, message: Inbound) -> None:
+            raise raised
+
+    gateway_module.make = Raises  # type: ignore[attr-defined]
+    code, out = run_cli(capsys, str(FIRST), str(SECOND), "--gateway", "sg_sound:make", "--report", str(tmp_path / "r"))
+    assert code == 1
+    assert out[0] == f"error {FIRST.stem}"
+    assert out[1].startswith(f"      gateway error at step 1 ({FIRST_MESSAGE}): {type(raised).__name__}")
+    assert out[-1] == "2 scenarios, 0 passed, 2 failed (2 gateway errors)"
+    assert json.loads((tmp_path / "r" / "summary.json").read_text())["totals"]["error"] == 2
+
+
+@pytest.mark.parametrize("name", ["SystemExit(0)", "KeyboardInterrupt"])
+def test_a_raising_close_is_the_scenarios_error_and_the_report_is_written(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], gateway_module: types.ModuleType, name: str) -> None:
+    raised = RAISED[name]
+
+    class CloseRaises(ReferenceGateway):
+        def close(self) -> None:
+            super().close()
+            raise raised
+
+    gateway_module.make = CloseRaises  # type: ignore[attr-defined]
+    code, out = run_cli(capsys, str(FIRST), str(SECOND), "--gateway", "sg_sound:make", "--report", str(tmp_path / "r"))
+    assert code == 1
+    quiescence = len(load_file(FIRST).events) + 1
+    assert out[1].startswith(f"      gateway error at step {quiescence} (close): {type(raised).__name__}")
+    assert out[-1] == "2 scenarios, 0 passed, 2 failed (2 gateway errors)"
+    assert (tmp_path / "r" / "junit.xml").exists()
+
+
+def test_a_timer_callback_that_raises_keyboard_interrupt_is_an_error_at_its_step() -> None:
+    class TimerInterrupts(ReferenceGateway):
+        def start(self, config: GatewayConfig, harness: Harness) -> None:
+            super().start(config, harness)
+            harness.scheduler.call_at(harness.scheduler.now() + 1000, self.boom)
+
+        def boom(self) -> None:
+            raise KeyboardInterrupt
+
+    result = run_scenario(load_file(FIRST), TimerInterrupts(), "timer")
+    assert result.failure is not None
+    assert result.failure.describe() == "gateway error at step 1 (timer): KeyboardInterrupt: "
+
+
+def test_a_factory_that_raises_system_exit_is_that_scenarios_error(
+        capsys: pytest.CaptureFixture[str], gateway_module: types.ModuleType) -> None:
+    made: list[int] = []
+
+    def make() -> ReferenceGateway:
+        made.append(1)
+        if len(made) == 2:
+            raise SystemExit(0)
+        return ReferenceGateway()
+
+    gateway_module.make = make  # type: ignore[attr-defined]
+    code, out = run_cli(capsys, str(FIRST), str(SECOND), "--gateway", "sg_sound:make")
+    assert code == 1
+    assert out[-3] == "      gateway error at (profile): FactoryFailed: gateway 'sg_sound:make': its factory raised SystemExit: 0"
+    made.clear()
+    plain = list(run_all([load_file(FIRST), load_file(SECOND)], make, "plain"))  # a factory not from resolve
+    assert [r.failure is None for r in plain] == [True, False]
+    assert plain[1].failure is not None and "plain: its factory raised SystemExit: 0" in plain[1].failure.message
+
+
+def test_the_harnesss_own_sigint_still_stops_the_run(capsys: pytest.CaptureFixture[str],
+                                                      gateway_module: types.ModuleType) -> None:
+    class Signals(ReferenceGateway):
+        def deliver_message(self, message: Inbound) -> None:
+            signal.raise_signal(signal.SIGINT)  # a real Ctrl-C, arriving while the gateway runs
+
+    gateway_module.make = Signals  # type: ignore[attr-defined]
+    code, out = run_cli(capsys, str(FIRST), str(SECOND), "--gateway", "sg_sound:make")
+    assert code == 130
+    assert out == ["0 scenarios, 0 passed, 0 failed (interrupted)"]
+    with pytest.raises(KeyboardInterrupt):  # as a library, too: Ctrl-C is not the gateway's error
+        run_scenario(load_file(FIRST), Signals(), "signals")
+
+
+# -- 2. answers are validated as over exec ----------------------------------------------------
+
+
+def profile_gateway(answer: object) -> ReferenceGateway:
+    class Claims(ReferenceGateway):
+        def profile(self, config: GatewayConfig) -> Profile:
+            return answer  # type: ignore[return-value]
+
+    return Claims()
+
+
+BAD_PROFILES: dict[str, tuple[object, str]] = {
+    "sometimes": (Profile("sometimes", 0), "finalization: expected 'eager' or 'lazy', got 'sometimes'"),  # type: ignore[arg-type]
+    "negative": (Profile("eager", -1), "latency: expected a non-negative int, got -1"),
+    "bool-latency": (Profile("eager", True), "latency: expected a non-negative int, got True"),
+    "float-sweep": (Profile("eager", 0, sweep_interval=2.5), "sweep_interval: expected a non-negative int, got 2.5"),  # type: ignore[arg-type]
+    "int-durable": (Profile("eager", 0, crash_durable=1), "crash_durable: expected a bool, got 1"),  # type: ignore[arg-type]
+    "unknown-kind": (Profile("eager", 0, unsupported=frozenset({"teleport"})), "unsupported: unknown name 'teleport'; known: "),
+    "a-dict": ({"finalization": "eager"}, "expected a Profile, got dict {'finalization': 'eager'}"),
+}
+
+
+@pytest.mark.parametrize("name", BAD_PROFILES)
+def test_a_profile_that_does_not_parse_is_refused_at_start_as_over_exec(tmp_path: Path, name: str) -> None:
+    answer, why = BAD_PROFILES[name]
+    result = run_scenario(load_file(FIRST), profile_gateway(answer), name)
+    assert result.failure is not None and (result.failure.step, result.failure.event) == (0, "profile")
+    assert result.failure.message.startswith(f"bad value in answer to profile: {why}")
+    assert {v.status for v in result.verdicts.values()} == {"error"}
+    if isinstance(answer, Profile):  # over the wire, the same validator says the same
+        from conformance.values import BadValue
+
+        detail = answer.to_detail() if name != "unknown-kind" else {**answer.to_detail(), "unsupported": ["teleport"]}
+        with pytest.raises(BadValue, match=re.escape(why)):
+            profile_from_wire(detail)
+
+
+def test_a_profile_with_a_set_of_unsupported_kinds_is_taken_as_a_frozenset() -> None:
+    result = run_scenario(load_file(FIRST), profile_gateway(Profile("eager", 300_000, unsupported={"crash"})), "set")  # type: ignore[arg-type]
+    assert result.failure is None and result.profile.unsupported == frozenset({"crash"})
+
+
+class Answers(ReferenceGateway):
+    """Answers `method` with `value` from the `after`-th call on."""
+
+    method, value, after = "resources", None, 1
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def resources(self) -> Resources:
+        return self._answer("resources", super().resources)
+
+    def durable_state(self) -> DurableState:
+        return self._answer("durable_state", super().durable_state)
+
+    def _answer(self, method: str, real: Any) -> Any:
+        if method != self.method:
+            return real()
+        self.calls += 1
+        return self.value if self.calls >= self.after else real()
+
+
+GARBAGE: dict[str, tuple[str, object, str]] = {
+    "resources-none": ("resources", None, "expected a Resources, got NoneType None"),
+    "resources-busy-int": ("resources", Resources((("s1", 1),), 1),  # type: ignore[arg-type]
+                           "cached[0]: expected a (session, busy) pair of a str and a bool, got ('s1', 1)"),
+    "resources-negative": ("resources", Resources((), -1), "running: expected a non-negative int, got -1"),
+    "state-dict": ("durable_state", {}, "expected a DurableState, got dict {}"),
+    "state-twice": ("durable_state", DurableState((StoredSession("s1", None, ()), StoredSession("s1", None, ()))),
+                    "sessions[1]: session 's1' is listed twice"),
+    "state-routing": ("durable_state", DurableState((), (("alice", 7),)),  # type: ignore[arg-type]
+                      "routing[0]: expected a (chat, session) pair of str, got ('alice', 7)"),
+}
+
+
+@pytest.mark.parametrize("name", GARBAGE)
+def test_garbage_from_durable_state_or_resources_is_an_error_at_its_step(name: str) -> None:
+    method, value, why = GARBAGE[name]
+    gateway = type(name, (Answers,), {"method": method, "value": value, "after": 2 if method == "resources" else 1})()
+    result = run_scenario(load_file(FIRST), gateway, name)
+    assert result.failure is not None
+    assert result.failure.step >= 1 and result.failure.event == method
+    assert result.failure.message == f"bad value in answer to {method}: {why}"
+
+
+# -- 3. each scenario its own config and chats ------------------------------------------------
+
+
+def test_the_default_reset_policy_is_not_one_shared_object() -> None:
+    assert GatewayConfig().reset is not GatewayConfig().reset
+    assert Scenario("a").config is not Scenario("b").config
+
+
+def test_a_gateway_that_mutates_its_config_changes_nothing_the_harness_holds() -> None:
+    class Mutates(ReferenceGateway):
+        def profile(self, config: GatewayConfig) -> Profile:
+            object.__setattr__(config.reset, "mode", "idle")
+            object.__setattr__(config.reset, "idle_minutes", 1)
+            return super().profile(config)
+
+    default = Scenario("default-policy", chats=(Chat("alice"),),
+                       events=(Message(HOUR, chat="alice", turn="t1", text="hi"),))
+    first = run_scenario(default, Mutates(), "mutates")
+    second = run_scenario(replace(default, name="again"), ReferenceGateway(), "reference")
+    for result in (first, second):
+        assert result.records[0].d("config")["reset"]["mode"] == "none"
+    assert default.config.reset == ResetPolicy()
+
+
+def test_a_gateway_that_mutates_a_chat_sees_a_fresh_one_on_its_next_call() -> None:
+    seen: list[str] = []
+
+    class MutatesChat(ReferenceGateway):
+        def deliver_message(self, message: Inbound) -> None:
+            seen.append(message.chat.platform)
+            super().deliver_message(message)
+            object.__setattr__(message.chat, "platform", "mutated")
+
+    scenario = load_file(SECOND)
+    result = run_scenario(scenario, MutatesChat(), "mutates-chat")
+    assert len(seen) > 1 and set(seen) == {"telegram"}  # as a child process decodes each call's chat
+    assert {chat.platform for chat in scenario.chats} == {"telegram"}
+    assert result.passed
