@@ -126,7 +126,7 @@ def test_nondeterminism_is_reported_with_the_first_divergence(capsys: pytest.Cap
     assert main(["run", str(FIRST), "--gateway", "selftest:nondeterministic", "--check-determinism"]) == 1
     out = capsys.readouterr().out.splitlines()
     assert out[0] == f"error {FIRST.stem}"  # printed once, after both runs
-    assert out[1].startswith("      gateway error at (determinism): nondeterministic gateway")
+    assert out[1].startswith("      gateway error at step 1 (determinism): nondeterministic gateway")
     assert "two runs diverge at record 4: " in out[1] and '"kind":"llm_request"' in out[1]
     assert out[-1] == "1 scenarios, 0 passed, 1 failed (1 gateway error)"
 

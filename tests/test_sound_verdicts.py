@@ -303,3 +303,83 @@ def test_a_gateway_that_mutates_a_chat_sees_a_fresh_one_on_its_next_call() -> No
     assert len(seen) > 1 and set(seen) == {"telegram"}  # as a child process decodes each call's chat
     assert {chat.platform for chat in scenario.chats} == {"telegram"}
     assert result.passed
+
+
+# -- 4. a check that raises is a checker-error verdict; the run goes on ------------------------
+
+
+def broken_check(model: object) -> None:
+    raise ZeroDivisionError("the check divided by zero")
+
+
+def test_a_check_that_raises_is_a_checker_error_and_every_report_shows_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import conformance.checks as checks
+
+    monkeypatch.setitem(checks.CHECKS, "I3", broken_check)
+    code, out = run_cli(capsys, str(FIRST), str(SECOND), "--report", str(tmp_path / "r"), "--table")
+    assert code == 4
+    assert out[0] == f"checker-error {FIRST.stem}"
+    assert out[1].startswith("      I3 checker error in I3: ZeroDivisionError: the check divided by zero (test_sound_verdicts.py:")
+    assert out[-1] == "2 scenarios, 0 passed, 0 failed, 2 checker errors (a sessiongate bug)"
+    assert "  .  .  !  .  .  .  .  ." in out[-4]
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert summary["totals"]["checker-error"] == 2
+    assert summary["scenarios"][0]["outcome"] == "checker-error"
+    assert summary["scenarios"][0]["verdicts"]["I3"]["status"] == "checker-error"
+    assert summary["scenarios"][0]["verdicts"]["I1"]["status"] == "pass"  # the other checks still judged
+    junit = (tmp_path / "r" / "junit.xml").read_text()
+    assert junit.count('type="checker-error"') == 2 and 'errors="2"' in junit
+    assert "checker error in I3" in (tmp_path / "r" / "report.html").read_text()
+    assert main(["report", str(tmp_path / "r")]) == 4  # re-judged from the saved logs: the same
+    capsys.readouterr()
+
+
+def test_an_oracle_that_cannot_read_a_log_names_the_record_and_replay_still_prints(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from conformance.checks import judge
+    from conformance.observations import Obs
+
+    result = run_scenario(load_file(FIRST), ReferenceGateway(), "reference")
+    index = next(i for i, r in enumerate(result.records) if r.kind == "message")
+    damaged = list(result.records)
+    damaged[index] = Obs(*damaged[index][:5], (), damaged[index].detail)  # a message with no turn: a damaged log
+    verdicts = judge(damaged)
+    assert {v.status for v in verdicts.values()} == {"checker-error"}
+    assert verdicts["I1"].reason.startswith(f"checker error in the oracle at record {index}: IndexError: ")
+    result.records, result.verdicts = damaged, verdicts
+    assert any("message" in line for line in timeline(result))
+    from reports import write_all
+
+    write_all([result], str(tmp_path / "r"), "reference")  # the HTML section, without a timeline
+    assert "the oracle could not read this log" in (tmp_path / "r" / "report.html").read_text()
+
+
+# -- 7. a determinism divergence is reported at its step and the run goes on -------------------
+
+DRAWN = iter(range(1_000_000))  # process-wide: the second run of a scenario draws other numbers
+
+
+class DivergesAtTheThirdMessage(ReferenceGateway):
+    """Deterministic until its third message, then it notes a number it should not have."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages = 0
+
+    def deliver_message(self, message: Inbound) -> None:
+        self.messages += 1
+        if self.messages == 3:
+            self.h.note("drawn", number=next(DRAWN))
+        super().deliver_message(message)
+
+
+def test_a_determinism_divergence_is_reported_at_its_step_and_the_run_goes_on(
+        capsys: pytest.CaptureFixture[str], gateway_module: types.ModuleType) -> None:
+    gateway_module.make = DivergesAtTheThirdMessage  # type: ignore[attr-defined]
+    code, out = run_cli(capsys, str(SECOND), str(SECOND), "--gateway", "sg_sound:make", "--check-determinism")
+    assert code == 1
+    assert out[0] == f"error {SECOND.stem}"
+    assert out[1].startswith("      gateway error at step 3 (determinism): nondeterministic gateway")
+    assert '"kind":"note"' in out[1] and '"step":3' in out[1]
+    assert out[-1] == "2 scenarios, 0 passed, 2 failed (2 gateway errors)"  # not stopped as "cannot start"

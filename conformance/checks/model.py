@@ -121,13 +121,7 @@ class RunModel:
 
     def at(self, t: int | None) -> str:
         """A virtual time as a person reads it, in the scenario's zone (to the second)."""
-        if t is None:
-            return "never"
-        moment = from_ms(t, self.zone)
-        start = from_ms(self.records[0].t, self.zone) if self.records else moment
-        if moment.date() == start.date():
-            return moment.strftime("%H:%M:%S" if moment.second else "%H:%M")
-        return moment.strftime("%a %H:%M:%S" if moment.second else "%a %H:%M")
+        return time_text(t, self.zone, self.records[0].t if self.records else t)
 
     def policy(self, chat: str) -> ResetPolicy:
         info = self.chats.get(chat, {})
@@ -303,6 +297,17 @@ class RunModel:
 
 
 _indexes = partial(array, "q")
+
+
+def time_text(t: int | None, zone: ZoneInfo, start: int | None) -> str:
+    """`t` as a person reads it in `zone`: a time of day, with the weekday when not `start`'s day."""
+    if t is None:
+        return "never"
+    moment = from_ms(t, zone)
+    first = from_ms(start, zone) if start is not None else moment
+    if moment.date() == first.date():
+        return moment.strftime("%H:%M:%S" if moment.second else "%H:%M")
+    return moment.strftime("%a %H:%M:%S" if moment.second else "%a %H:%M")
 
 
 # Kinds `RunModel.build` only indexes (the frequent outputs): the walk skips its other cases.
