@@ -18,8 +18,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from functools import partial
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from typing import Any
 
 from conformance.checks import judge
