@@ -178,7 +178,10 @@ class Run:
     def _chat(self, name: str) -> Chat:
         """A copy of the chat for each call, as a child process decodes one: what a gateway
         changes in it never reaches the harness, the log or the gateway's next call."""
-        return copy.copy(self.chats[name])
+        chat = self.chats[name]
+        fresh = object.__new__(Chat)  # copy.copy, without its reduce protocol: a copy per message
+        fresh.__dict__.update(chat.__dict__)
+        return fresh
 
     def _deliver_reply(self, request_id: str, text: str) -> None:
         if self.up:

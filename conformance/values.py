@@ -18,6 +18,7 @@ import types
 import typing
 from collections.abc import Collection
 from functools import cache
+from operator import attrgetter
 from typing import Any
 
 from conformance.adapter import EVENT_KINDS, Profile
@@ -129,6 +130,8 @@ def durable_state(value: object) -> DurableState:
     """A `DurableState` of str ids and texts, each session and each chat's routing entry once, or `BadValue`."""
     if not isinstance(value, DurableState):
         raise BadValue(f"expected a DurableState, got {type(value).__name__} {_show(value)}")
+    if _well_formed(value):
+        return value
     seen: set[str] = set()
     for i, s in enumerate(_sequence("sessions", value.sessions, "StoredSession")):
         where = f"sessions[{i}]"
@@ -158,6 +161,25 @@ def durable_state(value: object) -> DurableState:
                         tuple(map(tuple, value.routing)))  # type: ignore[arg-type]
 
 
+def _well_formed(state: DurableState) -> bool:
+    """The common case, checked mostly in C: tuples of the right types, no id or chat twice."""
+    sessions, routing = state.sessions, state.routing
+    if type(sessions) is not tuple or type(routing) is not tuple or not _pairs_of(routing, str, str):
+        return False
+    if sessions and set(map(type, sessions)) != {StoredSession}:
+        return False
+    if len({s.id for s in sessions}) != len(sessions) or len({chat for chat, _sid in routing}) != len(routing):
+        return False
+    for s in sessions:
+        if type(s.id) is not str or not (s.parent is None or type(s.parent) is str) or type(s.messages) is not tuple:
+            return False
+        if s.messages and set(map(type, s.messages)) != {StoredMessage}:
+            return False
+    rows = [m for s in sessions for m in s.messages]
+    fields = (list(map(attrgetter(name), rows)) for name in ("role", "content", "visibility"))
+    return all(not column or set(map(type, column)) == {str} for column in fields)
+
+
 def resources(value: object) -> Resources:
     """A `Resources` of (str, bool) pairs and a non-negative int, or `BadValue`."""
     if not isinstance(value, Resources):
@@ -165,9 +187,19 @@ def resources(value: object) -> Resources:
     if type(value.running) is not int or value.running < 0:
         raise BadValue(f"running: expected a non-negative int, got {_show(value.running)}")
     cached = _sequence("cached", value.cached, "(session, busy) pairs")
+    if type(cached) is tuple and _pairs_of(cached, str, bool):  # asked after every event: the common case in C
+        return value
     for i, pair in enumerate(cached):
         if not (isinstance(pair, SEQUENCES) and len(pair) == 2 and type(pair[0]) is str and type(pair[1]) is bool):
             raise BadValue(f"cached[{i}]: expected a (session, busy) pair of a str and a bool, got {_show(pair)}")
-    if type(cached) is tuple and all(type(pair) is tuple for pair in cached):
-        return value
     return Resources(tuple(map(tuple, cached)), value.running)  # type: ignore[arg-type]
+
+
+def _pairs_of(items: tuple[Any, ...], first: type, second: type) -> bool:
+    """Every item a tuple of a `first` and a `second`, checked without a Python loop."""
+    if not items:
+        return True
+    if set(map(type, items)) != {tuple} or set(map(len, items)) != {2}:
+        return False
+    left, right = zip(*items, strict=True)
+    return set(map(type, left)) == {first} and set(map(type, right)) == {second}

@@ -383,3 +383,36 @@ def test_a_determinism_divergence_is_reported_at_its_step_and_the_run_goes_on(
     assert out[1].startswith("      gateway error at step 3 (determinism): nondeterministic gateway")
     assert '"kind":"note"' in out[1] and '"step":3' in out[1]
     assert out[-1] == "2 scenarios, 0 passed, 2 failed (2 gateway errors)"  # not stopped as "cannot start"
+
+
+# -- in a child process (--isolate), the same verdicts and messages ---------------------------
+
+ISOLATED_MODULE = '''
+from conformance.adapter import Profile
+from reference_impl import ReferenceGateway
+
+
+class Exits(ReferenceGateway):
+    def deliver_message(self, message):
+        raise SystemExit(0)
+
+
+class Sometimes(ReferenceGateway):
+    def profile(self, config):
+        return Profile("sometimes", 0)
+'''
+
+
+@pytest.mark.parametrize("factory", ["Exits", "Sometimes"])
+def test_an_isolated_gateway_gets_the_verdict_and_message_it_gets_in_process(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, factory: str) -> None:
+    from conformance.exec_gateway import isolated
+
+    (tmp_path / "sg_isolated.py").write_text(ISOLATED_MODULE, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import sg_isolated  # type: ignore[import-not-found]
+
+    here = run_scenario(load_file(FIRST), getattr(sg_isolated, factory)(), factory)
+    there = run_scenario(load_file(FIRST), isolated(f"sg_isolated:{factory}", env={"PYTHONPATH": str(tmp_path)}), factory)
+    assert here.failure is not None and there.failure is not None
+    assert there.failure.describe() == here.failure.describe()
