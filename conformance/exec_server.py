@@ -17,7 +17,7 @@ from typing import IO, Any
 from conformance import exec_gateway, values
 from conformance.adapter import BackendUnavailable, Gateway, Harness, Inbound
 from conformance.registry import resolve
-from conformance.runner import close_gateway
+from conformance.runner import close_gateway, exception_text
 from conformance.wire import (
     VERSION,
     chat_from_wire,
@@ -186,7 +186,7 @@ def serve(factory: Callable[[], Gateway], reader: IO[str], writer: IO[str]) -> N
             except BaseException as err:
                 frames = traceback.extract_tb(err.__traceback__)[-4:]
                 trace = [f"{f.filename.rsplit('/', 2)[-1]}:{f.lineno} in {f.name}" for f in frames]
-                channel.send({"fail": {"message": f"{type(err).__name__}: {err}", "traceback": [*trace, f"{type(err).__name__}: {err}"]}})
+                channel.send({"fail": {"message": exception_text(err), "traceback": [*trace, exception_text(err)]}})
     finally:  # end of input (the parent is done), or the parent went away mid-call
         close_gateway(gateway)
 

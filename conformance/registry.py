@@ -135,7 +135,10 @@ def _checked(name: str, make: Callable[..., Any], bare: bool) -> Callable[[], Ga
 
 def _one_line(err: BaseException) -> str:
     """`Type: message`, first line only (a KeyError's message without its repr quotes)."""
-    text = str(err.args[0]) if isinstance(err, KeyError) and err.args else str(err)
+    try:
+        text = str(err.args[0]) if isinstance(err, KeyError) and err.args else str(err)
+    except Exception:  # a factory's exception whose message raises
+        text = ""
     first = text.splitlines()[0] if text.strip() else ""
     return f"{type(err).__name__}: {first}" if first else type(err).__name__
 

@@ -90,10 +90,19 @@ class _GatewayRaised(Exception):
         self.failure = failure
 
 
+def exception_text(err: BaseException) -> str:
+    """`Type: message`, even for an exception of the gateway's whose `__str__` raises."""
+    try:
+        message = str(err)
+    except Exception as broken:
+        message = f"<its message raised {type(broken).__name__}>"
+    return f"{type(err).__name__}: {message}"
+
+
 def _short_traceback(err: BaseException) -> tuple[str, ...]:
     frames = traceback.extract_tb(err.__traceback__)[-4:]
     lines = [f"{frame.filename.rsplit('/', 2)[-1]}:{frame.lineno} in {frame.name}" for frame in frames]
-    return (*lines, f"{type(err).__name__}: {err}")
+    return (*lines, exception_text(err))
 
 
 def scenario_detail(scenario: Scenario, profile: Profile) -> dict[str, Any]:
@@ -160,7 +169,7 @@ class Run:
             raise _GatewayRaised(GatewayFailure("error", self.log.step, what, str(err), err.traceback)) from err
         except BaseException as err:  # the gateway under test raised: an error verdict, never a crash
             raise _GatewayRaised(
-                GatewayFailure("error", self.log.step, what, f"{type(err).__name__}: {err}", _short_traceback(err))
+                GatewayFailure("error", self.log.step, what, exception_text(err), _short_traceback(err))
             ) from err
 
     def _answer(self, what: str, check: Callable[[Any], Any], fn: Callable[..., Any], *args: Any) -> Any:
@@ -172,7 +181,7 @@ class Run:
         except values.BadValue as err:
             message = f"bad value in answer to {what}: {err}"
         except Exception as err:  # an answer whose own methods raise (a __eq__, an __iter__)
-            message = f"bad value in answer to {what}: {type(err).__name__}: {err}"
+            message = f"bad value in answer to {what}: {exception_text(err)}"
         raise _GatewayRaised(GatewayFailure("error", self.log.step, what, message))
 
     def _chat(self, name: str) -> Chat:

@@ -18,7 +18,7 @@ from typing import cast
 
 from conformance.adapter import Gateway, Interrupted
 from conformance.registry import UnknownGateway, expectation_names
-from conformance.runner import DEFAULT_BUDGET, RunResult, run_scenario
+from conformance.runner import DEFAULT_BUDGET, RunResult, exception_text, run_scenario
 from conformance.verdict import CHECK_IDS, CHECKER_ERROR, Verdict
 from sim.document import ScenarioError
 from sim.loader import load_file
@@ -214,7 +214,7 @@ def fresh_gateway(factory: Callable[[], Gateway], name: str, unknown_raises: boo
     except Interrupted:
         raise
     except BaseException as err:  # a factory not from `resolve`
-        return cast(Gateway, Unbuildable(f"{name}: its factory raised {type(err).__name__}: {err}"))
+        return cast(Gateway, Unbuildable(f"{name}: its factory raised {exception_text(err)}"))
 
 
 class FactoryFailed(RuntimeError):

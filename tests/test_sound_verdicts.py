@@ -416,3 +416,17 @@ def test_an_isolated_gateway_gets_the_verdict_and_message_it_gets_in_process(
     there = run_scenario(load_file(FIRST), isolated(f"sg_isolated:{factory}", env={"PYTHONPATH": str(tmp_path)}), factory)
     assert here.failure is not None and there.failure is not None
     assert there.failure.describe() == here.failure.describe()
+
+
+def test_an_exception_whose_message_raises_is_still_an_error_verdict() -> None:
+    class Unprintable(Exception):
+        def __str__(self) -> str:
+            raise RuntimeError("no words")
+
+    class Raises(ReferenceGateway):
+        def deliver_message(self, message: Inbound) -> None:
+            raise Unprintable
+
+    result = run_scenario(load_file(FIRST), Raises(), "unprintable")
+    assert result.failure is not None
+    assert result.failure.message == "Unprintable: <its message raised RuntimeError>"
