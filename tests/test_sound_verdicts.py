@@ -430,3 +430,26 @@ def test_an_exception_whose_message_raises_is_still_an_error_verdict() -> None:
     result = run_scenario(load_file(FIRST), Raises(), "unprintable")
     assert result.failure is not None
     assert result.failure.message == "Unprintable: <its message raised RuntimeError>"
+
+
+def test_replay_prints_the_timeline_of_a_log_cut_short_by_a_gateway_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], gateway_module: types.ModuleType) -> None:
+    (tmp_path / "queued.yaml").write_text(QUEUED_NEW, encoding="utf-8")
+    gateway_module.make = ReplyRaises  # type: ignore[attr-defined]
+    assert main(["replay", str(tmp_path / "queued.yaml"), "--gateway", "sg_sound:make"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert any("command" in line and "/new" in line for line in out)
+    assert out[-3] == "error new-queued-behind-a-failed-reply"
+    assert out[-2] == "      gateway error at step 2 (reply r1): RuntimeError: no reply for you"
+
+
+def test_the_profile_check_is_driven_by_the_fields_types() -> None:
+    """A field added to Profile later (`reply_within: int | None = None`) is checked, and may be left out on the wire."""
+    from conformance.values import BadValue, _field, profile_from_fields
+
+    hint = int | None
+    assert _field("reply_within", hint, None) is None and _field("reply_within", hint, 60_000) == 60_000
+    with pytest.raises(BadValue, match=r"reply_within: expected a non-negative int or None, got -1"):
+        _field("reply_within", hint, -1)
+    wire = {"finalization": "lazy", "latency": 0, "crash_durable": False, "sweep_interval": 0}
+    assert profile_from_fields(wire) == Profile("lazy", 0, False, 0)  # `unsupported` (no kinds) may be left out
