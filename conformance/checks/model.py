@@ -402,7 +402,7 @@ def _mark_done(m: RunModel, chat_turns: dict[str, list[Turn]], commands: dict[st
 def _effective(m: RunModel, admitted: list[Turn], commands: list[CommandAt]) -> list[tuple[int, int, str]]:
     """When each command takes effect, as (time, record index, name): on arrival, or once
     every turn that arrived before it in the chat is done (never mid-turn; the chat is served
-    in arrival order). Behind a turn that never ends, never."""
+    in arrival order). Behind a turn that ends after the log, never."""
     by_arrival = sorted(admitted, key=lambda t: t.index)
     arrivals = [t.index for t in by_arrival]
     done: list[tuple[int, int]] = []  # done[k]: the latest end among the first k+1 arrivals
@@ -414,8 +414,8 @@ def _effective(m: RunModel, admitted: list[Turn], commands: list[CommandAt]) -> 
     for t, index, name, arrival in commands:
         k = bisect_left(arrivals, arrival)
         when = max((t, index), done[k - 1] if k else (t, index))
-        if when[1] == NEVER:
-            continue  # queued behind a turn that never ended (the log stops, cut by a gateway error)
+        if when[1] >= len(m.records):
+            continue  # queued behind a turn that ends after the log does (never, or cut by a gateway error)
         if when != (t, index) and m.records[when[1]].kind in ("sigterm", "crash"):
             continue  # queued behind a turn the process died with: lost with the process, like that turn
         effective.append((*when, arrival, name))
