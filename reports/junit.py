@@ -4,10 +4,9 @@ classname is the scenario, name is the check ('I1 exactly-once end'); one testsu
 gateway. A failure carries every violation message; an expected failure is skipped with
 its reason; a gateway error or timeout is an error, and so is a check that raised (type
 'checker-error') and a scenario file that could not be loaded (classname = the file, name =
-'load'). A pass that examined nothing carries the
-property `vacuous=true`; a failing testcase's `system-out` says how to reproduce it. Control
-characters anywhere (a scenario name with \x01) become '?', so the file always parses. No
-timestamps: same runs, same bytes.
+'load'). A pass that examined nothing carries the property `vacuous=true`; a failing
+testcase's `system-out` says how to reproduce it. Control characters anywhere (a scenario name
+with \x01) become '?', so the file always parses. No timestamps: same runs, same bytes.
 """
 
 from __future__ import annotations
