@@ -7,7 +7,7 @@
     sessiongate shrink FILE | explore --depth D | report RUN_DIR | coverage
 
 Exit codes: 0 nothing unexpected failed, 1 something did, 2 usage or input error,
-130/143 interrupted.
+4 a check itself raised (a sessiongate bug: some verdicts are `checker-error`), 130/143 interrupted.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from conformance.adapter import raise_interrupted
+from conformance.observations import Obs
 from conformance.registry import UnknownGateway, expectation_names, resolve
 from conformance.runner import DEFAULT_BUDGET, RunResult, run_scenario
 from conformance.suite import (
@@ -32,6 +34,7 @@ from conformance.suite import (
     Expectations,
     catalog_file,
     catalog_paths,
+    fresh_gateway,
     load_all,
     outcome,
     run_all,
@@ -39,11 +42,12 @@ from conformance.suite import (
     vacuous_checks,
     vacuous_note,
 )
-from conformance.verdict import CHECK_IDS, GatewayFailure, Verdict
+from conformance.verdict import CHECK_IDS, CHECKER_ERROR, GatewayFailure, Verdict
 from sim.document import ScenarioError
 from sim.scenario import Scenario
 
-SYMBOL = {"pass": ".", "fail": "F", "xfail": "x", "xpass": "X", "error": "E", "timeout": "T", "skip": "s"}
+SYMBOL = {"pass": ".", "fail": "F", "xfail": "x", "xpass": "X", "error": "E", "timeout": "T", "skip": "s", "checker-error": "!"}
+EXIT_CHECKER_ERROR = 4  # a check raised on some log: the verdicts are incomplete, whatever else passed
 
 
 class UsageError(ValueError):
@@ -87,10 +91,6 @@ def _positive_int(text: str) -> int:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
     return value
-
-
-def _interrupted(signum: int, _frame: Any) -> None:
-    raise KeyboardInterrupt(signum)
 
 
 OWN_FACTORIES = ("reference", "selftest")  # sessiongate's own: safe and cheap to call in this process
@@ -179,7 +179,7 @@ def cannot_start(result: RunResult) -> bool:
     raised): every other scenario would fail the same way, each after the same wait. A refusal
     (NotImplementedError at start: a config it says it cannot drive) is about its scenario."""
     failure = result.failure
-    return (failure is not None and failure.step == 0
+    return (failure is not None and failure.step == 0 and failure.event != "determinism"
             and not (failure.event == "start" and failure.message.startswith("NotImplementedError")))
 
 
@@ -216,8 +216,11 @@ def _scenario_line(result: RunResult, *, every_violation: bool = False, expectat
         if frames:
             lines.append(f"      at {' > '.join(frames)}")
         return lines
+    broken: dict[str, list[str]] = {}  # a checker error's reason -> the checks it stands for (the oracle's: all)
     for check, verdict in result.verdicts.items():
-        if verdict.status == "xpass":
+        if verdict.status == CHECKER_ERROR:
+            broken.setdefault(verdict.reason, []).append(check)
+        elif verdict.status == "xpass":
             lines.append(f"      {check} {unexpected_pass(verdict, expectations)}")
         elif verdict.status != "fail":
             continue
@@ -228,6 +231,7 @@ def _scenario_line(result: RunResult, *, every_violation: bool = False, expectat
             lines.append(f"      {check} {verdict.violations[0].message} (+{more} more: replay or --report lists all)")
         else:
             lines.append(f"      {check} {verdict.summary}")
+    lines += [f"      {','.join(checks)} {reason}" for reason, checks in broken.items()]
     return lines
 
 
@@ -251,7 +255,7 @@ def _table(results: list[RunResult]) -> list[str]:
     for result in results:
         cells = " ".join(f"{SYMBOL[result.verdicts[c].status] if c in result.verdicts else 'E':>2}" for c in CHECK_IDS)
         lines.append(f"{result.scenario.name:<{width}}  {cells}")
-    lines.append("(. pass  F fail  x expected failure  X unexpected pass  E error  T timeout  s skip)")
+    lines.append("(. pass  F fail  x expected failure  X unexpected pass  E error  T timeout  s skip  ! checker error)")
     return lines
 
 
@@ -265,9 +269,20 @@ def summary_line(results: list[RunResult], unloaded: int = 0) -> str:
         line += f", {words.count('xfail')} expected failures"
     if unloaded:
         line += f", {unloaded} file{'s' if unloaded != 1 else ''} not loaded"
+    if checker := words.count(CHECKER_ERROR):  # neither passed nor failed: a check could not judge them
+        line += f", {checker} checker error{'s' if checker != 1 else ''} (a sessiongate bug)"
     if vacuous := vacuous_checks(results):
         line += f"; {vacuous} check{'s' if vacuous != 1 else ''} vacuous (examined nothing)"
     return line
+
+
+def exit_code(results: list[RunResult], unloaded: int = 0) -> int:
+    """4 if a check raised on any run (the verdicts are incomplete), else 1 if anything
+    unexpected failed or a file did not load, else 0."""
+    words = {outcome(r) for r in results}
+    if CHECKER_ERROR in words:
+        return EXIT_CHECKER_ERROR
+    return 1 if unloaded or words & {"fail", "error", "timeout"} else 0
 
 
 def _write_report(results: list[RunResult], directory: str | None, gateway: str,
@@ -303,23 +318,27 @@ def gateway_factory(args: argparse.Namespace, env: dict[str, str] | None = None)
     return factory
 
 
-def first_divergence(first: str, second: str) -> str:
-    a, b = first.splitlines(), second.splitlines()
-    for number, (x, y) in enumerate(zip(a, b, strict=False), start=1):
-        if x != y:
-            return f"record {number}: {x[:160]}  vs  {y[:160]}"
-    return f"record {min(len(a), len(b)) + 1}: one log is longer ({len(a)} vs {len(b)} records)"
+def first_divergence(first: Sequence[Obs], second: Sequence[Obs]) -> tuple[int, str]:
+    """The step of the first record (numbered from 1) where two logs differ, and the two lines."""
+    for number, (x, y) in enumerate(zip(first, second, strict=False), start=1):
+        if (a := x.to_json()) != (b := y.to_json()):
+            return x.step, f"record {number}: {a[:160]}  vs  {b[:160]}"
+    shorter = min(len(first), len(second))
+    longer = first if len(first) > shorter else second
+    step = longer[shorter].step if len(longer) > shorter else 0
+    return step, f"record {shorter + 1}: one log is longer ({len(first)} vs {len(second)} records)"
 
 
 def check_determinism(result: RunResult, factory: Callable[[], Any]) -> None:
     """Run the scenario again (with --isolate, in a child under another PYTHONHASHSEED); a different log
-    means the gateway reads the real clock, races threads or uses unseeded randomness."""
+    means the gateway reads the real clock, races threads or uses unseeded randomness. Reported at the
+    step of the first record that differs: it is that scenario's error, and the run goes on."""
     if result.failure is not None:
         return
-    again = run_scenario(result.scenario, factory(), result.gateway, check=False)
+    again = run_scenario(result.scenario, fresh_gateway(factory, result.gateway), result.gateway, check=False)
     if again.log_text() != result.log_text():
-        where = first_divergence(result.log_text(), again.log_text())
-        result.failure = GatewayFailure("error", 0, "determinism",
+        step, where = first_divergence(result.records, again.records)
+        result.failure = GatewayFailure("error", step, "determinism",
                                         f"nondeterministic gateway (real clock read, thread race or unseeded randomness): "
                                         f"two runs diverge at {where}")
 
@@ -365,8 +384,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print("\n".join(_table(results)))
     _write_report(results, args.report, args.gateway, errors)
     print(summary_line(results, len(errors)))
-    bad = any(outcome(r) in ("fail", "error", "timeout") for r in results)
-    return 1 if bad or errors else 0
+    return exit_code(results, len(errors))
 
 
 # -- update-expectations --------------------------------------------------------------
@@ -426,10 +444,16 @@ def cmd_update_expectations(args: argparse.Namespace) -> int:
 def timeline(result: RunResult) -> list[str]:
     """Every observation as one short line: time, step, what, where. A run of three or more
     records alike but for their time (a gateway retrying a heal every few ms) shows as its
-    first line and a count; `until` values read as times."""
-    from conformance.checks.model import RunModel
+    first line and a count; `until` values read as times. Needs nothing of the oracle, so any
+    log prints: one cut short by a gateway error, or one no check can read."""
+    from functools import partial
+    from zoneinfo import ZoneInfo
 
-    model = RunModel.build(result.records)
+    from conformance.checks.model import time_text
+
+    head = result.records[0] if result.records else None
+    zone = ZoneInfo(result.scenario.zone)
+    at = partial(time_text, zone=zone, start=head.t if head is not None else None)
     lines: list[str] = []
     run: list[tuple[int, str]] = []  # (t, body) of consecutive records with one body
 
@@ -437,11 +461,11 @@ def timeline(result: RunResult) -> list[str]:
         if not run:
             return
         t, body = run[0]
-        lines.append(f"{model.at(t):>9}  {body}")
+        lines.append(f"{at(t):>9}  {body}")
         if len(run) == 2:
-            lines.append(f"{model.at(run[1][0]):>9}  {body}")
+            lines.append(f"{at(run[1][0]):>9}  {body}")
         elif len(run) > 2:
-            lines.append(f"{'':>9}  … {len(run) - 1} more alike, the last at {model.at(run[-1][0])}")
+            lines.append(f"{'':>9}  … {len(run) - 1} more alike, the last at {at(run[-1][0])}")
         run.clear()
 
     for r in result.records[1:]:
@@ -453,7 +477,7 @@ def timeline(result: RunResult) -> list[str]:
         else:
             where = " ".join(x for x in (r.chat and f"chat={r.chat}", r.session and f"session={r.session}") if x)
             turns = ",".join(r.turns)
-            extra = " ".join(f"{k}={model.at(v) if k == 'until' and isinstance(v, int) else v}"
+            extra = " ".join(f"{k}={at(v) if k == 'until' and isinstance(v, int) else v}"
                              for k, v in sorted(r.detail.items()) if k not in ("queued",) and v not in (None, False))
             body = f"#{r.step:<3} {r.kind:<19} {where} {turns} {extra}".rstrip()
         if run and run[-1][1] != body:
@@ -478,7 +502,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         return 0
     print("\n".join(timeline(result)))
     print("\n".join(_scenario_line(result, every_violation=True)))
-    return 0 if outcome(result) in ("pass", "xfail") else 1
+    return exit_code([result])
 
 
 # -- zoo ------------------------------------------------------------------------------
@@ -599,7 +623,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
             reconfigure(errors="backslashreplace")
-    previous = signal.signal(signal.SIGTERM, _interrupted)
+    # The harness's own handler for both: a gateway's KeyboardInterrupt is its error, not a Ctrl-C.
+    previous = {signum: signal.signal(signum, raise_interrupted) for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
         code = int(args.func(args))
         sys.stdout.flush()  # inside the try: a reader that left shows here, not at interpreter exit
@@ -608,13 +633,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_usage(sys.stderr)
         print(f"sessiongate: error: {err}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        return 130
+    except KeyboardInterrupt as stop:
+        return 143 if stop.args and stop.args[0] == signal.SIGTERM else 130
     except BrokenPipeError:  # `sessiongate replay … | head`: the reader left; no traceback, and none at exit
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 from conformance.adapter import BackendUnavailable, Gateway, GatewayTimeout, Harness, Inbound, Profile, RemoteGatewayError
 from conformance.observations import DurableState, Resources
 from conformance.registry import resolve
+from conformance.values import BadValue
 from conformance.wire import (
     VERSION,
     chat_to_wire,
@@ -289,6 +290,8 @@ class ExecGateway:
         value = self._request(op, **fields)
         try:
             return decode(value)
+        except BadValue as err:  # the shape is right, a value is not: as in process (runner)
+            raise RemoteGatewayError(f"protocol error: bad value in answer to {op}: {err}") from None
         except (KeyError, IndexError, TypeError, ValueError, AttributeError) as err:
             raise RemoteGatewayError(f"protocol error: bad value in answer to {op}: {type(err).__name__}: {err}") from None
 

@@ -14,10 +14,10 @@ import traceback
 from collections.abc import Callable
 from typing import IO, Any
 
-from conformance import exec_gateway
+from conformance import exec_gateway, values
 from conformance.adapter import BackendUnavailable, Gateway, Harness, Inbound
 from conformance.registry import resolve
-from conformance.runner import close_gateway
+from conformance.runner import close_gateway, exception_text
 from conformance.wire import (
     VERSION,
     chat_from_wire,
@@ -27,6 +27,11 @@ from conformance.wire import (
 )
 from sim.clock import VirtualClock
 from sim.loader import config_from_document
+
+
+class ParentGone(SystemExit):
+    """The parent closed the pipe: this child exits. Any other SystemExit is the gateway's, and
+    its error at that step, as in process (`runner.Run._call`)."""
 
 
 class Channel:
@@ -42,7 +47,7 @@ class Channel:
         self.send({"call": name, "args": args})
         line = self.reader.readline()
         if not line:
-            raise SystemExit(0)  # the parent went away
+            raise ParentGone(0)  # the parent went away
         answer = json.loads(line)
         if answer.get("error") == "unavailable":
             raise BackendUnavailable(answer.get("message", "memory backend unavailable"))
@@ -142,7 +147,7 @@ def serve(factory: Callable[[], Gateway], reader: IO[str], writer: IO[str]) -> N
                 if op == "hello":
                     value = {"version": VERSION}
                 elif op == "profile":
-                    value = gateway.profile(config_from_document(request["config"])).to_detail()
+                    value = values.profile(gateway.profile(config_from_document(request["config"]))).to_detail()
                 elif op == "start":
                     harness = _harness(channel, request["zone"], request["now"], request["backends"])
                     gateway.start(config_from_document(request["config"]), harness)
@@ -161,9 +166,9 @@ def serve(factory: Callable[[], Gateway], reader: IO[str], writer: IO[str]) -> N
                 elif op == "lock_store":
                     gateway.lock_store(request["until"])
                 elif op == "durable_state":
-                    value = state_to_wire(gateway.durable_state())
+                    value = state_to_wire(values.durable_state(gateway.durable_state()))
                 elif op == "resources":
-                    value = resources_to_wire(gateway.resources())
+                    value = resources_to_wire(values.resources(gateway.resources()))
                 elif op == "reset":  # the next scenario: a fresh gateway in this same process
                     close_gateway(gateway)
                     gateway, harness = factory(), None
@@ -174,12 +179,14 @@ def serve(factory: Callable[[], Gateway], reader: IO[str], writer: IO[str]) -> N
                 else:
                     raise ValueError(f"unknown op {op!r}")
                 channel.send({"done": True, "value": value})
-            except SystemExit:
+            except ParentGone:
                 raise
+            except values.BadValue as err:  # the message the runner gives the same answer in process
+                channel.send({"fail": {"message": f"bad value in answer to {op}: {err}"}})
             except BaseException as err:
                 frames = traceback.extract_tb(err.__traceback__)[-4:]
                 trace = [f"{f.filename.rsplit('/', 2)[-1]}:{f.lineno} in {f.name}" for f in frames]
-                channel.send({"fail": {"message": f"{type(err).__name__}: {err}", "traceback": [*trace, f"{type(err).__name__}: {err}"]}})
+                channel.send({"fail": {"message": exception_text(err), "traceback": [*trace, exception_text(err)]}})
     finally:  # end of input (the parent is done), or the parent went away mid-call
         close_gateway(gateway)
 

@@ -175,7 +175,7 @@ def evaluate(job: tuple[str, tuple[str, ...]]) -> tuple[str, dict[str, str]]:
 
     scenario = scenario_of(steps)
     result = run_scenario(scenario, factory(gateway)(), gateway, budget=candidate_budget(scenario))
-    bad = {check: v.summary for check, v in result.verdicts.items() if v.status in ("fail", "error", "timeout")}
+    bad = {check: v.summary for check, v in result.verdicts.items() if v.status in ("fail", "error", "timeout", "checker-error")}
     if result.failure is not None:
         return "failed:" + ".".join(steps), bad
     return min(state_digest(result.records), state_digest(result.records, swap=True)), bad

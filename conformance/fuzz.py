@@ -36,7 +36,7 @@ from sim.scenario import Scenario
 from sim.shrink import Predicate, shrink, write_beside
 from sim.writer import dump_text
 
-BAD = ("fail", "error", "timeout")
+BAD = ("fail", "error", "timeout", "checker-error")
 T = TypeVar("T")
 R = TypeVar("R")
 

@@ -139,7 +139,7 @@ class ScenarioItem(pytest.Item):
     def _evidence(self, result: Any) -> str:
         from conformance.cli import unexpected_pass
 
-        bad = [check for check, v in result.verdicts.items() if v.status in ("fail", "xpass", "error", "timeout")]
+        bad = [check for check, v in result.verdicts.items() if v.status in ("fail", "xpass", "error", "timeout", "checker-error")]
         lines = [f"{result.scenario.name} on {self.gateway}: {', '.join(bad)} not passing"]
         if result.failure is not None:
             lines.append(f"  {result.failure.describe()}")

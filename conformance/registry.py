@@ -13,7 +13,7 @@ from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, distribution, entry_points
 from typing import Any
 
-from conformance.adapter import Gateway
+from conformance.adapter import Gateway, Interrupted
 
 GROUP = "sessiongate.gateways"
 # Used when sessiongate runs from a source tree that was never installed.
@@ -120,7 +120,9 @@ def _checked(name: str, make: Callable[..., Any], bare: bool) -> Callable[[], Ga
             if bare and not args and known:  # e.g. plain `selftest`: the factory wanted an argument
                 raise UnknownGateway(f"gateway {name!r} takes an argument, {name}:ARG; known: {known}") from None
             raise
-        except Exception as err:
+        except Interrupted:
+            raise
+        except BaseException as err:  # SystemExit, KeyboardInterrupt…: the factory's failure, never an exit
             raise UnknownGateway(f"gateway {name!r}: its factory raised {_one_line(err)}") from None
         missing = [method for method in CORE_METHODS if not callable(getattr(gateway, method, None))]
         if missing:
@@ -133,7 +135,10 @@ def _checked(name: str, make: Callable[..., Any], bare: bool) -> Callable[[], Ga
 
 def _one_line(err: BaseException) -> str:
     """`Type: message`, first line only (a KeyError's message without its repr quotes)."""
-    text = str(err.args[0]) if isinstance(err, KeyError) and err.args else str(err)
+    try:
+        text = str(err.args[0]) if isinstance(err, KeyError) and err.args else str(err)
+    except Exception:  # a factory's exception whose message raises
+        text = ""
     first = text.splitlines()[0] if text.strip() else ""
     return f"{type(err).__name__}: {first}" if first else type(err).__name__
 

@@ -7,16 +7,19 @@ every boundary, watcher tick and sweep, SIGTERM, snapshot the durable state, che
 
 from __future__ import annotations
 
+import copy
 import gc
+import signal
 import sys
 import threading
 import traceback
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
+from conformance import values
 from conformance.adapter import (
     FakeLLM,
     Gateway,
@@ -24,20 +27,23 @@ from conformance.adapter import (
     Harness,
     HookBus,
     Inbound,
+    Interrupted,
     MemoryBackend,
     Platform,
     Profile,
     RecordingProvider,
     RemoteGatewayError,
     Scheduler,
+    raise_interrupted,
 )
-from conformance.observations import SPILL_AT, DurableState, Obs, ObservationLog, ResourcesDeltas, log_text
+from conformance.observations import SPILL_AT, DurableState, Obs, ObservationLog, Resources, ResourcesDeltas, log_text
 from conformance.verdict import GatewayFailure, Verdict
 from sim.clock import TZDATA, VirtualClock
 from sim.engine import Engine, EventBudgetExceeded
 from sim.scenario import (
     Advance,
     BackendFail,
+    Chat,
     Checkpoint,
     Command,
     Crash,
@@ -77,15 +83,26 @@ class RunResult:
 
 
 class _GatewayRaised(Exception):
+    """The gateway failed a call: carries its GatewayFailure out to `Run.execute`."""
+
     def __init__(self, failure: GatewayFailure) -> None:
         super().__init__(failure.describe())
         self.failure = failure
 
 
+def exception_text(err: BaseException) -> str:
+    """`Type: message`, even for an exception of the gateway's whose `__str__` raises."""
+    try:
+        message = str(err)
+    except Exception as broken:
+        message = f"<its message raised {type(broken).__name__}>"
+    return f"{type(err).__name__}: {message}"
+
+
 def _short_traceback(err: BaseException) -> tuple[str, ...]:
     frames = traceback.extract_tb(err.__traceback__)[-4:]
     lines = [f"{frame.filename.rsplit('/', 2)[-1]}:{frame.lineno} in {frame.name}" for frame in frames]
-    return (*lines, f"{type(err).__name__}: {err}")
+    return (*lines, exception_text(err))
 
 
 def scenario_detail(scenario: Scenario, profile: Profile) -> dict[str, Any]:
@@ -124,6 +141,7 @@ class Run:
         backends = {"recorder": MemoryBackend("recorder", self.log, self.clock.now)}
         for spec in scenario.config.providers:
             backends[spec.name] = MemoryBackend(spec.name, self.log, self.clock.now)
+        self.backends = backends  # the harness's own: a gateway may rebind what `Harness.backends` holds
         self.llm = FakeLLM(self.log, self.engine, scenario.config.turn_latency, self._deliver_reply)
         self.harness = Harness(
             clock=self.clock,
@@ -131,7 +149,7 @@ class Run:
             llm=self.llm,
             platform=Platform(self.log),
             recorder=RecordingProvider(self.log, backends["recorder"]),
-            backends=backends,
+            backends=dict(backends),
             hooks=HookBus(self.log),
             log=self.log,
         )
@@ -139,33 +157,65 @@ class Run:
     # -- calling the gateway -------------------------------------------------------------
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """`fn(*args)` for the gateway: whatever it raises, SystemExit, KeyboardInterrupt and any
+        other BaseException included, is its error at this step, never a crash or an exit of the
+        run. Only the harness's own `Interrupted` (its signal handler) and budget pass through."""
         try:
             return fn(*args)
-        except (EventBudgetExceeded, _GatewayRaised):
+        except (EventBudgetExceeded, _GatewayRaised, Interrupted):
             raise
         except GatewayTimeout as err:
             raise _GatewayRaised(GatewayFailure("timeout", self.log.step, what, str(err))) from err
         except RemoteGatewayError as err:
             raise _GatewayRaised(GatewayFailure("error", self.log.step, what, str(err), err.traceback)) from err
-        except Exception as err:  # the gateway under test raised: an error verdict, never a crash
+        except BaseException as err:  # the gateway under test raised: an error verdict, never a crash
             raise _GatewayRaised(
-                GatewayFailure("error", self.log.step, what, f"{type(err).__name__}: {err}", _short_traceback(err))
+                GatewayFailure("error", self.log.step, what, exception_text(err), _short_traceback(err))
             ) from err
+
+    def _answer(self, what: str, check: Callable[[Any], Any], fn: Callable[..., Any], *args: Any) -> Any:
+        """`_call`, and the answer validated (`conformance.values`, as over the wire): a value of
+        the wrong shape is the gateway's error at this step, naming the method and what was wrong."""
+        answer = self._call(what, fn, *args)
+        try:
+            return check(answer)
+        except values.BadValue as err:
+            message = f"bad value in answer to {what}: {err}"
+        except Exception as err:  # an answer whose own methods raise (a __eq__, an __iter__)
+            message = f"bad value in answer to {what}: {exception_text(err)}"
+        raise _GatewayRaised(GatewayFailure("error", self.log.step, what, message))
+
+    def _chat(self, name: str) -> Chat:
+        """A copy of the chat for each call, as a child process decodes one: what a gateway
+        changes in it never reaches the harness, the log or the gateway's next call."""
+        chat = self.chats[name]
+        fresh = object.__new__(Chat)  # copy.copy, without its reduce protocol: a copy per message
+        fresh.__dict__.update(chat.__dict__)
+        return fresh
 
     def _deliver_reply(self, request_id: str, text: str) -> None:
         if self.up:
             self._call(f"reply {request_id}", self.gateway.deliver_reply, request_id, text)
 
     def _sample_resources(self) -> None:
-        detail = self.resources.detail(self._call("resources", self.gateway.resources))
+        detail = self.resources.detail(self._answer("resources", self._valid_resources, self.gateway.resources))
         if detail is not None:
             self.log.add("resources", **detail)
+
+    def _valid_resources(self, answer: Any) -> Resources:
+        """`values.resources`, skipped when the cache is the last sample's (compared in C): it is
+        asked after every event and timer."""
+        last = self.resources.last
+        if (last is not None and type(answer) is Resources and type(answer.cached) is tuple
+                and answer.cached == last.cached and type(answer.running) is int and answer.running >= 0):
+            return last if answer.running == last.running else Resources(last.cached, answer.running)
+        return values.resources(answer)
 
     def _snapshot(self, label: str) -> None:
         self.log.add("durable", label=label, **self._durable().to_detail())
 
     def _durable(self) -> DurableState:
-        state: DurableState = self._call("durable_state", self.gateway.durable_state)
+        state: DurableState = self._answer("durable_state", values.durable_state, self.gateway.durable_state)
         return state
 
     @staticmethod
@@ -208,9 +258,8 @@ class Run:
             self.log.add("skipped", event=kind, reason="the gateway declares it cannot take this event")
             return
         if isinstance(event, Message):
-            chat = self.chats[event.chat]
             self.log.add("message", chat=event.chat, turns=(event.turn,), muted=event.muted, queued=not self.up)
-            self._to_gateway(event, Inbound(chat, f"[{event.turn}] {event.text}", event.muted))
+            self._to_gateway(event, f"[{event.turn}] {event.text}")
         elif isinstance(event, Command):
             self.log.add("command", chat=event.chat, command=event.name, queued=not self.up)
             self._to_gateway(event, None)
@@ -241,7 +290,7 @@ class Run:
             self._call("db_locked", self.gateway.lock_store, event.t + event.duration)
         elif isinstance(event, BackendFail):
             self.log.add("backend_fail", backend=event.provider, until=event.t + event.duration)
-            self.harness.backends[event.provider].down_until = event.t + event.duration
+            self.backends[event.provider].down_until = event.t + event.duration
         self._sample_resources()
 
     def _to_gateway(self, event: Event, payload: Any) -> None:
@@ -252,12 +301,11 @@ class Run:
 
     def _dispatch(self, event: Event, payload: Any) -> None:
         if isinstance(event, Message):
-            self._call(self.current_event, self.gateway.deliver_message, payload)
+            self._call(self.current_event, self.gateway.deliver_message, Inbound(self._chat(event.chat), payload, event.muted))
         elif isinstance(event, Command):
-            self._call(self.current_event, self.gateway.deliver_command, self.chats[event.chat], event.name)
+            self._call(self.current_event, self.gateway.deliver_command, self._chat(event.chat), event.name)
         elif isinstance(event, Delegate):
-            chat = self.chats[event.chat]
-            self._call(self.current_event, self.gateway.delegate, chat, f"[{event.turn}] delegated task")
+            self._call(self.current_event, self.gateway.delegate, self._chat(event.chat), f"[{event.turn}] delegated task")
 
     def _stop(self, how: str) -> None:
         if not self.up:
@@ -290,10 +338,27 @@ class Run:
         engine.run_until(until)
 
     def execute(self) -> RunResult:
+        """Drive the scenario, then close the gateway: what `close()` raises is the scenario's
+        error too (the first failure is kept). On the way out of an interrupt, closed anyway."""
+        try:
+            failure = self._drive()
+        except BaseException:
+            with suppress(BaseException):  # the interrupt (or a harness bug) is what matters
+                close_gateway(self.gateway)
+            raise
+        try:
+            self._call("close", close_gateway, self.gateway)
+        except _GatewayRaised as raised:
+            failure = failure or raised.failure
+        if failure is not None:
+            self.log.add("error", failure=failure.kind, event=failure.event, message=failure.message)
+        return RunResult(self.scenario, self.name, self.profile, self.log.records, failure=failure)
+
+    def _drive(self) -> GatewayFailure | None:
         scenario = self.scenario
         failure: GatewayFailure | None = None
         try:
-            self.profile = self._call("profile", self.gateway.profile, scenario.config)
+            self.profile = self._answer("profile", values.profile, self.gateway.profile, copy.deepcopy(scenario.config))
         except _GatewayRaised as raised:
             failure = raised.failure
         self.log.add("scenario", **scenario_detail(scenario, self.profile))
@@ -301,7 +366,7 @@ class Run:
             if failure is not None:
                 raise _GatewayRaised(failure)
             threads_before = {t.ident for t in threading.enumerate()}
-            self._call("start", self.gateway.start, scenario.config, self.harness)
+            self._call("start", self.gateway.start, copy.deepcopy(scenario.config), self.harness)
             self.up = True
             self._sample_resources()
             for step, event in enumerate(scenario.events, start=1):
@@ -329,26 +394,36 @@ class Run:
         except EventBudgetExceeded as err:
             failure = GatewayFailure("timeout", self.log.step, self.current_event,
                                      f"{err} at {self.clock.format()}: the gateway schedules work without end")
-        if failure is not None:
-            self.log.add("error", failure=failure.kind, event=failure.event, message=failure.message)
-        return RunResult(scenario, self.name, self.profile, self.log.records, failure=failure)
+        return failure
 
 
 def run_scenario(scenario: Scenario, gateway: Gateway, name: str = "gateway", *, budget: int = DEFAULT_BUDGET,
                  check: bool = True, spill_at: int | None = SPILL_AT, strict: bool = False) -> RunResult:
-    """Run `scenario` against a fresh `gateway` instance and (by default) judge it (`strict`: a
-    vacuous pass fails). A log longer than `spill_at` records (None: no limit) is kept in a
-    temporary file."""
-    with cyclic_gc_paused(), _stdio_kept():
-        try:
-            result = Run(scenario, gateway, name, budget, spill_at).execute()
-        finally:
-            close_gateway(gateway)
+    """Run `scenario` against a fresh `gateway` instance (closed at the end) and (by default)
+    judge it (`strict`: a vacuous pass fails). A log longer than `spill_at` records (None: no
+    limit) is kept in a temporary file."""
+    with cyclic_gc_paused(), _stdio_kept(), _sigint_is_ours():
+        result = Run(scenario, gateway, name, budget, spill_at).execute()
         if check:
             from conformance.checks import judge
 
             result.verdicts = judge(result.records, strict)
     return result
+
+
+@contextmanager
+def _sigint_is_ours() -> Iterator[None]:
+    """Ctrl-C during a run raises the harness's `Interrupted`, so it stops the run while a
+    KeyboardInterrupt the gateway raises is the gateway's error. Only where Python's default
+    handler is in place (the CLI installs `raise_interrupted` itself) and in the main thread."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield
+        return
+    signal.signal(signal.SIGINT, raise_interrupted)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def close_gateway(gateway: Gateway) -> None:

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import cast
 
-from conformance.adapter import Gateway
+from conformance.adapter import Gateway, Interrupted
 from conformance.registry import UnknownGateway, expectation_names
-from conformance.runner import DEFAULT_BUDGET, RunResult, run_scenario
-from conformance.verdict import CHECK_IDS, Verdict
+from conformance.runner import DEFAULT_BUDGET, RunResult, exception_text, run_scenario
+from conformance.verdict import CHECK_IDS, CHECKER_ERROR, Verdict
 from sim.document import ScenarioError
 from sim.loader import load_file
 from sim.scenario import Scenario
@@ -166,10 +166,13 @@ def _signed(verdict: Verdict, expected: dict[str, str]) -> Verdict:
 
 
 def outcome(result: RunResult) -> str:
-    """One word for a scenario: pass, fail, xfail (only expected failures), error or timeout."""
+    """One word for a scenario: pass, fail, xfail (only expected failures), error or timeout (the
+    gateway failed), or checker-error (a check raised: its verdicts are incomplete)."""
     statuses = {v.status for v in result.verdicts.values()}
     if result.failure is not None:
         return result.failure.kind
+    if CHECKER_ERROR in statuses:
+        return CHECKER_ERROR
     if statuses & {"fail", "xpass"}:
         return "fail"
     if "xfail" in statuses:
@@ -194,14 +197,24 @@ def run_all(scenarios: list[Scenario], factory: Callable[[], Gateway], name: str
     `UnknownGateway` (nothing has run: a usage error); one that fails later makes that
     scenario an error and the run, and its report, go on."""
     for index, scenario in enumerate(scenarios):
-        try:
-            gateway: Gateway = factory()
-        except UnknownGateway as err:
-            if index == 0:
-                raise
-            gateway = cast(Gateway, Unbuildable(str(err)))  # enough of one for the runner to log the error
-        result = run_scenario(scenario, gateway, name, budget=budget, strict=strict)
+        result = run_scenario(scenario, fresh_gateway(factory, name, unknown_raises=index == 0), name, budget=budget, strict=strict)
         yield (expectations or Expectations({})).apply(result)
+
+
+def fresh_gateway(factory: Callable[[], Gateway], name: str, unknown_raises: bool = False) -> Gateway:
+    """`factory()`, or when it raises (anything: SystemExit too) a stand-in whose first call fails
+    with the factory's message, so that scenario is the error. `unknown_raises`: an
+    `UnknownGateway` propagates (before any scenario ran, a bad name is a usage error)."""
+    try:
+        return factory()
+    except UnknownGateway as err:
+        if unknown_raises:
+            raise
+        return cast(Gateway, Unbuildable(str(err)))  # enough of one for the runner to log the error
+    except Interrupted:
+        raise
+    except BaseException as err:  # a factory not from `resolve`
+        return cast(Gateway, Unbuildable(f"{name}: its factory raised {exception_text(err)}"))
 
 
 class FactoryFailed(RuntimeError):

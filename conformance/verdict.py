@@ -6,7 +6,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-Status = Literal["pass", "fail", "xfail", "xpass", "error", "timeout", "skip"]
+Status = Literal["pass", "fail", "xfail", "xpass", "error", "timeout", "skip", "checker-error"]
+CHECKER_ERROR = "checker-error"  # the check itself raised: a sessiongate bug, never the gateway's (conformance.checks.judge)
 CHECK_IDS: tuple[str, ...] = ("I1", "I2", "I3", "I4", "I5", "I6", "I7", "I8", "I9")
 CHECK_NAMES: dict[str, str] = {
     "I1": "exactly-once end",

@@ -1,6 +1,7 @@
 """The JSON-lines wire form of the adapter protocol (docs/protocol.md), shared by both ends.
 
-One canonical JSON object per line: sorted keys, no spaces, UTF-8. Version 1.
+One canonical JSON object per line: sorted keys, no spaces, UTF-8. Version 1. Decoded answers
+go through `conformance.values`, the validators the runner applies in process.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import json
 from dataclasses import asdict
 from typing import Any
 
+from conformance import values
 from conformance.adapter import Profile
 from conformance.observations import DurableState, Resources, StoredMessage, StoredSession
 from sim.scenario import Chat
@@ -29,14 +31,7 @@ def chat_from_wire(data: dict[str, Any]) -> Chat:
 
 
 def profile_from_wire(data: dict[str, Any]) -> Profile:
-    return Profile(
-        finalization=data["finalization"],
-        latency=int(data["latency"]),
-        crash_durable=bool(data["crash_durable"]),
-        sweep_interval=int(data["sweep_interval"]),
-        unsupported=frozenset(data.get("unsupported", ())),
-        reply_within=None if data.get("reply_within") is None else int(data["reply_within"]),
-    )
+    return values.profile_from_fields(data)
 
 
 def state_to_wire(state: DurableState) -> dict[str, Any]:
@@ -53,7 +48,7 @@ def state_from_wire(data: dict[str, Any]) -> DurableState:
     sessions = tuple(
         StoredSession(s["id"], s["parent"], tuple(StoredMessage(*m) for m in s["messages"])) for s in data["sessions"]
     )
-    return DurableState(sessions, tuple((chat, sid) for chat, sid in data["routing"]))
+    return values.durable_state(DurableState(sessions, tuple((chat, sid) for chat, sid in data["routing"])))
 
 
 def resources_to_wire(resources: Resources) -> dict[str, Any]:
@@ -61,4 +56,4 @@ def resources_to_wire(resources: Resources) -> dict[str, Any]:
 
 
 def resources_from_wire(data: dict[str, Any]) -> Resources:
-    return Resources(tuple((sid, bool(busy)) for sid, busy in data["cached"]), int(data["running"]))
+    return values.resources(Resources(data["cached"], data["running"]))

@@ -19,8 +19,7 @@ from reports.coverage import Coverage, Table, lifecycle_coverage
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from conformance.cli import summary_line
-    from conformance.suite import outcome
+    from conformance.cli import exit_code, summary_line
     from reports import rerender
     from reports.rundir import RunDirError
 
@@ -31,7 +30,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         return 2
     print(f"report written to {args.run_dir}")
     print(summary_line(results, len(unloaded)))
-    return 1 if unloaded or any(outcome(r) in ("fail", "error", "timeout") for r in results) else 0
+    return exit_code(results, len(unloaded))
 
 
 def cmd_coverage(args: argparse.Namespace) -> int:

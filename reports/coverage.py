@@ -90,7 +90,10 @@ def lifecycle_coverage(logs: Iterable[list[Obs]]) -> Coverage:
     """Coverage over observation logs; each cell names the scenarios that reached it."""
     cover = Coverage(Table(STATES, EVENTS, impossible=IMPOSSIBLE), Table(CAUSES, PATHS, nonconforming=NONCONFORMING))
     for records in logs:
-        model = RunModel.build(records)
+        try:
+            model = RunModel.build(records)
+        except Exception:  # a log the oracle cannot read reaches nothing (its verdicts are checker errors)
+            continue
         for state, event in _state_events(model):
             cover.lifecycle.add(state, event, model.name)
         for cause, path in _boundary_paths(model):

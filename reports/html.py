@@ -15,8 +15,8 @@ from reports.coverage import Coverage, Table
 from reports.rundir import Keyed, Unloaded
 from reports.timeline import PALETTE, RED, Numbered, timeline_svg
 
-SYMBOL = {"pass": "✓", "fail": "✗", "xfail": "x", "xpass": "X", "error": "E", "timeout": "T", "skip": "-"}
-BAD = ("fail", "error", "timeout")
+SYMBOL = {"pass": "✓", "fail": "✗", "xfail": "x", "xpass": "X", "error": "E", "timeout": "T", "skip": "-", "checker-error": "!"}
+BAD = ("fail", "error", "timeout", "checker-error")
 
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;color:#222;margin:24px;max-width:1400px}
@@ -24,7 +24,7 @@ h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 6px}h3{font-siz
 .muted{color:#666}code,pre{font:12px ui-monospace,monospace}pre{background:#f6f6f6;padding:6px 8px;white-space:pre-wrap;margin:6px 0}
 table{border-collapse:collapse;margin:8px 0}th,td{border:1px solid #ddd;padding:2px 7px;text-align:center}
 th{background:#f3f3f3;font-weight:600}td.name,th.name{text-align:left}
-td.pass{color:#2a7d2a}td.fail,td.xpass,td.error,td.timeout{background:#fde2e1;color:#a11;font-weight:bold}
+td.pass{color:#2a7d2a}td.fail,td.xpass,td.error,td.timeout,td.checker-error{background:#fde2e1;color:#a11;font-weight:bold}
 td.xfail{background:#fff4d6;color:#8a6100}td.skip{color:#999}td.vacuous{color:#999;font-style:italic}td.zero{background:#fff4d6}td.na{color:#bbb}
 section.run{border-top:2px solid #eee;margin-top:18px}.scroll{overflow-x:auto}h2.bad{color:#a11}
 ol.evidence li{margin:3px 0}ol.evidence .check{font-weight:600;color:#a11}
@@ -51,7 +51,7 @@ LEGEND = (
 def render(runs: list[Keyed], gateway: str, cover: Coverage, unloaded: list[Unloaded]) -> str:
     results = [k.result for k in runs]
     words = [outcome(r) for r in results]
-    counts = ", ".join(f"{words.count(w)} {w}" for w in ("pass", "fail", "xfail", "error", "timeout") if words.count(w))
+    counts = ", ".join(f"{words.count(w)} {w}" for w in ("pass", "fail", "xfail", "error", "timeout", "checker-error") if words.count(w))
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
            f"<title>sessiongate report: {escape(gateway)}</title><style>{CSS}</style></head><body>",
            f"<h1>sessiongate report: {escape(gateway)}</h1>",
@@ -109,7 +109,7 @@ def _verdict_table(runs: list[Keyed]) -> str:
         rows.append(f'<tr><td class="name">{name}</td><td class="{word}">{word}</td>{"".join(cells)}</tr>')
     rows.append("</table>")
     rows.append('<p class="muted">✓ pass ○ vacuous pass (examined nothing) ✗ fail x expected failure X unexpected pass '
-                'E error T timeout - skip</p>')
+                'E error T timeout - skip ! checker error</p>')
     return "\n".join(rows)
 
 
@@ -126,7 +126,10 @@ def numbered(k: Keyed) -> list[Numbered]:
 
 def _run_section(k: Keyed) -> str:
     result, scenario = k.result, k.result.scenario
-    model = RunModel.build(result.records)
+    try:
+        model: RunModel | None = RunModel.build(result.records)
+    except Exception:  # the oracle cannot read this log: its checker-error verdicts say why
+        model = None
     word = outcome(result)
     parts = [f'<section class="run" id="{k.anchor}"><h2>{escape(k.key)}: {word}</h2>',
              f'<p class="muted">{escape(k.file or "(no file)")} · seed {scenario.seed} · '
@@ -137,8 +140,11 @@ def _run_section(k: Keyed) -> str:
     items = numbered(k)
     if k.reproduce and word != "pass":
         parts.append(f"<p>reproduce: <code>{escape(k.reproduce)}</code></p>")
-    parts.append(f'<div class="scroll">{timeline_svg(model, items, prefix=k.anchor)}</div>')
-    if items:
+    if model is not None:
+        parts.append(f'<div class="scroll">{timeline_svg(model, items, prefix=k.anchor)}</div>')
+    else:
+        parts.append('<p class="muted">no timeline: the oracle could not read this log (see the checker error below)</p>')
+    if items and model is not None:
         parts.append('<ol class="evidence">')
         for item in items:
             v = item.violation
@@ -149,7 +155,8 @@ def _run_section(k: Keyed) -> str:
             parts.append(f'<li value="{item.number}"><span class="check">{item.check} {escape(CHECK_NAMES[item.check])}</span>: '
                          f"{escape(v.message)}{when}{cited}</li>")
         parts.append("</ol>")
-    others = [(c, v) for c, v in result.verdicts.items() if v.status in ("error", "timeout", "xpass", "xfail") and v.reason]
+    explained = ("error", "timeout", "xpass", "xfail", "checker-error")
+    others = [(c, v) for c, v in result.verdicts.items() if v.status in explained and v.reason]
     reasons = sorted({f"{v.status}: {v.reason}" for _c, v in others})
     parts += [f"<p><b>{escape(line.split(':', 1)[0])}</b>:{escape(line.split(':', 1)[1])}</p>" for line in reasons]
     parts.append("</section>")

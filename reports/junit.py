@@ -2,11 +2,11 @@
 
 classname is the scenario, name is the check ('I1 exactly-once end'); one testsuite per
 gateway. A failure carries every violation message; an expected failure is skipped with
-its reason; a gateway error or timeout is an error, and so is a scenario file that could not
-be loaded (classname = the file, name = 'load'). A pass that examined nothing carries the
-property `vacuous=true`; a failing testcase's `system-out` says how to reproduce it. Control
-characters anywhere (a scenario name with \x01) become '?', so the file always parses. No
-timestamps: same runs, same bytes.
+its reason; a gateway error or timeout is an error, and so is a check that raised (type
+'checker-error') and a scenario file that could not be loaded (classname = the file, name =
+'load'). A pass that examined nothing carries the property `vacuous=true`; a failing
+testcase's `system-out` says how to reproduce it. Control characters anywhere (a scenario name
+with \x01) become '?', so the file always parses. No timestamps: same runs, same bytes.
 """
 
 from __future__ import annotations
@@ -45,9 +45,9 @@ def _case(suite: ET.Element, classname: str, check: str, verdict: Verdict | None
         node.text = evidence
     elif status == "skip":
         ET.SubElement(case, "skipped", message=_clean(verdict.reason or "skipped"))
-    elif status in ("error", "timeout"):
+    elif status in ("error", "timeout", "checker-error"):
         ET.SubElement(case, "error", message=_clean(verdict.reason), type=status)
-    if status in ("fail", "xpass", "error", "timeout") and reproduce:
+    if status in ("fail", "xpass", "error", "timeout", "checker-error") and reproduce:
         ET.SubElement(case, "system-out").text = _clean(f"reproduce: {reproduce}")
     return status
 
@@ -69,7 +69,7 @@ def render(runs: list[Keyed], gateway: str, unloaded: list[Unloaded]) -> str:
             tally = tallies[name]
             tally["tests"] += 1
             tally["failures"] += status in ("fail", "xpass")
-            tally["errors"] += status in ("error", "timeout")
+            tally["errors"] += status in ("error", "timeout", "checker-error")
             tally["skipped"] += status in ("xfail", "skip")
     if unloaded:
         if gateway not in suites:

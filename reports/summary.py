@@ -28,7 +28,7 @@ def document(runs: list[Keyed], gateway: str, cover: Coverage, unloaded: list[Un
             "verdicts": {c: result.verdicts[c].to_detail() for c in CHECK_IDS if c in result.verdicts},
         })
     words = [s["outcome"] for s in scenarios]
-    totals: dict[str, int] = {w: words.count(w) for w in ("pass", "fail", "xfail", "error", "timeout")}
+    totals: dict[str, int] = {w: words.count(w) for w in ("pass", "fail", "xfail", "error", "timeout", "checker-error")}
     totals["vacuous_checks"] = sum(v.vacuous for run in runs for v in run.result.verdicts.values())
     return {"schema": SCHEMA, "gateway": gateway, "totals": totals, "scenarios": scenarios,
             "unloaded": [u.to_detail() for u in unloaded], "coverage": cover.to_detail()}

@@ -43,7 +43,7 @@ class ProviderSpec:
 class GatewayConfig:
     """Everything the gateway under test is configured with."""
 
-    reset: ResetPolicy = ResetPolicy()
+    reset: ResetPolicy = field(default_factory=ResetPolicy)  # one per config: a shared default leaked a mutation into every later one
     reset_by_platform: tuple[tuple[str, ResetPolicy], ...] = ()
     reset_by_chat_type: tuple[tuple[str, ResetPolicy], ...] = ()
     cache_cap: int = 64
@@ -205,7 +205,7 @@ class Scenario:
     seed: int = 0
     zone: str = "UTC"
     start: int = 0
-    config: GatewayConfig = GatewayConfig()
+    config: GatewayConfig = field(default_factory=GatewayConfig)
     chats: tuple[Chat, ...] = ()
     events: tuple[Event, ...] = ()
     source: str = ""  # the file it was loaded from, if any

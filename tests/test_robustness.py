@@ -126,7 +126,7 @@ def test_nondeterminism_is_reported_with_the_first_divergence(capsys: pytest.Cap
     assert main(["run", str(FIRST), "--gateway", "selftest:nondeterministic", "--check-determinism"]) == 1
     out = capsys.readouterr().out.splitlines()
     assert out[0] == f"error {FIRST.stem}"  # printed once, after both runs
-    assert out[1].startswith("      gateway error at (determinism): nondeterministic gateway")
+    assert out[1].startswith("      gateway error at step 1 (determinism): nondeterministic gateway")
     assert "two runs diverge at record 4: " in out[1] and '"kind":"llm_request"' in out[1]
     assert out[-1] == "1 scenarios, 0 passed, 1 failed (1 gateway error)"
 
@@ -178,9 +178,9 @@ MISBEHAVING = {
                  "harness refused llm.request"),
     "wrong-version": ("pass", {"hello": {"version": 2}}, "error", "profile", "does not speak protocol version 1"),
     "bad-resources": ("pass", {"resources": {"cached": "lots", "running": 0}}, "error", "resources",
-                      "protocol error: bad value in answer to resources: ValueError"),
+                      "protocol error: bad value in answer to resources: cached: expected a sequence of (session, busy) pairs, got 'lots'"),
     "bad-profile": ("pass", {"profile": {"finalization": "eager"}}, "error", "profile",
-                    "protocol error: bad value in answer to profile: KeyError: 'latency'"),
+                    "protocol error: bad value in answer to profile: latency: missing"),
 }
 
 

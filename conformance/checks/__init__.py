@@ -2,12 +2,16 @@
 
 `judge(records)` builds the oracle once (`model.RunModel`) and runs every check on it. A
 run whose gateway failed (raised, hung, ran out of budget) gets an `error` verdict for every
-check, naming the step: an incomplete log proves nothing either way.
+check, naming the step: an incomplete log proves nothing either way. A check (or the oracle)
+that raises gets a `checker-error` verdict naming it, the exception and, where a frame of the
+checks held one, the record index: the other checks, and the run, go on.
 """
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from conformance.checks import (
     i1_end,
@@ -22,7 +26,7 @@ from conformance.checks import (
 )
 from conformance.checks.model import RunModel
 from conformance.observations import Obs
-from conformance.verdict import CHECK_IDS, Verdict, strictly
+from conformance.verdict import CHECK_IDS, CHECKER_ERROR, Verdict, strictly
 
 CHECKS: dict[str, Callable[[RunModel], Verdict]] = {
     "I1": i1_end.check,
@@ -40,14 +44,41 @@ assert tuple(CHECKS) == CHECK_IDS
 
 def judge(records: Sequence[Obs], strict: bool = False) -> dict[str, Verdict]:
     """Every check's verdict on one observation log (`strict`: a vacuous pass fails)."""
-    model = RunModel.build(records)
+    try:
+        model = RunModel.build(records)
+    except Exception as err:  # the oracle cannot read this log: no check can judge it
+        return {check: checker_error(check, "the oracle", err) for check in CHECKS}
     if model.failure is not None:
         failure = model.failure
         status = "timeout" if failure.d("failure") == "timeout" else "error"
         reason = f"gateway {status} at step {failure.step} ({failure.d('event')}): {failure.d('message')}"
         return {check: Verdict(check, status, reason=reason) for check in CHECKS}
-    verdicts = {check: _once(fn(model)) for check, fn in CHECKS.items()}
+    verdicts = {}
+    for check, fn in CHECKS.items():
+        try:
+            verdicts[check] = _once(fn(model))
+        except Exception as err:  # this check is broken on this log; the others still judge it
+            verdicts[check] = checker_error(check, check, err)
     return {check: strictly(v) for check, v in verdicts.items()} if strict else verdicts
+
+
+_CHECKS_DIR = str(Path(__file__).parent)
+
+
+def checker_error(check: str, culprit: str, err: Exception) -> Verdict:
+    """`check`'s verdict when `culprit` (a check, or the oracle) raised `err`: what, where in
+    the code, and the record it was reading when a frame of the checks names one (`index`)."""
+    frames = traceback.extract_tb(err.__traceback__)
+    where = f" ({frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno} in {frames[-1].name})" if frames else ""
+    innermost = None  # the frame of the checks that raised (outer ones may hold a stale `index`)
+    tb = err.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename.startswith(_CHECKS_DIR):
+            innermost = tb.tb_frame
+        tb = tb.tb_next
+    index = innermost.f_locals.get("index") if innermost is not None else None
+    at = f" at record {index}" if type(index) is int else ""
+    return Verdict(check, CHECKER_ERROR, reason=f"checker error in {culprit}{at}: {type(err).__name__}: {err}{where}")
 
 
 def _once(verdict: Verdict) -> Verdict:

@@ -121,13 +121,7 @@ class RunModel:
 
     def at(self, t: int | None) -> str:
         """A virtual time as a person reads it, in the scenario's zone (to the second)."""
-        if t is None:
-            return "never"
-        moment = from_ms(t, self.zone)
-        start = from_ms(self.records[0].t, self.zone) if self.records else moment
-        if moment.date() == start.date():
-            return moment.strftime("%H:%M:%S" if moment.second else "%H:%M")
-        return moment.strftime("%a %H:%M:%S" if moment.second else "%a %H:%M")
+        return time_text(t, self.zone, self.records[0].t if self.records else t)
 
     def policy(self, chat: str) -> ResetPolicy:
         info = self.chats.get(chat, {})
@@ -305,6 +299,17 @@ class RunModel:
 _indexes = partial(array, "q")
 
 
+def time_text(t: int | None, zone: ZoneInfo, start: int | None) -> str:
+    """`t` as a person reads it in `zone`: a time of day, with the weekday when not `start`'s day."""
+    if t is None:
+        return "never"
+    moment = from_ms(t, zone)
+    first = from_ms(start, zone) if start is not None else moment
+    if moment.date() == first.date():
+        return moment.strftime("%H:%M:%S" if moment.second else "%H:%M")
+    return moment.strftime("%a %H:%M:%S" if moment.second else "%a %H:%M")
+
+
 # Kinds `RunModel.build` only indexes (the frequent outputs): the walk skips its other cases.
 _PASSIVE = frozenset({"resources", "ingest", "sync_turn", "on_session_end", "on_session_finalize", "on_session_switch",
                       "on_session_reset", "note"})
@@ -397,7 +402,7 @@ def _mark_done(m: RunModel, chat_turns: dict[str, list[Turn]], commands: dict[st
 def _effective(m: RunModel, admitted: list[Turn], commands: list[CommandAt]) -> list[tuple[int, int, str]]:
     """When each command takes effect, as (time, record index, name): on arrival, or once
     every turn that arrived before it in the chat is done (never mid-turn; the chat is served
-    in arrival order)."""
+    in arrival order). Behind a turn that ends after the log, never."""
     by_arrival = sorted(admitted, key=lambda t: t.index)
     arrivals = [t.index for t in by_arrival]
     done: list[tuple[int, int]] = []  # done[k]: the latest end among the first k+1 arrivals
@@ -409,6 +414,8 @@ def _effective(m: RunModel, admitted: list[Turn], commands: list[CommandAt]) -> 
     for t, index, name, arrival in commands:
         k = bisect_left(arrivals, arrival)
         when = max((t, index), done[k - 1] if k else (t, index))
+        if when[1] >= len(m.records):
+            continue  # queued behind a turn that ends after the log does (never, or cut by a gateway error)
         if when != (t, index) and m.records[when[1]].kind in ("sigterm", "crash"):
             continue  # queued behind a turn the process died with: lost with the process, like that turn
         effective.append((*when, arrival, name))

@@ -1,0 +1,205 @@
+"""What a gateway answers, checked one way in process and over the wire.
+
+`Profile`, `DurableState` and `Resources` reach the checks through the log, so an answer of the
+wrong shape would be judged as if the gateway had said something sensible (`Profile("sometimes")`
+read as lazy, a `busy` flag of 1 as busy, a session listed twice kept once). The runner passes
+every in-process answer through these validators and `conformance.wire` every decoded one, so
+the same garbage gets the same error both ways: `bad value in answer to resources: cached[2]:
+expected a (session, busy) pair of a str and a bool, got ('s1', 'yes')`.
+
+The `Profile` check is driven by its fields' types (a `Literal`, a non-negative `int`, a `bool`,
+`X | None`, a set of event kinds), so a field added to `Profile` is checked without a change here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Collection
+from functools import cache
+from operator import attrgetter
+from typing import Any
+
+from conformance.adapter import EVENT_KINDS, Profile
+from conformance.observations import DurableState, Resources, StoredMessage, StoredSession
+
+SHOWN = 80  # characters of a bad value quoted in an error
+SEQUENCES = (tuple, list)  # what a sequence field may be: a tuple in process, a JSON array on the wire
+SETS = (frozenset, set, tuple, list)  # what a set field may be (normalized to a frozenset)
+KNOWN_ITEMS: dict[str, frozenset[str]] = {"unsupported": EVENT_KINDS}  # set fields whose items are names
+
+
+class BadValue(ValueError):
+    """An answer of the wrong shape: the message says where in it, and what was wrong."""
+
+
+def _show(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= SHOWN else text[: SHOWN - 1] + "…"
+
+
+@cache
+def _hints() -> dict[str, Any]:
+    return typing.get_type_hints(Profile)
+
+
+def _expected(hint: Any) -> str:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is typing.Literal:
+        return " or ".join(map(repr, args))
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_expected(arg) for arg in args)
+    if hint is type(None):
+        return "None"
+    if hint is int:
+        return "a non-negative int"
+    if origin in (frozenset, set):
+        return "a set of str"
+    return f"a {getattr(hint, '__name__', hint)}"
+
+
+def _field(name: str, hint: Any, value: Any) -> Any:
+    """`value` checked against `hint` (and normalized: a set field becomes a frozenset)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is typing.Literal:
+        if type(value) is str and value in args:
+            return value
+    elif origin in (typing.Union, types.UnionType):
+        for arg in args:
+            try:
+                return _field(name, arg, value)
+            except BadValue:
+                continue
+    elif hint is type(None):
+        if value is None:
+            return value
+    elif hint is bool:
+        if type(value) is bool:
+            return value
+    elif hint is int:
+        if type(value) is int and value >= 0:
+            return value
+    elif origin in (frozenset, set):
+        if isinstance(value, SETS) and all(type(item) is str for item in value):
+            unknown = sorted(set(value) - KNOWN_ITEMS.get(name, set(value)))
+            if unknown:
+                raise BadValue(f"{name}: unknown {'names' if len(unknown) > 1 else 'name'} {', '.join(map(repr, unknown))}; "
+                               f"known: {', '.join(sorted(KNOWN_ITEMS[name]))}")
+            return value if type(value) is frozenset else frozenset(value)
+    elif isinstance(hint, type) and isinstance(value, hint):
+        return value
+    raise BadValue(f"{name}: expected {_expected(hint)}, got {_show(value)}")
+
+
+def profile(value: object) -> Profile:
+    """A `Profile` whose every field has its declared type, or `BadValue`."""
+    if not isinstance(value, Profile):
+        raise BadValue(f"expected a Profile, got {type(value).__name__} {_show(value)}")
+    hints = _hints()
+    changed = {}
+    for f in dataclasses.fields(Profile):
+        given = getattr(value, f.name)
+        checked = _field(f.name, hints[f.name], given)
+        if checked is not given:
+            changed[f.name] = checked
+    return dataclasses.replace(value, **changed) if changed else value
+
+
+def profile_from_fields(data: object) -> Profile:
+    """A `Profile` from its fields by name (the wire form). A field whose default declares nothing
+    (None, no kinds) may be left out; leaving out any other would make a claim the gateway never made."""
+    if not isinstance(data, dict):
+        raise BadValue(f"expected an object of Profile fields, got {_show(data)}")
+    given = {}
+    for f in dataclasses.fields(Profile):
+        if f.name in data:
+            given[f.name] = data[f.name]
+        elif not (f.default is None or f.default == frozenset()):
+            raise BadValue(f"{f.name}: missing")
+    return profile(Profile(**given))
+
+
+def _sequence(where: str, value: object, what: str) -> Collection[Any]:
+    if not isinstance(value, SEQUENCES):
+        raise BadValue(f"{where}: expected a sequence of {what}, got {_show(value)}")
+    return value
+
+
+def durable_state(value: object) -> DurableState:
+    """A `DurableState` of str ids and texts, each session and each chat's routing entry once, or `BadValue`."""
+    if not isinstance(value, DurableState):
+        raise BadValue(f"expected a DurableState, got {type(value).__name__} {_show(value)}")
+    if _well_formed(value):
+        return value
+    seen: set[str] = set()
+    for i, s in enumerate(_sequence("sessions", value.sessions, "StoredSession")):
+        where = f"sessions[{i}]"
+        if not isinstance(s, StoredSession):
+            raise BadValue(f"{where}: expected a StoredSession, got {_show(s)}")
+        if type(s.id) is not str or not (s.parent is None or type(s.parent) is str):
+            raise BadValue(f"{where}: expected a str id and a str or None parent, got {_show((s.id, s.parent))}")
+        if s.id in seen:
+            raise BadValue(f"{where}: session {s.id!r} is listed twice")
+        seen.add(s.id)
+        for j, m in enumerate(_sequence(f"{where}.messages", s.messages, "StoredMessage")):
+            if not (isinstance(m, StoredMessage) and type(m.role) is str and type(m.content) is str
+                    and type(m.visibility) is str):
+                raise BadValue(f"{where}.messages[{j}]: expected a StoredMessage of str role, content and "
+                               f"visibility, got {_show(m)}")
+    chats: set[str] = set()
+    for i, pair in enumerate(_sequence("routing", value.routing, "(chat, session) pairs")):
+        if not (isinstance(pair, SEQUENCES) and len(pair) == 2 and type(pair[0]) is str and type(pair[1]) is str):
+            raise BadValue(f"routing[{i}]: expected a (chat, session) pair of str, got {_show(pair)}")
+        if pair[0] in chats:
+            raise BadValue(f"routing[{i}]: chat {pair[0]!r} has two routing entries")
+        chats.add(pair[0])
+    if type(value.sessions) is tuple and all(type(s.messages) is tuple for s in value.sessions) \
+            and type(value.routing) is tuple and all(type(pair) is tuple for pair in value.routing):
+        return value
+    return DurableState(tuple(dataclasses.replace(s, messages=tuple(s.messages)) for s in value.sessions),
+                        tuple(map(tuple, value.routing)))  # type: ignore[arg-type]
+
+
+def _well_formed(state: DurableState) -> bool:
+    """The common case, checked mostly in C: tuples of the right types, no id or chat twice."""
+    sessions, routing = state.sessions, state.routing
+    if type(sessions) is not tuple or type(routing) is not tuple or not _pairs_of(routing, str, str):
+        return False
+    if sessions and set(map(type, sessions)) != {StoredSession}:
+        return False
+    if len({s.id for s in sessions}) != len(sessions) or len({chat for chat, _sid in routing}) != len(routing):
+        return False
+    for s in sessions:
+        if type(s.id) is not str or not (s.parent is None or type(s.parent) is str) or type(s.messages) is not tuple:
+            return False
+        if s.messages and set(map(type, s.messages)) != {StoredMessage}:
+            return False
+    rows = [m for s in sessions for m in s.messages]
+    fields = (list(map(attrgetter(name), rows)) for name in ("role", "content", "visibility"))
+    return all(not column or set(map(type, column)) == {str} for column in fields)
+
+
+def resources(value: object) -> Resources:
+    """A `Resources` of (str, bool) pairs and a non-negative int, or `BadValue`."""
+    if not isinstance(value, Resources):
+        raise BadValue(f"expected a Resources, got {type(value).__name__} {_show(value)}")
+    if type(value.running) is not int or value.running < 0:
+        raise BadValue(f"running: expected a non-negative int, got {_show(value.running)}")
+    cached = _sequence("cached", value.cached, "(session, busy) pairs")
+    if type(cached) is tuple and _pairs_of(cached, str, bool):  # asked after every event: the common case in C
+        return value
+    for i, pair in enumerate(cached):
+        if not (isinstance(pair, SEQUENCES) and len(pair) == 2 and type(pair[0]) is str and type(pair[1]) is bool):
+            raise BadValue(f"cached[{i}]: expected a (session, busy) pair of a str and a bool, got {_show(pair)}")
+    return Resources(tuple(map(tuple, cached)), value.running)  # type: ignore[arg-type]
+
+
+def _pairs_of(items: tuple[Any, ...], first: type, second: type) -> bool:
+    """Every item a tuple of a `first` and a `second`, checked without a Python loop."""
+    if not items:
+        return True
+    if set(map(type, items)) != {tuple} or set(map(len, items)) != {2}:
+        return False
+    left, right = zip(*items, strict=True)
+    return set(map(type, left)) == {first} and set(map(type, right)) == {second}

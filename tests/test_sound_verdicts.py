@@ -1,0 +1,455 @@
+"""Sound verdicts (issue #19): nothing a gateway raises or returns ends or fakes a run, and a
+check that crashes is a verdict of its own, never a crash of the run.
+
+Each test here failed on main before the change it covers (docs/reliability.md).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import sys
+import types
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conformance.adapter import Harness, Inbound, Profile
+from conformance.cli import main, timeline
+from conformance.observations import DurableState, Resources, StoredSession
+from conformance.runner import run_scenario
+from conformance.suite import catalog_paths, run_all
+from conformance.wire import profile_from_wire
+from reference_impl import ReferenceGateway
+from sim.clock import HOUR
+from sim.loader import load_file, load_text
+from sim.scenario import Chat, GatewayConfig, Message, ResetPolicy, Scenario
+
+QUEUED_NEW = """\
+name: new-queued-behind-a-failed-reply
+start: 2026-03-02T09:00
+config: {reset: {mode: idle, idle_minutes: 30}, turn_latency: 1m}
+chats: {alice: {}}
+events:
+  - message: alice
+  - command: /new
+    chat: alice
+    after: 30s
+  - message: alice
+    at: "09:05"
+"""
+
+
+class ReplyRaises(ReferenceGateway):
+    """Fails its first reply: the turn in flight never ends, and /new is queued behind it."""
+
+    def deliver_reply(self, request_id: str, text: str) -> None:
+        raise RuntimeError("no reply for you")
+
+
+def test_a_command_queued_behind_a_turn_the_gateway_failed_is_judged_and_replayed(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    scenario = load_text(QUEUED_NEW, "queued.yaml")
+    result = run_scenario(scenario, ReplyRaises(), "reply-raises")
+    assert result.failure is not None and result.failure.event == "reply r1"
+    assert {v.status for v in result.verdicts.values()} == {"error"}
+    lines = timeline(result)
+    assert any("command" in line and "/new" in line for line in lines)
+    assert lines[-1].split()[2] == "error"
+
+
+# -- 1. whatever a gateway raises is an error verdict at its step ----------------------------
+
+FIRST, SECOND = catalog_paths()[0], catalog_paths()[16]  # both open with a message at line 12/13
+FIRST_MESSAGE = "message (line 12)"
+
+
+class OddError(BaseException):
+    """A BaseException of the gateway's own."""
+
+
+RAISED: dict[str, BaseException] = {
+    "SystemExit(0)": SystemExit(0),
+    "SystemExit(3)": SystemExit(3),
+    "KeyboardInterrupt": KeyboardInterrupt(),
+    "GeneratorExit": GeneratorExit(),
+    "OddError": OddError("odd"),
+}
+
+
+@pytest.fixture
+def gateway_module(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
+    """A module `sg_sound` for MODULE:FACTORY gateways made in a test."""
+    module = types.ModuleType("sg_sound")
+    monkeypatch.setitem(sys.modules, "sg_sound", module)
+    return module
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, list[str]]:
+    code = main(["run", *args])
+    return code, capsys.readouterr().out.splitlines()
+
+
+@pytest.mark.parametrize("name", RAISED)
+def test_anything_deliver_message_raises_is_an_error_verdict_and_the_report_is_written(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], gateway_module: types.ModuleType, name: str) -> None:
+    raised = RAISED[name]
+
+    class Raises(ReferenceGateway):
+        def deliver_message(self, message: Inbound) -> None:
+            raise raised
+
+    gateway_module.make = Raises  # type: ignore[attr-defined]
+    code, out = run_cli(capsys, str(FIRST), str(SECOND), "--gateway", "sg_sound:make", "--report", str(tmp_path / "r"))
+    assert code == 1
+    assert out[0] == f"error {FIRST.stem}"
+    assert out[1].startswith(f"      gateway error at step 1 ({FIRST_MESSAGE}): {type(raised).__name__}")
+    assert out[-1] == "2 scenarios, 0 passed, 2 failed (2 gateway errors)"
+    assert json.loads((tmp_path / "r" / "summary.json").read_text())["totals"]["error"] == 2
+
+
+@pytest.mark.parametrize("name", ["SystemExit(0)", "KeyboardInterrupt"])
+def test_a_raising_close_is_the_scenarios_error_and_the_report_is_written(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], gateway_module: types.ModuleType, name: str) -> None:
+    raised = RAISED[name]
+
+    class CloseRaises(ReferenceGateway):
+        def close(self) -> None:
+            super().close()
+            raise raised
+
+    gateway_module.make = CloseRaises  # type: ignore[attr-defined]
+    code, out = run_cli(capsys, str(FIRST), str(SECOND), "--gateway", "sg_sound:make", "--report", str(tmp_path / "r"))
+    assert code == 1
+    quiescence = len(load_file(FIRST).events) + 1
+    assert out[1].startswith(f"      gateway error at step {quiescence} (close): {type(raised).__name__}")
+    assert out[-1] == "2 scenarios, 0 passed, 2 failed (2 gateway errors)"
+    assert (tmp_path / "r" / "junit.xml").exists()
+
+
+def test_a_timer_callback_that_raises_keyboard_interrupt_is_an_error_at_its_step() -> None:
+    class TimerInterrupts(ReferenceGateway):
+        def start(self, config: GatewayConfig, harness: Harness) -> None:
+            super().start(config, harness)
+            harness.scheduler.call_at(harness.scheduler.now() + 1000, self.boom)
+
+        def boom(self) -> None:
+            raise KeyboardInterrupt
+
+    result = run_scenario(load_file(FIRST), TimerInterrupts(), "timer")
+    assert result.failure is not None
+    assert result.failure.describe() == "gateway error at step 1 (timer): KeyboardInterrupt: "
+
+
+def test_a_factory_that_raises_system_exit_is_that_scenarios_error(
+        capsys: pytest.CaptureFixture[str], gateway_module: types.ModuleType) -> None:
+    made: list[int] = []
+
+    def make() -> ReferenceGateway:
+        made.append(1)
+        if len(made) == 2:
+            raise SystemExit(0)
+        return ReferenceGateway()
+
+    gateway_module.make = make  # type: ignore[attr-defined]
+    code, out = run_cli(capsys, str(FIRST), str(SECOND), "--gateway", "sg_sound:make")
+    assert code == 1
+    assert out[-3] == "      gateway error at (profile): FactoryFailed: gateway 'sg_sound:make': its factory raised SystemExit: 0"
+    made.clear()
+    plain = list(run_all([load_file(FIRST), load_file(SECOND)], make, "plain"))  # a factory not from resolve
+    assert [r.failure is None for r in plain] == [True, False]
+    assert plain[1].failure is not None and "plain: its factory raised SystemExit: 0" in plain[1].failure.message
+
+
+def test_the_harnesss_own_sigint_still_stops_the_run(capsys: pytest.CaptureFixture[str],
+                                                      gateway_module: types.ModuleType) -> None:
+    class Signals(ReferenceGateway):
+        def deliver_message(self, message: Inbound) -> None:
+            signal.raise_signal(signal.SIGINT)  # a real Ctrl-C, arriving while the gateway runs
+
+    gateway_module.make = Signals  # type: ignore[attr-defined]
+    code, out = run_cli(capsys, str(FIRST), str(SECOND), "--gateway", "sg_sound:make")
+    assert code == 130
+    assert out == ["0 scenarios, 0 passed, 0 failed (interrupted)"]
+    with pytest.raises(KeyboardInterrupt):  # as a library, too: Ctrl-C is not the gateway's error
+        run_scenario(load_file(FIRST), Signals(), "signals")
+
+
+# -- 2. answers are validated as over exec ----------------------------------------------------
+
+
+def profile_gateway(answer: object) -> ReferenceGateway:
+    class Claims(ReferenceGateway):
+        def profile(self, config: GatewayConfig) -> Profile:
+            return answer  # type: ignore[return-value]
+
+    return Claims()
+
+
+BAD_PROFILES: dict[str, tuple[object, str]] = {
+    "sometimes": (Profile("sometimes", 0), "finalization: expected 'eager' or 'lazy', got 'sometimes'"),  # type: ignore[arg-type]
+    "negative": (Profile("eager", -1), "latency: expected a non-negative int, got -1"),
+    "bool-latency": (Profile("eager", True), "latency: expected a non-negative int, got True"),
+    "float-sweep": (Profile("eager", 0, sweep_interval=2.5), "sweep_interval: expected a non-negative int, got 2.5"),  # type: ignore[arg-type]
+    "int-durable": (Profile("eager", 0, crash_durable=1), "crash_durable: expected a bool, got 1"),  # type: ignore[arg-type]
+    "unknown-kind": (Profile("eager", 0, unsupported=frozenset({"teleport"})), "unsupported: unknown name 'teleport'; known: "),
+    "a-dict": ({"finalization": "eager"}, "expected a Profile, got dict {'finalization': 'eager'}"),
+}
+
+
+@pytest.mark.parametrize("name", BAD_PROFILES)
+def test_a_profile_that_does_not_parse_is_refused_at_start_as_over_exec(tmp_path: Path, name: str) -> None:
+    answer, why = BAD_PROFILES[name]
+    result = run_scenario(load_file(FIRST), profile_gateway(answer), name)
+    assert result.failure is not None and (result.failure.step, result.failure.event) == (0, "profile")
+    assert result.failure.message.startswith(f"bad value in answer to profile: {why}")
+    assert {v.status for v in result.verdicts.values()} == {"error"}
+    if isinstance(answer, Profile):  # over the wire, the same validator says the same
+        from conformance.values import BadValue
+
+        detail = answer.to_detail() if name != "unknown-kind" else {**answer.to_detail(), "unsupported": ["teleport"]}
+        with pytest.raises(BadValue, match=re.escape(why)):
+            profile_from_wire(detail)
+
+
+def test_a_profile_with_a_set_of_unsupported_kinds_is_taken_as_a_frozenset() -> None:
+    result = run_scenario(load_file(FIRST), profile_gateway(Profile("eager", 300_000, unsupported={"crash"})), "set")  # type: ignore[arg-type]
+    assert result.failure is None and result.profile.unsupported == frozenset({"crash"})
+
+
+class Answers(ReferenceGateway):
+    """Answers `method` with `value` from the `after`-th call on."""
+
+    method, value, after = "resources", None, 1
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def resources(self) -> Resources:
+        return self._answer("resources", super().resources)
+
+    def durable_state(self) -> DurableState:
+        return self._answer("durable_state", super().durable_state)
+
+    def _answer(self, method: str, real: Any) -> Any:
+        if method != self.method:
+            return real()
+        self.calls += 1
+        return self.value if self.calls >= self.after else real()
+
+
+GARBAGE: dict[str, tuple[str, object, str]] = {
+    "resources-none": ("resources", None, "expected a Resources, got NoneType None"),
+    "resources-busy-int": ("resources", Resources((("s1", 1),), 1),  # type: ignore[arg-type]
+                           "cached[0]: expected a (session, busy) pair of a str and a bool, got ('s1', 1)"),
+    "resources-negative": ("resources", Resources((), -1), "running: expected a non-negative int, got -1"),
+    "state-dict": ("durable_state", {}, "expected a DurableState, got dict {}"),
+    "state-twice": ("durable_state", DurableState((StoredSession("s1", None, ()), StoredSession("s1", None, ()))),
+                    "sessions[1]: session 's1' is listed twice"),
+    "state-routing": ("durable_state", DurableState((), (("alice", 7),)),  # type: ignore[arg-type]
+                      "routing[0]: expected a (chat, session) pair of str, got ('alice', 7)"),
+}
+
+
+@pytest.mark.parametrize("name", GARBAGE)
+def test_garbage_from_durable_state_or_resources_is_an_error_at_its_step(name: str) -> None:
+    method, value, why = GARBAGE[name]
+    gateway = type(name, (Answers,), {"method": method, "value": value, "after": 2 if method == "resources" else 1})()
+    result = run_scenario(load_file(FIRST), gateway, name)
+    assert result.failure is not None
+    assert result.failure.step >= 1 and result.failure.event == method
+    assert result.failure.message == f"bad value in answer to {method}: {why}"
+
+
+# -- 3. each scenario its own config and chats ------------------------------------------------
+
+
+def test_the_default_reset_policy_is_not_one_shared_object() -> None:
+    assert GatewayConfig().reset is not GatewayConfig().reset
+    assert Scenario("a").config is not Scenario("b").config
+
+
+def test_a_gateway_that_mutates_its_config_changes_nothing_the_harness_holds() -> None:
+    class Mutates(ReferenceGateway):
+        def profile(self, config: GatewayConfig) -> Profile:
+            object.__setattr__(config.reset, "mode", "idle")
+            object.__setattr__(config.reset, "idle_minutes", 1)
+            return super().profile(config)
+
+    default = Scenario("default-policy", chats=(Chat("alice"),),
+                       events=(Message(HOUR, chat="alice", turn="t1", text="hi"),))
+    first = run_scenario(default, Mutates(), "mutates")
+    second = run_scenario(replace(default, name="again"), ReferenceGateway(), "reference")
+    for result in (first, second):
+        assert result.records[0].d("config")["reset"]["mode"] == "none"
+    assert default.config.reset == ResetPolicy()
+
+
+def test_a_gateway_that_mutates_a_chat_sees_a_fresh_one_on_its_next_call() -> None:
+    seen: list[str] = []
+
+    class MutatesChat(ReferenceGateway):
+        def deliver_message(self, message: Inbound) -> None:
+            seen.append(message.chat.platform)
+            super().deliver_message(message)
+            object.__setattr__(message.chat, "platform", "mutated")
+
+    scenario = load_file(SECOND)
+    result = run_scenario(scenario, MutatesChat(), "mutates-chat")
+    assert len(seen) > 1 and set(seen) == {"telegram"}  # as a child process decodes each call's chat
+    assert {chat.platform for chat in scenario.chats} == {"telegram"}
+    assert result.passed
+
+
+# -- 4. a check that raises is a checker-error verdict; the run goes on ------------------------
+
+
+def broken_check(model: object) -> None:
+    raise ZeroDivisionError("the check divided by zero")
+
+
+def test_a_check_that_raises_is_a_checker_error_and_every_report_shows_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import conformance.checks as checks
+
+    monkeypatch.setitem(checks.CHECKS, "I3", broken_check)
+    code, out = run_cli(capsys, str(FIRST), str(SECOND), "--report", str(tmp_path / "r"), "--table")
+    assert code == 4
+    assert out[0] == f"checker-error {FIRST.stem}"
+    assert out[1].startswith("      I3 checker error in I3: ZeroDivisionError: the check divided by zero (test_sound_verdicts.py:")
+    assert out[-1] == "2 scenarios, 0 passed, 0 failed, 2 checker errors (a sessiongate bug)"
+    assert "  .  .  !  .  .  .  .  ." in out[-4]
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert summary["totals"]["checker-error"] == 2
+    assert summary["scenarios"][0]["outcome"] == "checker-error"
+    assert summary["scenarios"][0]["verdicts"]["I3"]["status"] == "checker-error"
+    assert summary["scenarios"][0]["verdicts"]["I1"]["status"] == "pass"  # the other checks still judged
+    junit = (tmp_path / "r" / "junit.xml").read_text()
+    assert junit.count('type="checker-error"') == 2 and 'errors="2"' in junit
+    assert "checker error in I3" in (tmp_path / "r" / "report.html").read_text()
+    assert main(["report", str(tmp_path / "r")]) == 4  # re-judged from the saved logs: the same
+    capsys.readouterr()
+
+
+def test_an_oracle_that_cannot_read_a_log_names_the_record_and_replay_still_prints(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from conformance.checks import judge
+    from conformance.observations import Obs
+
+    result = run_scenario(load_file(FIRST), ReferenceGateway(), "reference")
+    index = next(i for i, r in enumerate(result.records) if r.kind == "message")
+    damaged = list(result.records)
+    damaged[index] = Obs(*damaged[index][:5], (), damaged[index].detail)  # a message with no turn: a damaged log
+    verdicts = judge(damaged)
+    assert {v.status for v in verdicts.values()} == {"checker-error"}
+    assert verdicts["I1"].reason.startswith(f"checker error in the oracle at record {index}: IndexError: ")
+    result.records, result.verdicts = damaged, verdicts
+    assert any("message" in line for line in timeline(result))
+    from reports import write_all
+
+    write_all([result], str(tmp_path / "r"), "reference")  # the HTML section, without a timeline
+    assert "the oracle could not read this log" in (tmp_path / "r" / "report.html").read_text()
+
+
+# -- 7. a determinism divergence is reported at its step and the run goes on -------------------
+
+DRAWN = iter(range(1_000_000))  # process-wide: the second run of a scenario draws other numbers
+
+
+class DivergesAtTheThirdMessage(ReferenceGateway):
+    """Deterministic until its third message, then it notes a number it should not have."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages = 0
+
+    def deliver_message(self, message: Inbound) -> None:
+        self.messages += 1
+        if self.messages == 3:
+            self.h.note("drawn", number=next(DRAWN))
+        super().deliver_message(message)
+
+
+def test_a_determinism_divergence_is_reported_at_its_step_and_the_run_goes_on(
+        capsys: pytest.CaptureFixture[str], gateway_module: types.ModuleType) -> None:
+    gateway_module.make = DivergesAtTheThirdMessage  # type: ignore[attr-defined]
+    code, out = run_cli(capsys, str(SECOND), str(SECOND), "--gateway", "sg_sound:make", "--check-determinism")
+    assert code == 1
+    assert out[0] == f"error {SECOND.stem}"
+    assert out[1].startswith("      gateway error at step 3 (determinism): nondeterministic gateway")
+    assert '"kind":"note"' in out[1] and '"step":3' in out[1]
+    assert out[-1] == "2 scenarios, 0 passed, 2 failed (2 gateway errors)"  # not stopped as "cannot start"
+
+
+# -- in a child process (--isolate), the same verdicts and messages ---------------------------
+
+ISOLATED_MODULE = '''
+from conformance.adapter import Profile
+from reference_impl import ReferenceGateway
+
+
+class Exits(ReferenceGateway):
+    def deliver_message(self, message):
+        raise SystemExit(0)
+
+
+class Sometimes(ReferenceGateway):
+    def profile(self, config):
+        return Profile("sometimes", 0)
+'''
+
+
+@pytest.mark.parametrize("factory", ["Exits", "Sometimes"])
+def test_an_isolated_gateway_gets_the_verdict_and_message_it_gets_in_process(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, factory: str) -> None:
+    from conformance.exec_gateway import isolated
+
+    (tmp_path / "sg_isolated.py").write_text(ISOLATED_MODULE, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import sg_isolated  # type: ignore[import-not-found]
+
+    here = run_scenario(load_file(FIRST), getattr(sg_isolated, factory)(), factory)
+    there = run_scenario(load_file(FIRST), isolated(f"sg_isolated:{factory}", env={"PYTHONPATH": str(tmp_path)}), factory)
+    assert here.failure is not None and there.failure is not None
+    assert there.failure.describe() == here.failure.describe()
+
+
+def test_an_exception_whose_message_raises_is_still_an_error_verdict() -> None:
+    class Unprintable(Exception):
+        def __str__(self) -> str:
+            raise RuntimeError("no words")
+
+    class Raises(ReferenceGateway):
+        def deliver_message(self, message: Inbound) -> None:
+            raise Unprintable
+
+    result = run_scenario(load_file(FIRST), Raises(), "unprintable")
+    assert result.failure is not None
+    assert result.failure.message == "Unprintable: <its message raised RuntimeError>"
+
+
+def test_replay_prints_the_timeline_of_a_log_cut_short_by_a_gateway_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], gateway_module: types.ModuleType) -> None:
+    (tmp_path / "queued.yaml").write_text(QUEUED_NEW, encoding="utf-8")
+    gateway_module.make = ReplyRaises  # type: ignore[attr-defined]
+    assert main(["replay", str(tmp_path / "queued.yaml"), "--gateway", "sg_sound:make"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert any("command" in line and "/new" in line for line in out)
+    assert out[-3] == "error new-queued-behind-a-failed-reply"
+    assert out[-2] == "      gateway error at step 2 (reply r1): RuntimeError: no reply for you"
+
+
+def test_the_profile_check_is_driven_by_the_fields_types() -> None:
+    """A field added to Profile later (`reply_within: int | None = None`) is checked, and may be left out on the wire."""
+    from conformance.values import BadValue, _field, profile_from_fields
+
+    hint = int | None
+    assert _field("reply_within", hint, None) is None and _field("reply_within", hint, 60_000) == 60_000
+    with pytest.raises(BadValue, match=r"reply_within: expected a non-negative int or None, got -1"):
+        _field("reply_within", hint, -1)
+    wire = {"finalization": "lazy", "latency": 0, "crash_durable": False, "sweep_interval": 0}
+    assert profile_from_fields(wire) == Profile("lazy", 0, False, 0)  # `unsupported` (no kinds) may be left out
