@@ -51,6 +51,16 @@ def test_i2_a_stopped_turn_stored() -> None:
     ]
 
 
+def test_a_turn_folded_into_an_answered_request_is_not_left_behind() -> None:
+    """t1, stopped, rides along in t2's prompt (the request lists both) and t2's reply answers
+    it (I9's fold): its row and its place in the end are no leftovers."""
+    records = log("stopped")
+    folded = edit(records, find(records, "llm_request", turn="t2"), turns=("t2", "t1"))
+    kept = rows(folded, "final", "s1", [["user", "t1", "visible"], *both("t2")])
+    assert messages(kept, "I2") == []
+    assert messages(edit(kept, find(kept, "on_session_end", session="s1"), turns=("t1", "t2")), "I1") == []
+
+
 def test_i2_an_interrupted_turn_stored_at_the_sigterm() -> None:
     records = log("interrupted")
     assert messages(records, "I2") == []

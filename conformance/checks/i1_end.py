@@ -168,7 +168,7 @@ def _unacknowledged(m: RunModel, session: str, index: int, end: Obs) -> list[Vio
     """What the end carries of turns never acknowledged (abandoned by /stop, interrupted by
     SIGTERM or a crash): such a turn leaves nothing behind."""
     ids = [*end.turns, *end.detail.get("replies", ())]
-    never = [m.turns[t] for t in dict.fromkeys(ids) if t in m.turns and m.turns[t].reply is None]
+    never = [m.turns[t] for t in dict.fromkeys(ids) if t in m.turns and m.unacknowledged(m.turns[t])]
     return [Violation(
         f"on_session_end for {session} at {m.at(end.t)} carried turn {turn.id}, which was never acknowledged "
         f"({abandoned_words(m, turn)}): a turn never acknowledged leaves nothing behind",

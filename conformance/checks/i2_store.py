@@ -38,7 +38,7 @@ def check(m: RunModel) -> Verdict:
     # Only a deletion of the session, or a crash without claimed durability, excuses a turn.
     excusable = {cut.session for cut in deletions(m)}
     crash_durable = m.profile.get("crash_durable", True)
-    abandoned = sorted((t for t in m.turns.values() if t.reply is None and t.done[1] < NEVER), key=lambda t: t.done[1])
+    abandoned = sorted((t for t in m.turns.values() if m.unacknowledged(t) and t.done[1] < NEVER), key=lambda t: t.done[1])
     abandoned_at = [t.done[1] for t in abandoned]
     for index, snap in m.of("durable"):
         users: dict[str, list[str]] = {}  # session -> turn ids of its user rows, in stored order

@@ -107,7 +107,7 @@ def _unacknowledged(m: RunModel, ingested: dict[str, tuple[set[str], set[str]]])
     """Either half of a turn never acknowledged, in any backend: such a turn leaves nothing behind."""
     out = []
     for backend, (users, replies) in ingested.items():
-        never = sorted((m.turns[t] for t in users | replies if t in m.turns and m.turns[t].reply is None),
+        never = sorted((m.turns[t] for t in users | replies if t in m.turns and m.unacknowledged(m.turns[t])),
                        key=lambda t: t.index)
         out += [Violation(
             f"backend '{backend}' ingested turn {turn.id}, which was never acknowledged ({abandoned_words(m, turn)}): "

@@ -174,6 +174,32 @@ class RunModel:
             self.memo["chats"] = {t.session for t in self.turns.values() if not t.delegate and t.session}
         return self.memo["chats"]
 
+    def folded(self) -> dict[str, int]:
+        """When each turn a gateway folded into another turn's request (its prompt's last message
+        carried both) was answered: at that request's reply. The reply is credited to the
+        request's first turn; the others are answered by it too (I9), and are no turn left
+        unacknowledged (I1, I2, I3)."""
+        if "folded" in self.memo:
+            return self.memo["folded"]  # type: ignore[no-any-return]
+        replies: dict[str, list[tuple[int, int]]] = defaultdict(list)  # credited turn -> (index, t) of its replies
+        for index, r in self.of("reply"):
+            if r.turns:
+                replies[r.turns[0]].append((index, r.t))
+        out: dict[str, int] = {}
+        for index, r in self.of("llm_request"):
+            if len(r.turns) < 2:
+                continue
+            answer = next((t for i, t in replies.get(r.turns[0], ()) if i > index), None)
+            if answer is not None:
+                for turn in r.turns[1:]:
+                    out[turn] = min(out.get(turn, answer), answer)
+        self.memo["folded"] = out
+        return out
+
+    def unacknowledged(self, turn: Turn) -> bool:
+        """A turn that must leave nothing behind: never replied, nor answered folded into another."""
+        return turn.reply is None and turn.id not in self.folded()
+
     def delegate_sessions(self) -> set[str]:
         if "delegates" not in self.memo:
             self.memo["delegates"] = {t.session for t in self.turns.values() if t.delegate and t.session}
