@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from conformance.observations import TURN_ID, DurableState, ObservationLog, Resources, first_turn, turn_ids
+from conformance.observations import DurableState, ObservationLog, Resources, first_turn, halves, reply_text, turn_ids
 from sim.clock import VirtualClock
 from sim.engine import Engine, Timer
 from sim.scenario import Chat, GatewayConfig
@@ -133,7 +133,7 @@ class FakeLLM:
 
     def _reply(self, epoch: int, request_id: str, turn: str | None) -> None:
         if epoch == self.epoch:
-            self._deliver(request_id, f"[{turn}] reply" if turn else "reply")
+            self._deliver(request_id, reply_text(turn) if turn else "reply")
 
 
 class Platform:
@@ -154,12 +154,15 @@ class MemoryBackend:
         self.down_until = -1
 
     def ingest(self, session: str, texts: Sequence[str]) -> None:
-        """Store the texts of turns of `session`. Raises BackendUnavailable while failing."""
-        turns = tuple(dict.fromkeys(TURN_ID.findall("\n".join(texts))))  # one regex pass: ids never span a newline
+        """Store the texts of turns of `session`. Raises BackendUnavailable while failing.
+
+        The record names the turns whose user message the texts carry (`turns`) and those whose
+        reply they carry (`replies`, `observations.halves`): a turn ingested is both halves."""
+        users, replies = halves(texts)
         if self._now() < self.down_until:
-            self._log.add("ingest_failed", session=session, turns=turns, backend=self.name)
+            self._log.add("ingest_failed", session=session, turns=users, backend=self.name, replies=list(replies))
             raise BackendUnavailable(f"memory backend {self.name!r} is unavailable")
-        self._log.add("ingest", session=session, turns=turns, backend=self.name)
+        self._log.add("ingest", session=session, turns=users, backend=self.name, replies=list(replies))
 
 
 class RecordingProvider:

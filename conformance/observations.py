@@ -33,6 +33,37 @@ def first_turn(text: str) -> str | None:
     return match.group(1) if match else None
 
 
+_REPLY_WORD = " reply"
+
+
+def reply_text(turn: str) -> str:
+    """The fake LLM's answer to turn `turn`: '[t7] reply'. The loader refuses a message whose
+    first line is 'reply', so a tag followed by ' reply' and a line end is always a reply."""
+    return f"[{turn}]{_REPLY_WORD}"
+
+
+def halves(texts: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(turns whose user message, turns whose reply) the texts carry, each in first-seen order
+    once. A tag is a reply's where ' reply' and a line end (or the text's end) follow it, as in
+    `reply_text`; every other tag is a copy of the user's message, however a gateway wrapped it.
+    Read by content, not position: a provider may ship one text per message or whole turns."""
+    users: dict[str, None] = {}
+    replies: dict[str, None] = {}
+    for text in texts:
+        for match in TURN_ID.finditer(text):
+            end = match.end()
+            is_reply = text.startswith(_REPLY_WORD, end) and (len(text) == end + len(_REPLY_WORD) or text[end + len(_REPLY_WORD)] == "\n")
+            (replies if is_reply else users)[match.group(1)] = None
+    return tuple(users), tuple(replies)
+
+
+def ingested_halves(record: Obs) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(user messages, replies) an `ingest` record says its backend took; a log written before
+    ingests told the halves apart lists each turn once in `turns`, read as both halves."""
+    replies = record.detail.get("replies")
+    return record.turns, record.turns if replies is None else tuple(replies)
+
+
 # Kinds of record. Inputs are what the harness did; the rest is what the gateway did,
 # as seen by the harness's observers.
 INPUT_KINDS = frozenset(

@@ -270,9 +270,14 @@ _MODIFIERS = frozenset({"at", "after", "text", "muted", "chat", "for"})
 
 def _no_turn_tag(text: str) -> str | None:
     """The harness tags each message with its turn id (`[t3] …`); a second tag in the text would
-    make the checks see another turn's copy."""
+    make the checks see another turn's copy, and a first line 'reply' would read as the answer."""
     tag = TURN_TAG.search(text)
-    return f"a message's text cannot contain a turn tag like {tag.group(0)!r}: the harness adds its own" if tag else None
+    if tag:
+        return f"a message's text cannot contain a turn tag like {tag.group(0)!r}: the harness adds its own"
+    if text.split("\n", 1)[0] == "reply":
+        return ("a message's first line cannot be 'reply': the fake LLM answers '[tN] reply', and the checks tell "
+                "a turn's halves apart by it")
+    return None
 
 
 def _events(

@@ -155,6 +155,51 @@ events:
   - message: alice
     at: "09:40"
 """,
+    # /stop abandons t1 (asked 09:00, answer due 09:01); t2 at 09:02 is s1's only turn; /new ends s1.
+    "stopped": """
+config: {reset: {mode: none}, turn_latency: 1m}
+events:
+  - message: alice
+  - command: /stop
+    chat: alice
+    after: 30s
+  - message: alice
+    at: "09:02"
+  - command: /new
+    chat: alice
+    at: "09:05"
+""",
+    # SIGTERM at 09:00:20 interrupts t1; after the restart t2 is s1's only turn.
+    "interrupted": """
+config: {reset: {mode: none}, turn_latency: 1m}
+events:
+  - message: alice
+  - sigterm: true
+    after: 20s
+  - restart: true
+    at: "09:02"
+  - message: alice
+    at: "09:03"
+""",
+    # Reset policy none, 1h TTL, a 2h turn: s1's agent is busy (by the log) until 11:00, reaped ~12:05.
+    "long-turn": """
+config: {reset: {mode: none}, idle_ttl: 1h, turn_latency: 2h}
+events:
+  - message: alice
+""",
+    # Delegates with no live session to run from: before the chat's first message, and after /new.
+    "no-live-session": """
+config: {reset: {mode: none}}
+events:
+  - delegate: alice
+  - message: alice
+    after: 1m
+  - command: /new
+    chat: alice
+    after: 1m
+  - delegate: alice
+    after: 1m
+""",
 }
 
 # Logs on which an earlier oracle raised a false alarm against the reference gateway.

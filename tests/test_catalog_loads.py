@@ -13,6 +13,11 @@ from sim.loader import load_file
 
 # The bug zoo's variant names (reference_impl.variants), kept here so this test stands alone.
 KNOWN_VARIANTS = frozenset({
+    "stop-ignored",
+    "abandoned-turn-kept",
+    "busy-flag-stuck",
+    "memory-ships-reply-twice",
+    "delegate-always-skipped",
     "expiry-skips-end-without-agent",
     "idle-expiry-no-finalize",
     "lru-evict-drops-unflushed",

@@ -289,7 +289,8 @@ def test_i3_buffered_turns_are_owed_at_the_end_and_at_sigterm_not_later() -> Non
 def test_i4_ingested_twice() -> None:
     records = log("idle")
     end = find(records, "on_session_end", session="s1")
-    again = records[find(records, "ingest", turn="t1", backend="hindsight")]._replace(t=records[end].t, turns=("t1",))
+    again = records[find(records, "ingest", turn="t1", backend="hindsight")]._replace(
+        t=records[end].t, turns=("t1",), detail={"backend": "hindsight", "replies": ["t1"]})
     assert messages(insert(records, end + 1, again), "I4") == [
         "backend 'hindsight' ingested t1 2 times: at 09:02:02 (at an eviction) and 09:35"
     ]
@@ -311,7 +312,8 @@ def test_i4_repeats_are_told_in_the_order_of_the_first_ingest() -> None:
     assert records[first].turns == ("t1", "t2")
     end = find(records, "on_session_end", session="s1")
     for turn in ("t1", "t2"):  # each inserted before the last: t2 ends up first
-        records = insert(records, end + 1, records[first]._replace(t=records[end].t, turns=(turn,)))
+        again = records[first]._replace(t=records[end].t, turns=(turn,), detail={"backend": "hindsight", "replies": [turn]})
+        records = insert(records, end + 1, again)
     assert messages(records, "I4") == [
         "backend 'hindsight' ingested t1 2 times: at 09:02:02 (at an eviction) and 09:35",
         "backend 'hindsight' ingested t2 2 times: at 09:02:02 (at an eviction) and 09:35",

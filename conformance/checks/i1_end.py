@@ -1,8 +1,10 @@
 """I1 exactly-once end: one on_session_end (full transcript) then one finalize per boundary.
 
 A session that reached a boundary gets exactly one memory `on_session_end` carrying its
-acknowledged turns in order, then exactly one `on_session_finalize`, within the latency the
-gateway declared; a session that reached none gets neither (not at eviction, not at shutdown).
+acknowledged turns in order, each whole (the user's message and the reply), and nothing of a
+turn never acknowledged (stopped, interrupted), then exactly one `on_session_finalize`, within
+the latency the gateway declared; a session that reached none gets neither (not at eviction,
+not at shutdown).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from itertools import islice
 
 from conformance.checks.deletions import lost_cuts
 from conformance.checks.model import NEVER, RunModel, Segment
-from conformance.checks.text import at_times, boundary_words, describe_time_context, turn_list
+from conformance.checks.text import abandoned_words, at_times, boundary_words, describe_time_context, turn_list
 from conformance.observations import Obs
 from conformance.verdict import Verdict, Violation
 from sim.clock import format_duration
@@ -154,17 +156,32 @@ def _replies(m: RunModel, session: str, index: int, end: Obs, carried: list[str]
     if replies is None:
         return []
     replied = set(replies)
-    missing = [t for t in carried if t not in replied and m.turns[t].reply_index < index]
-    if not missing:
-        return []
+    if missing := [t for t in carried if t not in replied and m.turns[t].reply_index < index]:
+        return [Violation(
+            f"on_session_end for {session} carried {turn_list(carried)} without the "
+            f"{'reply' if len(missing) == 1 else 'replies'} of {turn_list(missing)}: a turn is the user's "
+            f"message and its reply", (index,), end.t, session, tuple(missing))]
+    return []
+
+
+def _unacknowledged(m: RunModel, session: str, index: int, end: Obs) -> list[Violation]:
+    """What the end carries of turns never acknowledged (abandoned by /stop, interrupted by
+    SIGTERM or a crash): such a turn leaves nothing behind."""
+    ids = [*end.turns, *end.detail.get("replies", ())]
+    never = [m.turns[t] for t in dict.fromkeys(ids) if t in m.turns and m.unacknowledged(m.turns[t])]
     return [Violation(
-        f"on_session_end for {session} carried {turn_list(carried)} without the "
-        f"{'reply' if len(missing) == 1 else 'replies'} of {turn_list(missing)}: a turn is the user's "
-        f"message and its reply", (index,), end.t, session, tuple(missing))]
+        f"on_session_end for {session} at {m.at(end.t)} carried turn {turn.id}, which was never acknowledged "
+        f"({abandoned_words(m, turn)}): a turn never acknowledged leaves nothing behind",
+        (index,), end.t, session, (turn.id,)) for turn in never]
 
 
 def _transcript(m: RunModel, session: str, index: int, end: Obs) -> list[Violation]:
-    """The end carries the session's acknowledged turns, in order, once (what a deletion
+    """The end carries the session's acknowledged turns and nothing of any other."""
+    return _unacknowledged(m, session, index, end) + _acknowledged(m, session, index, end)
+
+
+def _acknowledged(m: RunModel, session: str, index: int, end: Obs) -> list[Violation]:
+    """The session's acknowledged turns, in order, once, each whole (what a deletion
     destroyed for good may be missing)."""
     full = [t.id for t in m.acked_in(session, before=index)]
     carried = [t for t in end.turns if t in m.turns and m.turns[t].acked]

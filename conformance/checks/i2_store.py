@@ -6,6 +6,8 @@ each acknowledged turn's user row once under its session, its reply row beside i
 the order the turns were asked. After another surface deletes a session's row, its earlier turns are
 owed again once the agent holding them writes or lets go of them (its next flush, eviction, end,
 SIGTERM); if no live agent held them, nothing can restore them (`deletions.py`).
+A turn never acknowledged (abandoned by `/stop`, interrupted by SIGTERM or a crash) leaves
+no row behind in any snapshot after it ended.
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ from __future__ import annotations
 from bisect import bisect_left
 
 from conformance.checks.deletions import deletions, excused_from_store
-from conformance.checks.model import RunModel, Turn
-from conformance.checks.text import turn_list
+from conformance.checks.model import NEVER, RunModel, Turn
+from conformance.checks.text import abandoned_words, turn_list
 from conformance.verdict import Verdict, Violation
 
 
@@ -36,6 +38,8 @@ def check(m: RunModel) -> Verdict:
     # Only a deletion of the session, or a crash without claimed durability, excuses a turn.
     excusable = {cut.session for cut in deletions(m)}
     crash_durable = m.profile.get("crash_durable", True)
+    abandoned = sorted((t for t in m.turns.values() if m.unacknowledged(t) and t.done[1] < NEVER), key=lambda t: t.done[1])
+    abandoned_at = [t.done[1] for t in abandoned]
     for index, snap in m.of("durable"):
         users: dict[str, list[str]] = {}  # session -> turn ids of its user rows, in stored order
         replied: dict[str, set[str]] = {}  # session -> turns with an assistant row
@@ -46,6 +50,9 @@ def check(m: RunModel) -> Verdict:
         distinct = {sid: set(turns) for sid, turns in users.items()}
         where = _Where(users)
         label = f"snapshot '{snap.d('label')}' ({m.at(snap.t)})"
+        gone = abandoned[: bisect_left(abandoned_at, index)]
+        examined += len(gone)
+        violations += _left_behind(m, gone, snap.d("sessions", {}), label, index, snap.t, reported)
         owed_by_session: dict[str, list[str]] = {}
         upto = bisect_left(acked_at, index)
         examined += upto
@@ -78,6 +85,29 @@ def check(m: RunModel) -> Verdict:
                     f"session {session}'s stored turns are out of order at {label}: {turn_list(seen)}, "
                     f"asked as {turn_list(expected)}", (index,), snap.t, session))
     return Verdict("I2", "fail" if violations else "pass", tuple(violations), examined=examined)
+
+
+def _left_behind(m: RunModel, gone: list[Turn], sessions: dict, label: str, index: int, t: int,
+                 reported: set[tuple[str, str]]) -> list[Violation]:
+    """Rows of turns that ended unacknowledged before this snapshot (each turn said once)."""
+    if not gone:
+        return []
+    wanted = {turn.id: turn for turn in gone if (turn.id, "abandoned") not in reported}
+    holders: dict[str, dict[str, list[str]]] = {}  # turn -> session -> roles stored
+    for sid in sorted(sessions):
+        for role, turn, _vis in sessions[sid]["rows"]:
+            if turn in wanted:
+                holders.setdefault(turn, {}).setdefault(sid, []).append(role)
+    out = []
+    for turn_id in sorted(holders, key=lambda k: wanted[k].index):
+        turn = wanted[turn_id]
+        reported.add((turn_id, "abandoned"))
+        where = "; ".join(f"{' and '.join(dict.fromkeys(roles))} row in {sid}" for sid, roles in holders[turn_id].items())
+        out.append(Violation(
+            f"turn {turn_id} (session {turn.session}) was never acknowledged ({abandoned_words(m, turn)}) but its "
+            f"{where} is stored at {label}: a turn never acknowledged leaves nothing behind",
+            (turn.done[1], index) if turn.done[1] < len(m.records) else (index,), t, turn.session, (turn_id,)))
+    return out
 
 
 class _Where:

@@ -8,32 +8,39 @@ unless that backend was failing at that moment.
 
 A turn is ingested under its own session: one shipped under another session's id is in
 the wrong session's memory (the cross-session hazard of the batching provider in the
-seeds), so it does not count as reaching the backend, and it is named.
+seeds), so it does not count as reaching the backend, and it is named. A turn is ingested
+when both its halves are, the user's message and the reply (`observations.ingested_halves`):
+a backend holding only one of them holds half a turn. A turn never acknowledged (stopped,
+interrupted) leaves nothing behind: no backend takes either half of it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from conformance.checks.model import RunModel
-from conformance.checks.text import turn_list
+from conformance.checks.model import NEVER, RunModel, Turn
+from conformance.checks.text import abandoned_words, turn_list
+from conformance.observations import ingested_halves
 from conformance.verdict import Verdict, Violation
+
+_HALF = {0: "user message", 1: "reply"}
 
 
 def check(m: RunModel) -> Verdict:
     backends = ["recorder", *(p.name for p in m.config.providers)]
-    ingested: dict[str, set[str]] = {b: set() for b in backends}
+    ingested: dict[str, tuple[set[str], set[str]]] = {b: (set(), set()) for b in backends}  # (user messages, replies)
     foreign: list[Violation] = []
     for index, r in m.of("ingest"):
-        mine = ingested.setdefault(r.d("backend"), set())
-        for turn_id in r.turns:
-            turn = m.turns.get(turn_id)
-            if turn is None or turn.session is None or turn.session == r.session:
-                mine.add(turn_id)
-            elif len(foreign) < 20:
-                foreign.append(Violation(
-                    f"backend '{r.d('backend')}' ingested {turn_id} of {turn.session} under session {r.session} "
-                    f"at {m.at(r.t)}", (index,), r.t, turn.session, (turn_id,)))
+        mine = ingested.setdefault(r.d("backend"), (set(), set()))
+        for half, ids in enumerate(ingested_halves(r)):
+            for turn_id in ids:
+                turn = m.turns.get(turn_id)
+                if turn is None or turn.session is None or turn.session == r.session:
+                    mine[half].add(turn_id)
+                elif len(foreign) < 20 and (half == 0 or turn_id not in r.turns):  # one name per turn
+                    foreign.append(Violation(
+                        f"backend '{r.d('backend')}' ingested {turn_id} of {turn.session} under session {r.session} "
+                        f"at {m.at(r.t)}", (index,), r.t, turn.session, (turn_id,)))
     crashes = [i for i, _ in m.of("crash")]
     excused_before = crashes[-1] if crashes and not m.profile.get("crash_durable", True) else -1
     down = _failing(m)
@@ -42,26 +49,71 @@ def check(m: RunModel) -> Verdict:
     examined = 0
     turns = sorted((t for t in m.turns.values() if t.acked and not t.delegate), key=lambda t: t.reply_index)
     for backend in backends:
+        users, replies = ingested[backend]
         # A crash excuses what it lost, not what a session end or SIGTERM before it already owed.
         owed_before = {turn for index, t, owed in moments if index < excused_before and not down(backend, t) for turn in owed}
         missing = []
         for turn in turns:
             examined += 1
-            if turn.id in ingested[backend] or (turn.reply_index < excused_before and turn.id not in owed_before):
+            if (turn.id in users and turn.id in replies) or (turn.reply_index < excused_before and turn.id not in owed_before):
                 continue
             missing.append(turn)
         if not missing:
             continue
-        sessions = list(dict.fromkeys(t.session or "?" for t in missing))
-        first, last = missing[0].reply, missing[-1].reply
-        assert first is not None and last is not None
-        span = m.at(first.t) if last.t == first.t else f"from {m.at(first.t)} to {m.at(last.t)}"
-        violations.append(Violation(
-            f"backend '{backend}' never ingested {turn_list([t.id for t in missing])} "
-            f"(session {', '.join(sessions)}, acknowledged {span})",
-            tuple(t.reply_index for t in missing[:5]), first.t, sessions[0], tuple(t.id for t in missing)))
+        violations += _missing(m, backend, [t for t in missing if t.id not in users and t.id not in replies])
+        for half, have in ((0, replies), (1, users)):
+            if partial := [t for t in missing if t.id in have]:
+                violations.append(_half_missing(m, backend, partial, _HALF[half]))
     violations.extend(_late(m, backends))
+    violations.extend(_unacknowledged(m, ingested))
     return Verdict("I3", "fail" if violations else "pass", tuple(violations), examined=examined)
+
+
+def _half_missing(m: RunModel, backend: str, partial: list[Turn], half: str) -> Violation:
+    """Acknowledged turns of which the backend took one half only."""
+    sessions = list(dict.fromkeys(t.session or "?" for t in partial))
+    return Violation(
+        f"backend '{backend}' ingested {turn_list([t.id for t in partial])} without the {half}"
+        f"{'s' if len(partial) > 1 else ''} (session {', '.join(sessions)}, acknowledged {_span(m, partial)}): a turn "
+        f"ingested is the user's message and its reply",
+        tuple(t.reply_index for t in partial[:5]), _first_ack(partial), sessions[0], tuple(t.id for t in partial))
+
+
+def _span(m: RunModel, turns: list[Turn]) -> str:
+    """When the turns (in acknowledgment order) were acknowledged: '09:00' or 'from 09:00 to 09:05'."""
+    first, last = turns[0].reply, turns[-1].reply
+    assert first is not None and last is not None
+    return m.at(first.t) if last.t == first.t else f"from {m.at(first.t)} to {m.at(last.t)}"
+
+
+def _first_ack(turns: list[Turn]) -> int:
+    first = turns[0].reply
+    assert first is not None
+    return first.t
+
+
+def _missing(m: RunModel, backend: str, missing: list[Turn]) -> list[Violation]:
+    """Acknowledged turns of which the backend took nothing."""
+    if not missing:
+        return []
+    sessions = list(dict.fromkeys(t.session or "?" for t in missing))
+    return [Violation(
+        f"backend '{backend}' never ingested {turn_list([t.id for t in missing])} "
+        f"(session {', '.join(sessions)}, acknowledged {_span(m, missing)})",
+        tuple(t.reply_index for t in missing[:5]), _first_ack(missing), sessions[0], tuple(t.id for t in missing))]
+
+
+def _unacknowledged(m: RunModel, ingested: dict[str, tuple[set[str], set[str]]]) -> list[Violation]:
+    """Either half of a turn never acknowledged, in any backend: such a turn leaves nothing behind."""
+    out = []
+    for backend, (users, replies) in ingested.items():
+        never = sorted((m.turns[t] for t in users | replies if t in m.turns and m.unacknowledged(m.turns[t])),
+                       key=lambda t: t.index)
+        out += [Violation(
+            f"backend '{backend}' ingested turn {turn.id}, which was never acknowledged ({abandoned_words(m, turn)}): "
+            f"a turn never acknowledged leaves nothing behind", (turn.index,), turn.done[0] if turn.done[0] < NEVER else turn.arrival,
+            turn.session, (turn.id,)) for turn in never]
+    return out
 
 
 def _failing(m: RunModel) -> Callable[[str, int], bool]:
@@ -92,10 +144,16 @@ def _moments(m: RunModel) -> list[tuple[int, int, list[str]]]:
 def _late(m: RunModel, backends: list[str]) -> list[Violation]:
     """Turns that reached a backend only after the session end or SIGTERM that owed them."""
     first: dict[str, dict[str, tuple[int, int]]] = {backend: {} for backend in backends}  # backend -> turn -> (index, t)
-    for index, r in m.of("ingest"):
+    halves_seen: dict[str, tuple[set[str], set[str]]] = {}
+    for index, r in m.of("ingest"):  # a turn reaches a backend when its second half does
         mine = first.setdefault(r.d("backend"), {})
-        for turn in r.turns:
-            mine.setdefault(turn, (index, r.t))
+        seen = halves_seen.setdefault(r.d("backend"), (set(), set()))
+        users, replies = ingested_halves(r)
+        seen[0].update(users)
+        seen[1].update(replies)
+        for turn in dict.fromkeys((*users, *replies)):
+            if turn in seen[0] and turn in seen[1]:
+                mine.setdefault(turn, (index, r.t))
     down = _failing(m)
 
     def what(index: int) -> str:  # words for a moment, built only for a violation
@@ -121,3 +179,4 @@ def _late(m: RunModel, backends: list[str]) -> list[Violation]:
                 f"what a provider buffers is owed when the session ends or the gateway stops",
                 (index, when[0]), when[1], m.turns[late[0]].session, tuple(late)))
     return out
+

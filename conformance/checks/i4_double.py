@@ -1,4 +1,4 @@
-"""I4 no double ingest: no turn ingested twice into a backend, stored twice (in one session
+"""I4 no double ingest: no turn ingested twice into a backend (its user message or its reply), stored twice (in one session
 or in two), replied to twice or carried by two sessions' on_session_end; no on_session_end
 twice for one life of a session."""
 
@@ -8,31 +8,43 @@ from collections import defaultdict
 
 from conformance.checks.model import RunModel
 from conformance.checks.text import at_times
+from conformance.observations import ingested_halves
 from conformance.verdict import Verdict, Violation
 
 
 def check(m: RunModel) -> Verdict:
     violations: list[Violation] = []
     examined = 0
-    first: dict[str, dict[str, int]] = {}  # backend -> turn -> its first ingest (a list only for repeats)
-    repeated: dict[tuple[str, str], list[int]] = {}
+    first: dict[tuple[str, int], dict[str, int]] = {}  # (backend, half) -> turn -> its first ingest
+    repeated: dict[tuple[str, str], list[list[int]]] = {}  # (backend, turn) -> [user ingests, reply ingests]
     turns = m.turns
     for index, r in m.of("ingest"):
         backend = r.d("backend")
-        seen = first.get(backend)
-        if seen is None:
-            seen = first[backend] = {}
-        for turn in r.turns:
-            known = seen.get(turn)
-            if known is None:  # keyed by the model's copy of the id (a spilled log's record brings its own)
-                seen[turns[turn].id if turn in turns else turn] = index
-            else:
-                repeated.setdefault((backend, turn), [known]).append(index)
-    examined += sum(map(len, first.values()))
+        for half, ids in enumerate(ingested_halves(r)):
+            seen = first.get((backend, half))
+            if seen is None:
+                seen = first[backend, half] = {}
+            for turn in ids:
+                known = seen.get(turn)
+                if known is None:  # keyed by the model's copy of the id (a spilled log's record brings its own)
+                    seen[turns[turn].id if turn in turns else turn] = index
+                else:
+                    lists = repeated.setdefault((backend, turn), [[], []])
+                    if not lists[half]:
+                        lists[half].append(known)
+                    lists[half].append(index)
+    examined += sum(len(seen) for (_backend, half), seen in first.items() if half == 0)
     # In log order of each turn's first ingest (turns of one record in the record's order).
-    for (backend, turn), indexes in sorted(repeated.items(), key=lambda kv: (kv[1][0], m.records[kv[1][0]].turns.index(kv[0][1]))):
+    def order(item: tuple[tuple[str, str], list[list[int]]]) -> tuple[int, int]:
+        (_backend, turn), (users, replies) = item
+        at = (users or replies)[0]
+        record = m.records[at]
+        return at, (record.turns if users else ingested_halves(record)[1]).index(turn)
+
+    for (backend, turn), (users, replies) in sorted(repeated.items(), key=order):
+        indexes, what = (users, turn) if users else (replies, f"the reply of {turn}")
         violations.append(Violation(
-            f"backend '{backend}' ingested {turn} {len(indexes)} times: at {at_times(m, indexes[:3])}",
+            f"backend '{backend}' ingested {what} {len(indexes)} times: at {at_times(m, indexes[:3])}",
             tuple(indexes), m.records[indexes[1]].t, m.records[indexes[0]].session, (turn,)))
     violations += _stored_twice(m)
     violations += _ended_twice(m)

@@ -1,6 +1,9 @@
 """I6 reset policy: a turn lands in a new session iff its chat's entry was past a boundary
 when the turn arrived; never mid-turn; slash commands and internal traffic do not move the
-idle clock. The expected cuts come from the inputs alone (`model.RunModel.segments`)."""
+idle clock; a `/stop` abandons the turn in flight (no reply after it); a delegated task is
+skipped only when its chat had no live session. The expected cuts come from the inputs alone
+(`model.RunModel.segments`), never from what the gateway says it did (a `delegate_skipped`
+note is its word, not evidence)."""
 
 from __future__ import annotations
 
@@ -33,6 +36,12 @@ def check(m: RunModel) -> Verdict:
                     f"session {seg.session} is reused: turn {first.id} of chat {chat} landed in a session that "
                     f"chat {other_chat} already used", (first.request_index,), first.arrival, seg.session, (first.id,)))
             owner.setdefault(seg.session, (chat, seg.number))
+    stopped, out = _answered_after_stop(m)
+    examined += stopped
+    violations += out
+    delegates, out = _skipped_delegates(m)
+    examined += delegates
+    violations += out
     return Verdict("I6", "fail" if violations else "pass", tuple(violations), examined=examined)
 
 
@@ -66,3 +75,53 @@ def _turns(m: RunModel, seg: Segment, segments: list[Segment]) -> list[Violation
                     f"(asked {m.at(turn.request.t)}, answered {m.at(turn.reply.t)}): a reset mid-turn",
                     (turn.request_index, end_index, turn.reply_index), end.t, seg.session, (turn.id,)))
     return out
+
+
+def _answered_after_stop(m: RunModel) -> tuple[int, list[Violation]]:
+    """A /stop ends the turn it found in flight: a reply delivered after it answers a turn the
+    user abandoned (the gateway ignored the /stop)."""
+    out: list[Violation] = []
+    examined = 0
+    for turn in sorted((t for t in m.turns.values() if t.stopped is not None), key=lambda t: t.index):
+        examined += 1
+        assert turn.stopped is not None and turn.request is not None
+        if turn.reply is not None:
+            out.append(Violation(
+                f"turn {turn.id} (session {turn.request.session}, asked {m.at(turn.request.t)}) was abandoned by /stop "
+                f"at {m.at(turn.stopped[0])} but its reply was delivered at {m.at(turn.reply.t)}: a stopped turn "
+                f"gets no reply", (turn.stopped[1], turn.reply_index), turn.reply.t, turn.reply.session, (turn.id,)))
+    return examined, out
+
+
+def _skipped_delegates(m: RunModel) -> tuple[int, list[Violation]]:
+    """A delegated task may be skipped only when its chat has no live session: none yet, or
+    the last one past its boundary. One that arrived (gateway up) while a segment of its chat
+    was open and before that segment's boundary must be admitted (its llm_request)."""
+    out: list[Violation] = []
+    examined = 0
+    for index, r in m.of("delegate"):
+        if r.d("queued") or not r.turns:
+            continue  # held while the gateway was down: when it is delivered is the gateway's
+        turn = m.turns.get(r.turns[0])
+        if turn is None or not turn.delegate:
+            continue
+        live = _live_segment(m, turn.chat, index, r.t)
+        if live is None:
+            continue
+        examined += 1
+        if turn.request is None:
+            out.append(Violation(
+                f"delegated task {turn.id} arrived at {m.at(r.t)} while chat {turn.chat}'s session {live.label()} was "
+                f"live ({'no boundary reached' if live.boundary is None else 'its boundary comes at ' + m.at(live.boundary)}) "
+                f"but was never asked of the LLM: a delegate is skipped only when the chat has no live session",
+                (index,), r.t, live.session, (turn.id,)))
+    return examined, out
+
+
+def _live_segment(m: RunModel, chat: str, index: int, t: int) -> Segment | None:
+    """The chat's segment open at record `index` (time `t`), if its boundary is still ahead."""
+    for seg in reversed(m.segments.get(chat, [])):
+        if seg.session is None or seg.start_index >= index:
+            continue
+        return seg if seg.boundary is None or seg.boundary > t else None
+    return None

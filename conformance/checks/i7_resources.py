@@ -3,14 +3,15 @@ session is still reaped after the idle TTL (plus one sweep interval), idle since
 turn or since it entered the cache, whichever is later (a gateway may load an agent without
 a turn, as at a `/resume`: the resumed life's idle clock starts there); nothing runs after a
 shutdown (any SIGTERM, until the next restart; no thread the gateway started outlives the
-final one)."""
+final one). Idle means no turn of its session in flight by the log (asked, not yet answered
+or abandoned), whatever the gateway's own busy flag says."""
 
 from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Sequence
 
-from conformance.checks.model import RunModel
+from conformance.checks.model import NEVER, RunModel
 from conformance.observations import CacheReplay, Resources
 from conformance.verdict import Verdict, Violation
 from sim.clock import format_duration
@@ -24,53 +25,113 @@ def check(m: RunModel) -> Verdict:
     return Verdict("I7", "fail" if violations else "pass", tuple(violations), examined=len(indexes))
 
 
-_Stretch = tuple[str, int, int, int, bool]  # (session, sample index it began, from, until, left the cache)
+_Stretch = tuple[str, int, int, int, bool]  # (session, record index it began, from, until, left the cache)
+
+
+def in_flight(m: RunModel) -> list[tuple[int, int, int, str]]:
+    """(record index, time, +1 or -1, session): each admitted turn enters flight at its
+    llm_request and leaves it at its reply, or else where it ended (a /stop, SIGTERM, crash).
+    "Busy" is this, read from the log: the gateway's own flag in `resources` is its word."""
+    out: list[tuple[int, int, int, str]] = []
+    for turn in m.turns.values():
+        if turn.request is None or turn.request.session is None:
+            continue
+        out.append((turn.request_index, turn.request.t, 1, turn.request.session))
+        t, index = (turn.reply.t, turn.reply_index) if turn.reply is not None else turn.done
+        if index < NEVER:
+            out.append((index, t, -1, turn.request.session))
+    out.sort()
+    return out
 
 
 def _replay(m: RunModel, indexes: Sequence[int], wanted: set[int]
             ) -> tuple[list[Violation], list[_Stretch], dict[int, Resources], dict[str, list[int]]]:
-    """One pass over the resources samples (records are deltas, `CacheReplay`): the first
-    sample over the cap; each stretch an agent of a `none` session sat idle in the cache;
-    what the gateway held at the samples `_left_running` reads; and when each watched
-    session's agent entered the cache."""
+    """One pass over the resources samples (records are deltas, `CacheReplay`) and the turns'
+    flights, in log order: the first moment over the cap; each stretch an agent of a `none`
+    session sat cached with no turn in flight; what the gateway held at the samples
+    `_left_running` reads; and when each watched session's agent entered the cache. An agent
+    a turn leaves idle is counted from the end of that instant (the gateway may evict it in the
+    same step), not from the gateway's next sample (a gateway calling it busy changes nothing)."""
     cap = m.config.cache_cap
     chat_of = {t.session: t.chat for t in m.turns.values() if t.session}
     # Only agents of `none` sessions are held to the TTL: follow no other.
     watched = {sid for sid, chat in chat_of.items() if m.policy(chat).mode == "none"}
     over: list[Violation] = []
     held: dict[int, Resources] = {}
-    since: dict[str, tuple[int, int]] = {}  # session -> (index, t) of the sample it became idle-cached
+    since: dict[str, tuple[int, int]] = {}  # session -> (index, t) it became cached with no turn in flight
     stretches: list[_Stretch] = []
     present: set[str] = set()  # watched sessions whose agent is in the cache
     loads: dict[str, list[int]] = {}  # session -> times its agent entered the cache
+    flying: dict[str, int] = {}  # session -> turns in flight
     replay = CacheReplay()
+    flights = in_flight(m)
+    pending = NEVER  # an instant that left an agent idle, judged once it is over
+
+    def judge_cap(index: int, t: int) -> None:
+        entries = replay.listed if replay.listed is not None else replay.cached
+        if over or len(entries) <= cap:
+            return
+        idle = [sid for sid, _busy in replay.entries() if not flying.get(sid)]
+        if len(idle) > cap:
+            said = [sid for sid in idle if replay.cached.get(sid)]
+            claim = (f"; the gateway called {', '.join(said[:3])}{', …' if len(said) > 3 else ''} busy with no turn in flight"
+                     if said else "")
+            over.append(Violation(
+                f"the agent cache held {len(idle)} idle agents at {m.at(t)} (cap {cap}): {', '.join(idle)}{claim}",
+                (index,), t))
+
+    def settle(sid: str, index: int, t: int) -> None:
+        idle = sid in replay.cached and not flying.get(sid)
+        if idle and sid not in since:
+            since[sid] = (index, t)
+        elif not idle and sid in since:
+            start_index, start = since.pop(sid)
+            stretches.append((sid, start_index, start, t, True))
+
+    k = 0
     t = 0
     for index, r in m.of("resources"):
+        while k < len(flights) and flights[k][0] < index:
+            f_index, f_t, step, sid = flights[k]
+            k += 1
+            if f_t > pending:
+                judge_cap(f_index, pending)
+                pending = NEVER
+            flying[sid] = flying.get(sid, 0) + step
+            if step < 0:
+                pending = min(pending, f_t)
+            if sid in watched:
+                settle(sid, f_index, f_t)
+        if r.t > pending:
+            judge_cap(index, pending)
+        pending = NEVER
         t = r.t
         touched = replay.apply(r.detail)
-        if not over and replay.idle > cap:
-            idle = [sid for sid, busy in replay.entries() if not busy]
-            over.append(Violation(
-                f"the agent cache held {len(idle)} idle agents at {m.at(t)} (cap {cap}): {', '.join(idle)}", (index,), t))
+        judge_cap(index, t)
         if index in wanted:
             held[index] = replay.resources()
         if not watched:
             continue
-        changed = sorted(touched & watched)
         cached = replay.cached
-        for sid in changed:
+        for sid in sorted(touched & watched):
             if sid in cached and sid not in present:
                 present.add(sid)
                 loads.setdefault(sid, []).append(t)
             elif sid not in cached:
                 present.discard(sid)
-        for sid in changed:
-            if sid in since and cached.get(sid, True):
-                start_index, start = since.pop(sid)
-                stretches.append((sid, start_index, start, t, True))
-        for sid in changed:
-            if sid not in since and cached.get(sid, True) is False:
-                since[sid] = (index, t)
+            settle(sid, index, t)
+    for f_index, f_t, step, sid in flights[k:]:
+        if f_t > pending:
+            judge_cap(f_index, pending)
+            pending = NEVER
+        flying[sid] = flying.get(sid, 0) + step
+        if step < 0:
+            pending = min(pending, f_t)
+        if sid in watched:
+            settle(sid, f_index, f_t)
+        t = max(t, f_t)
+    if pending < NEVER:
+        judge_cap(len(m.records) - 1, pending)
     stretches += [(sid, i, start, t, False) for sid, (i, start) in sorted(since.items())]
     return over, stretches, held, loads
 

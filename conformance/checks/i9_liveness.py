@@ -37,7 +37,7 @@ def check(m: RunModel) -> Verdict:
     for turn in m.turns.values():
         if not turn.delegate:
             by_chat[turn.chat].append(turn)
-    folded = _folded(m)
+    folded = m.folded()
     examined = 0
     for chat in sorted(by_chat):
         free = 0  # when the chat could take its next message: the previous one answered or given up
@@ -61,25 +61,6 @@ def check(m: RunModel) -> Verdict:
             behind = turn
     violations.sort(key=lambda v: v.records)  # in log order, whatever the chat
     return Verdict("I9", "fail" if violations else "pass", tuple(violations), examined=examined)
-
-
-def _folded(m: RunModel) -> dict[str, int]:
-    """When each turn a gateway folded into another turn's request (its prompt's last message
-    carried both) was answered: at that request's reply. The reply is credited to the request's
-    first turn; the others are answered by it too, though no other check judges them."""
-    replies: dict[str, list[tuple[int, int]]] = defaultdict(list)  # credited turn -> (index, t) of its replies
-    for index, r in m.of("reply"):
-        if r.turns:
-            replies[r.turns[0]].append((index, r.t))
-    out: dict[str, int] = {}
-    for index, r in m.of("llm_request"):
-        if len(r.turns) < 2:
-            continue
-        answer = next((t for i, t in replies.get(r.turns[0], ()) if i > index), None)
-        if answer is not None:
-            for turn in r.turns[1:]:
-                out[turn] = min(out.get(turn, answer), answer)
-    return out
 
 
 def _extended(deadline: int, start: int, within: int, locks: list[tuple[int, int]]) -> int:

@@ -63,6 +63,7 @@ class Turn:
     replies: int = 0
     done: tuple[int, int] = (NEVER, NEVER)  # (time, index) the turn ended: its reply, or a /stop or stop abandoning it
     ended_by: str = ""  # what ended it: 'reply', '/stop', 'sigterm', 'crash', or 'dropped' (answered by the LLM, never replied)
+    stopped: tuple[int, int] | None = None  # (time, index) of the /stop that abandoned it (a reply after it is owed to no one)
 
     @property
     def acked(self) -> bool:
@@ -166,6 +167,32 @@ class RunModel:
         if "chats" not in self.memo:
             self.memo["chats"] = {t.session for t in self.turns.values() if not t.delegate and t.session}
         return self.memo["chats"]
+
+    def folded(self) -> dict[str, int]:
+        """When each turn a gateway folded into another turn's request (its prompt's last message
+        carried both) was answered: at that request's reply. The reply is credited to the
+        request's first turn; the others are answered by it too (I9), and are no turn left
+        unacknowledged (I1, I2, I3)."""
+        if "folded" in self.memo:
+            return self.memo["folded"]  # type: ignore[no-any-return]
+        replies: dict[str, list[tuple[int, int]]] = defaultdict(list)  # credited turn -> (index, t) of its replies
+        for index, r in self.of("reply"):
+            if r.turns:
+                replies[r.turns[0]].append((index, r.t))
+        out: dict[str, int] = {}
+        for index, r in self.of("llm_request"):
+            if len(r.turns) < 2:
+                continue
+            answer = next((t for i, t in replies.get(r.turns[0], ()) if i > index), None)
+            if answer is not None:
+                for turn in r.turns[1:]:
+                    out[turn] = min(out.get(turn, answer), answer)
+        self.memo["folded"] = out
+        return out
+
+    def unacknowledged(self, turn: Turn) -> bool:
+        """A turn that must leave nothing behind: never replied, nor answered folded into another."""
+        return turn.reply is None and turn.id not in self.folded()
 
     def delegate_sessions(self) -> set[str]:
         if "delegates" not in self.memo:
@@ -371,18 +398,27 @@ def _delivered(restart: int, t: int, turns: list[Turn], held: list[tuple[str, in
 
 
 def _mark_done(m: RunModel, chat_turns: dict[str, list[Turn]], commands: dict[str, list[CommandAt]]) -> None:
-    """Each admitted turn's end: its reply, else the /stop in its chat or the stop (sigterm,
-    crash) that abandoned it, else, if neither came before the LLM answered (a locked store
-    holding the write until the lock ends), the moment the gateway dropped it: its answer."""
+    """Each admitted turn's end: the /stop in its chat that found it in flight (a reply after it
+    does not undo it), else its reply, else the stop (sigterm, crash) that abandoned it, else,
+    if none came before the LLM answered (a locked store holding the write until the lock
+    ends), the moment the gateway dropped it: its answer. A /stop abandons chat turns only: a
+    delegate runs on."""
     stops = [(m.records[i].t, i, m.records[i].kind) for i in sorted([*m.by_kind.get("sigterm", ()), *m.by_kind.get("crash", ())])]
     locks = sorted((r.t, int(r.d("until", r.t))) for _i, r in m.of("db_locked"))
     times: list[int] = []  # record times, read only if a turn was dropped
     for chat, turns in chat_turns.items():
-        ends = sorted([(t, i, "/stop") for t, i, name, _arrival in commands.get(chat, []) if name == "/stop"] + stops,
-                      key=lambda s: s[1])
+        slash = [(t, i, "/stop") for t, i, name, _arrival in commands.get(chat, []) if name == "/stop"]
+        ends = sorted(slash + stops, key=lambda s: s[1])
         indexes = [i for _t, i, _by in ends]
+        plain = [end for end in ends if end[2] != "/stop"]  # what ends a delegate
+        plain_indexes = [i for _t, i, _by in plain]
         for turn in turns:
             if turn.reply is not None:
+                k = bisect_right(indexes, turn.request_index)
+                if not turn.delegate and k < len(ends) and ends[k][2] == "/stop" and ends[k][1] < turn.reply_index:
+                    turn.stopped = turn.done = (ends[k][0], ends[k][1])
+                    turn.ended_by = "/stop"
+                    continue
                 turn.done, turn.ended_by = (turn.reply.t, turn.reply_index), "reply"
                 continue
             assert turn.request is not None
@@ -390,9 +426,12 @@ def _mark_done(m: RunModel, chat_turns: dict[str, list[Turn]], commands: dict[st
             for locked, until in locks:
                 if locked <= answer <= until:
                     answer = until + m.config.turn_latency  # the write waits out the lock, then one more try
-            k = bisect_right(indexes, turn.request_index)
-            if k < len(ends) and ends[k][0] <= answer:
-                turn.done, turn.ended_by = (ends[k][0], ends[k][1]), ends[k][2]
+            mine, at = (plain, plain_indexes) if turn.delegate else (ends, indexes)
+            k = bisect_right(at, turn.request_index)
+            if k < len(mine) and mine[k][0] <= answer:
+                turn.done, turn.ended_by = (mine[k][0], mine[k][1]), mine[k][2]
+                if turn.ended_by == "/stop":
+                    turn.stopped = turn.done
                 continue
             if not times:
                 times = [r.t for r in m.records]

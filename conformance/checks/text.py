@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from conformance.checks.model import RunModel, Segment
+from conformance.checks.model import RunModel, Segment, Turn
 from sim.clock import MINUTE, format_duration
 
 _CONTEXT = {
@@ -68,3 +68,17 @@ def boundary_words(m: RunModel, seg: Segment) -> str:
     if policy.mode == "none":
         return "reset policy none"
     return f"{policy.mode} policy, last user message at {m.at(seg.last_user)}"
+
+
+def abandoned_words(m: RunModel, turn: Turn) -> str:
+    """How a turn that was never acknowledged ended: 'abandoned by /stop at 09:01:10',
+    'interrupted by the sigterm at 09:05:30'."""
+    if turn.stopped is not None:
+        return f"abandoned by /stop at {m.at(turn.stopped[0])}"
+    t, index = turn.done
+    if 0 <= index < len(m.records) and m.records[index].kind in ("sigterm", "crash"):
+        stop = m.records[index]
+        return f"interrupted by the {'final ' if stop.d('final') else ''}{stop.kind} at {m.at(t)}"
+    if turn.ended_by == "dropped":
+        return f"dropped: the LLM had answered by {m.at(t)} and no reply followed"
+    return "never answered"

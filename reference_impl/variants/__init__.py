@@ -32,13 +32,19 @@ from reference_impl.variants.heal import (
     ParentResurrectedForChild,
 )
 from reference_impl.variants.liveness import AnswersFirstTurnOnly, DropsReplies, NeverReplies
-from reference_impl.variants.memory import BatchFlushReshipsRetained, BatchLostOnShutdown, BatchNoFlushOnSessionEnd
+from reference_impl.variants.memory import (
+    BatchFlushReshipsRetained,
+    BatchLostOnShutdown,
+    BatchNoFlushOnSessionEnd,
+    MemoryShipsReplyTwice,
+)
 from reference_impl.variants.policy import (
     CommandMovesIdleClock,
     DailyBoundaryInUtc,
     MessageResetFiresNoHooks,
     ResetMidTurn,
 )
+from reference_impl.variants.trust import AbandonedTurnKept, BusyFlagStuck, DelegateAlwaysSkipped, StopIgnored
 
 VARIANTS: dict[str, type[ReferenceGateway]] = {
     "expiry-skips-end-without-agent": ExpirySkipsEndWithoutAgent,
@@ -68,6 +74,11 @@ VARIANTS: dict[str, type[ReferenceGateway]] = {
     "never-replies": NeverReplies,
     "drops-replies": DropsReplies,
     "answers-first-turn-only": AnswersFirstTurnOnly,
+    "stop-ignored": StopIgnored,
+    "abandoned-turn-kept": AbandonedTurnKept,
+    "busy-flag-stuck": BusyFlagStuck,
+    "memory-ships-reply-twice": MemoryShipsReplyTwice,
+    "delegate-always-skipped": DelegateAlwaysSkipped,
 }
 
 

@@ -40,6 +40,30 @@ class NoWatermarkProvider(BatchingProvider):
         return True
 
 
+class ReplyTwiceProvider(BatchingProvider):
+    """A provider that builds each shipped turn from the assistant message twice."""
+
+    def flush(self, session: str) -> bool:
+        buffer = self.buffers.get(session)
+        if not buffer:
+            return True
+        pending = [t for t in buffer if t.turn not in self.shipped]
+        if pending:
+            if self.shutting_down:
+                return False
+            try:
+                self.backend.ingest(session, [text for t in pending for text in (t.assistant, t.assistant)])
+            except BackendUnavailable:
+                self.owed.add(session)
+                return False
+            self.store.mark_ingested(self.name, [t.turn for t in pending])
+            self.shipped.update(t.turn for t in pending)
+        self.store.outbox_done(self.name, [t.turn for t in buffer])
+        del self.buffers[session]
+        self.owed.discard(session)
+        return True
+
+
 class BatchNoFlushOnSessionEnd(ReferenceGateway):
     """batch-no-flush-on-session-end — hermes-agent #88944 (seed 001):
 
@@ -87,3 +111,16 @@ class BatchFlushReshipsRetained(ReferenceGateway):
 
     def make_provider(self, spec: ProviderSpec) -> BatchingProvider:
         return NoWatermarkProvider(spec.name, spec.retain_every_n_turns, self.h.backends[spec.name], self.store)
+
+
+class MemoryShipsReplyTwice(ReferenceGateway):
+    """memory-ships-reply-twice — CONTRACT Liveness (issue #19, a mutation survivor):
+
+    "A turn ingested or carried means both halves, the user's message and the reply."
+
+    Here: the batching provider ships each turn as its reply twice and never the user's
+    message; every turn id still reaches the backend, so a check matching ids alone passed.
+    """
+
+    def make_provider(self, spec: ProviderSpec) -> BatchingProvider:
+        return ReplyTwiceProvider(spec.name, spec.retain_every_n_turns, self.h.backends[spec.name], self.store)

@@ -1,0 +1,67 @@
+"""Bugs the checks once took the gateway's word for (issue #19, mutation survivors).
+
+The design input's Liveness paragraph: a `/stop` abandons the turn in flight, a turn never
+acknowledged leaves nothing behind, "busy" is judged from the log, and a delegate is skipped
+only when its chat has no live session. The reference does each; each variant here undoes one.
+"""
+
+from __future__ import annotations
+
+from reference_impl.cache import Agent
+from reference_impl.gateway import ReferenceGateway
+from sim.scenario import Chat
+
+
+class StopIgnored(ReferenceGateway):
+    """stop-ignored — CONTRACT Liveness (issue #19, a mutation survivor):
+
+    "no reply after the `/stop` that abandoned it."
+
+    Here: `/stop` is taken and dropped; the turn it should abandon runs on, and its reply is
+    delivered, stored and synced as if the user still wanted it.
+    """
+
+    def stop_turn(self, key: str) -> None:
+        return
+
+
+class AbandonedTurnKept(ReferenceGateway):
+    """abandoned-turn-kept — CONTRACT Liveness (issue #19, a mutation survivor):
+
+    "A turn never acknowledged leaves nothing behind: no stored rows, no place in an
+    `on_session_end`."
+
+    Here: a stopped or SIGTERM-interrupted turn's rows stay in the agent's transcript, so the
+    next flush stores its user message and the session's end carries it.
+    """
+
+    def drop_turn(self, agent: Agent, turn: str) -> None:
+        return
+
+
+class BusyFlagStuck(ReferenceGateway):
+    """busy-flag-stuck — CONTRACT I7 and Liveness (issue #19, a mutation survivor):
+
+    "'Busy' is judged from the log, never from the gateway's own word."
+
+    Here: a finished turn leaves its agent flagged busy, so the idle sweep and the LRU cap pass
+    over it forever; `resources()` reports the flag, and a check that believed it saw nothing
+    idle to reap.
+    """
+
+    def still_busy(self, session: str) -> bool:
+        return True
+
+
+class DelegateAlwaysSkipped(ReferenceGateway):
+    """delegate-always-skipped — CONTRACT words (delegate child) and docs/gateway-authors.md
+    (issue #19, a mutation survivor):
+
+    "A delegate with no live session is skipped."
+
+    Here: every delegate is skipped with the reference's own `delegate_skipped` note, live
+    session or not; a check that accepted the note saw nothing wrong.
+    """
+
+    def delegate(self, chat: Chat, text: str) -> None:
+        self.h.note("delegate_skipped", chat=chat.name, reason="no live session to delegate from")
