@@ -94,7 +94,8 @@ def test_expectations_option_applies_a_file_of_ones_own(pytester: pytest.Pyteste
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (("--sessiongate-scenarios", "nowhere"), "sessiongate: --sessiongate-scenarios nowhere: no such file or directory (nor a catalog scenario's name)"),
+    (("--sessiongate-scenarios", "nowhere"),
+     "sessiongate: --sessiongate-scenarios nowhere: no such file or directory (nor a catalog scenario's name)"),
     (("--sessiongate-expectations", "nowhere.txt"), "sessiongate: nowhere.txt: expectations file not found"),
 ])
 def test_a_bad_path_option_is_a_usage_error(pytester: pytest.Pytester, args: tuple[str, ...], message: str) -> None:
