@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from conformance.observations import DurableState, ObservationLog, Resources, first_turn, halves, reply_text, turn_ids
+from conformance.observations import DurableState, ObservationLog, Resources, halves, reply_text, turn_ids
 from sim.clock import VirtualClock
 from sim.engine import Engine, Timer
 from sim.scenario import Chat, GatewayConfig
@@ -112,7 +112,8 @@ class Scheduler:
 
 
 class FakeLLM:
-    """Answers every request after the configured latency with '[<turn>] reply'."""
+    """Answers every request after the configured latency with '[<turn>] reply', <turn> the
+    newest turn id of the prompt's last message."""
 
     def __init__(self, log: ObservationLog, engine: Engine, latency: int, deliver: Callable[[str, str], None]) -> None:
         self._log, self._engine, self._latency, self._deliver = log, engine, latency, deliver
@@ -123,11 +124,12 @@ class FakeLLM:
         """Send the prompt (the session's texts, last one the user's); returns a request id."""
         self._count += 1
         request_id = f"r{self._count}"
-        # Every turn in the last message, the credited one first: a gateway that folds unanswered
-        # messages into the next prompt ("[t3] …\n[t5] …") answers them all with one reply (I9).
+        # The reply answers the newest turn of the last message, the one whose arrival made the
+        # gateway ask; one that folds unanswered messages into that prompt ("[t3] …\n[t5] …")
+        # answers them with it too. The record lists every turn carried, the credited one first.
         carried = tuple(dict.fromkeys(turn_ids(prompt[-1]))) if prompt else ()
-        turn = carried[0] if carried else None
-        self._log.add("llm_request", chat=chat, session=session, turns=carried, request=request_id)
+        turn = carried[-1] if carried else None
+        self._log.add("llm_request", chat=chat, session=session, turns=(*carried[-1:], *carried[:-1]), request=request_id)
         self._engine.call_later(self._latency, self._reply, self.epoch, request_id, turn)
         return request_id
 
@@ -183,8 +185,8 @@ class RecordingProvider:
 
     def on_session_end(self, session: str, transcript: Sequence[tuple[str, str]]) -> None:
         """`turns`: the turns whose user message it carries; `replies`: those whose reply it carries."""
-        turns = [turn for role, content in transcript if role == "user" and (turn := first_turn(content))]
-        replies = [turn for role, content in transcript if role == "assistant" and (turn := first_turn(content))]
+        turns = [turn for role, content in transcript if role == "user" for turn in turn_ids(content)]  # a folded message carries two
+        replies = [turn for role, content in transcript if role == "assistant" for turn in turn_ids(content)]
         self._log.add("on_session_end", session=session, turns=turns, messages=len(transcript), replies=replies)
 
     def on_session_switch(self, old: str | None, new: str) -> None:

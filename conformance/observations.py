@@ -205,6 +205,11 @@ class StoredMessage:
     def turn(self) -> str | None:
         return first_turn(self.content)
 
+    @property
+    def turns(self) -> tuple[str | None, ...]:
+        """Every turn the row carries (a gateway may fold two messages into one row), or (None,)."""
+        return tuple(dict.fromkeys(turn_ids(self.content))) or (None,)
+
 
 @dataclass(frozen=True, slots=True)
 class StoredSession:
@@ -221,10 +226,11 @@ class DurableState:
     routing: tuple[tuple[str, str], ...] = ()  # (chat name, session id), sorted
 
     def to_detail(self) -> dict[str, Any]:
-        """A compact, canonical form for the log: session -> [[role, turn, visibility], …]."""
+        """A compact, canonical form for the log: session -> [[role, turn, visibility], …], a row
+        carrying two turns (folded by the gateway) once for each."""
         return {
             "sessions": {
-                s.id: {"parent": s.parent, "rows": [[m.role, m.turn, m.visibility] for m in s.messages]}
+                s.id: {"parent": s.parent, "rows": [[m.role, turn, m.visibility] for m in s.messages for turn in m.turns]}
                 for s in sorted(self.sessions, key=lambda s: s.id)
             },
             "routing": {chat: sid for chat, sid in self.routing},

@@ -56,8 +56,11 @@ def test_hermes_answers_routes_and_ends_sessions() -> None:
     kinds = [r.kind for r in result.records]
     acknowledged = [t for r in result.records if r.kind == "reply" for t in r.turns]
     # t3 arrives mid-turn: it interrupts t1, and Hermes folds the unanswered t1 into t3's
-    # message, so the one reply answers t1 (the fake LLM answers a prompt's first turn id).
-    assert acknowledged == ["t2", "t1", "t4", "t5"]
+    # message, so the one reply is credited to t3 (the fake LLM answers the newest turn of the
+    # prompt's last message) and answers the folded t1 with it (its request lists both).
+    assert acknowledged == ["t2", "t3", "t4", "t5"]
+    folded = [r.turns for r in result.records if r.kind == "llm_request" and len(r.turns) > 1]
+    assert folded == [("t3", "t1")]
     assert {"on_session_end", "on_session_finalize", "on_session_reset", "ingest"} <= set(kinds)
     final = [r for r in result.records if r.kind == "durable" and r.d("label") == "final"]
     assert len(final) == 1 and list(final[0].d("routing")) == ["alice"]
