@@ -446,14 +446,24 @@ def timeline(result: RunResult) -> list[str]:
     records alike but for their time (a gateway retrying a heal every few ms) shows as its
     first line and a count; `until` values read as times. Needs nothing of the oracle, so any
     log prints: one cut short by a gateway error, or one no check can read."""
-    from functools import partial
-    from zoneinfo import ZoneInfo
-
     from conformance.checks.model import time_text
+    from sim.clock import from_ms, load_zone
 
     head = result.records[0] if result.records else None
-    zone = ZoneInfo(result.scenario.zone)
-    at = partial(time_text, zone=zone, start=head.t if head is not None else None)
+    zone = load_zone(result.scenario.zone)
+    start = head.t if head is not None else None
+    shared: dict[int, set[int]] = {}  # second -> the distinct ms of its records
+    for r in result.records:
+        shared.setdefault(r.t // 1000, set()).add(r.t % 1000)
+
+    def at(t: int) -> str:
+        """The time as checks word it, with milliseconds where records of one second differ, and
+        '(2nd)' in the second pass of a repeated (fall-back) hour."""
+        text = time_text(t, zone, start)
+        if len(shared.get(t // 1000, ())) > 1:
+            text += f".{t % 1000:03d}" if text.count(":") == 2 else f":00.{t % 1000:03d}"
+        return text + (" (2nd)" if from_ms(t, zone).fold else "")
+
     lines: list[str] = []
     run: list[tuple[int, str]] = []  # (t, body) of consecutive records with one body
 
@@ -479,6 +489,10 @@ def timeline(result: RunResult) -> list[str]:
             turns = ",".join(r.turns)
             extra = " ".join(f"{k}={at(v) if k == 'until' and isinstance(v, int) else v}"
                              for k, v in sorted(r.detail.items()) if k not in ("queued",) and v not in (None, False))
+            if r.d("queued"):
+                extra = f"held (the gateway is down) {extra}"
+            if r.kind == "on_session_end" and not r.turns:
+                turns = "(no turns)"
             body = f"#{r.step:<3} {r.kind:<19} {where} {turns} {extra}".rstrip()
         if run and run[-1][1] != body:
             flush()
