@@ -18,7 +18,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from conformance.runner import RunResult
 
 T = TypeVar("T")
 
@@ -50,10 +53,18 @@ def timed(fn: Callable[[], T]) -> tuple[Timing, T]:
     return Timing(time.perf_counter() - wall, time.process_time() - cpu), value
 
 
+def feed_digest(digest: Any, result: RunResult) -> None:
+    """Add one run's observation log and verdicts to a hashlib `digest`: the unit of every
+    behaviour digest (this one's groups, bench/mutation.py's per-scenario digests)."""
+    digest.update(result.log_text().encode())
+    for verdict in result.verdicts.values():
+        digest.update(repr(verdict).encode())
+
+
 def log_digests(seeds: int = 100) -> dict[str, str]:
     """group -> SHA-256 of its logs and verdicts: catalog on the reference, catalog on each variant, seeds."""
     from conformance.registry import resolve
-    from conformance.runner import RunResult, run_scenario
+    from conformance.runner import run_scenario
     from conformance.suite import catalog_paths
     from reference_impl.variants import VARIANTS
     from sim.generate import scenario_for_seed
@@ -62,9 +73,7 @@ def log_digests(seeds: int = 100) -> dict[str, str]:
     def digest_of(runs: list[RunResult]) -> str:
         digest = hashlib.sha256()
         for result in runs:
-            digest.update(result.log_text().encode())
-            for verdict in result.verdicts.values():
-                digest.update(repr(verdict).encode())
+            feed_digest(digest, result)
         return digest.hexdigest()
 
     catalog = [load_file(path) for path in catalog_paths()]

@@ -589,6 +589,16 @@ def cmd_zoo(args: argparse.Namespace) -> int:
 # -- entry ----------------------------------------------------------------------------
 
 
+def add_isolation_options(parser: argparse.ArgumentParser) -> None:
+    """--isolate, --step-timeout and --memory-mb, defined once: `run` and `fuzz` take them alike,
+    and `gateway_factory` reads them."""
+    parser.add_argument("--isolate", action="store_true", help="run each scenario's gateway in a child process of its own")
+    parser.add_argument("--step-timeout", type=_seconds, default=10.0, metavar="SECONDS",
+                        help="wall-clock limit per step for isolated and exec: gateways (default 10)")
+    parser.add_argument("--memory-mb", type=_megabytes, default=4096, metavar="MB",
+                        help="memory cap of an isolated or exec: gateway (default 4096)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="sessiongate", description="Deterministic session-lifecycle conformance for chat-agent gateways.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -599,10 +609,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--table", action="store_true", help="print a scenario × check verdict table")
     run.add_argument("--report", metavar="DIR", help="write JUnit, JSON and HTML reports to DIR")
     run.add_argument("-q", "--quiet", action="store_true", help="print only failing scenarios and the summary")
-    run.add_argument("--isolate", action="store_true", help="run each scenario's gateway in a child process of its own")
-    run.add_argument("--step-timeout", type=_seconds, default=10.0, metavar="SECONDS",
-                     help="wall-clock limit per step for isolated and exec: gateways (default 10)")
-    run.add_argument("--memory-mb", type=_megabytes, default=4096, metavar="MB", help="memory cap of an isolated gateway (default 4096)")
+    add_isolation_options(run)
     run.add_argument("--budget", type=_positive_int, default=DEFAULT_BUDGET, metavar="EVENTS",
                      help=f"simulator events per scenario before a gateway counts as runaway (default {DEFAULT_BUDGET:,})")
     run.add_argument("--check-determinism", action="store_true",

@@ -1,7 +1,7 @@
 """`sessiongate fuzz`, `zoo --generated`, `shrink` and `explore`: generated scenarios at scale.
 
     sessiongate fuzz --seeds A:B [--gateway NAME] [-j N | -n auto] [--shard I/N] [--time-budget 60s] [--out DIR]
-                     [--no-shrink] [--findings-ok]
+                     [--no-shrink] [--findings-ok] [--isolate] [--step-timeout S] [--memory-mb MB]
     sessiongate zoo --generated [--seeds A:B] [-j N] [--out DIR]   (conformance.zoo_generated)
     sessiongate shrink FILE [--gateway NAME] [--check ID]
     sessiongate explore --depth D [--gateway NAME] [-j N] [--out DIR]    (conformance.explore)
@@ -9,6 +9,10 @@
 Seeds A:B are A <= seed < B. Each seed is a pure function (`sim.generate.scenario_for_seed`),
 so the verdicts do not depend on the number of workers or shards: `--shard I/N` takes every
 N-th seed starting at the I-th, and the shards' failures together are the serial run's.
+
+A run stopped early (Ctrl-C, SIGTERM, `--time-budget`) ends with the command that runs the
+seeds it did not count, and leaves `--out` as an earlier run left it but for the failures it
+counted: workers write into a staging folder, and a failure moves into `--out` when counted.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ import functools
 import math
 import multiprocessing
 import os
+import shlex
+import shutil
 import signal
 import sys
 import time
@@ -26,7 +32,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from conformance.cli import UsageError, check_gateway, check_out_dir
+from conformance.cli import UsageError, add_isolation_options, check_gateway, check_out_dir, gateway_factory
+from conformance.exec_gateway import DEFAULT_STEP_TIMEOUT
 from conformance.registry import resolve
 from conformance.runner import RunResult, cyclic_gc_paused, run_scenario
 from sim.clock import MINUTE, parse_duration
@@ -50,10 +57,26 @@ def candidate_budget(scenario: Scenario) -> int:
     return 4 * (span // tick) + 200 * len(scenario.events) + 5_000
 
 
+@dataclass(frozen=True)
+class Isolation:
+    """`--isolate`, `--step-timeout` and `--memory-mb` (`cli.add_isolation_options`), in a form a
+    worker process can be handed. The defaults run the gateway in process; exec: is always a child."""
+
+    isolate: bool = False
+    step_timeout: float = DEFAULT_STEP_TIMEOUT
+    memory_mb: int | None = None
+
+    @staticmethod
+    def of(args: argparse.Namespace) -> Isolation:
+        return Isolation(args.isolate, args.step_timeout, args.memory_mb)
+
+
 @functools.cache
-def factory(gateway: str) -> Callable[[], Any]:
-    """`resolve`, once per process: entry-point discovery costs milliseconds per call."""
-    return resolve(gateway)
+def factory(gateway: str, isolation: Isolation = Isolation()) -> Callable[[], Any]:
+    """`cli.gateway_factory`, once per process: entry-point discovery costs milliseconds per call."""
+    options = argparse.Namespace(gateway=gateway, isolate=isolation.isolate, step_timeout=isolation.step_timeout,
+                                 memory_mb=isolation.memory_mb)
+    return gateway_factory(options)
 
 
 # -- failures and the shrink predicate -------------------------------------------------
@@ -63,10 +86,12 @@ def failing(result: RunResult) -> dict[str, str]:
     return {check: v.summary for check, v in result.verdicts.items() if v.status in BAD}
 
 
-def same_failure(gateway: str, check: str, status: str, control: str | None = None) -> Predicate:
+def same_failure(gateway: str, check: str, status: str, control: str | None = None,
+                 isolation: Isolation = Isolation()) -> Predicate:
     """True for scenarios on which `gateway` still gives `check` the verdict `status` (and,
-    with `control`, that gateway does not fail it: the failure still tells the two apart)."""
-    make = factory(gateway)
+    with `control`, that gateway does not fail it: the failure still tells the two apart).
+    `isolation` is the run's: a gateway isolated because it may hang is isolated while shrinking."""
+    make = factory(gateway, isolation)
     control_factory = factory(control) if control else None
 
     def fails(scenario: Scenario) -> bool:
@@ -93,9 +118,9 @@ class Shrinking:
 
 
 def shrink_and_write(scenario: Scenario, original: Path, gateway: str, check: str, status: str,
-                     control: str | None = None) -> Shrinking:
+                     control: str | None = None, isolation: Isolation = Isolation()) -> Shrinking:
     """Shrink a failing scenario keeping `check`'s verdict; write it beside `original`."""
-    fails = same_failure(gateway, check, status, control)
+    fails = same_failure(gateway, check, status, control, isolation)
     shrunk = shrink(scenario, fails)
     # It is shown to fail on `gateway` only: it claims to catch that variant, if any, and no other.
     catches = tuple(c for c in scenario.catches if gateway == f"reference:{c}")
@@ -116,9 +141,10 @@ class SeedTask:
     seed: int
     gateway: str
     profile: str
-    out: str
+    out: str  # where a failure is written: the run's staging folder (`cmd_fuzz` moves it into --out)
     shrink: bool = True
     strict: bool = False  # a vacuous check fails
+    isolation: Isolation = Isolation()
 
 
 @dataclass(frozen=True)
@@ -137,7 +163,7 @@ def run_seed(task: SeedTask) -> SeedOutcome:
     """Generate, run and judge one seed; write a failing one (and its shrunk form) to `out`."""
     scenario = scenario_for_seed(task.seed, task.profile)
     with cyclic_gc_paused():  # the run's log is freed before the collector is back: it would walk every record
-        result = run_scenario(scenario, factory(task.gateway)(), task.gateway, strict=task.strict)
+        result = run_scenario(scenario, factory(task.gateway, task.isolation)(), task.gateway, strict=task.strict)
         bad, failure, verdicts = failing(result), result.failure, result.verdicts
         del result
     vacuous = sum(v.vacuous for v in verdicts.values())
@@ -158,7 +184,7 @@ def run_seed(task: SeedTask) -> SeedOutcome:
     if task.shrink and failure is None:  # a gateway error is counted and written, not shrunk (see cmd_shrink)
         check = next(iter(bad))
         status = verdicts[check].status
-        shrunk = shrink_and_write(scenario, path, task.gateway, check, status)
+        shrunk = shrink_and_write(scenario, path, task.gateway, check, status, isolation=task.isolation)
     start_error = failure.describe() if failure is not None and failure.step == 0 else ""
     return SeedOutcome(task.seed, vacuous, bad, str(path), shrunk, broken=failure is not None, start_error=start_error)
 
@@ -240,9 +266,14 @@ def seed_chunk(seeds: int, workers: int) -> int:
 
 
 def _worker_init() -> None:
-    """Workers die quietly when the pool ends them; the parent handles Ctrl-C and SIGTERM."""
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    """Workers end quietly when the pool ends them (SIGTERM); the parent handles Ctrl-C. The exit
+    unwinds the scenario in progress, so its gateway child (--isolate, exec:) is killed with it."""
+    signal.signal(signal.SIGTERM, _worker_exit)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _worker_exit(signum: int, _frame: Any) -> None:
+    raise SystemExit(128 + signum)
 
 
 class Progress:
@@ -282,14 +313,36 @@ class Progress:
             sys.stderr.write("\n")
 
 
-def _forget(out: Path, seeds: range) -> None:
-    """Remove the failure files of `seeds` from `out`: the seeds a stopped run did not count."""
-    if not out.is_dir():
-        return
-    for path in out.glob("gen-*.yaml"):
-        number = path.name[4:].removesuffix(".yaml").removesuffix(".shrunk")
-        if number.isdigit() and int(number) in seeds:
-            path.unlink(missing_ok=True)
+def _counted(outcome: SeedOutcome, out: Path) -> SeedOutcome:
+    """Move a counted seed's files from the staging folder into `out`. Workers run ahead of the
+    count; what they wrote for seeds a stopped run never counted stays in staging, and goes
+    with it, so a stop never touches what an earlier run left in `out`."""
+    if not outcome.path:
+        return outcome
+    path = out / Path(outcome.path).name
+    os.replace(outcome.path, path)
+    shrunk = outcome.shrunk
+    if shrunk is not None:
+        shrunk = replace(shrunk, path=str(out / Path(shrunk.path).name))
+        os.replace(outcome.shrunk.path, shrunk.path)  # type: ignore[union-attr]
+    return replace(outcome, path=str(path), shrunk=shrunk)
+
+
+def resume_command(parser: argparse.ArgumentParser, args: argparse.Namespace, rest: range) -> str:
+    """The fuzz command that runs the seeds `rest` (what a stopped run did not count) with every
+    other option as given. Under `--shard I/N` the range starts I-1 before the first seed left,
+    so the same shard (and its summary file) picks up exactly where it stopped."""
+    index, _count = parse_shard(args.shard)
+    words = ["sessiongate", "fuzz", "--seeds", f"{rest.start - (index - 1)}:{parse_seeds(args.seeds).stop}"]
+    for action in parser._actions:  # every option, in its definition order, that is not its default
+        if not action.option_strings or action.dest in ("help", "seeds"):
+            continue
+        value = getattr(args, action.dest, action.default)
+        if value == action.default:
+            continue
+        flag = max(action.option_strings, key=len)
+        words += [flag] if action.nargs == 0 else [flag, str(value)]
+    return shlex.join(words)
 
 
 def cmd_fuzz(args: argparse.Namespace) -> int:
@@ -298,15 +351,22 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     budget = parse_time_budget(args.time_budget)
     workers = parse_workers(args.workers)
     check_out_dir(args.out, "--out")
-    tasks = [SeedTask(seed, args.gateway, args.profile, args.out, not args.no_shrink, args.strict) for seed in seeds]
+    isolation = Isolation.of(args)
+    factory(args.gateway, isolation)  # as `run` does: under --isolate, an unknown variant is a usage error here
+    out = Path(args.out)
+    made_out = not out.exists()
+    staging = out / f".staging-{os.getpid()}"  # shards may share --out: one staging folder per run
+    tasks = [SeedTask(seed, args.gateway, args.profile, str(staging), not args.no_shrink, args.strict, isolation)
+             for seed in seeds]
     progress = Progress(len(tasks))
     done = failed = broken = refused = vacuous = 0
     by_check: dict[str, int] = {}
     stopped = False
     cannot_start = ""
     interrupted: KeyboardInterrupt | None = None
+    outcomes = in_order(run_seed, tasks, workers, chunksize=seed_chunk(len(tasks), workers))
     try:
-        for outcome in in_order(run_seed, tasks, workers, chunksize=seed_chunk(len(tasks), workers)):
+        for outcome in map(functools.partial(_counted, out=out), outcomes):
             done += 1
             vacuous += outcome.vacuous
             if outcome.failing:
@@ -326,9 +386,12 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
                 break
     except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM: count and report what finished
         interrupted = stop
+    finally:
+        outcomes.close()  # ends the pool now: no worker writes into staging after this
+        shutil.rmtree(staging, ignore_errors=True)  # failures of seeds not counted
+        if made_out and out.is_dir() and not any(out.iterdir()):
+            out.rmdir()
     progress.close()
-    if done < len(tasks):  # the pool is gone: what its workers wrote for seeds not counted goes too
-        _forget(Path(args.out), seeds[done:])
     if stopped:
         print(f"time budget of {args.time_budget} spent after {done} of {len(tasks)} seeds")
     if cannot_start:
@@ -338,12 +401,14 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
         lines[-1] += f"; {vacuous} check{'s' if vacuous != 1 else ''} vacuous (examined nothing)"
     if interrupted is not None:
         lines[-1] += " (interrupted)"
+    if (stopped or interrupted is not None) and done < len(tasks):  # the last line: how to run the rest
+        lines.append(f"resume: {resume_command(args.parser, args, seeds[done:])}")
     if failed:
         counts = ", ".join(f"{check} {by_check[check]}" for check in sorted(by_check))
         not_run = [f"{refused} seeds refused at start (NotImplementedError)" if refused else "",
                    f"{broken} seeds errored or timed out" if broken else ""]
         lines.insert(0, "; ".join([f"failing seeds by check: {counts or 'none'}", *filter(None, not_run)]))
-        Path(args.out).mkdir(parents=True, exist_ok=True)
+        out.mkdir(parents=True, exist_ok=True)
         # Shards may share --out: each keeps its own counts.
         name, scope = ("summary.txt", "") if not args.shard else (f"summary-shard-{args.shard.replace('/', '-of-')}.txt",
                                                                    f", shard {args.shard}")
@@ -421,7 +486,8 @@ def add_commands(subparsers: Any) -> None:
     fuzz.add_argument("--findings-ok", action="store_true",
                       help="failed checks are findings to report (exit 0); gateway errors and timeouts exit 1, "
                            "except NotImplementedError at start (a config the gateway says it cannot drive)")
-    fuzz.set_defaults(func=guarded(cmd_fuzz))
+    add_isolation_options(fuzz)
+    fuzz.set_defaults(func=guarded(cmd_fuzz), parser=fuzz)
     shrink_cmd = subparsers.add_parser("shrink", help="shrink a failing scenario file, keeping one check's failure")
     shrink_cmd.add_argument("file")
     shrink_cmd.add_argument("--gateway", default="reference")

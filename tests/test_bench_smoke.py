@@ -73,3 +73,16 @@ def test_hermes_bench_quick_ends_with_the_reference_ratio() -> None:
     out = run_quick("hermes.py")
     assert re.fullmatch(r"ratio hermes/reference, scenarios per CPU second: \d+\.\d{4}", last_line(out)), out
     assert re.search(r"^hermes +catalog +8 ", out, re.MULTILINE), out
+
+
+def test_mutation_bench_quick_is_deterministic_and_ends_with_the_kill_rate() -> None:
+    """Three mutants on the catalog and 5 seeds, twice: the same bytes (timings go to stderr)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    runs = [subprocess.run([sys.executable, str(ROOT / "bench" / "mutation.py"), "--quick"], cwd=ROOT, env=env,
+                           capture_output=True, text=True, timeout=600) for _ in range(2)]
+    out = runs[0].stdout
+    assert runs[0].returncode in (0, 1), runs[0].stderr  # 1: a survivor not in bench/mutation_allowed.txt
+    assert runs[1].stdout == out
+    assert re.fullmatch(r"kill rate: \d+\.\d% \(\d+ of \d+ mutants that change behaviour\)", last_line(out)), out
+    assert re.search(r"^mutants: 3 \(", out, re.MULTILINE), out
+    assert "seeds 0:5" in out.splitlines()[0], out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -60,7 +61,7 @@ def refusing() -> object:
 def test_findings_ok_counts_refused_seeds_apart(capsys: pytest.CaptureFixture[str], tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("conformance.fuzz.resolve", lambda name: refusing)
-    monkeypatch.setattr("conformance.fuzz.factory", lambda name: refusing)
+    monkeypatch.setattr("conformance.fuzz.factory", lambda *_: refusing)
     code, out, failed = _fuzz(capsys, tmp_path, "--seeds", "0:2", "--gateway", "refusing", "--findings-ok")
     assert not failed and code == 0
     assert re.findall(r"^refused gen-(\d+)  gateway error at step 0 \(start\): NotImplementedError: no config of this kind$",
@@ -85,13 +86,14 @@ def test_an_interrupted_run_reports_what_finished(capsys: pytest.CaptureFixture[
         return resolve(VARIANT)()
 
     monkeypatch.setattr("conformance.fuzz.resolve", lambda name: interrupting)
-    monkeypatch.setattr("conformance.fuzz.factory", lambda name: interrupting)
+    monkeypatch.setattr("conformance.fuzz.factory", lambda *_: interrupting)
     code, out, failed = _fuzz(capsys, tmp_path, "--seeds", "0:5", "--gateway", "interrupting")
     assert code == 143
-    last = out.strip().splitlines()[-1]
-    assert last == f"2 scenarios, {2 - len(failed)} passed, {len(failed)} failed (interrupted)"
+    *_, counts, last = out.strip().splitlines()
+    assert counts == f"2 scenarios, {2 - len(failed)} passed, {len(failed)} failed (interrupted)"
+    assert last == f"resume: sessiongate fuzz --seeds 2:5 --gateway interrupting --out {tmp_path / 'out'} --no-shrink"
     if failed:
-        assert (tmp_path / "out" / "summary.txt").read_text().splitlines()[-1] == last
+        assert (tmp_path / "out" / "summary.txt").read_text().splitlines()[-2:] == [counts, last]
 
 
 def test_shards_cover_the_serial_run(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -172,3 +174,79 @@ def test_a_stopped_run_leaves_files_only_for_the_seeds_it_counted(capsys: pytest
     assert code == 1 and failed
     written = {int(p.name[4:].removesuffix(".yaml")) for p in (tmp_path / "out").glob("gen-*.yaml")}
     assert written == failed
+
+
+def test_an_interrupted_run_keeps_the_files_an_earlier_run_wrote(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only what this run's workers wrote for seeds it did not count goes; an earlier run's files stay."""
+    import signal
+
+    from conformance.registry import resolve
+
+    _, _, earlier = _fuzz(capsys, tmp_path, "--seeds", "0:5", "--gateway", VARIANT)
+    files = {p.name: p.read_text() for p in (tmp_path / "out").glob("gen-*.yaml")}
+    assert {int(name[4:].removesuffix(".yaml")) for name in files} == earlier and max(earlier) >= 2
+    made = []
+
+    def interrupting() -> object:  # SIGTERM while building the third seed's gateway
+        made.append(1)
+        if len(made) == 3:
+            raise KeyboardInterrupt(signal.SIGTERM)
+        return resolve(VARIANT)()
+
+    monkeypatch.setattr("conformance.fuzz.resolve", lambda name: interrupting)
+    monkeypatch.setattr("conformance.fuzz.factory", lambda *_: interrupting)
+    code, _, _ = _fuzz(capsys, tmp_path, "--seeds", "0:5", "--gateway", "interrupting")
+    assert code == 143
+    assert {p.name: p.read_text() for p in (tmp_path / "out").glob("gen-*.yaml")}.keys() == files.keys()
+    assert not [p for p in (tmp_path / "out").iterdir() if p.name.startswith(".")]  # no staging left behind
+
+
+def test_a_stopped_shard_resumes_where_it_stopped(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Each run spends its time budget on one seed; following the resume lines runs the shard's
+    seeds exactly once, with the serial run's failures, and leaves every failure's file."""
+    _, _, serial = _fuzz(capsys, tmp_path / "serial", "--seeds", "0:12", "--gateway", VARIANT, "--shard", "2/3")
+    argv = ["fuzz", "--seeds", "0:12", "--gateway", VARIANT, "--shard", "2/3", "--time-budget", "0.001",
+            "--no-shrink", "--out", str(tmp_path / "out")]
+    counted, failed, resumes = [], set(), []
+    while True:
+        main(argv)
+        lines = capsys.readouterr().out.strip().splitlines()
+        counted.append(int(lines[-2 if lines[-1].startswith("resume: ") else -1].split()[0]))
+        failed |= {int(seed) for line in lines for seed in re.findall(r"^FAIL gen-(\d+)", line)}
+        if not lines[-1].startswith("resume: "):
+            break
+        resumes.append(lines[-1])
+        argv = shlex.split(lines[-1].removeprefix("resume: "))[1:]
+    assert resumes[0] == (f"resume: sessiongate fuzz --seeds 3:12 --gateway {VARIANT} --shard 2/3 --time-budget 0.001 "
+                          f"--out {tmp_path / 'out'} --no-shrink")  # seeds 4, 7, 10 left
+    assert counted == [1, 1, 1, 1] and failed == serial and serial
+    assert {int(p.name[4:].removesuffix(".yaml")) for p in (tmp_path / "out").glob("gen-*.yaml")} == serial
+
+
+def test_fuzz_isolates_a_hanging_gateway_as_run_does(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, out, _ = _fuzz(capsys, tmp_path, "--seeds", "0:2", "--gateway", "selftest:hang", "--isolate",
+                         "--step-timeout", "1", "--findings-ok")
+    assert code == 1  # timeouts are not findings
+    assert re.findall(r"^FAIL gen-(\d+)  I1 .*no answer to deliver_message within 1s", out, re.MULTILINE) == ["0", "1"], out
+    assert out.strip().splitlines()[-2:] == ["failing seeds by check: none; 2 seeds errored or timed out",
+                                            "2 scenarios, 0 passed, 2 failed"]
+
+
+def test_fuzz_gives_an_exec_child_its_memory_cap_and_step_timeout(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from reference_impl import ReferenceGateway
+
+    started: list[tuple[list[str], float, int | None]] = []
+
+    def exec_gateway(argv: list[str], *, step_timeout: float, memory_mb: int | None, env: object = None) -> object:
+        started.append((argv, step_timeout, memory_mb))
+        return ReferenceGateway()  # stands in for the child: the options are what is checked
+
+    monkeypatch.setattr("conformance.exec_gateway.ExecGateway", exec_gateway)
+    code, out, _ = _fuzz(capsys, tmp_path, "--seeds", "0:2", "--gateway", "exec:my-gateway --fast",
+                         "--memory-mb", "300", "--step-timeout", "2.5")
+    assert code == 0, out
+    assert started == [(["my-gateway", "--fast"], 2.5, 300)] * 2
+    _fuzz(capsys, tmp_path, "--seeds", "0:1", "--gateway", "exec:my-gateway")
+    assert started[-1] == (["my-gateway"], 10.0, 4096)  # run's defaults
