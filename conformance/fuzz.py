@@ -36,6 +36,7 @@ from conformance.cli import UsageError, add_isolation_options, check_gateway, ch
 from conformance.exec_gateway import DEFAULT_STEP_TIMEOUT
 from conformance.registry import resolve
 from conformance.runner import RunResult, cyclic_gc_paused, run_scenario
+from conformance.verdict import CHECKER_ERROR
 from sim.clock import MINUTE, parse_duration
 from sim.generate import PROFILES, scenario_for_seed
 from sim.loader import load_file, load_text
@@ -157,6 +158,7 @@ class SeedOutcome:
     broken: bool = False  # the gateway raised or ran away (an error or timeout, not a check's finding)
     refused: bool = False  # it raised NotImplementedError at start: a config it says it cannot drive
     start_error: str = ""  # broken before the scenario's first event: the gateway may not start at all
+    checker_error: bool = False  # a check raised on its log: sessiongate's bug (exit 4)
 
 
 def run_seed(task: SeedTask) -> SeedOutcome:
@@ -167,6 +169,7 @@ def run_seed(task: SeedTask) -> SeedOutcome:
         bad, failure, verdicts = failing(result), result.failure, result.verdicts
         del result
     vacuous = sum(v.vacuous for v in verdicts.values())
+    checker = any(v.status == CHECKER_ERROR for v in verdicts.values())
     if not bad:
         return SeedOutcome(task.seed, vacuous)
     if failure is not None and failure.event == "start" and failure.message.startswith("NotImplementedError"):
@@ -186,7 +189,8 @@ def run_seed(task: SeedTask) -> SeedOutcome:
         status = verdicts[check].status
         shrunk = shrink_and_write(scenario, path, task.gateway, check, status, isolation=task.isolation)
     start_error = failure.describe() if failure is not None and failure.step == 0 else ""
-    return SeedOutcome(task.seed, vacuous, bad, str(path), shrunk, broken=failure is not None, start_error=start_error)
+    return SeedOutcome(task.seed, vacuous, bad, str(path), shrunk, broken=failure is not None, start_error=start_error,
+                       checker_error=checker)
 
 
 def parse_seeds(text: str) -> range:
@@ -359,7 +363,7 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     tasks = [SeedTask(seed, args.gateway, args.profile, str(staging), not args.no_shrink, args.strict, isolation)
              for seed in seeds]
     progress = Progress(len(tasks))
-    done = failed = broken = refused = vacuous = 0
+    done = failed = broken = refused = vacuous = checkers = 0
     by_check: dict[str, int] = {}
     stopped = False
     cannot_start = ""
@@ -369,6 +373,7 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
         for outcome in map(functools.partial(_counted, out=out), outcomes):
             done += 1
             vacuous += outcome.vacuous
+            checkers += outcome.checker_error
             if outcome.failing:
                 failed += 1
                 broken += outcome.broken
@@ -416,6 +421,8 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     print("\n".join(lines))
     if interrupted is not None:
         return 143 if interrupted.args and interrupted.args[0] == signal.SIGTERM else 130
+    if checkers:
+        return 4  # a check raised on some log: sessiongate's own bug, above any finding
     if args.findings_ok:
         return 1 if broken else 0
     return 1 if failed else 0

@@ -453,3 +453,13 @@ def test_the_profile_check_is_driven_by_the_fields_types() -> None:
         _field("reply_within", hint, -1)
     wire = {"finalization": "lazy", "latency": 0, "crash_durable": False, "sweep_interval": 0}
     assert profile_from_fields(wire) == Profile("lazy", 0, False, 0)  # `unsupported` (no kinds) may be left out
+
+
+def test_fuzz_exits_4_on_a_checker_error(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """As run, replay and report do: a check that raised is sessiongate's bug, above any finding."""
+    import conformance.checks as checks
+
+    monkeypatch.setitem(checks.CHECKS, "I3", broken_check)
+    assert main(["fuzz", "--seeds", "0:2", "--out", str(tmp_path), "--no-shrink", "--findings-ok"]) == 4
+    capsys.readouterr()
