@@ -16,7 +16,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from conformance.observations import DurableState, ObservationLog, Resources, halves, reply_text, turn_ids
 from sim.clock import VirtualClock
 from sim.engine import Engine, Timer
-from sim.scenario import Chat, GatewayConfig
+from sim.scenario import Chat, GatewayConfig, Usage
 
 EVENT_KINDS = frozenset(
     {"message", "command", "delegate", "sigterm", "crash", "restart", "delete_session",
@@ -113,11 +113,19 @@ class Scheduler:
 
 class FakeLLM:
     """Answers every request after the configured latency with '[<turn>] reply', <turn> the
-    newest turn id of the prompt's last message."""
+    newest turn id of the prompt's last message.
 
-    def __init__(self, log: ObservationLog, engine: Engine, latency: int, deliver: Callable[[str, str], None]) -> None:
+    Each answer also reports token usage (`sim.scenario.Usage`): the credited turn's
+    message says what (`usage:`), else the scenario's config; 'small' by default. A gateway
+    that reads usage asks `usage_of(request_id)` when the answer arrives; the `llm_request`
+    record names any usage other than 'small', so the log says what each answer reported."""
+
+    def __init__(self, log: ObservationLog, engine: Engine, latency: int, deliver: Callable[[str, str], None],
+                 usage: Usage = "small", usage_by_turn: dict[str, Usage] | None = None) -> None:
         self._log, self._engine, self._latency, self._deliver = log, engine, latency, deliver
         self._count = 0
+        self._usage, self._usage_by_turn = usage, usage_by_turn or {}
+        self._reported: dict[str, Usage] = {}  # request id -> its answer's usage, other than 'small', until answered
         self.epoch = 0  # bumped when the gateway process dies: replies to the dead one are lost
 
     def request(self, chat: str, session: str, prompt: Sequence[str]) -> str:
@@ -129,13 +137,26 @@ class FakeLLM:
         # answers them with it too. The record lists every turn carried, the credited one first.
         carried = tuple(dict.fromkeys(turn_ids(prompt[-1]))) if prompt else ()
         turn = carried[-1] if carried else None
-        self._log.add("llm_request", chat=chat, session=session, turns=(*carried[-1:], *carried[:-1]), request=request_id)
+        credited = (*carried[-1:], *carried[:-1])
+        usage = self._usage_by_turn.get(turn, self._usage) if turn else self._usage
+        if usage == "small":  # the default is left out of the record: logs from before usage read alike
+            self._log.add("llm_request", chat=chat, session=session, turns=credited, request=request_id)
+        else:
+            self._reported[request_id] = usage
+            self._log.add("llm_request", chat=chat, session=session, turns=credited, request=request_id, usage=usage)
         self._engine.call_later(self._latency, self._reply, self.epoch, request_id, turn)
         return request_id
 
+    def usage_of(self, request_id: str) -> Usage:
+        """What the answer to `request_id` reports about token usage (see `sim.scenario.Usage`)."""
+        return self._reported.get(request_id, "small")
+
     def _reply(self, epoch: int, request_id: str, turn: str | None) -> None:
-        if epoch == self.epoch:
-            self._deliver(request_id, reply_text(turn) if turn else "reply")
+        try:
+            if epoch == self.epoch:
+                self._deliver(request_id, reply_text(turn) if turn else "reply")
+        finally:
+            self._reported.pop(request_id, None)
 
 
 class Platform:

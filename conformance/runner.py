@@ -142,7 +142,9 @@ class Run:
         for spec in scenario.config.providers:
             backends[spec.name] = MemoryBackend(spec.name, self.log, self.clock.now)
         self.backends = backends  # the harness's own: a gateway may rebind what `Harness.backends` holds
-        self.llm = FakeLLM(self.log, self.engine, scenario.config.turn_latency, self._deliver_reply)
+        usage_by_turn = {e.turn: e.usage for e in scenario.events if isinstance(e, Message) and e.usage is not None}
+        self.llm = FakeLLM(self.log, self.engine, scenario.config.turn_latency, self._deliver_reply,
+                           scenario.config.usage, usage_by_turn)
         self.harness = Harness(
             clock=self.clock,
             scheduler=Scheduler(self.engine, self._call),

@@ -13,7 +13,7 @@ hours, faults are rarer, and every fault ends in time to be healed before quiesc
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 from operator import itemgetter
 from random import Random
@@ -133,6 +133,11 @@ HELD_MESSAGE_PERCENT = 35  # a message arrives while the gateway is down
 LOCK_SECONDS: Table[tuple[int, int]] = (((1, 10), 3), ((10, 60), 2), ((60, 300), 1))
 BACKEND_FAIL_SECONDS: Table[tuple[int, int]] = (((10, 120), 2), ((120, 600), 2))  # <= 10m < any horizon
 MUTED_PERCENT = 3
+# Drawn after the whole timeline, so a seed's scenario is unchanged up to this draw: in most
+# seeds every answer reports a few tokens, as before usage could be chosen; in the others some
+# answers report none or a full context window (gateway compression and hygiene, #20).
+USAGE_PERCENT = 4
+MESSAGE_USAGES: Table[str | None] = ((None, 6), ("none", 1), ("large", 1))
 
 ZONES: Table[str] = (("UTC", 3), ("Europe/Berlin", 3), ("America/New_York", 2), ("Asia/Kolkata", 1), ("Australia/Sydney", 1))
 START_DAYS: Table[date] = (
@@ -308,7 +313,17 @@ def build_scenario(choices: Choices, name: str, seed: int, profile: str = "defau
     timeline.message(start, chats[0])  # every scenario opens with a conversation
     while len(timeline.events) < target:
         timeline.step(weighted(choices, EVENT_WEIGHTS))
-    return Scenario(name=name, seed=seed, zone=zone_name, start=start, config=config, chats=chats, events=tuple(timeline.events))
+    events = _with_usage(choices, timeline.events)
+    return Scenario(name=name, seed=seed, zone=zone_name, start=start, config=config, chats=chats, events=events)
+
+
+def _with_usage(choices: Choices, events: Sequence[Event]) -> tuple[Event, ...]:
+    """In USAGE_PERCENT of scenarios, what some answers report about usage. The draw that
+    turns it on is the low one (seeds 0-66 keep their scenarios); each message's plainest
+    choice is still no usage of its own, so Hypothesis shrinks usage away."""
+    if choices.integer(0, 99) >= USAGE_PERCENT:
+        return tuple(events)
+    return tuple(replace(e, usage=weighted(choices, MESSAGE_USAGES)) if isinstance(e, Message) else e for e in events)
 
 
 def scenario_for_seed(seed: int, profile: str = "default") -> Scenario:

@@ -23,6 +23,7 @@ from sim.scenario import (
     PLATFORMS,
     RESET_MODES,
     TURN_TAG,
+    USAGES,
     Advance,
     BackendFail,
     Chat,
@@ -41,6 +42,7 @@ from sim.scenario import (
     Restart,
     Scenario,
     Sigterm,
+    Usage,
 )
 
 MAX_EVENTS = 100_000
@@ -133,6 +135,14 @@ def _lowercase_name(value: str) -> str | None:
     return None if re.fullmatch(r"[a-z][a-z0-9_-]*", value) else f"expected a lowercase name, got {show(value)}"
 
 
+def _usage(f: _Fields, key: str) -> Usage:
+    """`small`, `none`, `large` or a token count: what the fake LLM's answer reports."""
+    value = f.raw(key)
+    if value in USAGES or (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+        return value  # type: ignore[no-any-return]
+    raise f.error(key, f"expected {', '.join(USAGES)} or a token count like 120000, got {show(value)}")
+
+
 def _policy(f: _Fields) -> ResetPolicy:
     policy = ResetPolicy(
         mode=f.get("mode", "str", "none", check=_one_of(RESET_MODES)),
@@ -188,6 +198,7 @@ def _config(f: _Fields) -> GatewayConfig:
         watcher_interval=watcher,
         providers=tuple(providers),
         turn_latency=f.get("turn_latency", "duration", defaults.turn_latency),
+        usage=_usage(f, "usage") if f.has("usage") else defaults.usage,
     )
     f.done()
     return config
@@ -265,7 +276,7 @@ _PRIMARY = {
 }
 
 # The keys an event may carry beside its kind (when, and each kind's own fields).
-_MODIFIERS = frozenset({"at", "after", "text", "muted", "chat", "for"})
+_MODIFIERS = frozenset({"at", "after", "text", "muted", "usage", "chat", "for"})
 
 
 def _no_turn_tag(text: str) -> str | None:
@@ -332,7 +343,9 @@ def _events(
         if kind == "message":
             turns += 1
             text = f.get("text", "str", "hello", check=_no_turn_tag)
-            event = Message(t, item_line, chat=chat_ref("message"), turn=f"t{turns}", text=text, muted=f.get("muted", "bool", False))
+            usage = _usage(f, "usage") if f.has("usage") else None
+            event = Message(t, item_line, chat=chat_ref("message"), turn=f"t{turns}", text=text,
+                            muted=f.get("muted", "bool", False), usage=usage)
         elif kind == "command":
             name = f.get("command", "str", check=_one_of(COMMANDS))
             if not f.has("chat"):

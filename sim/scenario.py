@@ -19,6 +19,11 @@ COMMANDS: tuple[str, ...] = ("/new", "/reset", "/stop", "/resume")
 TURN_TAG = re.compile(r"\[(t\d+)\]")  # how the harness tags every text of a turn: '[t7] hello', '[t7] reply'
 PLATFORMS: tuple[str, ...] = ("telegram", "discord", "slack", "whatsapp", "signal", "cli")
 CHAT_TYPES: tuple[str, ...] = ("dm", "group", "channel", "thread")
+USAGES: tuple[str, ...] = ("small", "none", "large")
+Usage = str | int
+"""What the fake LLM's answer reports about token usage: 'small' (a few tokens, the default),
+'none' (the answer carries no usage), 'large' (the prompt filled the model's whole context
+window), or a whole number of prompt tokens. Gateways that never read usage ignore it."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,7 @@ class GatewayConfig:
     watcher_interval: int | None = 5 * MINUTE  # None: lazy, expiry noticed by the next message
     providers: tuple[ProviderSpec, ...] = ()
     turn_latency: int = 2 * SECOND
+    usage: Usage = "small"  # what every answer reports, unless its message says otherwise
 
     def policy_for(self, platform: str, chat_type: str) -> ResetPolicy:
         """Per platform, then per chat type, then the default (CONTRACT boundaries, 2)."""
@@ -106,6 +112,7 @@ class Message(Event):
     turn: str = ""
     text: str = ""
     muted: bool = False
+    usage: Usage | None = None  # what the answer to this turn reports; None: the config's
 
 
 @dataclass(frozen=True, slots=True)

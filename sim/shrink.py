@@ -136,7 +136,7 @@ def _simplifications(s: Scenario) -> Iterator[Scenario]:
         yield replace(s, config=replace(config, reset=policy))
     defaults = GatewayConfig()
     for name, value in (("cache_cap", defaults.cache_cap), ("idle_ttl", HOUR), ("watcher_interval", 5 * MINUTE),
-                        ("turn_latency", 2 * SECOND)):
+                        ("turn_latency", 2 * SECOND), ("usage", defaults.usage)):
         if getattr(config, name) != value:
             yield replace(s, config=replace(config, **{name: value}))
     if s.zone != "UTC":
@@ -146,6 +146,8 @@ def _simplifications(s: Scenario) -> Iterator[Scenario]:
         yield replace(s, chats=plain)
     if any(isinstance(e, Message) and e.muted for e in s.events):
         yield replace(s, events=tuple(replace(e, muted=False) if isinstance(e, Message) else e for e in s.events))
+    if any(isinstance(e, Message) and e.usage is not None for e in s.events):  # every answer reports the config's usage
+        yield replace(s, events=tuple(replace(e, usage=None) if isinstance(e, Message) else e for e in s.events))
     yield from _retimed(s)
 
 

@@ -57,6 +57,8 @@ def config_document(config: GatewayConfig) -> dict[str, Any]:
         cfg["providers"] = [{"name": p.name, "retain_every_n_turns": p.retain_every_n_turns} for p in config.providers]
     if config.turn_latency != default.turn_latency:
         cfg["turn_latency"] = format_duration(config.turn_latency)
+    if config.usage != default.usage:
+        cfg["usage"] = config.usage
     return cfg
 
 
@@ -88,6 +90,8 @@ def scenario_document(scenario: Scenario) -> dict[str, Any]:
                 item["text"] = event.text
             if event.muted:
                 item["muted"] = True
+            if event.usage is not None:
+                item["usage"] = event.usage
         elif isinstance(event, Command):
             item = {"command": event.name, "chat": event.chat}
         elif isinstance(event, Delegate):

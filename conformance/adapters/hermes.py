@@ -231,7 +231,7 @@ class HermesGateway:
     @_failsafe
     def deliver_reply(self, request_id: str, text: str) -> None:
         self.clock.sync()
-        if self.generation.reply(request_id, text):
+        if self.generation.reply(request_id, text, self.h.llm.usage_of(request_id)):
             self.settle()
 
     def delegate(self, chat: Chat, text: str) -> None:

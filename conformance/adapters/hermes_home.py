@@ -33,6 +33,7 @@ HERMES_ENV = {
 }
 PLATFORMS = {"cli": "local"}  # sessiongate platform name -> Hermes Platform value, where they differ
 LLM_BASE_URL = "http://127.0.0.1:9/v1"  # never contacted: the LLM call is replaced
+CONTEXT_LENGTH = 128000  # the model's context window; an answer reporting usage 'large' fills it
 SAFE_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml when present: same text, a tenth of the time
 
 _home: Path | None = None
@@ -126,8 +127,8 @@ def config_yaml(config: GatewayConfig) -> dict[str, Any]:
             "base_url": LLM_BASE_URL,
             "default": "fake-model",
             "api_key": "sk-sessiongate",
-            "context_length": 128000,  # skips the model-metadata probe; Hermes needs >= 64000
-            "ollama_num_ctx": 128000,  # skips the local-server probe a localhost base_url triggers
+            "context_length": CONTEXT_LENGTH,  # skips the model-metadata probe; Hermes needs >= 64000
+            "ollama_num_ctx": CONTEXT_LENGTH,  # skips the local-server probe a localhost base_url triggers
         },
         "agent": {
             "environment_probe": False,  # tools/env_probe.py subprocess thread
@@ -135,7 +136,12 @@ def config_yaml(config: GatewayConfig) -> dict[str, Any]:
         },
         "approvals": {"destructive_slash_confirm": False},  # /new runs without a confirm round-trip
         "security": {"tirith_enabled": False, "allow_lazy_installs": False},
-        "auxiliary": {"title_generation": {"enabled": False}},  # no aux LLM call / auto-title thread
+        "auxiliary": {
+            "title_generation": {"enabled": False},  # no aux LLM call / auto-title thread
+            # the summary model's window: compression's feasibility check
+            # (agent/conversation_compression.py:check_compression_model_feasibility) probes it otherwise
+            "compression": {"context_length": CONTEXT_LENGTH},
+        },
         # gateway/run.py offers a profile build on an install's first message and records the
         # offer by rewriting config.yaml (agent/onboarding.py:mark_seen): a wall-clock mtime
         # mid-run, and every config-derived cache rebuilt. Onboarding is not under test.

@@ -25,7 +25,7 @@ from conformance.adapter import Harness
 from conformance.adapters import hermes_seams as seams
 from conformance.adapters.hermes import WATCHER_DELAY
 from sim.clock import SECOND
-from sim.scenario import Chat
+from sim.scenario import Chat, Usage
 
 THREAD_TIMEOUT = 60.0  # real seconds an agent thread may run before the run counts as hung
 AGENT_THREADS = 10  # gateway/run.py:GatewayRunner._get_executor: ThreadPoolExecutor(max_workers=10)
@@ -57,6 +57,7 @@ class Park:
     request: str | None = None  # the harness's request id, once registered
     outcome: str | None = None  # reply | interrupt | kill
     reply: str = ""
+    usage: Usage = "small"  # what the reply reports about token usage
 
 
 class AgentExecutor(ThreadPoolExecutor):
@@ -288,10 +289,11 @@ class Generation:
         park.work.session = park.session
         self.signal_progress()
 
-    def reply(self, request: str, text: str) -> bool:
+    def reply(self, request: str, text: str, usage: Usage = "small") -> bool:
         park = self.requests.get(request)
         if park is None:
             return False
+        park.usage = usage
         self.wake(park, "reply", text)
         return True
 

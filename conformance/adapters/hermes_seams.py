@@ -4,7 +4,9 @@ Importing it sets `HERMES_HOME` (`hermes_home.home()`) before the first Hermes i
 patch replaces one thing the simulation owns and names the Hermes code it stands in for:
 
 - the LLM call (`AIAgent._interruptible_api_call` / `_interruptible_streaming_api_call`):
-  parks the agent thread until the harness answers (`hermes_runtime.Generation`);
+  parks the agent thread until the harness answers (`hermes_runtime.Generation`), with the
+  usage the harness's answer reports; the compression summary call
+  (`agent.context_compressor.call_llm`) is answered at once;
 - `AIAgent.interrupt`: also wakes a parked call, as the real call's interrupt poll would;
 - session-id randomness (`gateway.session.uuid`): a per-scenario counter;
 - fire-and-forget threads (`gateway.run` eviction threads): run inline, in the order
@@ -42,6 +44,7 @@ from typing import Any
 import yaml
 
 from conformance.adapters import hermes_home
+from sim.scenario import Usage
 
 hermes_home.home()  # Hermes binds paths at import: HERMES_HOME first, whoever imports this module
 
@@ -80,12 +83,36 @@ def caller_alive() -> bool:
 
 # -- the LLM ---------------------------------------------------------------------------
 
-def _completion(text: str) -> ChatCompletion:
+SUMMARY = "sessiongate: a summary of the earlier turns"  # no turn tag: a summary is no copy of a turn
+
+
+def usage_of(usage: Usage) -> dict[str, int] | None:
+    """What the completion's `usage` says (`sim.scenario.Usage`): 'large' is the whole context
+    window the adapter configures (`hermes_home.CONTEXT_LENGTH`), which crosses both the
+    agent's compression threshold (50%) and the gateway's session hygiene (85%,
+    gateway/run.py:_handle_message_with_agent); 'none' leaves usage out, as some providers do."""
+    if usage == "none":
+        return None
+    prompt = hermes_home.CONTEXT_LENGTH if usage == "large" else 1 if usage == "small" else int(usage)
+    return {"prompt_tokens": prompt, "completion_tokens": 1, "total_tokens": prompt + 1}
+
+
+def _completion(text: str, usage: Usage = "small") -> ChatCompletion:
     return ChatCompletion.model_validate({
         "id": "sessiongate", "object": "chat.completion", "created": 0, "model": "fake-model",
         "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
-        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        "usage": usage_of(usage),
     })
+
+
+def _fake_aux_call(task: str | None = None, **_: Any) -> ChatCompletion:
+    """`agent.auxiliary_client.call_llm` as the context compressor imports it: the summary
+    call of a compression (the agent's own or the gateway's session hygiene) is auxiliary,
+    answered at once with a fixed summary (no turn tag) and noted, as the background review's
+    calls are. Left real, it would try the network."""
+    if LIVE is not None:
+        LIVE.harness.note("hermes_aux_llm_call", task=task or "")
+    return _completion(SUMMARY)
 
 
 def text_of(content: Any) -> str:
@@ -108,7 +135,7 @@ def _fake_api_call(agent: Any, api_kwargs: dict[str, Any], **_: Any) -> ChatComp
     prompt = [text_of(m.get("content")) for m in api_kwargs.get("messages", []) if m.get("role") in ("user", "assistant")]
     park = work.generation.park(work, agent, prompt)
     if park.outcome == "reply":
-        return _completion(park.reply)
+        return _completion(park.reply, park.usage)
     if park.outcome == "interrupt":
         raise InterruptedError("Agent interrupted during API call")
     raise SimulatedKill()
@@ -331,6 +358,9 @@ def install() -> None:
     agent_cls._interruptible_streaming_api_call = _fake_api_call
     agent_cls.interrupt = _interrupt
     agent_cls._create_openai_client = _create_openai_client
+    from agent import context_compressor
+
+    context_compressor.call_llm = _fake_aux_call  # the compression summary (an auxiliary LLM call)
     agent_cls._safe_print = lambda self, *args, **kwargs: None  # console output is not an observation
     for module in (hermes_run, hermes_session, hermes_state, run_agent):
         module.print = lambda *args, **kwargs: None  # shadows the builtin in that module only
