@@ -11,14 +11,14 @@ import pytest
 
 pytest.importorskip("conformance.adapters.hermes_seams", reason="hermes-agent is not installed")
 
-import hermes_state  # noqa: E402  (after hermes_seams: HERMES_HOME is set)
-from agent import conversation_compression, conversation_loop  # noqa: E402
-from agent.memory_manager import MemoryManager  # noqa: E402
+import hermes_state  # after importorskip: hermes_seams has set HERMES_HOME
+from agent import conversation_compression, conversation_loop
+from agent.memory_manager import MemoryManager
 
-from conformance.adapters import hermes_home  # noqa: E402
-from conformance.adapters.hermes import hermes  # noqa: E402
-from conformance.runner import RunResult, run_scenario  # noqa: E402
-from sim.loader import load_file, load_text  # noqa: E402
+from conformance.adapters import hermes_home
+from conformance.adapters.hermes import hermes
+from conformance.runner import RunResult, run_scenario
+from sim.loader import load_file, load_text
 
 CATALOG_47 = Path(__file__).parent.parent / "conformance" / "catalog" / "47-usage-compression-not-boundary.yaml"
 
@@ -68,16 +68,16 @@ def _run(text: str) -> RunResult:
 def test_a_full_context_window_makes_session_hygiene_compress(monkeypatch: pytest.MonkeyPatch) -> None:
     spies = Spies(monkeypatch)
     result = _run(CATALOG_47.read_text())
-    assert hermes_home.CONTEXT_LENGTH in spies.prompt_tokens  # t14's answer, as Hermes read it
-    # gateway/run.py:_handle_message_with_agent, before t15: session hygiene's own AIAgent
+    assert hermes_home.CONTEXT_LENGTH in spies.prompt_tokens  # t4's answer, as Hermes read it
+    # gateway/run.py:_handle_message_with_agent, before t5: session hygiene's own AIAgent
     # (skip_memory=True: no memory manager) compacts in place, under the same session id.
     (compression,) = spies.compressions
     first = next(r.session for r in result.records if r.kind == "llm_request")
     assert compression == {"session": first, "memory": None, "in_place": True}
     assert spies.compacted == [first]
     summary = [r for r in result.records if r.kind == "note" and r.detail.get("task") == "compression"]
-    t15 = next(r for r in result.records if r.kind == "llm_request" and r.turns[:1] == ("t15",))
-    assert len(summary) == 1 and summary[0].t == t15.t and t15.session == first  # no new session at compression
+    t5 = next(r for r in result.records if r.kind == "llm_request" and r.turns[:1] == ("t5",))
+    assert len(summary) == 1 and summary[0].t == t5.t and t5.session == first  # no new session at compression
     # Not reached from the gateway in 0.19.0: compress_context calls on_session_switch only
     # through the compressing agent's memory manager, which hygiene's agent does not have.
     assert spies.switches == [] and not [r for r in result.records if r.kind == "on_session_switch"]
