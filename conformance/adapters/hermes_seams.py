@@ -358,9 +358,9 @@ def install() -> None:
     agent_cls._interruptible_streaming_api_call = _fake_api_call
     agent_cls.interrupt = _interrupt
     agent_cls._create_openai_client = _create_openai_client
-    from agent import context_compressor
-
-    context_compressor.call_llm = _fake_aux_call  # the compression summary (an auxiliary LLM call)
+    context_compressor = _optional_module("agent.context_compressor")
+    if context_compressor is not None and hasattr(context_compressor, "call_llm"):
+        context_compressor.call_llm = _fake_aux_call  # the compression summary (an auxiliary LLM call)
     agent_cls._safe_print = lambda self, *args, **kwargs: None  # console output is not an observation
     for module in (hermes_run, hermes_session, hermes_state, run_agent):
         module.print = lambda *args, **kwargs: None  # shadows the builtin in that module only
