@@ -254,6 +254,9 @@ def _sessions(svg: _Svg, m: RunModel, lay: _Layout, axis: Axis, spots: dict[int,
                 done = turn.reply.t if turn.reply is not None else _stop_after(m, turn.request.t, last)
                 svg.add("line", x1=axis.x(turn.request.t), y1=y + 9, x2=axis.x(done), y2=y + 9, stroke=colour, stroke_width="2")
             state = "acknowledged" if turn.acked else "not acknowledged"
+            usage = m.records[turn.request_index].detail.get("usage") if turn.request_index >= 0 else None
+            if usage is not None:  # what the fake LLM's answer reported, when not the default few tokens
+                state += f"; its answer reports usage {usage}"
             svg.add("rect", x=x - 2, y=y - 10, width=4, height=20, fill=colour if turn.acked else "#fff", stroke=colour,
                     stroke_width="1.5", title=f"{turn.id}{' (delegate)' if turn.delegate else ''} at {m.at(turn.arrival)}: {state}")
             spots[turn.index] = (x, y)
