@@ -52,7 +52,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "reference_impl"
 FILES = ("cache.py", "gateway.py", "memory.py", "policy.py", "store.py")  # the gateway: not its zoo, self-tests, registry
