@@ -25,7 +25,11 @@ BUILTIN = {
 }
 # Entry points that need a distribution sessiongate does not install: checked by name before any
 # scenario, so a missing one is one line, not an import error in every scenario.
-REQUIRES = {"hermes": ("hermes-agent", "install it in a virtualenv of its own: docs/hermes.md")}
+# A callable instead names the distribution itself, or raises LookupError with a one-line reason
+# (`hermes` accepts hermes-agent or a fork of it: conformance.adapters.hermes_forks).
+REQUIRES: dict[str, tuple[str, str] | Callable[[], object]] = {
+    "hermes": lambda: importlib.import_module("conformance.adapters.hermes_forks").installed(),
+}
 # Called in every run: a factory's product without them is not a gateway (see adapter.Gateway).
 CORE_METHODS = ("profile", "start", "sigterm", "durable_state", "resources")
 
@@ -101,7 +105,14 @@ def _takes_an_argument(factory: Callable[..., Any]) -> bool:
 def _require(head: str) -> None:
     if head not in REQUIRES:
         return
-    package, how = REQUIRES[head]
+    requirement = REQUIRES[head]
+    if callable(requirement):
+        try:
+            requirement()
+        except LookupError as err:
+            raise UnknownGateway(f"gateway {head!r}: {err}") from None
+        return
+    package, how = requirement
     try:
         distribution(package)
     except PackageNotFoundError:

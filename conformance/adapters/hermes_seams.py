@@ -43,7 +43,7 @@ from typing import Any
 
 import yaml
 
-from conformance.adapters import hermes_home
+from conformance.adapters import hermes_clock, hermes_forks, hermes_home
 from sim.scenario import Usage
 
 hermes_home.home()  # Hermes binds paths at import: HERMES_HOME first, whoever imports this module
@@ -155,8 +155,9 @@ def _create_openai_client(self: Any, client_kwargs: dict[str, Any], *, reason: s
     return OpenAI(**kwargs, http_client=_http_client, max_retries=0)
 
 
-def _interrupt(self: Any, message: str | None = None) -> None:
-    _real_interrupt(self, message)
+def _interrupt(self: Any, *args: Any, **kwargs: Any) -> None:
+    """Its arguments pass through: forks add some (axisrow: keyword-only `hard_cancel`)."""
+    _real_interrupt(self, *args, **kwargs)
     if LIVE is not None:
         LIVE.interrupted(self)
 
@@ -215,9 +216,13 @@ async def _sleep(delay: float, result: Any = None) -> Any:
 
 
 def _module_proxy(module: types.ModuleType, name: str, **overrides: Any) -> types.ModuleType:
+    """`module` with `overrides`; every other name is looked up in `module` when used, not
+    copied: a copy made at install kept the real `time.monotonic` that freezegun later
+    replaces in `time`, so Hermes code reading `hermes_state.time.monotonic` saw wall-clock
+    time under the freeze (and a write-patience loop spun for its whole budget in real time)."""
     proxy = types.ModuleType(name)
-    proxy.__dict__.update({k: getattr(module, k) for k in dir(module) if not k.startswith("__")})
     proxy.__dict__.update(overrides)
+    proxy.__getattr__ = lambda attr: getattr(module, attr)  # PEP 562: only names not overridden
     return proxy
 
 
@@ -385,7 +390,9 @@ def install() -> None:
     hermes_state.SessionDB.__init__ = _sessiondb_init
     cache_schema_columns(hermes_state.SessionDB)
     cache_own_start_time(_optional_module("gateway.status"))
-    hermes_state.time = _module_proxy(hermes_state.time, "time", sleep=lambda seconds: None)
+    hermes_state.time = _module_proxy(hermes_state.time, "time", sleep=hermes_clock.sleep)
+    hermes_state.random = hermes_clock.JITTER
+    hermes_forks.install_shims()  # forks of hermes-agent: what differs is adapted there
     level = os.environ.get("SESSIONGATE_HERMES_LOG", "CRITICAL").upper()  # Hermes's logs are not observations
     for name in ("gateway", "run_agent", "agent", "hermes_state", "plugins", "tools", "hermes_cli"):
         logging.getLogger(name).setLevel(level)

