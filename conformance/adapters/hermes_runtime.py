@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance.adapter import Harness
+from conformance.adapters import hermes_forks
 from conformance.adapters import hermes_seams as seams
 from conformance.adapters.hermes import WATCHER_DELAY
 from sim.clock import SECOND
@@ -170,7 +171,7 @@ class Generation:
         # interval=1: its between-sweep loop (`for _ in range(interval): await asyncio.sleep(1)`)
         # sleeps once instead of 300 times; that one sleep lasts until the harness's next tick,
         # which comes WATCHER_INTERVAL later in virtual time.
-        watcher = self.start("watcher", None, self.runner._session_expiry_watcher(interval=1))
+        watcher = self.start("watcher", None, hermes_forks.expiry_watcher(self.runner))
         if getattr(self.runner, "_background_tasks", None) is None:
             self.runner._background_tasks = set()
         self.runner._background_tasks.add(watcher.task)  # as _spawn_supervised does: stop() cancels it
@@ -179,6 +180,8 @@ class Generation:
     async def _recover(self, home: Path) -> None:
         """gateway/run.py:GatewayRunner.start, its steps that touch sessions. (No adapter is
         connected, so its startup auto-resume and redelivery have nobody to talk to.)"""
+        if await hermes_forks.recover_sessions(self.runner, home):
+            return
         marker = home / ".clean_shutdown"
         if marker.exists():
             marker.unlink()
