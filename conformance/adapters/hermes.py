@@ -60,9 +60,11 @@ class HermesGateway:
         (60 s after boot) whose idle clock restarts when a turn's reply is recorded
         (gateway/session.py:SessionStore.update_session), so an end lags the contract's
         boundary by up to one interval plus one turn; memory sync is fire-and-forget and
-        Hindsight buffers in RAM, so no crash durability; delegation needs a tool-calling LLM."""
+        Hindsight buffers in RAM, so no crash durability; delegation needs a tool-calling LLM;
+        a fork without Hindsight has no backend to fail (`hermes_forks.unsupported_events`)."""
         return Profile("eager", WATCHER_INTERVAL + config.turn_latency, crash_durable=False,
-                       sweep_interval=WATCHER_INTERVAL, unsupported=frozenset({"delegate", "delete_parent"}))
+                       sweep_interval=WATCHER_INTERVAL,
+                       unsupported=frozenset({"delegate", "delete_parent"}) | hermes_forks.unsupported_events())
 
     def start(self, config: GatewayConfig, harness: Harness) -> None:
         self.config, self.h = config, harness

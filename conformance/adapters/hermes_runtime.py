@@ -375,3 +375,4 @@ class Generation:
                 task.get_coro().close()
         self.loop.close()
         self.works.clear()
+        hermes_forks.process_exit()
