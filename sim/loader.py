@@ -169,6 +169,8 @@ def _policy_table(f: _Fields, key: str, options: tuple[str, ...]) -> tuple[tuple
 def _config(f: _Fields) -> GatewayConfig:
     defaults = GatewayConfig()
     reset_default = f.has("reset") and f.data["reset"] == "default"  # the gateway's own default applies
+    if f.has("reset") and isinstance(f.data["reset"], str) and not reset_default:
+        raise f.error("reset", f"expected a policy like {{mode: idle}} or 'default', got {show(f.data['reset'])}")
     if reset_default:
         f.raw("reset")
         reset = defaults.reset
