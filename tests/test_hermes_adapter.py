@@ -171,3 +171,19 @@ def test_reset_default_is_the_release_default_and_logged() -> None:
     assert profile["reset_default"]["mode"] == release_default_policy().mode
     assert result.records[0].d("config")["reset"] == "default"
     assert "session_reset" not in (hermes_home.home() / "config.yaml").read_text()
+
+
+def test_a_message_between_boundary_and_tick_takes_the_message_time_path() -> None:
+    """With the scenario's 10 m interval the watcher sweeps at 09:01, 09:11, … (its first sleep
+    is 60 s): t2 at 09:30:30, past the 09:30:02 boundary and before the 09:31 sweep, is routed
+    into a new session by the message-time reset (SessionStore.get_or_create_session), not the
+    watcher. (Catalog 25 sends t2 at 09:33, after the 09:31 sweep: the watcher path.)"""
+    text = UNSUPPORTED.replace("""  - message: alice
+    muted: true
+    after: 1m""", """  - message: alice
+    at: "09:30:30\"""")
+    result = run_scenario(load_text(text), hermes(), "hermes", check=False)
+    requests = [r for r in result.records if r.kind == "llm_request"]
+    assert requests[1].session != requests[0].session
+    t2 = next(r.t for r in result.records if r.kind == "message" and r.turns == ("t2",))
+    assert all(r.t > t2 for r in result.records if r.kind in ("on_session_end", "on_session_finalize"))
