@@ -107,11 +107,14 @@ def test_a_lock_within_hermes_patience_is_ridden_out_in_virtual_time() -> None:
 
 
 def test_a_lock_past_hermes_patience_fails_the_write_after_the_seeded_retries() -> None:
-    """A 60 s lock: the retries give up after about 15 virtual seconds (14 busy waits plus
-    jitter drawn from the scenario's seed) and the turn's rows are lost, as in real Hermes."""
-    runs = {seed: run_scenario(load_text(LOCK.format(seed=seed, lock="60s")), hermes(), "hermes") for seed in (0, 0, 1)}
+    """A 5-minute lock: each write's retries give up after about 15 virtual seconds (14 busy
+    waits plus jitter drawn from the scenario's seed) and the turn's rows are lost, as in real Hermes."""
+    runs = {seed: run_scenario(load_text(LOCK.format(seed=seed, lock="5m")), hermes(), "hermes") for seed in (0, 1)}
     gave_up = _times(runs[0], "llm_request")[1] - _times(runs[0], "db_locked")[0] - 1_000
-    assert 14 * 1_020 <= gave_up <= 14 * 1_150
+    # Each write before the LLM call gives up after 14 busy waits + jitter (0.19.0 makes one
+    # such write, 0.18.1 three): the call comes before the lock ends, not at its end.
+    writes = round(gave_up / (14 * 1_085))
+    assert writes >= 1 and writes * 14 * 1_020 <= gave_up <= writes * 14 * 1_150 and writes < 10
     assert runs[0].verdicts["I2"].status == "fail"
     assert _times(runs[1], "llm_request") != _times(runs[0], "llm_request")  # another seed, other jitter
 
