@@ -59,6 +59,7 @@ class HermesGateway:
         self.timer: Timer | None = None
         self.clock: FrozenClock | None = None
         self.fast_yaml: Callable[[bool], None] | None = None
+        self.reported_default: ResetPolicy | None = None  # what profile() said `reset: default` means here
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -70,8 +71,9 @@ class HermesGateway:
         fire-and-forget and Hindsight buffers in RAM, so no crash durability; what it lacks is
         `UNSUPPORTED`. With `reset: default`, the release's own default policy."""
         interval = watcher_interval(config)
+        self.reported_default = release_default_policy() if config.reset_default else None
         return Profile("eager", interval + config.turn_latency, crash_durable=False, sweep_interval=interval,
-                       unsupported=UNSUPPORTED, reset_default=release_default_policy() if config.reset_default else None)
+                       unsupported=UNSUPPORTED, reset_default=self.reported_default)
 
     def start(self, config: GatewayConfig, harness: Harness) -> None:
         self.config, self.h = config, harness
@@ -120,8 +122,8 @@ class HermesGateway:
         self.generation.boot(lambda: GatewayRunner(load_gateway_config()), hermes_home.home())
         if self.config.reset_default:  # the policy the profile reported must be the one Hermes applies
             in_force = contract_policy(self.generation.runner.config.default_reset_policy)
-            if in_force != self.config.reset:
-                raise RuntimeError(f"Hermes applies {in_force} by default, not the {self.config.reset} its profile reported")
+            if in_force != self.reported_default:
+                raise RuntimeError(f"Hermes applies {in_force} by default, not the {self.reported_default} its profile reported")
         self.schedule_tick(self.h.clock.now() + WATCHER_DELAY)
 
     def schedule_tick(self, when: int) -> None:
