@@ -385,7 +385,7 @@ class Run:
             # Judging it would judge a feature the gateway says it does not have: not run at all.
             self.log.add("skipped", scope="scenario", features=unjudged,
                          reason=f"the config uses {', '.join(unjudged)}, which the gateway declares unsupported")
-            return RunResult(scenario, self.name, self.profile, self.log.records)
+            return None  # execute() closes the gateway and hands back the log as it is
         if failure is None and scenario.config.reset_default:
             if self.profile.reset_default is None:
                 failure = GatewayFailure("error", 0, "start", "NotImplementedError: the scenario leaves the reset "
