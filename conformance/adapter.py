@@ -16,12 +16,29 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from conformance.observations import DurableState, ObservationLog, Resources, halves, reply_text, turn_ids
 from sim.clock import VirtualClock
 from sim.engine import Engine, Timer
-from sim.scenario import Chat, GatewayConfig, Usage
+from sim.scenario import Chat, GatewayConfig, ResetPolicy, Usage
 
 EVENT_KINDS = frozenset(
     {"message", "command", "delegate", "sigterm", "crash", "restart", "delete_session",
      "delete_parent", "db_locked", "backend_fail"}
 )
+SETTINGS: dict[str, str] = {
+    # A feature of the contract a gateway may not have, and what the runner does about it.
+    "muted": "a muted message is delivered as a plain one (logged unmuted, with a `skipped` record)",
+    "daily_min_idle_minutes": "a scenario whose config uses it is skipped whole (outcome `skip`)",
+}
+FEATURES: frozenset[str] = EVENT_KINDS | frozenset(SETTINGS)
+"""Every name `Profile.unsupported` may hold: the event kinds and the settings of `SETTINGS`."""
+
+
+def config_features(config: GatewayConfig) -> frozenset[str]:
+    """The optional settings of `SETTINGS` that `config` uses (a gateway without one cannot be
+    judged on a scenario that relies on it)."""
+    used: set[str] = set()
+    policies = [config.reset, *(p for _, p in config.reset_by_platform), *(p for _, p in config.reset_by_chat_type)]
+    if any(p.daily_min_idle_minutes > 0 and p.mode in ("daily", "both") for p in policies):
+        used.add("daily_min_idle_minutes")
+    return frozenset(used)
 
 
 @dataclass(frozen=True)
@@ -32,7 +49,12 @@ class Profile:
       'lazy' ends it when the chat's next message arrives.
     crash_durable: every acknowledged turn survives SIGKILL, in the store and in memory.
     sweep_interval: how often idle agents are swept (I7 allows this much slack past the TTL).
-    unsupported: event kinds the gateway cannot take; the runner skips them and says so.
+    unsupported: event kinds and settings (`FEATURES`) the gateway does not have; the runner
+      skips them and says so, and never judges them (see `SETTINGS`).
+    reset_default: the reset policy the gateway applies when a scenario leaves it unset
+      (`reset: default`), as the contract's modes express it; needed only for such a config
+      (`GatewayConfig.reset_default`), else None. None there: the runner refuses the scenario.
+      Logged in the profile, so the checks judge the policy that was in force.
     reply_within: how long after a chat can serve a message its reply may take (I9), in ms;
       None: `latency` plus the scenario's turn latency.
     """
@@ -43,6 +65,7 @@ class Profile:
     sweep_interval: int = 0
     unsupported: frozenset[str] = frozenset()
     reply_within: int | None = None
+    reset_default: ResetPolicy | None = None
 
     def to_detail(self) -> dict[str, Any]:
         detail: dict[str, Any] = {
@@ -54,7 +77,20 @@ class Profile:
         }
         if self.reply_within is not None:  # left out when not declared: older logs read alike
             detail["reply_within"] = self.reply_within
+        if self.reset_default is not None:  # likewise
+            detail["reset_default"] = policy_detail(self.reset_default)
         return detail
+
+
+def policy_detail(policy: ResetPolicy) -> dict[str, Any]:
+    """A reset policy as plain data (every field: it is read back by `policy_from_detail`)."""
+    return {"mode": policy.mode, "idle_minutes": policy.idle_minutes, "at_hour": policy.at_hour,
+            "daily_min_idle_minutes": policy.daily_min_idle_minutes}
+
+
+def policy_from_detail(detail: dict[str, Any]) -> ResetPolicy:
+    return ResetPolicy(detail["mode"], int(detail["idle_minutes"]), int(detail["at_hour"]),
+                       int(detail.get("daily_min_idle_minutes", 0)))
 
 
 @dataclass(frozen=True)
@@ -242,6 +278,7 @@ class Harness:
     backends: dict[str, MemoryBackend]
     hooks: HookBus
     log: ObservationLog = field(repr=False)
+    seed: int = 0  # the scenario's seed: a gateway's own randomness (Hermes's lock-retry jitter) comes from it
 
     def note(self, what: str, **detail: Any) -> None:
         """The gateway's own account of something internal (eviction, sweep, heal): shown in

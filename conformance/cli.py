@@ -187,12 +187,16 @@ def skipped_note(result: RunResult) -> str:
     """A scenario can pass with its key event skipped: say so on its line, not only in `replay`.
     Skipped are events the gateway declares unsupported, a stop while it is down and a restart
     while it runs (a scenario that does not say what its author meant)."""
+    if result.skipped:
+        return f" (not judged: {result.skipped})"
     unsupported = result.profile.unsupported
     why = []
     for r in result.records:
         if r.kind == "skipped":
             event = r.d("event")
-            if event in unsupported:
+            if event == "muted":
+                why.append("muted, unsupported: delivered plain")
+            elif event in unsupported:
                 why.append(f"{event}, unsupported")
             elif event == "restart":
                 why.append("restart while running")
@@ -267,6 +271,8 @@ def summary_line(results: list[RunResult], unloaded: int = 0) -> str:
         line += f" ({broken} gateway error{'s' if broken != 1 else ''})"
     if words.count("xfail"):
         line += f", {words.count('xfail')} expected failures"
+    if words.count("skip"):  # neither passed nor failed: not judged (an unsupported feature)
+        line += f", {words.count('skip')} skipped"
     if unloaded:
         line += f", {unloaded} file{'s' if unloaded != 1 else ''} not loaded"
     if checker := words.count(CHECKER_ERROR):  # neither passed nor failed: a check could not judge them

@@ -352,7 +352,7 @@ class ExecGateway:
             self._spawn()
         self.h = harness
         self._request("start", config=config_document(config), zone=harness.clock.zone.key,
-                      backends=sorted(harness.backends))
+                      backends=sorted(harness.backends), seed=harness.seed)
 
     def deliver_message(self, message: Inbound) -> None:
         self._request("deliver_message", chat=chat_to_wire(message.chat), text=message.text, muted=message.muted)

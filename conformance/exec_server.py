@@ -109,7 +109,7 @@ class RemoteHarness(Harness):
         self.scheduler.channel.call("note", what=what, detail=detail)  # type: ignore[attr-defined]
 
 
-def _harness(channel: Channel, zone: str, now: int, backends: list[str]) -> RemoteHarness:
+def _harness(channel: Channel, zone: str, now: int, backends: list[str], seed: int = 0) -> RemoteHarness:
     clock = VirtualClock(now, zone)
     recorder = _Proxy(channel, "recorder", {
         "sync_turn": ("session", "user", "assistant"),
@@ -129,6 +129,7 @@ def _harness(channel: Channel, zone: str, now: int, backends: list[str]) -> Remo
         hooks=_Proxy(channel, "hooks", {"on_session_finalize": ("session", "reason"),  # type: ignore[arg-type]
                                         "on_session_reset": ("session",)}),
         log=None,  # type: ignore[arg-type]
+        seed=seed,
     )
 
 
@@ -149,7 +150,7 @@ def serve(factory: Callable[[], Gateway], reader: IO[str], writer: IO[str]) -> N
                 elif op == "profile":
                     value = values.profile(gateway.profile(config_from_document(request["config"]))).to_detail()
                 elif op == "start":
-                    harness = _harness(channel, request["zone"], request["now"], request["backends"])
+                    harness = _harness(channel, request["zone"], request["now"], request["backends"], request.get("seed", 0))
                     gateway.start(config_from_document(request["config"]), harness)
                 elif op == "deliver_message":
                     gateway.deliver_message(Inbound(chat_from_wire(request["chat"]), request["text"], request["muted"]))

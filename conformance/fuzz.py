@@ -157,6 +157,7 @@ class SeedOutcome:
     shrunk: Shrinking | None = None
     broken: bool = False  # the gateway raised or ran away (an error or timeout, not a check's finding)
     refused: bool = False  # it raised NotImplementedError at start: a config it says it cannot drive
+    skipped: bool = False  # not judged: its config uses a feature the gateway declares unsupported
     start_error: str = ""  # broken before the scenario's first event: the gateway may not start at all
     checker_error: bool = False  # a check raised on its log: sessiongate's bug (exit 4)
 
@@ -166,8 +167,10 @@ def run_seed(task: SeedTask) -> SeedOutcome:
     scenario = scenario_for_seed(task.seed, task.profile)
     with cyclic_gc_paused():  # the run's log is freed before the collector is back: it would walk every record
         result = run_scenario(scenario, factory(task.gateway, task.isolation)(), task.gateway, strict=task.strict)
-        bad, failure, verdicts = failing(result), result.failure, result.verdicts
+        bad, failure, verdicts, skipped = failing(result), result.failure, result.verdicts, bool(result.skipped)
         del result
+    if skipped:
+        return SeedOutcome(task.seed, skipped=True)
     vacuous = sum(v.vacuous for v in verdicts.values())
     checker = any(v.status == CHECKER_ERROR for v in verdicts.values())
     if not bad:
@@ -363,7 +366,7 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     tasks = [SeedTask(seed, args.gateway, args.profile, str(staging), not args.no_shrink, args.strict, isolation)
              for seed in seeds]
     progress = Progress(len(tasks))
-    done = failed = broken = refused = vacuous = checkers = 0
+    done = failed = broken = refused = vacuous = checkers = skipped = 0
     by_check: dict[str, int] = {}
     stopped = False
     cannot_start = ""
@@ -374,6 +377,7 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
             done += 1
             vacuous += outcome.vacuous
             checkers += outcome.checker_error
+            skipped += outcome.skipped
             if outcome.failing:
                 failed += 1
                 broken += outcome.broken
@@ -401,7 +405,9 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
         print(f"time budget of {args.time_budget} spent after {done} of {len(tasks)} seeds")
     if cannot_start:
         print(cannot_start)
-    lines = [f"{done} scenarios, {done - failed} passed, {failed - refused} failed" + (f", {refused} refused" if refused else "")]
+    lines = [f"{done} scenarios, {done - failed - skipped} passed, {failed - refused} failed"
+             + (f", {refused} refused" if refused else "")
+             + (f", {skipped} skipped (not judged: a feature the gateway declares unsupported)" if skipped else "")]
     if vacuous:
         lines[-1] += f"; {vacuous} check{'s' if vacuous != 1 else ''} vacuous (examined nothing)"
     if interrupted is not None:

@@ -131,6 +131,8 @@ class ScenarioItem(pytest.Item):
         result = run_scenario(self.scenario(), resolve(self.gateway)(), self.gateway, strict=strict)
         result = (self.expectations or Expectations.for_gateway(self.gateway)).apply(result)
         word = outcome(result)
+        if word == "skip":
+            pytest.skip(result.skipped)
         if word == "xfail":
             pytest.xfail("; ".join(f"{c}: {v.reason}" for c, v in result.verdicts.items() if v.status == "xfail"))
         if word != "pass":

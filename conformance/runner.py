@@ -16,7 +16,7 @@ import traceback
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from conformance import values
@@ -34,6 +34,7 @@ from conformance.adapter import (
     RecordingProvider,
     RemoteGatewayError,
     Scheduler,
+    config_features,
     raise_interrupted,
 )
 from conformance.observations import SPILL_AT, DurableState, Obs, ObservationLog, Resources, ResourcesDeltas, log_text
@@ -76,6 +77,13 @@ class RunResult:
 
     def log_text(self) -> str:
         return log_text(self.records)
+
+    @property
+    def skipped(self) -> str:
+        """Why the whole scenario was not judged ('' if it was): its config uses a feature the
+        gateway declares unsupported."""
+        head = self.records[1] if len(self.records) > 1 else None
+        return str(head.d("reason")) if head is not None and head.kind == "skipped" and head.d("scope") == "scenario" else ""
 
     @property
     def passed(self) -> bool:
@@ -154,7 +162,9 @@ class Run:
             backends=dict(backends),
             hooks=HookBus(self.log),
             log=self.log,
+            seed=scenario.seed,
         )
+        self.config = scenario.config  # with the gateway's default reset policy in force, once it is known
 
     # -- calling the gateway -------------------------------------------------------------
 
@@ -260,6 +270,13 @@ class Run:
             self.log.add("skipped", event=kind, reason="the gateway declares it cannot take this event")
             return
         if isinstance(event, Message):
+            muted = event.muted
+            if muted and "muted" in self.profile.unsupported:
+                # Still a user turn (the rest of the scenario relies on it), but a plain one: the
+                # log says what the gateway was given, so no check judges a visibility it lacks.
+                self.log.add("skipped", event="muted", turns=(event.turn,),
+                             reason="the gateway declares no muted messages: delivered as a plain message")
+                event = replace(event, muted=False)
             self.log.add("message", chat=event.chat, turns=(event.turn,), muted=event.muted, queued=not self.up)
             self._to_gateway(event, f"[{event.turn}] {event.text}")
         elif isinstance(event, Command):
@@ -364,11 +381,22 @@ class Run:
         except _GatewayRaised as raised:
             failure = raised.failure
         self.log.add("scenario", **scenario_detail(scenario, self.profile))
+        if failure is None and (unjudged := sorted(config_features(scenario.config) & self.profile.unsupported)):
+            # Judging it would judge a feature the gateway says it does not have: not run at all.
+            self.log.add("skipped", scope="scenario", features=unjudged,
+                         reason=f"the config uses {', '.join(unjudged)}, which the gateway declares unsupported")
+            return None  # execute() closes the gateway and hands back the log as it is
+        if failure is None and scenario.config.reset_default:
+            if self.profile.reset_default is None:
+                failure = GatewayFailure("error", 0, "start", "NotImplementedError: the scenario leaves the reset "
+                                         "policy to the gateway (reset: default), and it reports none (Profile.reset_default)")
+            else:
+                self.config = scenario.config.with_default(self.profile.reset_default)
         try:
             if failure is not None:
                 raise _GatewayRaised(failure)
             threads_before = {t.ident for t in threading.enumerate()}
-            self._call("start", self.gateway.start, copy.deepcopy(scenario.config), self.harness)
+            self._call("start", self.gateway.start, copy.deepcopy(self.config), self.harness)
             self.up = True
             self._sample_resources()
             for step, event in enumerate(scenario.events, start=1):
@@ -379,7 +407,7 @@ class Run:
             self.current_event = "quiescence"
             if not self.up:
                 self._restart()
-            horizon = self.clock.now() + scenario.config.horizon()
+            horizon = self.clock.now() + self.config.horizon()
             self.log.add("quiesce", until=horizon)
             self._run_until(horizon)
             self.log.add("sigterm", final=True)

@@ -167,10 +167,13 @@ def _signed(verdict: Verdict, expected: dict[str, str]) -> Verdict:
 
 def outcome(result: RunResult) -> str:
     """One word for a scenario: pass, fail, xfail (only expected failures), error or timeout (the
-    gateway failed), or checker-error (a check raised: its verdicts are incomplete)."""
+    gateway failed), checker-error (a check raised: its verdicts are incomplete), or skip (not
+    judged: its config uses a feature the gateway declares unsupported)."""
     statuses = {v.status for v in result.verdicts.values()}
     if result.failure is not None:
         return result.failure.kind
+    if result.skipped:
+        return "skip"
     if CHECKER_ERROR in statuses:
         return CHECKER_ERROR
     if statuses & {"fail", "xpass"}:

@@ -21,13 +21,13 @@ from functools import cache
 from operator import attrgetter
 from typing import Any
 
-from conformance.adapter import EVENT_KINDS, Profile
+from conformance.adapter import FEATURES, Profile
 from conformance.observations import DurableState, Resources, StoredMessage, StoredSession
 
 SHOWN = 80  # characters of a bad value quoted in an error
 SEQUENCES = (tuple, list)  # what a sequence field may be: a tuple in process, a JSON array on the wire
 SETS = (frozenset, set, tuple, list)  # what a set field may be (normalized to a frozenset)
-KNOWN_ITEMS: dict[str, frozenset[str]] = {"unsupported": EVENT_KINDS}  # set fields whose items are names
+KNOWN_ITEMS: dict[str, frozenset[str]] = {"unsupported": FEATURES}  # set fields whose items are names
 
 
 class BadValue(ValueError):

@@ -11,7 +11,7 @@ from dataclasses import asdict
 from typing import Any
 
 from conformance import values
-from conformance.adapter import Profile
+from conformance.adapter import Profile, policy_from_detail
 from conformance.observations import DurableState, Resources, StoredMessage, StoredSession
 from sim.scenario import Chat
 
@@ -31,6 +31,8 @@ def chat_from_wire(data: dict[str, Any]) -> Chat:
 
 
 def profile_from_wire(data: dict[str, Any]) -> Profile:
+    if isinstance(data, dict) and isinstance(data.get("reset_default"), dict):  # the wire's plain form
+        data = {**data, "reset_default": policy_from_detail(data["reset_default"])}
     return values.profile_from_fields(data)
 
 

@@ -55,10 +55,14 @@ class ReferenceGateway:
         """A reply goes out as soon as its turn is written: the LLM's latency, plus one write
         retry where a locked store held it (I9 restarts the bound at the lock's end)."""
         reply_within = config.turn_latency + FLUSH_RETRY
+        # `reset: default`: the reference has no releases, so its default is the documented one
+        # (docs/scenarios.md, Defaults: {mode: none}). Reported only when asked: other logs read as before.
+        default = ResetPolicy() if config.reset_default else None
         if config.watcher_interval is None:
-            return Profile("lazy", 0, crash_durable=True, sweep_interval=SWEEP_INTERVAL, reply_within=reply_within)
+            return Profile("lazy", 0, crash_durable=True, sweep_interval=SWEEP_INTERVAL, reply_within=reply_within,
+                           reset_default=default)
         return Profile("eager", config.watcher_interval, crash_durable=True, sweep_interval=config.watcher_interval,
-                       reply_within=reply_within)
+                       reply_within=reply_within, reset_default=default)
 
     def start(self, config: GatewayConfig, harness: Harness) -> None:
         self.config, self.h = config, harness

@@ -51,7 +51,8 @@ LEGEND = (
 def render(runs: list[Keyed], gateway: str, cover: Coverage, unloaded: list[Unloaded]) -> str:
     results = [k.result for k in runs]
     words = [outcome(r) for r in results]
-    counts = ", ".join(f"{words.count(w)} {w}" for w in ("pass", "fail", "xfail", "error", "timeout", "checker-error") if words.count(w))
+    shown = ("pass", "fail", "xfail", "skip", "error", "timeout", "checker-error")
+    counts = ", ".join(f"{words.count(w)} {w}" for w in shown if words.count(w))
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
            f"<title>sessiongate report: {escape(gateway)}</title><style>{CSS}</style></head><body>",
            f"<h1>sessiongate report: {escape(gateway)}</h1>",

@@ -168,7 +168,14 @@ def _policy_table(f: _Fields, key: str, options: tuple[str, ...]) -> tuple[tuple
 
 def _config(f: _Fields) -> GatewayConfig:
     defaults = GatewayConfig()
-    reset = _policy(f.sub("reset")) if f.has("reset") else defaults.reset
+    reset_default = f.has("reset") and f.data["reset"] == "default"  # the gateway's own default applies
+    if f.has("reset") and isinstance(f.data["reset"], str) and not reset_default:
+        raise f.error("reset", f"expected a policy like {{mode: idle}} or 'default', got {show(f.data['reset'])}")
+    if reset_default:
+        f.raw("reset")
+        reset = defaults.reset
+    else:
+        reset = _policy(f.sub("reset")) if f.has("reset") else defaults.reset
     watcher = defaults.watcher_interval
     if f.has("watcher_interval"):
         watcher = None if f.raw("watcher_interval") == "lazy" else f.get("watcher_interval", "pos_duration")
@@ -199,6 +206,7 @@ def _config(f: _Fields) -> GatewayConfig:
         providers=tuple(providers),
         turn_latency=f.get("turn_latency", "duration", defaults.turn_latency),
         usage=_usage(f, "usage") if f.has("usage") else defaults.usage,
+        reset_default=reset_default,
     )
     f.done()
     return config

@@ -8,7 +8,7 @@ so a failing step can be named in the scenario file.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from sim.clock import DAY, HOUR, MINUTE, SECOND
@@ -57,6 +57,14 @@ class GatewayConfig:
     providers: tuple[ProviderSpec, ...] = ()
     turn_latency: int = 2 * SECOND
     usage: Usage = "small"  # what every answer reports, unless its message says otherwise
+    # `reset: default`: the scenario leaves the reset policy to the gateway (a release's own
+    # default). `reset` is then a stand-in ({mode: none}) until `with_default` puts in the policy
+    # the gateway reports (`Profile.reset_default`); the runner and the checks both do.
+    reset_default: bool = False
+
+    def with_default(self, policy: ResetPolicy) -> GatewayConfig:
+        """This config with the gateway's default policy in force (a no-op unless `reset_default`)."""
+        return replace(self, reset=policy) if self.reset_default else self
 
     def policy_for(self, platform: str, chat_type: str) -> ResetPolicy:
         """Per platform, then per chat type, then the default (CONTRACT boundaries, 2)."""

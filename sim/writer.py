@@ -45,7 +45,7 @@ def _policy_dict(policy: ResetPolicy) -> dict[str, Any]:
 def config_document(config: GatewayConfig) -> dict[str, Any]:
     """A GatewayConfig as the plain `config` mapping of a scenario file."""
     default = GatewayConfig()
-    cfg: dict[str, Any] = {"reset": _policy_dict(config.reset)}
+    cfg: dict[str, Any] = {"reset": "default" if config.reset_default else _policy_dict(config.reset)}
     if config.reset_by_platform:
         cfg["reset_by_platform"] = {name: _policy_dict(p) for name, p in config.reset_by_platform}
     if config.reset_by_chat_type:

@@ -78,3 +78,118 @@ def test_the_installed_release_has_an_expectations_file() -> None:
     expectations = Expectations.for_gateway("hermes")
     assert expectations.pairs or expectations.signed, f"no expectations file for {describe()}"
     assert installed().expectation_names()[1] in expectations.source
+
+
+LOCK = """
+name: hermes-lock
+seed: {seed}
+start: 2026-03-02T09:00
+config: {{reset: {{mode: idle, idle_minutes: 30}}}}
+events:
+  - message: alice
+  - db_locked: {lock}
+    after: 1m
+  - message: alice
+    after: 1s
+  - advance: 2m
+"""
+
+
+def _times(result: object, kind: str) -> list[int]:
+    return [r.t for r in result.records if r.kind == kind]  # type: ignore[attr-defined]
+
+
+def test_a_lock_within_hermes_patience_is_ridden_out_in_virtual_time() -> None:
+    """SessionDB._execute_write: 1 s busy waits and 20-150 ms jittered retries, 15 tries. An 8 s
+    lock holds the turn's first write until the lock ends, to the millisecond, and it lands."""
+    result = run_scenario(load_text(LOCK.format(seed=0, lock="8s")), hermes(), "hermes")
+    locked = _times(result, "db_locked")[0]
+    assert _times(result, "llm_request")[1] == locked + 8_000  # t2's write before the LLM call waited 7 s
+    assert _times(result, "reply")[1] == locked + 10_000
+    assert result.verdicts["I2"].status == "pass", "the held write landed"
+
+
+def test_a_lock_past_hermes_patience_fails_the_write_after_the_seeded_retries() -> None:
+    """A 5-minute lock: each write's retries give up after about 15 virtual seconds (14 busy
+    waits plus jitter drawn from the scenario's seed) and the turn's rows are lost, as in real Hermes."""
+    runs = {seed: run_scenario(load_text(LOCK.format(seed=seed, lock="5m")), hermes(), "hermes") for seed in (0, 1)}
+    gave_up = _times(runs[0], "llm_request")[1] - _times(runs[0], "db_locked")[0] - 1_000
+    # Each write before the LLM call gives up after 14 busy waits + jitter (0.19.0 makes one
+    # such write, 0.18.1 three): the call comes before the lock ends, not at its end.
+    writes = round(gave_up / (14 * 1_085))
+    assert writes >= 1 and writes * 14 * 1_020 <= gave_up <= writes * 14 * 1_150 and writes < 10
+    assert runs[0].verdicts["I2"].status == "fail"
+    assert _times(runs[1], "llm_request") != _times(runs[0], "llm_request")  # another seed, other jitter
+
+
+def test_same_seed_same_lock_timing() -> None:
+    scenario = load_text(LOCK.format(seed=5, lock="30s"))
+    assert run_scenario(scenario, hermes(), "hermes", check=False).log_text() == \
+        run_scenario(scenario, hermes(), "hermes", check=False).log_text()
+
+
+UNSUPPORTED = """
+name: hermes-unsupported
+start: 2026-03-02T09:00
+config: {reset: {mode: idle, idle_minutes: 30}, watcher_interval: 10m}
+events:
+  - message: alice
+  - message: alice
+    muted: true
+    after: 1m
+  - advance: 40m
+"""
+
+
+def test_muted_is_delivered_plain_and_said_so() -> None:
+    result = run_scenario(load_text(UNSUPPORTED), hermes(), "hermes")
+    skipped = [r for r in result.records if r.kind == "skipped"]
+    assert [(r.d("event"), r.turns) for r in skipped] == [("muted", ("t2",))]
+    assert [r.d("muted") for r in result.records if r.kind == "message"] == [False, False]
+    assert result.verdicts["I8"].status == "pass"
+
+
+def test_the_scenario_watcher_interval_is_honoured() -> None:
+    """Ticks 60 s after boot, then every 10 m: the 09:30:02 idle boundary is acted on at 09:41."""
+    result = run_scenario(load_text(UNSUPPORTED), hermes(), "hermes")
+    start = result.records[0].t
+    ends = _times(result, "on_session_end")
+    assert ends and (ends[0] - start) % 600_000 == 60_000
+
+
+def test_daily_min_idle_is_a_skip_not_a_failure() -> None:
+    text = UNSUPPORTED.replace("{reset: {mode: idle, idle_minutes: 30}",
+                               "{reset: {mode: daily, at_hour: 4, daily_min_idle_minutes: 60}")
+    result = run_scenario(load_text(text), hermes(), "hermes")
+    assert "daily_min_idle_minutes" in result.skipped
+    assert {v.status for v in result.verdicts.values()} == {"skip"}
+    assert result.passed
+
+
+def test_reset_default_is_the_release_default_and_logged() -> None:
+    from conformance.adapters import hermes_home
+    from conformance.adapters.hermes import release_default_policy
+
+    result = run_scenario(load_text(UNSUPPORTED.replace("{reset: {mode: idle, idle_minutes: 30}", "{reset: default")),
+                          hermes(), "hermes")
+    assert result.failure is None, result.failure.describe()
+    profile = result.records[0].d("profile")
+    assert profile["reset_default"]["mode"] == release_default_policy().mode
+    assert result.records[0].d("config")["reset"] == "default"
+    assert "session_reset" not in (hermes_home.home() / "config.yaml").read_text()
+
+
+def test_a_message_between_boundary_and_tick_takes_the_message_time_path() -> None:
+    """With the scenario's 10 m interval the watcher sweeps at 09:01, 09:11, … (its first sleep
+    is 60 s): t2 at 09:30:30, past the 09:30:02 boundary and before the 09:31 sweep, is routed
+    into a new session by the message-time reset (SessionStore.get_or_create_session), not the
+    watcher. (Catalog 25 sends t2 at 09:33, after the 09:31 sweep: the watcher path.)"""
+    text = UNSUPPORTED.replace("""  - message: alice
+    muted: true
+    after: 1m""", """  - message: alice
+    at: "09:30:30\"""")
+    result = run_scenario(load_text(text), hermes(), "hermes", check=False)
+    requests = [r for r in result.records if r.kind == "llm_request"]
+    assert requests[1].session != requests[0].session
+    t2 = next(r.t for r in result.records if r.kind == "message" and r.turns == ("t2",))
+    assert all(r.t > t2 for r in result.records if r.kind in ("on_session_end", "on_session_finalize"))

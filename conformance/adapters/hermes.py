@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import random
 import sqlite3
 from collections import deque
 from collections.abc import Callable
@@ -23,10 +24,15 @@ from conformance.adapters.hermes_clock import FrozenClock
 from conformance.observations import DurableState, Resources, StoredMessage, StoredSession
 from sim.clock import SECOND
 from sim.engine import Timer
-from sim.scenario import Chat, GatewayConfig
+from sim.scenario import RESET_MODES, Chat, GatewayConfig, ResetPolicy
 
-WATCHER_INTERVAL = 300 * SECOND  # gateway/run.py:_session_expiry_watcher(interval=300)
+WATCHER_INTERVAL = 300 * SECOND  # gateway/run.py:_session_expiry_watcher(interval=300), what start() passes
 WATCHER_DELAY = 60 * SECOND  # its first sleep
+UNSUPPORTED = frozenset({
+    "delegate", "delete_parent",  # a delegate child needs the agent's delegate_task tool: an LLM that emits tool calls
+    "muted",  # no per-message visibility in any release (messages has no such column; gateway/session.py)
+    "daily_min_idle_minutes",  # gateway/config.py:SessionResetPolicy has no such knob: it would be ignored
+})
 CLEARING_COMMANDS = ("/stop", "/new", "/reset")  # mid-turn, these discard the queued follow-ups
 
 
@@ -52,19 +58,22 @@ class HermesGateway:
         self.timer: Timer | None = None
         self.clock: FrozenClock | None = None
         self.fast_yaml: Callable[[bool], None] | None = None
+        self.reported_default: ResetPolicy | None = None  # what profile() said `reset: default` means here
 
     # -- lifecycle ------------------------------------------------------------------------
 
     def profile(self, config: GatewayConfig) -> Profile:
-        """Hermes as it is, whatever the scenario asks: an eager watcher sweeping every 300 s
-        (60 s after boot) whose idle clock restarts when a turn's reply is recorded
-        (gateway/session.py:SessionStore.update_session), so an end lags the contract's
-        boundary by up to one interval plus one turn; memory sync is fire-and-forget and
-        Hindsight buffers in RAM, so no crash durability; delegation needs a tool-calling LLM;
-        a fork without Hindsight has no backend to fail (`hermes_forks.unsupported_events`)."""
-        return Profile("eager", WATCHER_INTERVAL + config.turn_latency, crash_durable=False,
-                       sweep_interval=WATCHER_INTERVAL,
-                       unsupported=frozenset({"delegate", "delete_parent"}) | hermes_forks.unsupported_events())
+        """Hermes as it is: an eager watcher sweeping every `watcher_interval` (Hermes's own
+        300 s for `lazy`, which it has no mode for; 60 s after boot) whose idle clock restarts
+        when a turn's reply is recorded (gateway/session.py:SessionStore.update_session), so an
+        end lags the contract's boundary by up to one interval plus one turn; memory sync is
+        fire-and-forget and Hindsight buffers in RAM, so no crash durability; what it lacks is
+        `UNSUPPORTED`, and a fork without Hindsight has no backend to fail
+        (`hermes_forks.unsupported_events`). With `reset: default`, the release's own default policy."""
+        interval = watcher_interval(config)
+        self.reported_default = release_default_policy() if config.reset_default else None
+        return Profile("eager", interval + config.turn_latency, crash_durable=False, sweep_interval=interval,
+                       unsupported=UNSUPPORTED | hermes_forks.unsupported_events(), reset_default=self.reported_default)
 
     def start(self, config: GatewayConfig, harness: Harness) -> None:
         self.config, self.h = config, harness
@@ -88,6 +97,7 @@ class HermesGateway:
         gateway.run._AGENT_CACHE_IDLE_TTL_SECS = config.idle_ttl / SECOND
         self.uuid_counter = [0]
         self.lock_until = -1
+        self.jitter = random.Random(f"hermes-write-retry-jitter/{self.h.seed}")  # one stream a scenario, from its seed
         self.message_ids = 0
         self.sources: dict[str, Any] = {}
         self.chat_by_key: dict[str, Chat] = {}
@@ -107,8 +117,13 @@ class HermesGateway:
         self.clock.enter()
         self.fast_yaml(True)
         self.busy, self.waiting, self.stopping = {}, {}, False
-        self.generation = Generation(self.h, self.done, self.uuid_counter, self.chat_by_key.get, self.store_locked)
+        self.generation = Generation(self.h, self.done, self.uuid_counter, self.chat_by_key.get, lambda: self.lock_until,
+                                     self.jitter, self.wake_at)
         self.generation.boot(lambda: GatewayRunner(load_gateway_config()), hermes_home.home())
+        if self.config.reset_default:  # the policy the profile reported must be the one Hermes applies
+            in_force = contract_policy(self.generation.runner.config.default_reset_policy)
+            if in_force != self.reported_default:
+                raise RuntimeError(f"Hermes applies {in_force} by default, not the {self.reported_default} its profile reported")
         self.schedule_tick(self.h.clock.now() + WATCHER_DELAY)
 
     def schedule_tick(self, when: int) -> None:
@@ -120,7 +135,7 @@ class HermesGateway:
         self.clock.sync()
         self.generation.tick()
         self.observe_routing()
-        self.schedule_tick(self.h.clock.now() + WATCHER_INTERVAL)
+        self.schedule_tick(self.h.clock.now() + watcher_interval(self.config))
 
     def end(self, how: str) -> None:
         """SIGTERM (the real stop()) or SIGKILL; either way the process, its timer and its
@@ -304,8 +319,18 @@ class HermesGateway:
     def lock_store(self, until: int) -> None:
         self.lock_until = until
 
-    def store_locked(self) -> bool:
-        return self.h.clock.now() < self.lock_until
+    def wake_at(self, when: int, park: Any) -> None:
+        """A write waiting on the lock resumes at `when` (see `Generation.pass_time`)."""
+        self.h.scheduler.call_at(when, self.wake_writer, park)
+
+    @_failsafe
+    def wake_writer(self, park: Any) -> None:
+        generation = self.generation
+        if generation is None or park.work.generation is not generation or park.outcome is not None:
+            return  # its process is gone (a crash or stop woke it already)
+        self.clock.sync()
+        generation.wake(park, "reply")
+        self.settle()
 
     def durable_state(self) -> DurableState:
         """state.db read directly, as another surface would: user/assistant rows in order,
@@ -342,6 +367,31 @@ class HermesGateway:
             entries = list(runner._agent_cache.items())
         cached = tuple((_cached_session(entry), key in runner._running_agents) for key, entry in entries)
         return Resources(cached, len(self.busy) + sum(1 for w in generation.works if w.kind == "watcher"))
+
+
+def watcher_interval(config: GatewayConfig) -> int:
+    """The scenario's watcher interval, as `_session_expiry_watcher(interval=N)` takes it (whole
+    seconds, at least 1); `lazy`: Hermes's own 300 s (it has no lazy mode)."""
+    if config.watcher_interval is None:
+        return WATCHER_INTERVAL
+    return max(SECOND, config.watcher_interval // SECOND * SECOND)
+
+
+def release_default_policy() -> ResetPolicy:
+    """The installed release's default reset policy: what `load_gateway_config()` keeps when
+    config.yaml has no `session_reset` (gateway/config.py:GatewayConfig.default_reset_policy,
+    a `SessionResetPolicy()`; 'none' from 0.18.1, 'both' before)."""
+    hermes_home.home()  # HERMES_HOME before the first Hermes import: Hermes binds paths at import
+    from gateway.config import GatewayConfig as HermesConfig
+
+    return contract_policy(HermesConfig().default_reset_policy)
+
+
+def contract_policy(policy: Any) -> ResetPolicy:
+    """A Hermes `SessionResetPolicy` in the contract's terms (it has no daily_min_idle_minutes)."""
+    if policy.mode not in RESET_MODES:
+        raise NotImplementedError(f"Hermes's reset mode {policy.mode!r} has no contract equivalent")
+    return ResetPolicy(policy.mode, int(policy.idle_minutes), int(policy.at_hour))
 
 
 def _routing_entries(con: sqlite3.Connection) -> list[tuple[str, dict[str, Any]]]:

@@ -156,7 +156,8 @@ def config_yaml(config: GatewayConfig) -> dict[str, Any]:
         # mid-run, and every config-derived cache rebuilt. Onboarding is not under test.
         "onboarding": {"profile_build": "off"},
         "memory": {"provider": memory_provider(config)},
-        "session_reset": reset_policy(config.reset),
+        # `reset: default`: no session_reset at all, so the release's own default applies
+        **({} if config.reset_default else {"session_reset": reset_policy(config.reset)}),
     }
 
 

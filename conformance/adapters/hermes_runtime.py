@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
+import sqlite3
 import threading
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -55,10 +57,21 @@ class Park:
     session: str
     prompt: list[str]
     event: threading.Event = field(default_factory=threading.Event)
-    request: str | None = None  # the harness's request id, once registered
+    request: str | None = None  # the harness's request id, once registered ('sleep' for a timed park)
     outcome: str | None = None  # reply | interrupt | kill
     reply: str = ""
     usage: Usage = "small"  # what the reply reports about token usage
+    until: int | None = None  # a timed park (a write waiting on the locked store): woken at this virtual time
+
+
+class _Writer(threading.local):
+    """One thread's account of the lock it is waiting on (`Generation.lock_attempt`)."""
+
+    offset = 0  # ms of lock waiting this (loop) thread has done at virtual time `base` without time passing
+    base = -1
+    owed = 0  # ms the next retry sleep waits before its jitter: the failed attempt's busy wait
+    exact = False  # the lock ends within that wait: the retry comes at its end, with no jitter
+    failures = 0  # attempts failed in a row (SessionDB._WRITE_MAX_RETRIES in all)
 
 
 class AgentExecutor(ThreadPoolExecutor):
@@ -136,9 +149,11 @@ class Generation:
     """Everything one Hermes process holds; a crash or SIGTERM ends it, a restart makes another."""
 
     def __init__(self, harness: Harness, on_done: Callable[[Work], None], uuid_counter: list[int],
-                 chat_of_key: Callable[[str], Chat | None], store_locked: Callable[[], bool]) -> None:
+                 chat_of_key: Callable[[str], Chat | None], lock_until: Callable[[], int],
+                 jitter: random.Random, wake_at: Callable[[int, Park], Any]) -> None:
         self.harness, self.on_done, self.uuid_counter = harness, on_done, uuid_counter
-        self.chat_of_key, self.store_locked = chat_of_key, store_locked
+        self.chat_of_key, self.lock_until, self.jitter, self.wake_at = chat_of_key, lock_until, jitter, wake_at
+        self.writer = _Writer()
         self.alive = True
         self.loop = InlineLoop()
         self.works: list[Work] = []
@@ -170,7 +185,7 @@ class Generation:
         self.settle()
         # interval=1: its between-sweep loop (`for _ in range(interval): await asyncio.sleep(1)`)
         # sleeps once instead of 300 times; that one sleep lasts until the harness's next tick,
-        # which comes WATCHER_INTERVAL later in virtual time.
+        # which comes one watcher interval (the scenario's, hermes.watcher_interval) later.
         watcher = self.start("watcher", None, hermes_forks.expiry_watcher(self.runner))
         if getattr(self.runner, "_background_tasks", None) is None:
             self.runner._background_tasks = set()
@@ -306,7 +321,7 @@ class Generation:
             self.post(self.interrupted, agent)
             return
         with self.lock:
-            parks = [p for p in self.parks if p.agent is agent and p.outcome is None]
+            parks = [p for p in self.parks if p.agent is agent and p.outcome is None and p.until is None]
         for park in parks:
             self.wake(park, "interrupt")
 
@@ -321,6 +336,82 @@ class Generation:
         self.release()
         park.event.set()
         self.wait_quiet(f"woken with {outcome!r}")
+
+    # -- the locked store (hermes_state.SessionDB._execute_write) -----------------------------
+
+    def lock_attempt(self, busy_ms: int) -> None:
+        """A write starts (BEGIN IMMEDIATE) while the scenario may hold the lock. SQLite would
+        wait up to the busy timeout: a lock ending within it lets the write through at its end,
+        else the attempt fails after the whole wait. The wait is charged to the retry sleep
+        that follows (outside `SessionDB._lock`, which a parked thread must not hold while
+        virtual time passes); the last attempt has no sleep after it and fails (or lands) at once."""
+        w = self._writer_state()
+        now = self.harness.clock.now() + w.offset
+        remaining = self.lock_until() - now
+        w.owed, w.exact = 0, False
+        if remaining <= 0:
+            w.failures = 0
+            return
+        last = w.failures >= self._retries() - 1
+        if last:
+            w.failures = 0
+            if remaining <= busy_ms:
+                return  # it would have landed inside this wait, up to busy_ms later
+            raise sqlite3.OperationalError("database is locked")
+        w.failures += 1
+        w.owed, w.exact = (remaining, True) if remaining <= busy_ms else (busy_ms, False)
+        raise sqlite3.OperationalError("database is locked")
+
+    def retry_sleep(self, seconds: float) -> None:
+        """`_execute_write`'s backoff: the failed attempt's busy wait, then its jitter, in virtual time."""
+        w = self._writer_state()
+        wait = w.owed if w.exact else w.owed + round(seconds * 1000)
+        w.owed, w.exact = 0, False
+        self.pass_time(wait)
+
+    def pass_time(self, ms: int) -> None:
+        """An agent thread parks until the harness's clock has moved `ms` on, so its write lands
+        at the right virtual time (and its reply after it). Code on the loop thread cannot wait
+        for the clock it is driving: its waits add up, so the retries end as Hermes's would,
+        but what it writes lands at once."""
+        work = seams.OWNER.get()
+        if work is not None and work.kind == "message" and threading.get_ident() != self.main_thread \
+                and threading.current_thread().name != seams.REVIEW_THREAD:
+            self.timed_park(work, self.harness.clock.now() + ms)
+        else:
+            self._writer_state().offset += ms
+
+    def _writer_state(self) -> _Writer:
+        w = self.writer
+        if w.base != self.harness.clock.now():  # time has moved on since its last wait
+            w.base, w.offset = self.harness.clock.now(), 0
+        return w
+
+    def _retries(self) -> int:
+        import hermes_state
+
+        return int(hermes_state.SessionDB._WRITE_MAX_RETRIES)
+
+    def timed_park(self, work: Work, until: int) -> None:
+        """Block this agent thread until virtual time `until` (a harness timer wakes it)."""
+        park = Park(work, None, "", [], until=until)
+        with self.lock:
+            self.parks.append(park)
+        self.post(self._register_timed, park)
+        self.quiet(parking=True)
+        if not park.event.wait(3600.0):
+            park.outcome = "kill"
+        with self.lock:
+            self.parks.remove(park)
+        if park.outcome == "kill":
+            raise seams.SimulatedKill()
+
+    def _register_timed(self, park: Park) -> None:
+        if not self.alive or park.outcome is not None:
+            return
+        park.request = "sleep"
+        self.wake_at(park.until or 0, park)
+        self.signal_progress()
 
     # -- the expiry watcher -----------------------------------------------------------------
 

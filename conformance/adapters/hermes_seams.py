@@ -13,8 +13,9 @@ patch replaces one thing the simulation owns and names the Hermes code it stands
   Hermes starts them;
 - `gateway.run.asyncio.sleep`: the expiry watcher sleeps in virtual time, other sleeps
   take no virtual time;
-- `SessionDB` connections: writes refused while the store is locked or after the process
-  that opened them was killed, and write-retry backoff takes no time;
+- `SessionDB` connections: a write waits out the scenario's lock in virtual time as SQLite's
+  busy timeout and `_execute_write`'s seeded, jittered retries would, and fails as they
+  would past Hermes's patience; writes of a killed process are refused;
 - the shutdown watchdog (`os._exit` backstop): the simulation owns process death;
 - network plumbing the fake call never uses (OpenAI clients, TLS setup, the local-server
   probe), console prints and log files;
@@ -43,7 +44,7 @@ from typing import Any
 
 import yaml
 
-from conformance.adapters import hermes_clock, hermes_forks, hermes_home
+from conformance.adapters import hermes_forks, hermes_home
 from sim.scenario import Usage
 
 hermes_home.home()  # Hermes binds paths at import: HERMES_HOME first, whoever imports this module
@@ -237,14 +238,15 @@ class _GatedConnection:
 
     def __init__(self, conn: sqlite3.Connection, generation: Any, foreign: bool) -> None:
         self._conn, self._generation, self._foreign = conn, generation, foreign
+        self._busy_ms = int(conn.execute("PRAGMA busy_timeout").fetchone()[0])  # sqlite3.connect(timeout=1.0)
 
     def _check(self, sql: str) -> None:
         if not _WRITE.match(sql):
             return
         if self._generation is not None and not self._generation.alive:
             raise sqlite3.OperationalError("attempt to write a readonly database (the process was killed)")
-        if not self._foreign and LIVE is not None and LIVE.store_locked():
-            raise sqlite3.OperationalError("database is locked")
+        if not self._foreign and LIVE is not None and not self._conn.in_transaction:  # BEGIN took the lock already
+            LIVE.lock_attempt(self._busy_ms)  # waits (in virtual time) or raises 'database is locked'
 
     def execute(self, sql: str, *args: Any) -> Any:
         self._check(sql)
@@ -256,6 +258,18 @@ class _GatedConnection:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._conn, name)
+
+
+def _retry_sleep(seconds: float) -> None:
+    """`time.sleep` in hermes_state: only `SessionDB._execute_write`'s jittered retry backoff,
+    which (with the failed attempt's busy wait) passes in virtual time (`Generation.retry_sleep`)."""
+    if LIVE is not None:
+        LIVE.retry_sleep(seconds)
+
+
+def _retry_jitter(low: float, high: float) -> float:
+    """`random.uniform` in hermes_state (the retry jitter): drawn from the scenario's seed."""
+    return LIVE.jitter.uniform(low, high) if LIVE is not None else (low + high) / 2
 
 
 FOREIGN_SURFACE: ContextVar[bool] = ContextVar("sessiongate_foreign_surface", default=False)
@@ -390,8 +404,8 @@ def install() -> None:
     hermes_state.SessionDB.__init__ = _sessiondb_init
     cache_schema_columns(hermes_state.SessionDB)
     cache_own_start_time(_optional_module("gateway.status"))
-    hermes_state.time = _module_proxy(hermes_state.time, "time", sleep=hermes_clock.sleep)
-    hermes_state.random = hermes_clock.JITTER
+    hermes_state.time = _module_proxy(hermes_state.time, "time", sleep=_retry_sleep)
+    hermes_state.random = _module_proxy(hermes_state.random, "random", uniform=_retry_jitter)
     hermes_forks.install_shims()  # forks of hermes-agent: what differs is adapted there
     level = os.environ.get("SESSIONGATE_HERMES_LOG", "CRITICAL").upper()  # Hermes's logs are not observations
     for name in ("gateway", "run_agent", "agent", "hermes_state", "plugins", "tools", "hermes_cli"):

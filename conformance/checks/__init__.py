@@ -44,6 +44,9 @@ assert tuple(CHECKS) == CHECK_IDS
 
 def judge(records: Sequence[Obs], strict: bool = False) -> dict[str, Verdict]:
     """Every check's verdict on one observation log (`strict`: a vacuous pass fails)."""
+    head = records[1] if len(records) > 1 else None
+    if head is not None and head.kind == "skipped" and head.d("scope") == "scenario":  # see Run.execute
+        return {check: Verdict(check, "skip", reason=f"not judged: {head.d('reason')}") for check in CHECKS}
     try:
         model = RunModel.build(records)
     except Exception as err:  # the oracle cannot read this log: no check can judge it

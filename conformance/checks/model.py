@@ -233,6 +233,12 @@ class RunModel:
             raise ValueError("an observation log starts with its 'scenario' record")
         head = records[0]
         config = config_from_document(head.d("config"))
+        if config.reset_default:  # the policy in force is the one the gateway reported (Profile.reset_default)
+            from conformance.adapter import policy_from_detail
+
+            default = (head.d("profile") or {}).get("reset_default")
+            if default is not None:  # None: the runner refused the scenario (its `error` record says so)
+                config = config.with_default(policy_from_detail(default))
         zone = load_zone(head.d("zone"))
         turns: dict[str, Turn] = {}
         held: list[Turn] = []

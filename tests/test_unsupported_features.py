@@ -1,0 +1,89 @@
+"""Features a gateway declares it lacks are skipped and said so, never judged; `reset: default`."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+import pytest
+
+from conformance.adapter import FEATURES, Profile
+from conformance.cli import skipped_note, summary_line
+from conformance.runner import run_scenario
+from conformance.suite import outcome
+from reference_impl.gateway import ReferenceGateway
+from sim.loader import load_text
+from sim.scenario import ResetPolicy
+from sim.writer import dump_text
+
+BASE = """
+name: features
+start: 2026-03-02T09:00
+config: {reset: RESET}
+events:
+  - message: alice
+  - message: alice
+    muted: true
+    after: 1m
+  - advance: 40m
+"""
+
+
+class Lacking(ReferenceGateway):
+    """The reference, declaring it has neither muted messages nor daily_min_idle_minutes."""
+
+    def profile(self, config):  # type: ignore[no-untyped-def]
+        return replace(super().profile(config), unsupported=frozenset({"muted", "daily_min_idle_minutes"}))
+
+
+def test_unknown_feature_names_are_refused() -> None:
+    assert {"muted", "daily_min_idle_minutes", "delegate"} <= FEATURES
+    from conformance import values
+
+    assert values.profile(Profile(unsupported=frozenset({"muted"}))).unsupported == {"muted"}
+    with pytest.raises(values.BadValue, match="unknown name 'mutted'"):
+        values.profile(Profile(unsupported=frozenset({"mutted"})))
+
+
+def test_a_muted_message_is_delivered_plain_and_noted() -> None:
+    result = run_scenario(load_text(BASE.replace("RESET", "{mode: idle, idle_minutes: 30}")), Lacking(), "lacking")
+    assert [r.d("muted") for r in result.records if r.kind == "message"] == [False, False]
+    assert "muted, unsupported: delivered plain" in skipped_note(result)
+    assert outcome(result) == "pass"
+
+
+def test_a_config_using_an_unsupported_feature_is_skipped_whole() -> None:
+    text = BASE.replace("RESET", "{mode: daily, at_hour: 4, daily_min_idle_minutes: 60}")
+    result = run_scenario(load_text(text), Lacking(), "lacking")
+    assert outcome(result) == "skip"
+    assert {v.status for v in result.verdicts.values()} == {"skip"}
+    assert "not judged: the config uses daily_min_idle_minutes" in skipped_note(result)
+    assert summary_line([result]) == "1 scenarios, 0 passed, 0 failed, 1 skipped"
+    assert outcome(run_scenario(load_text(text), ReferenceGateway(), "reference")) == "pass"
+
+
+def test_reset_default_round_trips_and_the_reference_reports_its_documented_default() -> None:
+    scenario = load_text(BASE.replace("RESET", "default"))
+    assert scenario.config.reset_default
+    assert replace(load_text(dump_text(scenario)), source="", header="") == replace(scenario, source="", header="")
+    result = run_scenario(scenario, ReferenceGateway(), "reference")
+    assert result.records[0].d("config")["reset"] == "default"
+    assert result.records[0].d("profile")["reset_default"]["mode"] == ResetPolicy().mode
+    assert outcome(result) == "pass"
+
+
+def test_reset_default_is_refused_by_a_gateway_that_reports_no_default() -> None:
+    class NoDefault(ReferenceGateway):
+        def profile(self, config):  # type: ignore[no-untyped-def]
+            return replace(super().profile(config), reset_default=None)
+
+    result = run_scenario(load_text(BASE.replace("RESET", "default")), NoDefault(), "nodefault")
+    assert result.failure is not None and result.failure.message.startswith("NotImplementedError")
+    assert "reset: default" in result.failure.message
+
+
+def test_reset_takes_a_policy_or_default_only() -> None:
+    from sim.document import ScenarioError
+
+    with pytest.raises(ScenarioError, match=re.escape("config.reset: expected a policy like {mode: idle} or 'default', got 'defualt'")):
+        load_text(BASE.replace("RESET", "defualt"))
