@@ -284,4 +284,4 @@ def parse_document(text: str, source: str) -> Any:
     try:
         return _convert(node, source, [MAX_NODES], set(), _Lines(text))
     except RecursionError:
-        raise ScenarioError(source, 0, "", "document nested too deeply") from None
+        raise ScenarioError(source, 0, "", "invalid YAML: nested too deeply") from None
