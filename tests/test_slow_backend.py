@@ -20,7 +20,7 @@ from sim.loader import ScenarioError, load_file, load_text
 from sim.scenario import BackendSlow, ProviderSpec
 from sim.writer import dump_text
 
-CATALOG = Path(__file__).resolve().parents[1] / "conformance" / "catalog" / "41-slow-backend-at-session-end.yaml"
+CATALOG = Path(__file__).resolve().parents[1] / "conformance" / "catalog" / "43-slow-backend-at-session-end.yaml"
 HEAD = "name: x\nconfig: {providers: [{name: mem0}]}\nevents:\n"
 
 

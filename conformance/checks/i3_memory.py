@@ -172,9 +172,9 @@ def _late(m: RunModel, backends: list[str]) -> list[Violation]:
             if turn in seen[0] and turn in seen[1]:
                 mine.setdefault(turn, (index, r.t))
     down = _failing(m)
-    in_flight: dict[str, dict[str, list[tuple[int, int]]]] = {}  # backend -> turn -> [(index, ready)]
+    in_flight: dict[str, dict[str, list[tuple[int, int]]]] = {}  # backend -> turn -> [(sent, ready)]
     for _index, r in m.of("ingest_busy"):
-        for turn in r.turns:
+        for turn in dict.fromkeys(t for half in ingested_halves(r) for t in half):
             in_flight.setdefault(r.d("backend"), {}).setdefault(turn, []).append((r.t, r.d("ready")))
     slow = _slow(m)
 
