@@ -20,7 +20,7 @@ from sim.scenario import Chat, GatewayConfig, ResetPolicy, Usage
 
 EVENT_KINDS = frozenset(
     {"message", "command", "delegate", "sigterm", "crash", "restart", "delete_session",
-     "delete_parent", "db_locked", "backend_fail"}
+     "delete_parent", "db_locked", "backend_fail", "backend_slow"}
 )
 SETTINGS: dict[str, str] = {
     # A feature of the contract a gateway may not have, and what the runner does about it.
@@ -104,6 +104,17 @@ class Inbound:
 
 class BackendUnavailable(RuntimeError):
     """A memory backend refused a call (an injected `backend_fail` fault)."""
+
+
+class BackendBusy(BackendUnavailable):
+    """A slow memory backend (an injected `backend_slow` fault) has not completed the call yet:
+    the same call made again at `ready_at` or later completes. A synchronous call cannot take
+    virtual time, so the backend says when it will be done and the waiting is the gateway's;
+    a gateway that knows only failures treats it as one."""
+
+    def __init__(self, message: str, ready_at: int) -> None:
+        super().__init__(message)
+        self.ready_at = ready_at
 
 
 class GatewayTimeout(Exception):
@@ -211,9 +222,12 @@ class MemoryBackend:
     def __init__(self, name: str, log: ObservationLog, now: Callable[[], int]) -> None:
         self.name, self._log, self._now = name, log, now
         self.down_until = -1
+        self.slow_until, self.slow_delay = -1, 0
+        self._ready: dict[tuple[str, str], int] = {}  # (session, turn) -> when its slow call completes
 
     def ingest(self, session: str, texts: Sequence[str]) -> None:
-        """Store the texts of turns of `session`. Raises BackendUnavailable while failing.
+        """Store the texts of turns of `session`. Raises BackendUnavailable while failing,
+        BackendBusy while a slow call is not complete.
 
         The record names the turns whose user message the texts carry (`turns`) and those whose
         reply they carry (`replies`, `observations.halves`): a turn ingested is both halves."""
@@ -221,7 +235,22 @@ class MemoryBackend:
         if self._now() < self.down_until:
             self._log.add("ingest_failed", session=session, turns=users, backend=self.name, replies=list(replies))
             raise BackendUnavailable(f"memory backend {self.name!r} is unavailable")
+        self._complete_slow(session, users, replies)
         self._log.add("ingest", session=session, turns=users, backend=self.name, replies=list(replies))
+
+    def _complete_slow(self, session: str, users: Sequence[str], replies: Sequence[str]) -> None:
+        """A turn first sent while the backend is slow completes `slow_delay` after that first
+        call; a call completes when all its turns have (else BackendBusy, logged `ingest_busy`)."""
+        now = self._now()
+        ready = now
+        for turn in dict.fromkeys((*users, *replies)):
+            key = (session, turn)
+            if key not in self._ready and now < self.slow_until:
+                self._ready[key] = now + self.slow_delay
+            ready = max(ready, self._ready.get(key, now))
+        if ready > now:
+            self._log.add("ingest_busy", session=session, turns=users, backend=self.name, replies=list(replies), ready=ready)
+            raise BackendBusy(f"memory backend {self.name!r} is slow: the call completes at {ready}", ready)
 
 
 class RecordingProvider:

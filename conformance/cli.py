@@ -450,7 +450,7 @@ def cmd_update_expectations(args: argparse.Namespace) -> int:
 def timeline(result: RunResult) -> list[str]:
     """Every observation as one short line: time, step, what, where. A run of three or more
     records alike but for their time (a gateway retrying a heal every few ms) shows as its
-    first line and a count; `until` values read as times. Needs nothing of the oracle, so any
+    first line and a count; `until` and `ready` values read as times. Needs nothing of the oracle, so any
     log prints: one cut short by a gateway error, or one no check can read."""
     from conformance.checks.model import time_text
     from sim.clock import from_ms, load_zone
@@ -493,7 +493,7 @@ def timeline(result: RunResult) -> list[str]:
         else:
             where = " ".join(x for x in (r.chat and f"chat={r.chat}", r.session and f"session={r.session}") if x)
             turns = ",".join(r.turns)
-            extra = " ".join(f"{k}={at(v) if k == 'until' and isinstance(v, int) else v}"
+            extra = " ".join(f"{k}={at(v) if k in ('until', 'ready') and isinstance(v, int) else v}"
                              for k, v in sorted(r.detail.items()) if k not in ("queued",) and v not in (None, False))
             if r.d("queued"):
                 extra = f"held (the gateway is down) {extra}"

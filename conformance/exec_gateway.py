@@ -28,7 +28,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from conformance.adapter import BackendUnavailable, Gateway, GatewayTimeout, Harness, Inbound, Profile, RemoteGatewayError
+from conformance.adapter import BackendBusy, BackendUnavailable, Gateway, GatewayTimeout, Harness, Inbound, Profile, RemoteGatewayError
 from conformance.observations import DurableState, Resources
 from conformance.registry import resolve
 from conformance.values import BadValue
@@ -331,6 +331,8 @@ class ExecGateway:
                 h.note(a["what"], **a.get("detail", {}))
             else:
                 return {"error": f"unknown call {call!r}"}
+        except BackendBusy as err:  # a slow backend: unavailable until `ready_at`, for a child that knows only failures
+            return {"error": "unavailable", "message": str(err), "ready_at": err.ready_at}
         except BackendUnavailable as err:
             return {"error": "unavailable", "message": str(err)}
         except (KeyError, TypeError, ValueError) as err:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import IO, Any
 
 from conformance import exec_gateway, values
-from conformance.adapter import BackendUnavailable, Gateway, Harness, Inbound
+from conformance.adapter import BackendBusy, BackendUnavailable, Gateway, Harness, Inbound
 from conformance.registry import resolve
 from conformance.runner import close_gateway, exception_text
 from conformance.wire import (
@@ -50,6 +50,8 @@ class Channel:
             raise ParentGone(0)  # the parent went away
         answer = json.loads(line)
         if answer.get("error") == "unavailable":
+            if isinstance(answer.get("ready_at"), int):
+                raise BackendBusy(answer.get("message", "memory backend slow"), answer["ready_at"])
             raise BackendUnavailable(answer.get("message", "memory backend unavailable"))
         if "error" in answer:
             raise RuntimeError(f"harness refused {name}: {answer['error']}")

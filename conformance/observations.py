@@ -68,11 +68,11 @@ def ingested_halves(record: Obs) -> tuple[tuple[str, ...], tuple[str, ...]]:
 # as seen by the harness's observers.
 INPUT_KINDS = frozenset(
     {"scenario", "message", "command", "delegate", "advance", "sigterm", "crash", "restart",
-     "delete_session", "delete_parent", "db_locked", "backend_fail", "checkpoint", "quiesce", "skipped"}
+     "delete_session", "delete_parent", "db_locked", "backend_fail", "backend_slow", "checkpoint", "quiesce", "skipped"}
 )
 OUTPUT_KINDS = frozenset(
     {"llm_request", "reply", "sync_turn", "on_session_end", "on_session_switch", "memory_shutdown",
-     "ingest", "ingest_failed", "on_session_finalize", "on_session_reset", "durable", "resources", "threads", "note",
+     "ingest", "ingest_failed", "ingest_busy", "on_session_finalize", "on_session_reset", "durable", "resources", "threads", "note",
      "error"}
 )
 

@@ -44,6 +44,7 @@ from sim.engine import Engine, EventBudgetExceeded
 from sim.scenario import (
     Advance,
     BackendFail,
+    BackendSlow,
     Chat,
     Checkpoint,
     Command,
@@ -310,6 +311,10 @@ class Run:
         elif isinstance(event, BackendFail):
             self.log.add("backend_fail", backend=event.provider, until=event.t + event.duration)
             self.backends[event.provider].down_until = event.t + event.duration
+        elif isinstance(event, BackendSlow):
+            self.log.add("backend_slow", backend=event.provider, until=event.t + event.duration, delay=event.delay)
+            backend = self.backends[event.provider]
+            backend.slow_until, backend.slow_delay = event.t + event.duration, event.delay
         self._sample_resources()
 
     def _to_gateway(self, event: Event, payload: Any) -> None:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
-from conformance.adapter import BackendUnavailable, Harness, Inbound, Profile
+from conformance.adapter import BackendBusy, BackendUnavailable, Harness, Inbound, Profile
 from conformance.observations import DurableState, Resources, StoredMessage, StoredSession
 from sim.engine import Timer
 from sim.scenario import Chat, GatewayConfig
@@ -124,6 +124,7 @@ class MinimalGateway:
         self.busy_chats: dict[str, str] = {}  # chat name -> request id of its turn in flight
         self.queues: dict[str, deque[tuple[Inbound | tuple[Chat, str], int]]] = {}  # (message or command, arrival)
         self.owed: set[tuple[str, str]] = set()  # (provider, session) buffers a failing backend refused
+        self.retries: list[Timer] = []  # at the times a slow backend said its calls complete
         self.up = True
         self.flush_all_buffers()  # what a crash, or a SIGTERM while a backend failed, left behind
         self.timer: Timer | None = self.h.scheduler.call_at(self.h.clock.now() + self.tick_every(), self.tick)
@@ -143,8 +144,9 @@ class MinimalGateway:
 
     def stop(self) -> None:
         """Drop the process state: timer, cached agents, turns in flight, queues."""
-        if self.timer is not None:
-            self.timer.cancel()
+        for timer in [*self.retries, *([self.timer] if self.timer is not None else [])]:
+            timer.cancel()
+        self.retries = []
         self.timer, self.cache, self.pending, self.busy_chats, self.queues = None, {}, {}, {}, {}
         self.up = False
 
@@ -304,8 +306,7 @@ class MinimalGateway:
         for agent in [agent for agent in self.cache.values() if not agent.busy]:
             if now - agent.last_activity > self.config.idle_ttl:
                 self.evict(agent)
-        for provider, session in sorted(self.owed):
-            self.flush_buffer(provider, session)
+        self.retry_owed()
         self.timer = self.h.scheduler.call_at(now + self.tick_every(), self.tick)
 
     # -- the agent cache and the disk -----------------------------------------------------
@@ -358,11 +359,19 @@ class MinimalGateway:
             return
         try:
             self.h.backends[provider].ingest(session, [text for turn in buffer for text in turn])
-        except BackendUnavailable:
+        except BackendUnavailable as err:
             self.owed.add((provider, session))
+            if isinstance(err, BackendBusy) and self.up:  # a slow backend: retry when it said, not at the tick
+                now = self.h.clock.now()
+                self.retries = [t for t in self.retries if not t.cancelled and t.when > now]
+                self.retries.append(self.h.scheduler.call_at(err.ready_at, self.retry_owed))
             return
         del self.disk.buffers[provider][session]
         self.owed.discard((provider, session))
+
+    def retry_owed(self) -> None:
+        for provider, session in sorted(self.owed):
+            self.flush_buffer(provider, session)
 
     def flush_all_buffers(self) -> None:
         for provider, buffers in self.disk.buffers.items():
@@ -390,7 +399,8 @@ class MinimalGateway:
         if not self.up:
             return Resources()
         cached = tuple((agent.session, agent.busy) for agent in self.cache.values())
-        return Resources(cached, running=1 if self.timer is not None else 0)  # the armed tick timer
+        retries = sum(not t.cancelled and t.when > self.h.clock.now() for t in self.retries)
+        return Resources(cached, running=(1 if self.timer is not None else 0) + retries)  # the armed timers
 
 
 def make() -> MinimalGateway:

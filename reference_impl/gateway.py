@@ -98,7 +98,18 @@ class ReferenceGateway:
 
     def make_provider(self, spec: ProviderSpec) -> BatchingProvider:
         """One configured memory provider (the bug zoo swaps in a broken one here)."""
-        return BatchingProvider(spec.name, spec.retain_every_n_turns, self.h.backends[spec.name], self.store)
+        return BatchingProvider(spec.name, spec.retain_every_n_turns, self.h.backends[spec.name], self.store,
+                                self.retry_memory_at)
+
+    def retry_memory_at(self, when: int) -> None:
+        """Retry owed memory writes at `when` (a slow backend's completion time)."""
+        now = self.h.clock.now()
+        self.timers = [t for t in self.timers if not t.cancelled and t.when > now]  # forget fired retries
+        self.timers.append(self.h.scheduler.call_at(when, self.retry_memory))
+
+    def retry_memory(self) -> None:
+        if self.running:
+            self.memory.retry()
 
     def sigterm(self) -> None:
         """Interrupt turns in flight (and say so), flush everything, end nothing."""

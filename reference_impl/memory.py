@@ -9,10 +9,10 @@ watermark of shipped turn ids means nothing ships twice, even across a crash.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from conformance.adapter import BackendUnavailable, MemoryBackend, RecordingProvider
+from conformance.adapter import BackendBusy, BackendUnavailable, MemoryBackend, RecordingProvider
 from reference_impl.store import Row, Store
 
 
@@ -26,8 +26,10 @@ class Turn(NamedTuple):
 class BatchingProvider:
     """Buffers turns per session; ships every `retain_every_n_turns`-th turn to its backend."""
 
-    def __init__(self, name: str, every: int, backend: MemoryBackend, store: Store) -> None:
+    def __init__(self, name: str, every: int, backend: MemoryBackend, store: Store,
+                 retry_at: Callable[[int], None] | None = None) -> None:
         self.name, self.every, self.backend, self.store = name, every, backend, store
+        self.retry_at = retry_at  # asks for a retry at a virtual time: when a slow backend will be done
         self.buffers: dict[str, list[Turn]] = {}
         self.counts: dict[str, int] = {}
         self.shipped = store.ingested(name)
@@ -52,8 +54,10 @@ class BatchingProvider:
                 return False
             try:
                 self.backend.ingest(session, [text for t in pending for text in (t.user, t.assistant)])
-            except BackendUnavailable:
+            except BackendUnavailable as err:
                 self.owed.add(session)  # kept; retried at the next tick, flush or shutdown
+                if isinstance(err, BackendBusy) and self.retry_at is not None:
+                    self.retry_at(err.ready_at)  # and the moment a slow backend is done: late is late (I3)
                 return False
             self.store.mark_ingested(self.name, [t.turn for t in pending])
             self.shipped.update(t.turn for t in pending)

@@ -212,7 +212,7 @@ def _background_instants(m: RunModel) -> dict[int, list[str]]:
 
 _INPUTS = frozenset(
     {"scenario", "message", "command", "delegate", "advance", "sigterm", "crash", "restart", "delete_session",
-     "delete_parent", "db_locked", "backend_fail", "checkpoint", "skipped"}
+     "delete_parent", "db_locked", "backend_fail", "backend_slow", "checkpoint", "skipped"}
 )
 
 

@@ -127,7 +127,7 @@ def timeline_svg(m: RunModel, violations: list[Numbered], prefix: str = "") -> s
     lay = _Layout(m)
     times = [r.t for r in m.records]
     for r in m.records:
-        if r.kind in ("db_locked", "backend_fail"):
+        if r.kind in ("db_locked", "backend_fail", "backend_slow"):
             times.append(r.d("until"))
     times += [seg.boundary for segs in m.segments.values() for seg in segs if seg.boundary is not None]
     times += [v.violation.t for v in violations if v.violation.t is not None]
@@ -202,7 +202,7 @@ def _windows(svg: _Svg, m: RunModel, lay: _Layout, axis: Axis, labels: _Labels) 
             y = labels.place(x0 + 2, "db locked", GATE_LABELS)
             if y is not None:
                 svg.text(x0 + 2, y, "db locked", fill="#b86e00", font_size="9")
-        elif r.kind == "backend_fail":
+        elif r.kind in ("backend_fail", "backend_slow"):
             x0, x1 = axis.x(r.t), axis.x(r.d("until"))
             for chat in lay.chats:
                 y = lay.rows(chat)[2].get(r.d("backend"))

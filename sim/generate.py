@@ -27,6 +27,7 @@ from sim.scenario import (
     PLATFORMS,
     Advance,
     BackendFail,
+    BackendSlow,
     Chat,
     Checkpoint,
     Command,
@@ -138,6 +139,11 @@ MUTED_PERCENT = 3
 # answers report none or a full context window (gateway compression and hygiene, #20).
 USAGE_PERCENT = 4
 MESSAGE_USAGES: Table[str | None] = ((None, 6), ("none", 1), ("large", 1))
+# A slow backend is drawn after the whole timeline (so every older seed keeps its events, at
+# most one gaining this fault): this share of scenarios with a provider, in this many.
+SLOW_BACKEND_PERCENT = 8
+SLOW_SECONDS: Table[tuple[int, int]] = (((30, 120), 2), ((120, 600), 1))
+SLOW_DELAY_SECONDS: Table[tuple[int, int]] = (((1, 10), 1), ((10, 90), 2))  # past Hermes's 5 s drain, mostly
 
 ZONES: Table[str] = (("UTC", 3), ("Europe/Berlin", 3), ("America/New_York", 2), ("Asia/Kolkata", 1), ("Australia/Sydney", 1))
 START_DAYS: Table[date] = (
@@ -313,7 +319,7 @@ def build_scenario(choices: Choices, name: str, seed: int, profile: str = "defau
     timeline.message(start, chats[0])  # every scenario opens with a conversation
     while len(timeline.events) < target:
         timeline.step(weighted(choices, EVENT_WEIGHTS))
-    events = _with_usage(choices, timeline.events)
+    events = _with_slow_backend(choices, config, timeline, _with_usage(choices, timeline.events))
     return Scenario(name=name, seed=seed, zone=zone_name, start=start, config=config, chats=chats, events=events)
 
 
@@ -324,6 +330,18 @@ def _with_usage(choices: Choices, events: Sequence[Event]) -> tuple[Event, ...]:
     if choices.integer(0, 99) >= USAGE_PERCENT:
         return tuple(events)
     return tuple(replace(e, usage=weighted(choices, MESSAGE_USAGES)) if isinstance(e, Message) else e for e in events)
+
+
+def _with_slow_backend(choices: Choices, config: GatewayConfig, timeline: _Timeline, events: tuple[Event, ...]) -> tuple[Event, ...]:
+    """In SLOW_BACKEND_PERCENT of scenarios with a provider, one slow-backend window, starting
+    just after an event (drawn last, so every other event of a seed stays as it was)."""
+    if not config.providers or not chance(choices, SLOW_BACKEND_PERCENT):
+        return events
+    where = choices.integer(0, len(events) - 1)
+    provider = config.providers[choices.integer(0, len(config.providers) - 1)]
+    slow = BackendSlow(events[where].t, provider=provider.name, duration=timeline.seconds(weighted(choices, SLOW_SECONDS)),
+                       delay=timeline.seconds(weighted(choices, SLOW_DELAY_SECONDS)))
+    return (*events[:where + 1], slow, *events[where + 1:])
 
 
 def scenario_for_seed(seed: int, profile: str = "default") -> Scenario:

@@ -26,6 +26,7 @@ from sim.scenario import (
     USAGES,
     Advance,
     BackendFail,
+    BackendSlow,
     Chat,
     Checkpoint,
     Command,
@@ -280,11 +281,12 @@ _PRIMARY = {
     "delete_parent": "chat",
     "db_locked": "duration",
     "backend_fail": "provider",
+    "backend_slow": "provider",
     "checkpoint": "name",
 }
 
 # The keys an event may carry beside its kind (when, and each kind's own fields).
-_MODIFIERS = frozenset({"at", "after", "text", "muted", "usage", "chat", "for"})
+_MODIFIERS = frozenset({"at", "after", "text", "muted", "usage", "chat", "for", "delay"})
 
 
 def _no_turn_tag(text: str) -> str | None:
@@ -376,24 +378,32 @@ def _events(
             event = DeleteParent(t, item_line, chat=chat_ref("delete_parent"))
         elif kind == "db_locked":
             event = DbLocked(t, item_line, duration=f.get("db_locked", "pos_duration"))
-        elif kind == "backend_fail":
-            provider = f.get("backend_fail", "str")
+        elif kind in ("backend_fail", "backend_slow"):
+            provider = f.get(kind, "str")
             if provider == "recorder":
-                raise f.error("backend_fail", "'recorder' is the harness's own provider; its backend cannot be failed")
+                what = "failed" if kind == "backend_fail" else "slowed"
+                raise f.error(kind, f"'recorder' is the harness's own provider; its backend cannot be {what}")
             if provider not in providers:
                 known = ", ".join(sorted(providers)) or "none"
-                raise f.error("backend_fail", f"unknown provider {show(provider)}; configured providers: {known}")
+                raise f.error(kind, f"unknown provider {show(provider)}; configured providers: {known}")
             if not f.has("for"):
-                raise f.error("backend_fail", "needs 'for', a duration")
-            event = BackendFail(t, item_line, provider=provider, duration=f.get("for", "pos_duration"))
+                raise f.error(kind, "needs 'for', a duration")
+            if kind == "backend_fail":
+                event = BackendFail(t, item_line, provider=provider, duration=f.get("for", "pos_duration"))
+            else:
+                if not f.has("delay"):
+                    raise f.error(kind, "needs 'delay', a duration")
+                event = BackendSlow(t, item_line, provider=provider, duration=f.get("for", "pos_duration"),
+                                    delay=f.get("delay", "pos_duration"))
         else:
             event = Checkpoint(t, item_line, name=f.get("checkpoint", "str"))
         f.done()
         if t >= END_OF_TIME:
             key = kind if kind == "advance" else "after" if f.has("after") else "at"
             raise f.error(key, f"the timeline runs past the year {LAST_YEAR}")
-        if t + getattr(event, "duration", 0) >= END_OF_TIME:
-            raise f.error("for" if kind == "backend_fail" else kind, f"the timeline runs past the year {LAST_YEAR}")
+        if t + getattr(event, "duration", 0) + getattr(event, "delay", 0) >= END_OF_TIME:
+            key = "for" if kind in ("backend_fail", "backend_slow") else kind
+            raise f.error(key, f"the timeline runs past the year {LAST_YEAR}")
         events.append(event)
         cursor = t
     return tuple(events), chats

@@ -189,6 +189,16 @@ class BackendFail(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class BackendSlow(Event):
+    """The memory backend of `provider` is slow for `duration`: an ingest call first made in
+    the window completes only `delay` later (`conformance.adapter.BackendBusy`)."""
+
+    provider: str = ""
+    duration: int = 0
+    delay: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class Checkpoint(Event):
     """Snapshot the durable state into the observation log here."""
 
@@ -207,6 +217,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
     "delete_parent": DeleteParent,
     "db_locked": DbLocked,
     "backend_fail": BackendFail,
+    "backend_slow": BackendSlow,
     "checkpoint": Checkpoint,
 }
 _KIND_BY_CLASS: dict[type[Event], str] = {cls: kind for kind, cls in EVENT_TYPES.items()}

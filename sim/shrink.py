@@ -21,6 +21,7 @@ from sim.loader import load_text
 from sim.scenario import (
     Advance,
     BackendFail,
+    BackendSlow,
     Chat,
     Command,
     Delegate,
@@ -122,7 +123,8 @@ def _simplifications(s: Scenario) -> Iterator[Scenario]:
         yield replace(s, chats=(kept,), events=_tidy([e for e in s.events if not any(_uses(e, c.name) for c in s.chats if c != kept)]))
     for provider in config.providers:
         yield replace(s, config=replace(config, providers=tuple(p for p in config.providers if p != provider)),
-                      events=_tidy([e for e in s.events if not (isinstance(e, BackendFail) and e.provider == provider.name)]))
+                      events=_tidy([e for e in s.events
+                                    if not (isinstance(e, (BackendFail, BackendSlow)) and e.provider == provider.name)]))
     for index, provider in enumerate(config.providers):
         if provider.retain_every_n_turns > 1:
             providers = list(config.providers)

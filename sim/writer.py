@@ -16,6 +16,7 @@ from sim.document import FLOAT_TEXT, INT_TEXT
 from sim.scenario import (
     Advance,
     BackendFail,
+    BackendSlow,
     Checkpoint,
     Command,
     Crash,
@@ -104,6 +105,8 @@ def scenario_document(scenario: Scenario) -> dict[str, Any]:
             item = {"db_locked": format_duration(event.duration)}
         elif isinstance(event, BackendFail):
             item = {"backend_fail": event.provider, "for": format_duration(event.duration)}
+        elif isinstance(event, BackendSlow):
+            item = {"backend_slow": event.provider, "for": format_duration(event.duration), "delay": format_duration(event.delay)}
         elif isinstance(event, Checkpoint):
             item = {"checkpoint": event.name}
         else:  # pragma: no cover - every event type is listed above

@@ -193,3 +193,42 @@ def test_a_message_between_boundary_and_tick_takes_the_message_time_path() -> No
     assert requests[1].session != requests[0].session
     t2 = next(r.t for r in result.records if r.kind == "message" and r.turns == ("t2",))
     assert all(r.t > t2 for r in result.records if r.kind in ("on_session_end", "on_session_finalize"))
+
+
+SLOW = """
+name: hermes-slow-backend
+zone: Europe/Berlin
+start: 2026-03-02T09:00
+config:
+  reset: {mode: idle, idle_minutes: 30}
+  providers: [{name: hindsight, retain_every_n_turns: 1}]
+chats:
+  alice: {}
+events:
+  - message: alice
+  - backend_slow: hindsight
+    for: 10m
+    delay: 90s
+    after: 1m
+  - message: alice
+    after: 1m
+  - command: /new
+    chat: alice
+    after: 3s
+  - message: alice
+    after: 2m
+  - sigterm: true
+    after: 3s
+"""
+
+
+def test_a_retain_is_still_queued_when_its_session_ends() -> None:
+    """Hindsight's writer queue drains in virtual time: a retain a slow backend holds is still
+    queued at the /new that ends its session and lands at the backend's completion time; one
+    still queued when the process stops is lost with it (the writer is a daemon thread)."""
+    records = run_scenario(load_text(SLOW, "hermes-slow.yaml"), hermes(), "hermes", check=False).records
+    at = {(r.kind, r.turns, r.detail.get("backend")): i for i, r in reversed(list(enumerate(records)))}
+    end = next(i for i, r in enumerate(records) if r.kind == "on_session_end" and "t2" in r.turns)
+    busy, landed = at[("ingest_busy", ("t2",), "hindsight")], at[("ingest", ("t2",), "hindsight")]
+    assert busy < end < landed and records[landed].t == records[busy].detail["ready"]
+    assert ("ingest_busy", ("t3",), "hindsight") in at and ("ingest", ("t3",), "hindsight") not in at

@@ -5,16 +5,24 @@
   provider; the recorder rides along), forwarding to `harness.recorder` with the session id;
 - the real Hindsight provider keeps all its logic; only its network client (and `/version`
   probe) is replaced, so a retain lands in `harness.backends['hindsight']`;
-- background memory work (`MemoryManager`'s `mem-sync` worker, Hindsight's writer thread)
-  runs inline, in order;
+- background memory work (`MemoryManager`'s single `mem-sync` worker, Hindsight's single
+  writer thread) runs on FIFO queues drained in virtual time, one job per engine timer, so a
+  sync can still be queued when a session ends; a retain a slow backend holds
+  (`BackendBusy`) holds its writer, and everything queued behind it, until the backend's
+  completion time, then runs again. A wait on such a queue (`flush_pending`, the
+  shutdown drain) takes no virtual time, as Hermes's other waits here: it runs what is
+  queued and not held, and what is held stays pending;
 - `on_session_finalize` / `on_session_reset` are callbacks in Hermes's plugin registry.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import importlib
 import json
 import types
+from collections import deque
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from conformance.adapters import hermes_home
@@ -31,6 +39,7 @@ except ModuleNotFoundError:
 from agent import memory_manager  # noqa: E402
 from agent.memory_provider import MemoryProvider  # noqa: E402
 
+from conformance.adapter import BackendBusy  # noqa: E402
 from conformance.adapters import hermes_seams as seams  # noqa: E402
 
 
@@ -114,7 +123,10 @@ class _HindsightClient:
             tags = [t for t in item.get("tags") or () if t.startswith("session:")]
             session = tags[0].removeprefix("session:") if tags else self.provider._session_id
             texts = [m.get("content", "") for turn in json.loads(item["content"]) for m in turn]
-            backend.ingest(session, texts)
+            try:
+                backend.ingest(session, texts)
+            except BackendBusy as busy:  # the HTTP call would still be waiting: the writer is held
+                raise _Held(busy.ready_at) from None
 
     async def arecall(self, **_: Any) -> Any:
         return types.SimpleNamespace(results=[])
@@ -135,19 +147,136 @@ def _run_inline(_provider: Any, coro: Any) -> Any:
     raise RuntimeError("the sessiongate Hindsight client suspended")
 
 
-class _InlineRetainQueue:
-    """The writer thread's queue, run at `put` time with the writer's error handling."""
+class _Held(BaseException):
+    """A retain a slow backend completes only at `ready_at` (past Hindsight's `except Exception`)."""
 
-    def put(self, job: Any) -> None:
-        if job is hindsight._WRITER_SENTINEL:
-            return
-        try:
-            job()
-        except Exception as exc:  # gateway-faithful: the real writer logs and drops the retain
-            hindsight.logger.warning("Hindsight retain failed: %s", exc)
+    def __init__(self, ready_at: int) -> None:
+        super().__init__(ready_at)
+        self.ready_at = ready_at
+
+
+class _VirtualQueue:
+    """One worker thread's FIFO queue, drained in virtual time: the head job runs at the next
+    engine timer, the one behind it at the timer after. A held job keeps the worker until its
+    `ready_at` and then runs again; a killed or stopped process's queue runs nothing more."""
+
+    def __init__(self, on_error: Callable[[Exception], None]) -> None:
+        self.generation, self._on_error = seams.LIVE, on_error
+        self.jobs: deque[Callable[[], Any]] = deque()
+        self._timer: Any = None
+        self.held_until = -1
+
+    def put(self, job: Callable[[], Any]) -> None:
+        self.jobs.append(job)
+        self._wake(self.generation.harness.clock.now())
+
+    def _wake(self, when: int) -> None:
+        if self._timer is None and self.jobs and seams.generation_alive(self.generation):
+            self._timer = self.generation.harness.scheduler.call_at(when, self._step)
+
+    def _step(self) -> None:
+        self._timer = None
+        self.run(1)
+        self._wake(max(self.held_until, self.generation.harness.clock.now()))
+
+    def run(self, limit: int | None = None) -> None:
+        """Run up to `limit` jobs (None: all) from the head, now, unless the head is held."""
+        now = self.generation.harness.clock.now()
+        while self.jobs and (limit is None or limit > 0) and self.held_until <= now:
+            if not seams.generation_alive(self.generation):
+                self.jobs.clear()  # the process is gone, and its worker with it
+                return
+            try:
+                self.jobs[0]()
+            except _Held as held:
+                self.held_until = held.ready_at
+                return
+            except Exception as exc:  # the real workers log and go on
+                self._on_error(exc)
+            self.jobs.popleft()
+            limit = None if limit is None else limit - 1
 
     def qsize(self) -> int:
-        return 0
+        return len(self.jobs)
+
+
+def _retain_failed(exc: Exception) -> None:
+    hindsight.logger.warning("Hindsight retain failed: %s", exc)  # gateway-faithful: logged, dropped
+
+
+class _RetainQueue(_VirtualQueue):
+    """Hindsight's `_retain_queue`, drained by its one writer thread (`_writer_loop`)."""
+
+    def __init__(self) -> None:
+        super().__init__(_retain_failed)
+
+    def put(self, job: Any) -> None:
+        if job is not hindsight._WRITER_SENTINEL:  # the writer "exits" with its process
+            super().put(job)
+
+
+def _ensure_writer(provider: Any) -> None:
+    """`_ensure_writer` without the thread: one queue per provider and process."""
+    queue = getattr(provider, "_retain_queue", None)
+    if not isinstance(queue, _RetainQueue) or queue.generation is not seams.LIVE:
+        provider._retain_queue = _RetainQueue()
+
+
+class _SyncExecutor:
+    """`MemoryManager`'s single-worker `mem-sync` executor, on a virtual queue."""
+
+    def __init__(self) -> None:
+        self.queue = _VirtualQueue(lambda exc: memory_manager.logger.debug("memory background task failed: %s", exc))
+        self._closed = False
+
+    def submit(self, fn: Callable[[], Any]) -> concurrent.futures.Future[Any]:
+        if self._closed:
+            raise RuntimeError("cannot schedule new futures after shutdown")
+        future: concurrent.futures.Future[Any] = _QueuedFuture(self.queue)
+
+        def job() -> None:
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(fn())
+                except Exception as exc:
+                    future.set_exception(exc)
+
+        self.queue.put(job)
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        self._closed = True  # submissions refused; what is queued still runs, in order
+
+
+class _QueuedFuture(concurrent.futures.Future):  # type: ignore[type-arg]
+    """A future of a virtual queue: waiting for it runs the queue now (it takes no virtual time)."""
+
+    def __init__(self, queue: _VirtualQueue) -> None:
+        super().__init__()
+        self.queue = queue
+
+    def result(self, timeout: float | None = None) -> Any:
+        self.queue.run()
+        return super().result(0) if self.done() else super().result(timeout=0)
+
+
+def _get_sync_executor(manager: Any) -> Any:
+    """`MemoryManager._get_sync_executor`: lazy, none once shutting down, a virtual queue."""
+    if manager._shutting_down:
+        return None
+    if manager._sync_executor is None:
+        manager._sync_executor = _SyncExecutor()
+    return manager._sync_executor
+
+
+def _wait(futures: Iterable[Any], timeout: float | None = None, return_when: str = "ALL_COMPLETED") -> Any:
+    """`concurrent.futures.wait` in memory_manager (the shutdown drain): runs the queues now."""
+    futures = list(futures)
+    for future in futures:
+        if isinstance(future, _QueuedFuture):
+            future.queue.run()
+    done = {f for f in futures if f.done()}
+    return concurrent.futures._base.DoneAndNotDoneFutures(done, set(futures) - done)
 
 
 # -- plugin hooks ------------------------------------------------------------------------
@@ -164,7 +293,8 @@ def _on_session_reset(session_id: str = "", **_: Any) -> None:
 
 def install() -> None:
     """Called once by `hermes_seams.install()`."""
-    memory_manager.MemoryManager._get_sync_executor = lambda self: None  # background work runs inline
+    memory_manager.MemoryManager._get_sync_executor = _get_sync_executor
+    memory_manager.wait = _wait
     memory_manager.MemoryManager = _ManagerWithRecorder  # agent_init imports it at call time
     hermes_memory_plugins.load_memory_provider = _load_memory_provider
     if hindsight is not None:
@@ -180,5 +310,5 @@ def _install_hindsight() -> None:
     hindsight._check_api_supports_update_mode_append = lambda url, key=None: True  # a current server
     provider._get_client = lambda self: _HindsightClient(self)
     provider._run_sync = _run_inline
-    provider._ensure_writer = lambda self: setattr(self, "_retain_queue", _InlineRetainQueue())
+    provider._ensure_writer = _ensure_writer
     provider._register_atexit = lambda self: None  # process exit is not simulated

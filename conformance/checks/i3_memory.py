@@ -4,7 +4,11 @@ including what a batching provider still buffered at a session end, an eviction 
 
 Buffered turns are owed at the boundary itself, not merely eventually: a session's turns
 must reach every backend by its on_session_end, and every turn by a graceful SIGTERM,
-unless that backend was failing at that moment.
+unless that backend was failing at that moment. A slow backend (`backend_slow`) excuses
+nothing: a turn whose call was made in time and that landed when the backend said it would
+(the `ready` of an `ingest_busy` before the moment) is on time; one first sent after the
+moment, or retried later than `ready`, is late; one never landed is lost. A SIGTERM cannot
+wait virtual time: at one, a slow backend is excused as a failing one is (its turns still owed).
 
 A turn is ingested under its own session: one shipped under another session's id is in
 the wrong session's memory (the cross-session hazard of the batching provider in the
@@ -128,6 +132,19 @@ def _failing(m: RunModel) -> Callable[[str, int], bool]:
     return down
 
 
+def _slow(m: RunModel) -> Callable[[str, int], bool]:
+    """Whether a call to a backend could still be completing (a `backend_slow` window, and
+    the delay of a call made at its last instant)."""
+    windows: dict[str, list[tuple[int, int]]] = {}
+    for _index, r in m.of("backend_slow"):
+        windows.setdefault(r.d("backend"), []).append((r.t, r.d("until") + r.d("delay")))
+
+    def slow(backend: str, t: int) -> bool:
+        return any(start <= t < until for start, until in windows.get(backend, []))
+
+    return slow
+
+
 def _moments(m: RunModel) -> list[tuple[int, int, list[str]]]:
     """(index, t, turns owed by then), in log order: each session end owes its session's
     acknowledged turns, each SIGTERM every acknowledged turn."""
@@ -155,6 +172,15 @@ def _late(m: RunModel, backends: list[str]) -> list[Violation]:
             if turn in seen[0] and turn in seen[1]:
                 mine.setdefault(turn, (index, r.t))
     down = _failing(m)
+    in_flight: dict[str, dict[str, list[tuple[int, int]]]] = {}  # backend -> turn -> [(sent, ready)]
+    for _index, r in m.of("ingest_busy"):
+        for turn in dict.fromkeys(t for half in ingested_halves(r) for t in half):
+            in_flight.setdefault(r.d("backend"), {}).setdefault(turn, []).append((r.t, r.d("ready")))
+    slow = _slow(m)
+
+    def on_its_way(backend: str, turn: str, moment: int, landed: int) -> bool:
+        """Sent to a slow backend by the moment, and landed at the time it said it would."""
+        return any(sent <= moment and landed <= ready for sent, ready in in_flight.get(backend, {}).get(turn, ()))
 
     def what(index: int) -> str:  # words for a moment, built only for a violation
         r = m.records[index]
@@ -165,11 +191,13 @@ def _late(m: RunModel, backends: list[str]) -> list[Violation]:
     out: list[Violation] = []
     reported: dict[str, set[str]] = {backend: set() for backend in backends}
     for index, t, owed in _moments(m):
+        stop = m.records[index].kind == "sigterm"
         for backend in backends:
-            if down(backend, t):
+            if down(backend, t) or (stop and slow(backend, t)):  # a stop cannot wait virtual time
                 continue
             mine, said = first[backend], reported[backend]
-            late = [turn for turn in owed if (f := mine.get(turn)) is not None and f[1] > t and turn not in said]
+            late = [turn for turn in owed if (f := mine.get(turn)) is not None and f[1] > t and turn not in said
+                    and not on_its_way(backend, turn, t, f[1])]
             if not late:
                 continue
             said.update(late)

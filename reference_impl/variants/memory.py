@@ -77,7 +77,8 @@ class BatchNoFlushOnSessionEnd(ReferenceGateway):
     """
 
     def make_provider(self, spec: ProviderSpec) -> BatchingProvider:
-        return NoEndFlushProvider(spec.name, spec.retain_every_n_turns, self.h.backends[spec.name], self.store)
+        return NoEndFlushProvider(spec.name, spec.retain_every_n_turns, self.h.backends[spec.name], self.store,
+                                  self.retry_memory_at)
 
 
 class BatchLostOnShutdown(ReferenceGateway):
@@ -110,7 +111,8 @@ class BatchFlushReshipsRetained(ReferenceGateway):
     """
 
     def make_provider(self, spec: ProviderSpec) -> BatchingProvider:
-        return NoWatermarkProvider(spec.name, spec.retain_every_n_turns, self.h.backends[spec.name], self.store)
+        return NoWatermarkProvider(spec.name, spec.retain_every_n_turns, self.h.backends[spec.name], self.store,
+                                   self.retry_memory_at)
 
 
 class MemoryShipsReplyTwice(ReferenceGateway):
@@ -123,4 +125,5 @@ class MemoryShipsReplyTwice(ReferenceGateway):
     """
 
     def make_provider(self, spec: ProviderSpec) -> BatchingProvider:
-        return ReplyTwiceProvider(spec.name, spec.retain_every_n_turns, self.h.backends[spec.name], self.store)
+        return ReplyTwiceProvider(spec.name, spec.retain_every_n_turns, self.h.backends[spec.name], self.store,
+                                  self.retry_memory_at)

@@ -1,0 +1,111 @@
+"""A slow memory backend (`backend_slow`): the fault's file form, the backend's virtual-time
+completion, and I3 both ways (late is late; a call made in time that lands when the backend
+said is on time; a stop cannot wait)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from conformance.adapter import BackendBusy, MemoryBackend
+from conformance.checks import judge
+from conformance.observations import ObservationLog
+from conformance.runner import run_scenario
+from reference_impl import ReferenceGateway
+from reference_impl.memory import BatchingProvider
+from sim.generate import scenario_for_seed
+from sim.loader import ScenarioError, load_file, load_text
+from sim.scenario import BackendSlow, ProviderSpec
+from sim.writer import dump_text
+
+CATALOG = Path(__file__).resolve().parents[1] / "conformance" / "catalog" / "43-slow-backend-at-session-end.yaml"
+HEAD = "name: x\nconfig: {providers: [{name: mem0}]}\nevents:\n"
+
+
+@pytest.mark.parametrize(("body", "error"), [
+    ("  - backend_slow: mem0\n    for: 5m\n", "x.yaml:4: events[0].backend_slow: needs 'delay', a duration"),
+    ("  - backend_slow: mem0\n    delay: 5s\n", "x.yaml:4: events[0].backend_slow: needs 'for', a duration"),
+    ("  - backend_slow: mem0\n    for: 5m\n    delay: 0s\n", "x.yaml:6: events[0].delay: expected a positive duration"),
+    ("  - backend_slow: zep\n    for: 5m\n    delay: 5s\n", "x.yaml:4: events[0].backend_slow: unknown provider 'zep'"),
+    ("  - backend_slow: recorder\n    for: 5m\n    delay: 5s\n", "its backend cannot be slowed"),
+    ("  - message: a\n    delay: 5s\n", "events[0]"),
+])
+def test_bad_slow_faults_name_file_line_and_field(body: str, error: str) -> None:
+    with pytest.raises(ScenarioError) as err:
+        load_text(HEAD + body, "x.yaml")
+    assert error in str(err.value)
+
+
+def test_slow_fault_round_trips() -> None:
+    scenario = load_text(HEAD + "  - backend_slow: mem0\n    for: 5m\n    delay: 30s\n    after: 1m\n", "x.yaml")
+    assert scenario.events == (BackendSlow(scenario.start + 60_000, provider="mem0", duration=300_000, delay=30_000),)
+    again = load_text(dump_text(scenario), "y.yaml")
+    assert again.events == scenario.events
+
+
+def test_a_call_first_made_while_slow_completes_delay_later() -> None:
+    now = [0]
+    log = ObservationLog(lambda: now[0])
+    backend = MemoryBackend("mem0", log, lambda: now[0])
+    backend.slow_until, backend.slow_delay = 1000, 500
+    with pytest.raises(BackendBusy) as busy:
+        backend.ingest("s1", ["[t1] hello", "[t1] reply"])
+    assert busy.value.ready_at == 500
+    now[0] = 499
+    with pytest.raises(BackendBusy):
+        backend.ingest("s1", ["[t1] hello"])  # the same turn: the same completion time
+    now[0] = 900
+    with pytest.raises(BackendBusy) as busy:  # t2 is new while still slow: the call waits for it
+        backend.ingest("s1", ["[t1] hello", "[t2] hello"])
+    assert busy.value.ready_at == 1400
+    now[0] = 1400
+    backend.ingest("s1", ["[t1] hello", "[t2] hello"])
+    backend.ingest("s1", ["[t3] hello"])  # past the window: at once
+    assert [(r.kind, r.turns) for r in log.records if r.kind == "ingest"] == [("ingest", ("t1", "t2")), ("ingest", ("t3",))]
+
+
+def _run(gateway: ReferenceGateway) -> list:  # type: ignore[type-arg]
+    result = run_scenario(load_file(CATALOG), gateway, "reference")
+    return list(result.records)
+
+
+def test_reference_passes_and_its_writes_were_in_flight() -> None:
+    records = _run(ReferenceGateway())
+    verdicts = judge(records)
+    assert verdicts["I3"].status == "pass" and verdicts["I3"].examined > 0
+    kinds = [r.kind for r in records]
+    assert "ingest_busy" in kinds and all(v.status in ("pass", "skip") for v in verdicts.values())
+
+
+class _RetriesAtTick(ReferenceGateway):
+    """Treats a slow backend's answer as a failure: retried only at the next watcher tick."""
+
+    def make_provider(self, spec: ProviderSpec) -> BatchingProvider:
+        return BatchingProvider(spec.name, spec.retain_every_n_turns, self.h.backends[spec.name], self.store)
+
+
+def test_a_retry_later_than_the_backend_said_is_late() -> None:
+    verdict = judge(_run(_RetriesAtTick()))["I3"]
+    assert verdict.status == "fail"
+    assert any("took [t2] only at 09:04:06" in v.message and "s1's on_session_end" in v.message for v in verdict.violations)
+
+
+def test_hand_edited_logs_fail_i3() -> None:
+    records = _run(ReferenceGateway())
+    landed = next(i for i, r in enumerate(records) if r.kind == "ingest" and r.turns == ("t2",) and r.d("backend") == "hindsight")
+    later = list(records)
+    later[landed] = records[landed]._replace(t=records[landed].t + 1)  # one ms after the backend's completion time
+    assert judge(later)["I3"].status == "fail"
+    assert judge(records[:landed] + records[landed + 1:])["I3"].status == "fail"  # never landed: lost
+
+
+def test_generator_adds_slow_faults_rarely_and_after_the_timeline() -> None:
+    slow = [s for s in range(100) if any(isinstance(e, BackendSlow) for e in scenario_for_seed(s).events)]
+    assert 2 <= len(slow) <= 15
+    for seed in slow:
+        scenario = scenario_for_seed(seed)
+        faults = [e for e in scenario.events if isinstance(e, BackendSlow)]
+        assert len(faults) == 1 and faults[0].provider in {p.name for p in scenario.config.providers}
+        assert replace(load_text(dump_text(scenario)), source="", header="") == scenario
