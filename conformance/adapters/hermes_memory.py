@@ -261,8 +261,11 @@ class _QueuedFuture(concurrent.futures.Future):  # type: ignore[type-arg]
 
 
 def _get_sync_executor(manager: Any) -> Any:
-    """`MemoryManager._get_sync_executor`: lazy, none once shutting down, a virtual queue."""
-    if manager._shutting_down:
+    """`MemoryManager._get_sync_executor`: lazy, none once shutting down, a virtual queue.
+    0.18.x has no `_shutting_down` (its shutdown swaps the executor out instead): reading it
+    raised AttributeError, which `AIAgent._sync_external_memory_for_turn` swallows, so no turn
+    was ever synced there."""
+    if getattr(manager, "_shutting_down", False):
         return None
     if manager._sync_executor is None:
         manager._sync_executor = _SyncExecutor()
