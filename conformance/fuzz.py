@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from conformance.adapter import Interrupted, raise_interrupted
 from conformance.cli import UsageError, add_isolation_options, check_gateway, check_out_dir, gateway_factory
 from conformance.exec_gateway import DEFAULT_STEP_TIMEOUT
 from conformance.registry import resolve
@@ -164,6 +165,19 @@ class SeedOutcome:
 
 def run_seed(task: SeedTask) -> SeedOutcome:
     """Generate, run and judge one seed; write a failing one (and its shrunk form) to `out`."""
+    global _IN_SEED
+    _IN_SEED = True
+    try:
+        return _run_seed(task)
+    except Interrupted as stop:
+        if _IN_WORKER:
+            _worker_exit(stop.args[0] if stop.args else signal.SIGTERM)
+        raise
+    finally:
+        _IN_SEED = False
+
+
+def _run_seed(task: SeedTask) -> SeedOutcome:
     scenario = scenario_for_seed(task.seed, task.profile)
     with cyclic_gc_paused():  # the run's log is freed before the collector is back: it would walk every record
         result = run_scenario(scenario, factory(task.gateway, task.isolation)(), task.gateway, strict=task.strict)
@@ -261,7 +275,9 @@ def in_order(fn: Callable[[T], R], items: Iterable[T], workers: int, chunksize: 
     if workers <= 1:
         yield from map(fn, items)
         return
-    with multiprocessing.get_context().Pool(workers, initializer=_worker_init) as pool:
+    # spawn, not fork: a forked worker inherits whatever lock one of the parent's threads held
+    # (a gateway's, a test runner's), and a stopped pool then waited on it for good.
+    with multiprocessing.get_context("spawn").Pool(workers, initializer=_worker_init) as pool:
         yield from pool.imap(fn, items, chunksize=chunksize)
 
 
@@ -275,11 +291,26 @@ def seed_chunk(seeds: int, workers: int) -> int:
 def _worker_init() -> None:
     """Workers end quietly when the pool ends them (SIGTERM); the parent handles Ctrl-C. The exit
     unwinds the scenario in progress, so its gateway child (--isolate, exec:) is killed with it."""
-    signal.signal(signal.SIGTERM, _worker_exit)
+    global _IN_WORKER
+    _IN_WORKER = True
+    signal.signal(signal.SIGTERM, _worker_signal)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _worker_exit(signum: int, _frame: Any) -> None:
+_IN_WORKER = False  # this process is a pool worker: the pool's SIGTERM ends it
+_IN_SEED = False  # a seed is running in this worker
+
+
+def _worker_signal(signum: int, frame: Any) -> None:
+    if _IN_SEED:
+        raise_interrupted(signum, frame)  # unwinds the run, gateway calls included, to run_seed
+    _worker_exit(signum)  # between seeds: nothing to unwind
+
+
+def _worker_exit(signum: int) -> None:
+    """A worker told to stop: `Interrupted` (the harness's own signal, which the runner lets
+    through: a SystemExit raised inside a gateway call was that gateway's error, and the worker
+    went back to its queue while the pool waited for it to end) becomes a quiet exit here."""
     raise SystemExit(128 + signum)
 
 
