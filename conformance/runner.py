@@ -13,7 +13,7 @@ import signal
 import sys
 import threading
 import traceback
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
@@ -261,6 +261,37 @@ class Run:
             return
         raise _GatewayRaised(GatewayFailure("error", self.log.step, self.current_event, message))
 
+    def _verify_routed(self, chat: str) -> None:
+        """A deletion is aimed by the gateway's routing (its own word): a chat whose session is
+        live by the log (its last answer in it, no end since) must have an entry, or a gateway
+        that hid its routing would evade every deletion fault. One backward pass, at a deletion."""
+        messages = {e.turn for e in self.scenario.events if isinstance(e, Message)}
+        ended: set[str | None] = set()
+        for r in reversed(self.log.records):
+            if r.kind == "on_session_end":
+                ended.add(r.session)
+            elif r.kind == "reply" and r.chat == chat and r.turns and r.turns[0] in messages:
+                if r.session in ended:
+                    return
+                raise _GatewayRaised(GatewayFailure(
+                    "error", self.log.step, self.current_event, f"the gateway's routing has no entry for {chat}, whose "
+                    f"session {r.session} is live (answered at {self.clock.format(r.t)}, not ended): the deletion cannot "
+                    "be aimed"))
+
+    def _verify_locked(self, since: int, until: int, before: Counter[tuple[str, str, str | None]], step: int,
+                       event: str) -> None:
+        """A lock the harness injects is verified as applied (a `durable_state` read at its
+        start and at its last instant): no row was written while it held. A gateway that
+        ignored it would pass every locked-store scenario vacuously."""
+        gained = _row_counts(self._durable()) - before
+        if not gained:
+            return
+        sessions = sorted({sid for sid, _role, _turn in gained})
+        rows = sum(gained.values())
+        raise _GatewayRaised(GatewayFailure(
+            "error", step, event, f"the gateway ignored the store lock from {self.clock.format(since)} to "
+            f"{self.clock.format(until)}: {rows} row{'s' if rows != 1 else ''} of {', '.join(sessions)} written while it held"))
+
     # -- applying scenario events --------------------------------------------------------
 
     def _apply(self, step: int, event: Event) -> None:
@@ -300,14 +331,20 @@ class Run:
         elif isinstance(event, (DeleteSession, DeleteParent)):
             before = self._durable()
             session = dict(before.routing).get(event.chat)
+            if session is None:
+                self._verify_routed(event.chat)
             cascade = [] if session is None else self._cascade(kind, session, before)
             self.log.add(kind, chat=event.chat, session=session, **({"cascade": cascade} if kind == "delete_session" else {}))
             if session is not None:
                 self._call(kind, self.gateway.delete_session_row, session, isinstance(event, DeleteParent))
                 self._verify_deleted(session, cascade, before)
         elif isinstance(event, DbLocked):
-            self.log.add("db_locked", until=event.t + event.duration)
-            self._call("db_locked", self.gateway.lock_store, event.t + event.duration)
+            until = event.t + event.duration
+            self.log.add("db_locked", until=until)
+            before = _row_counts(self._durable())
+            self._call("db_locked", self.gateway.lock_store, until)
+            if until - 1 > event.t:  # the last instant still locked: nothing may have been written
+                self.engine.timer(until - 1, self._verify_locked, event.t, until, before, step, self.current_event)
         elif isinstance(event, BackendFail):
             self.log.add("backend_fail", backend=event.provider, until=event.t + event.duration)
             self.backends[event.provider].down_until = event.t + event.duration
@@ -430,6 +467,11 @@ class Run:
             failure = GatewayFailure("timeout", self.log.step, self.current_event,
                                      f"{err} at {self.clock.format()}: the gateway schedules work without end")
         return failure
+
+
+def _row_counts(state: DurableState) -> Counter[tuple[str, str, str | None]]:
+    """Every stored row as (session, role, turn), counted: what a write adds to."""
+    return Counter((s.id, m.role, m.turn) for s in state.sessions for m in s.messages)
 
 
 def run_scenario(scenario: Scenario, gateway: Gateway, name: str = "gateway", *, budget: int = DEFAULT_BUDGET,

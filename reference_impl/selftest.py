@@ -7,6 +7,8 @@
     selftest:runaway           sets timers without end              -> stopped by the event budget
     selftest:do-nothing        every method does nothing            -> I9 fails wherever a message is delivered
     selftest:ignores-deletion  ignores `delete_session_row`         -> an `error` at each deletion step
+    selftest:ignores-lock      ignores `lock_store`                 -> an `error` at a lock it wrote through
+    selftest:hides-routing     reports no routing                   -> an `error` at a deletion it cannot aim
 """
 
 from __future__ import annotations
@@ -100,6 +102,22 @@ class DoNothingGateway:
 
     def resources(self) -> Resources:
         return Resources()
+class HidesRoutingGateway(ReferenceGateway):
+    """A gateway whose durable state shows no routing: the harness aims a deletion by it, so
+    without a check every deletion would miss and its scenario pass vacuously."""
+
+    def durable_state(self) -> DurableState:
+        return DurableState(super().durable_state().sessions, ())
+
+
+class IgnoresLockGateway(ReferenceGateway):
+    """A gateway that ignores the harness's injected store lock: its writes go through, and
+    without the harness's check every locked-store scenario would pass as if it held."""
+
+    def lock_store(self, until: int) -> None:
+        return
+
+
 class IgnoresDeletionGateway(ReferenceGateway):
     """A gateway that ignores the harness's injected row deletion: without the harness's
     check that the fault was applied, every deletion scenario would pass vacuously."""
@@ -121,6 +139,8 @@ def selftest(mode: str | None = None):  # type: ignore[no-untyped-def]
         "runaway": RunawayGateway,
         "do-nothing": DoNothingGateway,
         "ignores-deletion": IgnoresDeletionGateway,
+        "ignores-lock": IgnoresLockGateway,
+        "hides-routing": HidesRoutingGateway,
     }
     if mode not in gateways:
         raise UnknownGateway(f"unknown self-test {mode!r}; known: hang, {', '.join(sorted(set(gateways) - {'hang-in-process'}))}")

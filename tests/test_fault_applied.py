@@ -77,3 +77,33 @@ def test_an_ignored_deletion_over_exec_is_the_same_error() -> None:
     here = run_scenario(scenario, IgnoresDeletionGateway(), "selftest:ignores-deletion")
     there = run_scenario(scenario, isolated("selftest:ignores-deletion"), "selftest:ignores-deletion")
     assert there.failure == here.failure and there.log_text() == here.log_text()
+
+
+LOCKING = [p for p in catalog_paths() if any(e.kind == "db_locked" for e in load_file(p).events)]
+
+
+@pytest.mark.parametrize("path", LOCKING, ids=[p.stem for p in LOCKING])
+def test_ignoring_a_lock_is_an_error_where_the_gateway_wrote_through_it(path: Path) -> None:
+    """The store at a lock's start and at its last instant: a row added in between was written
+    through the lock (a gateway that ignores `lock_store` passed every locked scenario)."""
+    from reference_impl.selftest import IgnoresLockGateway
+
+    scenario = load_file(path)
+    assert run_scenario(scenario, ReferenceGateway(), "reference").passed
+    result = run_scenario(scenario, IgnoresLockGateway(), "selftest:ignores-lock")
+    if result.failure is None:  # nothing to write while this scenario's lock held
+        assert path.stem not in ("15-heal-locked-retry", "42-stop-during-locked-write", "45-every-message-answered")
+        return
+    assert scenario.events[result.failure.step - 1].kind == "db_locked"
+    assert "the gateway ignored the store lock from " in result.failure.message
+    assert result.failure.message.endswith("written while it held")
+
+
+@pytest.mark.parametrize("path", DELETING, ids=[p.stem for p in DELETING])
+def test_a_deletion_the_routing_cannot_aim_is_an_error(path: Path) -> None:
+    """Routing is the gateway's own word, and the harness aims a deletion by it."""
+    from reference_impl.selftest import HidesRoutingGateway
+
+    result = run_scenario(load_file(path), HidesRoutingGateway(), "selftest:hides-routing")
+    assert result.failure is not None and "the gateway's routing has no entry for " in result.failure.message
+    assert result.failure.message.endswith("the deletion cannot be aimed")
