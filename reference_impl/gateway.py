@@ -28,6 +28,15 @@ from sim.scenario import Chat, GatewayConfig, ProviderSpec, ResetPolicy
 _cancelled = attrgetter("cancelled")
 SWEEP_INTERVAL = 5 * MINUTE  # idle sweeps in lazy mode, where there is no watcher
 FLUSH_RETRY = SECOND
+# Where durable and volatile state can part inside a step (`Harness.crash_point`, FDB's BUGGIFY).
+CRASH_POINTS = frozenset({
+    "batch-shipped",  # a batching provider's backend took a batch; its watermark is not saved
+    "end-recorded",  # a session's end is recorded; the routing entry still points at it
+    "route-rotated",  # the routing entry is rotated; the end hooks have not fired
+    "heal-recreated",  # a deleted row is recreated; the transcript replay is not written
+    "rows-chunk-written",  # a long write has committed some chunks of rows in its transaction
+    "shutdown-flushing",  # SIGTERM has flushed some agents; others still hold turns
+})
 
 
 @dataclass(slots=True)
@@ -56,15 +65,21 @@ class ReferenceGateway:
         retry where a locked store held it (I9 restarts the bound at the lock's end)."""
         reply_within = config.turn_latency + FLUSH_RETRY
         if config.watcher_interval is None:
-            return Profile("lazy", 0, crash_durable=True, sweep_interval=SWEEP_INTERVAL, reply_within=reply_within)
+            return Profile("lazy", 0, crash_durable=True, sweep_interval=SWEEP_INTERVAL, reply_within=reply_within,
+                           crash_points=CRASH_POINTS)
         return Profile("eager", config.watcher_interval, crash_durable=True, sweep_interval=config.watcher_interval,
-                       reply_within=reply_within)
+                       reply_within=reply_within, crash_points=CRASH_POINTS)
 
     def start(self, config: GatewayConfig, harness: Harness) -> None:
         self.config, self.h = config, harness
         self.policies: dict[str, ResetPolicy] = {}  # chat key -> its reset policy under `config`
-        self.store = Store(harness.clock.now, self.db_path)  # the disk: it outlives crashes
+        self.store = self.make_store()  # the disk: it outlives crashes
+        self.store.crash_point = harness.crash_point
         self.boot()
+
+    def make_store(self) -> Store:
+        """The durable store (the bug zoo swaps in a broken one here)."""
+        return Store(self.h.clock.now, self.db_path)
 
     def boot(self) -> None:
         """Build every in-memory object from the store (first start and every restart)."""
@@ -84,8 +99,8 @@ class ReferenceGateway:
         providers = [self.make_provider(spec) for spec in self.config.providers]
         self.memory = MemoryManager(self.h.recorder, providers, self.store)
         self.running = True
+        self.memory.recover()  # first: what an end interrupted by a crash owed its backends goes before the end
         self.finish_interrupted_ends()
-        self.memory.recover()
         self.schedule_tick()
 
     def make_policy(self) -> ResetPolicyEvaluator:
@@ -108,18 +123,24 @@ class ReferenceGateway:
             for kind, payload, _arrival in self.queues[key]:
                 chat = payload.chat if kind == "message" else payload[0]
                 self.h.note("interrupted", chat=chat.name, queued=kind)
-        for agent in [*self.cache.agents.values(), *self.unflushed.values()]:
+        for index, agent in enumerate([*self.cache.agents.values(), *self.unflushed.values()]):
+            if index:
+                self.h.crash_point("shutdown-flushing")
             self.release(agent)
             self.memory.flush(agent.session)
         self.memory.shutdown()
         self.running = False
 
     def crash(self) -> None:
-        """SIGKILL: every object but the store (the disk) is gone; no hook runs."""
-        self.stop_timers()
+        """SIGKILL: every object but the store (the disk) is gone; no hook runs. A crash point
+        may have cut a step (or a restart's boot) anywhere: what it half-built goes too, and the
+        store keeps its database only, not its read caches."""
+        if "tick_timer" in self.__dict__:
+            self.stop_timers()
         self.running = False
         for name in ("cache", "unflushed", "inflight", "busy_chats", "queues", "children", "memory"):
-            delattr(self, name)
+            self.__dict__.pop(name, None)
+        self.store.reopen()
 
     def restart(self) -> None:
         self.boot()
@@ -390,10 +411,13 @@ class ReferenceGateway:
         """The one way a session ends: full transcript to memory, then finalize; durably once."""
         session = route.session_id
         assert session is not None
+        recorded = self.store.record_end(session, reason)  # first: a crash after it is finished at boot
+        self.h.crash_point("end-recorded")
         route.ended = True
         self.store.save_route(route)
-        if not self.store.record_end(session, reason):
+        if not recorded:
             return
+        self.h.crash_point("route-rotated")
         agent = self.cache.pop(session) or self.unflushed.pop(session, None)
         if agent is not None and not self.release(agent):
             self.unflushed[session] = agent
@@ -412,12 +436,23 @@ class ReferenceGateway:
     def finish_interrupted_ends(self) -> None:
         """A crash between recording an end and its hooks: finish them, once."""
         for session, reason, memory_done, finalize_done in self.store.unfinished_ends():
+            if reason != "switch":  # a /resume cut short is handed over again, and finishes its own switch
+                self.close_route(session)
             if not memory_done:
                 self.end_memory(session, reason, None)
                 self.store.mark_end_done(session, "memory_done")
             if not finalize_done:
                 self.finalize(session, reason)
                 self.store.mark_end_done(session, "finalize_done")
+
+    def close_route(self, session: str) -> None:
+        """A crash after an end was recorded and before its routing entry was rotated: the
+        entry still points at the ended session, and the chat's next message must not land
+        in it."""
+        for route in self.store.routes():
+            if route.session_id == session and not route.ended and self.store.is_ended(session):
+                route.ended = True
+                self.store.save_route(route)
 
     def tick(self) -> None:
         """The expiry watcher (eager mode), the idle sweep and retries of failed writes."""
@@ -528,6 +563,8 @@ class ReferenceGateway:
             if agent.flushed and not agent.replay_pending and not self.store.session_exists(agent.session):
                 self.heal(agent)  # history loaded from a row that has since been deleted
             self.create_row(agent)
+            if agent.replay_pending:
+                self.h.crash_point("heal-recreated")
         start = 0 if agent.replay_pending else agent.flushed
         self.store.append(agent.session, agent.rows[start:])
         agent.flushed, agent.replay_pending = len(agent.rows), False

@@ -122,6 +122,7 @@ class Store:
 
     def __init__(self, now: Callable[[], int], path: str = ":memory:") -> None:
         self._now = now
+        self.crash_point: Callable[[str], None] = _no_point  # the gateway's `Harness.crash_point`
         if path == ":memory:":
             self.db = _fresh_memory_db()
         else:
@@ -144,6 +145,19 @@ class Store:
             self.db.executescript(SCHEMA)
         # The routing table, read once: only `save_route` writes it, and it keeps this in step.
         self._routing: dict[str, tuple[str, str, str | None, str | None, int | None, int | None, bool]] = {
+            route.chat_key: (route.chat_key, route.chat, route.session_id, route.previous_id, route.last_user,
+                             route.anchor, route.ended)
+            for route in self.read_routes()
+        }
+
+    def reopen(self) -> None:
+        """After a crash: the read caches were the dead process's memory (a crash point may have
+        cut a write between the database and a cache); only the database survives."""
+        self._transcripts.clear()
+        self._existing.clear()
+        self._lives.clear()
+        self.saved_routes = {}
+        self._routing = {
             route.chat_key: (route.chat_key, route.chat, route.session_id, route.previous_id, route.last_user,
                              route.anchor, route.ended)
             for route in self.read_routes()
@@ -398,9 +412,15 @@ class Store:
         if len(rows) <= _CHUNK:
             self.db.execute(statement(len(rows)), [*shared, *chain.from_iterable(rows)])
             return
-        with _transaction(self.db):
+        with _transaction(self.db):  # a crash between chunks rolls back (SQLite's journal): none land
             for start in range(0, len(rows), _CHUNK):
+                if start:
+                    self.crash_point("rows-chunk-written")
                 self._write_rows(statement, rows[start:start + _CHUNK], shared)
+
+
+def _no_point(_point: str) -> None:
+    """A store used without a harness (tests, tools): no crash point ever fires."""
 
 
 # Statements over n rows (for `Store._write_rows`): SQLite prepares each text once.
