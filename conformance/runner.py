@@ -144,7 +144,10 @@ class _Died(Exception):
     step (a timer, an event, a restart) to where the run goes on."""
 
 
-_NO_POINTS = frozenset({"profile", "resources", "durable_state", "close", "crash", "start"})  # not steps where a process dies
+# Not steps where a crash point fires: views, crash itself, and boot (start, restart). A crash
+# inside a restart's recovery would leave the platform's held messages held past the `restart`
+# record, where the checks take them as delivered: that needs the oracle's say first.
+_NO_POINTS = frozenset({"profile", "resources", "durable_state", "close", "crash", "start", "restart"})
 
 
 class _GatewayRaised(Exception):
@@ -425,18 +428,6 @@ class Run:
         self._dispatch(event, payload)
 
     def _dispatch(self, event: Event, payload: Any) -> None:
-        try:
-            self._deliver(event, payload)
-        except _Died:
-            if isinstance(event, Command) and event.name != "/stop":
-                # The process died taking the command (a crash point inside it): it was never
-                # confirmed, so the platform hands it over again at the restart, as Telegram
-                # redelivers an update whose offset was not acknowledged. (A message cut so is
-                # abandoned with the process, like any turn in flight at a crash.)
-                self.inbox.appendleft((event, payload))
-            raise
-
-    def _deliver(self, event: Event, payload: Any) -> None:
         if isinstance(event, Message):
             self._call(self.current_event, self.gateway.deliver_message, Inbound(self._chat(event.chat), payload, event.muted))
         elif isinstance(event, Command):

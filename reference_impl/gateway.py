@@ -101,6 +101,7 @@ class ReferenceGateway:
         self.running = True
         self.memory.recover()  # first: what an end interrupted by a crash owed its backends goes before the end
         self.finish_interrupted_ends()
+        self.finish_commands()
         self.schedule_tick()
 
     def make_policy(self) -> ResetPolicyEvaluator:
@@ -373,10 +374,15 @@ class ReferenceGateway:
             del self.queues[key]
 
     def run_command(self, chat: Chat, command: str) -> None:
-        key = chat_key(chat)
+        self.command(chat_key(chat), command)
+
+    def command(self, key: str, command: str) -> None:
+        """Carry out a command, journaled: a crash inside it (at `end-recorded` or
+        `route-rotated`) is finished at the restart by `finish_commands`."""
         route = self.store.route(key)
         if route is None or route.session_id is None:
             return
+        self.store.journal_command(key, command)
         if not route.ended and (reason := self.expiry_reason(route)):
             self.end_session(route, reason)  # a command past the boundary notices it, as a message does
         if command in ("/new", "/reset"):
@@ -384,7 +390,22 @@ class ReferenceGateway:
                 self.end_session(route, "new")
         elif command == "/resume":
             self.resume_previous(route)
+        self.store.journal_done(key)
         self.schedule_tick()
+
+    def finish_commands(self) -> None:
+        """After a crash: the commands it cut short, finished once (after the interrupted ends).
+        A /resume that had chosen its sessions switches between those, wherever it stopped."""
+        for key, command, when, left, target in self.store.journal():
+            route = self.store.route(key)
+            if command == "/resume" and target is not None and route is not None:
+                if route.session_id != target:
+                    self.switch_to(route, left, target, when)  # its life began when the /resume took effect
+                elif left is not None:
+                    self.memory.switch(left, target)  # the route was switched; its hook had not fired
+                self.store.journal_done(key)
+            else:
+                self.command(key, command)
 
     def resume_previous(self, route: Route) -> None:
         """/resume: switch back to the chat's previous session; the one left behind ends. Past a
@@ -395,10 +416,15 @@ class ReferenceGateway:
         if target is None:
             self.h.note("resume_skipped", chat=route.chat, reason="no previous session")
             return
+        self.store.journal_switch(route.chat_key, left, target)
         if left is not None:
             self.end_session(route, "switch")
+        self.switch_to(route, left, target)
+
+    def switch_to(self, route: Route, left: str | None, target: str, now: int | None = None) -> None:
+        """The rest of a /resume: a new life of `target`, the route to it, the switch hook."""
         self.store.bump_life(target)
-        now = self.h.clock.now()
+        now = self.h.clock.now() if now is None else now
         route.previous_id = left if left is not None else route.previous_id
         route.session_id, route.ended, route.anchor, route.last_user = target, False, now, now
         self.store.save_route(route)
@@ -436,7 +462,7 @@ class ReferenceGateway:
     def finish_interrupted_ends(self) -> None:
         """A crash between recording an end and its hooks: finish them, once."""
         for session, reason, memory_done, finalize_done in self.store.unfinished_ends():
-            if reason != "switch":  # a /resume cut short is handed over again, and finishes its own switch
+            if reason != "switch":  # a /resume cut short is finished by `finish_commands`
                 self.close_route(session)
             if not memory_done:
                 self.end_memory(session, reason, None)

@@ -65,6 +65,9 @@ CREATE TABLE memory_outbox (
     assistant TEXT NOT NULL
 );
 CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+-- A command being carried out, so a crash inside it is finished at the restart (a /resume with
+-- the sessions it switches between once it has chosen them: finishing it must not resume twice).
+CREATE TABLE command_journal (chat_key TEXT PRIMARY KEY, command TEXT NOT NULL, t INTEGER NOT NULL, left_id TEXT, target_id TEXT);
 """
 
 
@@ -399,6 +402,22 @@ class Store:
         return list(self.db.execute(
             "SELECT session_id, turn_id, user, assistant FROM memory_outbox WHERE provider = ? ORDER BY seq", (provider,)
         ))
+
+    # -- the command journal ----------------------------------------------------------
+
+    def journal_command(self, chat_key: str, command: str) -> None:
+        self.db.execute("INSERT OR REPLACE INTO command_journal(chat_key, command, t) VALUES (?, ?, ?)",
+                        (chat_key, command, self._now()))
+
+    def journal_switch(self, chat_key: str, left: str | None, target: str) -> None:
+        self.db.execute("UPDATE command_journal SET left_id = ?, target_id = ? WHERE chat_key = ?", (left, target, chat_key))
+
+    def journal_done(self, chat_key: str) -> None:
+        self.db.execute("DELETE FROM command_journal WHERE chat_key = ?", (chat_key,))
+
+    def journal(self) -> list[tuple[str, str, int, str | None, str | None]]:
+        """(chat key, command, when it took effect, left, target) of the commands a crash cut short."""
+        return list(self.db.execute("SELECT chat_key, command, t, left_id, target_id FROM command_journal ORDER BY chat_key"))
 
     def all_sessions(self) -> list[tuple[str, str | None]]:
         return list(self.db.execute("SELECT id, parent_id FROM sessions ORDER BY id"))
