@@ -113,7 +113,10 @@ def with_fires(scenario: Scenario, fires: Sequence[tuple[int, str, int, int | No
     inserted = 0
     for step, point, hit, down in fires:
         index = min(step, len(scenario.events)) - 1 + inserted
-        events.insert(index, CrashAt(events[index].t, point=point, hit=hit, restart_after=down))
+        t = events[index].t
+        if isinstance(events[index], Advance):  # it calls the gateway nothing: arm just after it (a file
+            index += 1  # cannot say 'advance 0', which a crash_at before it would make of it)
+        events.insert(index, CrashAt(t, point=point, hit=hit, restart_after=down))
         inserted += 1
     return replace(scenario, events=tuple(events))
 

@@ -89,10 +89,12 @@ class ReferenceGateway:
         self.inflight: dict[str, Pending] = {}
         self.busy_chats: dict[str, str] = {}  # chat key -> request id
         self.queues: dict[str, deque[tuple[str, Any, int]]] = {}
+        self.due_chats: set[str] = set()  # chats whose waiting commands the store holds as due
         self.children: dict[str, str] = {}  # parent session -> delegate child session
         self.timers: list[Timer] = []  # retries of refused writes
         self.tick_timer: Timer | None = None
         self.tick_origin = self.h.clock.now()
+        self.command_time: int | None = None  # while a command cut by a crash is finished: when it took effect
         self.expiries = ExpiryQueue()
         self.store.take_saved_routes()
         self.track_expiries(self.store.routes())
@@ -139,7 +141,7 @@ class ReferenceGateway:
         if "tick_timer" in self.__dict__:
             self.stop_timers()
         self.running = False
-        for name in ("cache", "unflushed", "inflight", "busy_chats", "queues", "children", "memory"):
+        for name in ("cache", "unflushed", "inflight", "busy_chats", "queues", "due_chats", "children", "memory"):
             self.__dict__.pop(name, None)
         self.store.reopen()
 
@@ -325,6 +327,9 @@ class ReferenceGateway:
         del self.inflight[request_id]
         assert pending.reply is not None
         self.send_reply(pending)
+        if not pending.delegate and (waiting := self.waiting_commands(pending.key)):
+            self.store.commands_due(pending.key, waiting)  # due now, crash or not, until a turn starts ahead
+            self.due_chats.add(pending.key)
         agent.busy, agent.last_activity = self.still_busy(agent.session), self.h.clock.now()
         if not pending.delegate:
             user = next(r.content for r in reversed(agent.rows) if r.role == "user" and r.turn == pending.turn)
@@ -362,26 +367,39 @@ class ReferenceGateway:
         """Forget an interrupted turn's rows; they never reached the store."""
         agent.rows = [r for i, r in enumerate(agent.rows) if i < agent.flushed or r.turn != turn]
 
+    def waiting_commands(self, key: str) -> list[str]:
+        """The commands in the chat's queue, in order."""
+        return [payload[1] for kind, payload, _arrival in self.queues.get(key, ()) if kind == "command"]
+
     def drain_queue(self, key: str) -> None:
         queue = self.queues.get(key)
+        due = key in self.due_chats
         while queue and key not in self.busy_chats:
             kind, payload, arrival = queue.popleft()
             if kind == "message":
                 self.start_turn(payload, arrival)
             else:
+                if due:
+                    self.store.command_taken(key)
                 self.run_command(*payload)
+        if due:
+            self.due_chats.discard(key)
+            self.store.clear_due(key)
         if queue is not None and not queue:
             del self.queues[key]
 
     def run_command(self, chat: Chat, command: str) -> None:
         self.command(chat_key(chat), command)
 
-    def command(self, key: str, command: str) -> None:
+    def command(self, key: str, command: str, when: int | None = None) -> None:
         """Carry out a command, journaled: a crash inside it (at `end-recorded` or
-        `route-rotated`) is finished at the restart by `finish_commands`."""
+        `route-rotated`) is finished at the restart by `finish_commands` (`when`: the time it
+        took effect, for one finished so)."""
         route = self.store.route(key)
         if route is None or route.session_id is None:
+            self.store.journal_done(key)  # one taken from the due commands: nothing to finish
             return
+        self.command_time = when
         self.store.journal_command(key, command)
         if not route.ended and (reason := self.expiry_reason(route)):
             self.end_session(route, reason)  # a command past the boundary notices it, as a message does
@@ -391,11 +409,13 @@ class ReferenceGateway:
         elif command == "/resume":
             self.resume_previous(route)
         self.store.journal_done(key)
+        self.command_time = None
         self.schedule_tick()
 
     def finish_commands(self) -> None:
-        """After a crash: the commands it cut short, finished once (after the interrupted ends).
-        A /resume that had chosen its sessions switches between those, wherever it stopped."""
+        """After a crash: the commands it cut short, finished once (after the interrupted ends),
+        then those a reply had made due. A /resume that had chosen its sessions switches between
+        those, wherever it stopped; each resumed life begins when its /resume took effect."""
         for key, command, when, left, target in self.store.journal():
             route = self.store.route(key)
             if command == "/resume" and target is not None and route is not None:
@@ -405,7 +425,12 @@ class ReferenceGateway:
                     self.memory.switch(left, target)  # the route was switched; its hook had not fired
                 self.store.journal_done(key)
             else:
-                self.command(key, command)
+                self.command(key, command, when)
+        for key, _command, _when in self.store.due():
+            self.store.command_taken(key)
+            for key2, command, when, _left, _target in self.store.journal():
+                if key2 == key:
+                    self.command(key, command, when)
 
     def resume_previous(self, route: Route) -> None:
         """/resume: switch back to the chat's previous session; the one left behind ends. Past a
@@ -419,7 +444,7 @@ class ReferenceGateway:
         self.store.journal_switch(route.chat_key, left, target)
         if left is not None:
             self.end_session(route, "switch")
-        self.switch_to(route, left, target)
+        self.switch_to(route, left, target, self.command_time)
 
     def switch_to(self, route: Route, left: str | None, target: str, now: int | None = None) -> None:
         """The rest of a /resume: a new life of `target`, the route to it, the switch hook."""

@@ -68,6 +68,9 @@ CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 -- A command being carried out, so a crash inside it is finished at the restart (a /resume with
 -- the sessions it switches between once it has chosen them: finishing it must not resume twice).
 CREATE TABLE command_journal (chat_key TEXT PRIMARY KEY, command TEXT NOT NULL, t INTEGER NOT NULL, left_id TEXT, target_id TEXT);
+-- Commands a turn's reply made due (they waited behind it; messages between them never started),
+-- not yet carried out: a crash before the chat's queue is drained must not lose them.
+CREATE TABLE due_commands (seq INTEGER PRIMARY KEY AUTOINCREMENT, chat_key TEXT NOT NULL, command TEXT NOT NULL, t INTEGER NOT NULL);
 """
 
 
@@ -411,6 +414,27 @@ class Store:
 
     def journal_switch(self, chat_key: str, left: str | None, target: str) -> None:
         self.db.execute("UPDATE command_journal SET left_id = ?, target_id = ? WHERE chat_key = ?", (left, target, chat_key))
+
+    def commands_due(self, chat_key: str, commands: list[str]) -> None:
+        for command in commands:
+            self.db.execute("INSERT INTO due_commands(chat_key, command, t) VALUES (?, ?, ?)", (chat_key, command, self._now()))
+
+    def command_taken(self, chat_key: str) -> None:
+        """The chat's oldest due command is being carried out: it moves to the command journal
+        in one transaction (a crash between the two would lose it, or run it twice)."""
+        with _transaction(self.db):
+            self.db.execute("INSERT OR REPLACE INTO command_journal(chat_key, command, t) SELECT chat_key, command, t "
+                            "FROM due_commands WHERE chat_key = ? ORDER BY seq LIMIT 1", (chat_key,))
+            self.db.execute("DELETE FROM due_commands WHERE seq = (SELECT MIN(seq) FROM due_commands WHERE chat_key = ?)",
+                            (chat_key,))
+
+    def clear_due(self, chat_key: str) -> None:
+        """A turn started ahead of the chat's remaining commands: they wait behind it again."""
+        self.db.execute("DELETE FROM due_commands WHERE chat_key = ?", (chat_key,))
+
+    def due(self) -> list[tuple[str, str, int]]:
+        """(chat key, command, when it became due) of due commands a crash left, in order."""
+        return list(self.db.execute("SELECT chat_key, command, t FROM due_commands ORDER BY seq"))
 
     def journal_done(self, chat_key: str) -> None:
         self.db.execute("DELETE FROM command_journal WHERE chat_key = ?", (chat_key,))
