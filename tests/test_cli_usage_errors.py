@@ -259,4 +259,5 @@ def test_an_unknown_event_key_is_named() -> None:
     with pytest.raises(ScenarioError) as caught:
         load_text(text, "x.yaml")
     assert str(caught.value) == ("x.yaml:5: events[1]: unknown key 'explode'; expected exactly one of message, command, delegate, "
-                                 "advance, sigterm, crash, restart, delete_session, delete_parent, db_locked, backend_fail, checkpoint")
+                                 "advance, sigterm, crash, restart, delete_session, delete_parent, db_locked, backend_fail, "
+                                 "checkpoint, crash_at")
