@@ -231,3 +231,13 @@ def test_a_v1_child_is_still_served(tmp_path: Path) -> None:
     assert result.profile.crash_points == frozenset()
     assert [r.d("reason") for r in result.records if r.kind == "skipped"] == [
         "the gateway declares no crash point 'batch-shipped'"]
+
+
+def test_coverage_lists_declared_points_no_scenario_fired() -> None:
+    from reports.coverage import lifecycle_coverage
+
+    logs = [list(run_scenario(load_file(SHIP), reference(), "reference", check=False).records)]
+    cover = lifecycle_coverage(logs)
+    assert cover.crash_points["batch-shipped"] == ["47-crash-between-ship-and-watermark"]
+    assert cover.unfired() == sorted(CRASH_POINTS - {"batch-shipped"})
+    assert lifecycle_coverage([list(run_scenario(load_text(BASE), Minimal(), "m", check=False).records)]).unfired() == ["p"]
