@@ -176,13 +176,36 @@ def test_a_swarm_is_the_seed_s_own_and_its_file_replays_exactly() -> None:
     assert run_scenario(scenario_for_seed(seed), reference(), "r", check=False).scenario == scenario_for_seed(seed)
 
 
-def test_fuzz_writes_the_fire_as_crash_at_and_shrinks_keeping_it(tmp_path: Path) -> None:
-    outcome = run_seed(SeedTask(2, "reference:batch-reship-after-crash", "default", str(tmp_path), crash_points=True))
-    assert "I4" in outcome.failing
+@pytest.mark.parametrize(("variant_name", "seed", "check", "point"), [
+    ("batch-reship-after-crash", 2, "I4", "batch-shipped"),
+    ("rotate-before-end-recorded", 2, "I1", "route-rotated"),
+    ("crash-forgets-commands", 3, "I1", "route-rotated"),
+])
+def test_fuzz_finds_each_crash_variant_and_shrinks_keeping_its_point(tmp_path: Path, variant_name: str, seed: int,
+                                                                    check: str, point: str) -> None:
+    outcome = run_seed(SeedTask(seed, f"reference:{variant_name}", "default", str(tmp_path), crash_points=True))
+    assert check in outcome.failing
     assert "crash_at:" in Path(outcome.path).read_text()
     assert outcome.shrunk is not None and outcome.shrunk.reproduces and outcome.shrunk.events <= 12
     shrunk = load_file(outcome.shrunk.path)
-    assert any(isinstance(e, CrashAt) and e.point == "batch-shipped" for e in shrunk.events)
+    assert any(isinstance(e, CrashAt) and e.point == point for e in shrunk.events)
+    # ...and without crash points the same seed does not tell the variant from the reference
+    assert not run_seed(SeedTask(seed, f"reference:{variant_name}", "default", str(tmp_path / "off"))).failing
+
+
+def test_a_crash_between_chunks_of_a_long_write_rolls_it_back() -> None:
+    from reference_impl.store import Row, Store
+
+    store = Store(lambda: 0)
+    store.upsert_session("s1", "alice", None, "chat", 0)
+
+    def die(point: str) -> None:
+        raise CrashPointFired(point)
+
+    store.crash_point = die
+    with pytest.raises(CrashPointFired):
+        store.append("s1", [Row(f"t{i}", "user", f"[t{i}] hello") for i in range(100)])  # two chunks of 64
+    assert store.read_transcript("s1") == []
 
 
 def test_with_fires_arms_before_the_event_of_the_step() -> None:
