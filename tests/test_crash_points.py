@@ -29,7 +29,7 @@ from sim.scenario import CrashAt, GatewayConfig, Message
 from sim.writer import dump_text
 
 ROOT = Path(__file__).resolve().parents[1]
-SHIP = ROOT / "conformance" / "catalog" / "47-crash-between-ship-and-watermark.yaml"
+SHIP = ROOT / "conformance" / "catalog" / "48-crash-between-ship-and-watermark.yaml"
 
 BASE = """\
 name: x
@@ -261,6 +261,6 @@ def test_coverage_lists_declared_points_no_scenario_fired() -> None:
 
     logs = [list(run_scenario(load_file(SHIP), reference(), "reference", check=False).records)]
     cover = lifecycle_coverage(logs)
-    assert cover.crash_points["batch-shipped"] == ["47-crash-between-ship-and-watermark"]
+    assert cover.crash_points["batch-shipped"] == ["48-crash-between-ship-and-watermark"]
     assert cover.unfired() == sorted(CRASH_POINTS - {"batch-shipped"})
     assert lifecycle_coverage([list(run_scenario(load_text(BASE), Minimal(), "m", check=False).records)]).unfired() == ["p"]
