@@ -57,6 +57,9 @@ class Profile:
       Logged in the profile, so the checks judge the policy that was in force.
     reply_within: how long after a chat can serve a message its reply may take (I9), in ms;
       None: `latency` plus the scenario's turn latency.
+    crash_points: the names the gateway passes to `Harness.crash_point` (places inside a step
+      where durable and volatile state can part); a `crash_at` event or `fuzz --crash-points`
+      may kill it there. Logged, so coverage sees the declared set from the log alone.
     """
 
     finalization: Literal["eager", "lazy"] = "eager"
@@ -66,6 +69,7 @@ class Profile:
     unsupported: frozenset[str] = frozenset()
     reply_within: int | None = None
     reset_default: ResetPolicy | None = None
+    crash_points: frozenset[str] = frozenset()
 
     def to_detail(self) -> dict[str, Any]:
         detail: dict[str, Any] = {
@@ -79,6 +83,8 @@ class Profile:
             detail["reply_within"] = self.reply_within
         if self.reset_default is not None:  # likewise
             detail["reset_default"] = policy_detail(self.reset_default)
+        if self.crash_points:  # likewise: a gateway declaring none logs what it always did
+            detail["crash_points"] = sorted(self.crash_points)
         return detail
 
 
@@ -117,6 +123,52 @@ class BackendBusy(BackendUnavailable):
         self.ready_at = ready_at
 
 
+class CrashPointFired(BaseException):
+    """The process dies at a crash point (harness-private). Raised by `Harness.crash_point` to
+    unwind the gateway's step; a BaseException, like SystemExit, so an `except Exception` in
+    the gateway does not swallow it. A gateway must let it through: code of a dead process
+    must not run on (the runner reports a gateway that catches it as an error)."""
+
+    def __init__(self, point: str) -> None:
+        super().__init__(point)
+        self.point = point
+
+
+class CrashPoints:
+    """When the gateway's crash points fire: each `hit(point)` counts, and answers whether the
+    process dies there. Armed by `crash_at` events (the n-th hit after the event), or, for
+    `fuzz --crash-points`, by a seeded `swarm` (see `conformance.runner.Swarm`)."""
+
+    def __init__(self) -> None:
+        self.declared: frozenset[str] = frozenset()
+        self.armed: list[list[Any]] = []  # [point, hits still to go, restart after (ms) or None]
+        self.live = False  # only while a gateway step runs (never in profile, views or close)
+        self.since: dict[str, int] = {}  # hits of each point since the last scenario event began
+        self.swarm: Callable[[str], bool] | None = None
+        self.fired: str | None = None
+        self.restart_after: int | None = None  # of the point that fired
+
+    def arm(self, point: str, hit: int, restart_after: int | None = None) -> None:
+        self.armed.append([point, hit, restart_after])
+
+    def hit(self, point: str) -> bool:
+        if not self.live or self.fired is not None:
+            return False
+        self.since[point] = self.since.get(point, 0) + 1
+        fire = False
+        for entry in list(self.armed):
+            if entry[0] == point:
+                entry[1] -= 1
+                if entry[1] == 0 and not fire:
+                    fire, self.restart_after = True, entry[2]
+                    self.armed.remove(entry)
+        if not fire and self.swarm is not None:
+            fire, self.restart_after = self.swarm(point)
+        if fire:
+            self.fired = point
+        return fire
+
+
 class GatewayTimeout(Exception):
     """A gateway step took longer than the wall-clock step timeout (isolated gateways)."""
 
@@ -148,14 +200,32 @@ class Scheduler:
 
     def __init__(self, engine: Engine, guard: Callable[..., Any] | None = None) -> None:
         self._engine, self._guard = engine, guard
+        self.epoch: int | None = None  # counted only for a gateway with crash points: see `void`
 
     def now(self) -> int:
         return self._engine.now
 
     def call_at(self, when: int, callback: Callable[..., Any], *args: Any) -> Timer:
+        if self.epoch is not None:
+            return self._engine.timer(when, self._in_epoch, self.epoch, callback, args)
         if self._guard is None:
             return self._engine.timer(when, callback, *args)
         return self._engine.timer(when, self._guard, "timer", callback, *args)
+
+    def void(self) -> None:
+        """A crash point killed the process mid-step: its timers die with it. (A gateway cancels
+        its own at a scripted crash, but one killed mid-step may not have stored the handle of a
+        timer it had just set.)"""
+        if self.epoch is not None:
+            self.epoch += 1
+
+    def _in_epoch(self, epoch: int, callback: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        if epoch != self.epoch:
+            return
+        if self._guard is None:
+            callback(*args)
+        else:
+            self._guard("timer", callback, *args)
 
 
 class FakeLLM:
@@ -225,18 +295,38 @@ class MemoryBackend:
         self.slow_until, self.slow_delay = -1, 0
         self._ready: dict[tuple[str, str], int] = {}  # (session, turn) -> when its slow call completes
 
-    def ingest(self, session: str, texts: Sequence[str]) -> None:
+        self._keys: set[str] = set()  # idempotency keys taken: the backend outlives the gateway's crashes
+
+    def ingest(self, session: str, texts: Sequence[str], keys: Sequence[str] | None = None) -> None:
         """Store the texts of turns of `session`. Raises BackendUnavailable while failing,
         BackendBusy while a slow call is not complete.
 
         The record names the turns whose user message the texts carry (`turns`) and those whose
-        reply they carry (`replies`, `observations.halves`): a turn ingested is both halves."""
+        reply they carry (`replies`, `observations.halves`): a turn ingested is both halves.
+        `keys` (one per text, optional): idempotency keys, as a document id is to Hindsight's
+        retain; a text whose key the backend already took is acknowledged and not stored again
+        (a re-ship after a crash between shipping and saving the watermark is no double ingest).
+        A call whose every text was a repeat is logged `ingest_repeated`."""
+        taken: list[str] = []
+        if keys is not None:
+            if len(keys) != len(texts):
+                raise ValueError(f"ingest: {len(keys)} keys for {len(texts)} texts")
+            if self._now() >= self.down_until:
+                fresh = [i for i, key in enumerate(keys) if key not in self._keys]
+                if len(fresh) < len(texts):
+                    repeated = [texts[i] for i in range(len(texts)) if i not in set(fresh)]
+                    users, replies = halves(repeated)
+                    self._log.add("ingest_repeated", session=session, turns=users, backend=self.name, replies=list(replies))
+                if not fresh:
+                    return
+                texts, taken = [texts[i] for i in fresh], [keys[i] for i in fresh]
         users, replies = halves(texts)
         if self._now() < self.down_until:
             self._log.add("ingest_failed", session=session, turns=users, backend=self.name, replies=list(replies))
             raise BackendUnavailable(f"memory backend {self.name!r} is unavailable")
         self._complete_slow(session, users, replies)
         self._log.add("ingest", session=session, turns=users, backend=self.name, replies=list(replies))
+        self._keys.update(taken)  # only once stored: a busy or failed call is taken when it is made again
 
     def _complete_slow(self, session: str, users: Sequence[str], replies: Sequence[str]) -> None:
         """A turn first sent while the backend is slow completes `slow_delay` after that first
@@ -308,11 +398,20 @@ class Harness:
     hooks: HookBus
     log: ObservationLog = field(repr=False)
     seed: int = 0  # the scenario's seed: a gateway's own randomness (Hermes's lock-retry jitter) comes from it
+    points: CrashPoints = field(default_factory=CrashPoints, repr=False)
 
     def note(self, what: str, **detail: Any) -> None:
         """The gateway's own account of something internal (eviction, sweep, heal): shown in
         timelines and lifecycle coverage, never trusted by a check."""
         self.log.add("note", what=what, **detail)
+
+    def crash_point(self, point: str) -> None:
+        """A place inside a step where the process may die (FoundationDB's BUGGIFY, for
+        crashes): declare `point` in `Profile.crash_points`. When a scenario arms it, this
+        raises `CrashPointFired`, which the gateway must let unwind its step; the runner then
+        crashes the gateway at this instant. Otherwise it returns at once."""
+        if self.points.hit(point):
+            raise CrashPointFired(point)
 
 
 @runtime_checkable

@@ -28,12 +28,23 @@ import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from conformance.adapter import BackendBusy, BackendUnavailable, Gateway, GatewayTimeout, Harness, Inbound, Profile, RemoteGatewayError
+from conformance.adapter import (
+    BackendBusy,
+    BackendUnavailable,
+    CrashPointFired,
+    Gateway,
+    GatewayTimeout,
+    Harness,
+    Inbound,
+    Profile,
+    RemoteGatewayError,
+)
 from conformance.observations import DurableState, Resources
 from conformance.registry import resolve
 from conformance.values import BadValue
 from conformance.wire import (
     VERSION,
+    VERSIONS,
     chat_to_wire,
     dumps,
     profile_from_wire,
@@ -111,6 +122,8 @@ class ExecGateway:
         self._buffer = bytearray()
         self._answered = True  # the last request got its done/fail: the child is between requests
         self._op = ""  # the request in flight, or the last one
+        self.version = VERSION  # what the child answered hello with
+        self._crashed: str | None = None  # the crash point that fired in the request in flight (v2)
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the gateway)
 
     # -- the child process ----------------------------------------------------------------
@@ -139,10 +152,11 @@ class ExecGateway:
             raise GatewayTimeout(f"{HANDSHAKE}: {err}") from None
         except RemoteGatewayError as err:
             raise RemoteGatewayError(f"{HANDSHAKE}: {err}", err.traceback) from None
-        if not isinstance(hello, dict) or hello.get("version") != VERSION:
+        if not isinstance(hello, dict) or hello.get("version") not in VERSIONS:
             self.kill()
-            raise RemoteGatewayError(f"{HANDSHAKE}: {shlex.join(self.argv)} does not speak protocol version {VERSION}: "
-                                     f"it answered hello with {_clip(repr(hello))}")
+            raise RemoteGatewayError(f"{HANDSHAKE}: {shlex.join(self.argv)} does not speak protocol version {VERSION} "
+                                     f"(or {', '.join(map(str, VERSIONS[:-1]))}): it answered hello with {_clip(repr(hello))}")
+        self.version = hello["version"]  # 1: no crash points, no ingest keys
 
     def close(self) -> None:
         """End of a scenario: kill the child, or with `reuse` ready a healthy one for the next."""
@@ -276,9 +290,15 @@ class ExecGateway:
         while True:
             message = self._read_line(deadline, op, wait)
             if "call" in message:
+                if self._crashed is not None:  # the process is dead: what it still asks is not carried out
+                    self._send({"error": "crashed", "point": self._crashed})
+                    continue
                 self._send(self._serve(message))
-            elif "done" in message:
+            elif "done" in message or ("fail" in message and self._crashed is not None):
                 self._answered = True
+                if self._crashed is not None:  # the step unwound at its crash point: the runner crashes it
+                    point, self._crashed = self._crashed, None
+                    raise CrashPointFired(point)
                 return message.get("value")
             elif "fail" in message:
                 self._answered = True
@@ -316,7 +336,14 @@ class ExecGateway:
             elif call == "recorder.shutdown":
                 h.recorder.shutdown()
             elif call == "backend.ingest":
-                h.backends[a["backend"]].ingest(a["session"], a["texts"])
+                keys = a.get("keys") if self.version >= 2 else None
+                h.backends[a["backend"]].ingest(a["session"], a["texts"], keys)
+            elif call == "crash_point" and self.version >= 2:
+                try:
+                    h.crash_point(str(a["point"]))
+                except CrashPointFired as fired:
+                    self._crashed = fired.point
+                    return {"error": "crashed", "point": fired.point}
             elif call == "hooks.on_session_finalize":
                 h.hooks.on_session_finalize(a["session"], a["reason"])
             elif call == "hooks.on_session_reset":

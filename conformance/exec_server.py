@@ -15,11 +15,12 @@ from collections.abc import Callable
 from typing import IO, Any
 
 from conformance import exec_gateway, values
-from conformance.adapter import BackendBusy, BackendUnavailable, Gateway, Harness, Inbound
+from conformance.adapter import BackendBusy, BackendUnavailable, CrashPointFired, Gateway, Harness, Inbound
 from conformance.registry import resolve
 from conformance.runner import close_gateway, exception_text
 from conformance.wire import (
     VERSION,
+    VERSIONS,
     chat_from_wire,
     dumps,
     resources_to_wire,
@@ -53,6 +54,8 @@ class Channel:
             if isinstance(answer.get("ready_at"), int):
                 raise BackendBusy(answer.get("message", "memory backend slow"), answer["ready_at"])
             raise BackendUnavailable(answer.get("message", "memory backend unavailable"))
+        if answer.get("error") == "crashed":  # a crash point fired: unwind the step, as in process
+            raise CrashPointFired(str(answer.get("point", args.get("point", ""))))
         if "error" in answer:
             raise RuntimeError(f"harness refused {name}: {answer['error']}")
         return answer.get("result")
@@ -106,9 +109,23 @@ class _Proxy:
         return forward
 
 
+class _KeyedIngest(_Proxy):
+    """`ingest(session, texts, keys=None)`: the keys go on the wire only when given (v2)."""
+
+    def ingest(self, session: str, texts: Any, keys: Any = None) -> Any:
+        payload: dict[str, Any] = {"session": session, "texts": list(texts), **self._extra}
+        if keys is not None:
+            payload["keys"] = list(keys)
+        return self._channel.call("backend.ingest", **payload)
+
+
 class RemoteHarness(Harness):
     def note(self, what: str, **detail: Any) -> None:
         self.scheduler.channel.call("note", what=what, detail=detail)  # type: ignore[attr-defined]
+
+    def crash_point(self, point: str) -> None:
+        """Asks the parent (v2); its answer 'crashed' raises `CrashPointFired` here."""
+        self.scheduler.channel.call("crash_point", point=point)  # type: ignore[attr-defined]
 
 
 def _harness(channel: Channel, zone: str, now: int, backends: list[str], seed: int = 0) -> RemoteHarness:
@@ -126,7 +143,7 @@ def _harness(channel: Channel, zone: str, now: int, backends: list[str], seed: i
         llm=_Proxy(channel, "llm", {"request": ("chat", "session", "prompt")}),  # type: ignore[arg-type]
         platform=_Proxy(channel, "platform", {"send_reply": ("chat", "session", "text")}),  # type: ignore[arg-type]
         recorder=recorder,  # type: ignore[arg-type]
-        backends={name: _Proxy(channel, "backend", {"ingest": ("session", "texts")}, backend=name)  # type: ignore[misc]
+        backends={name: _KeyedIngest(channel, "backend", {"ingest": ("session", "texts")}, backend=name)  # type: ignore[misc]
                   for name in backends},
         hooks=_Proxy(channel, "hooks", {"on_session_finalize": ("session", "reason"),  # type: ignore[arg-type]
                                         "on_session_reset": ("session",)}),
@@ -147,8 +164,8 @@ def serve(factory: Callable[[], Gateway], reader: IO[str], writer: IO[str]) -> N
                 harness.clock.set(request["now"])
             try:
                 value: Any = None
-                if op == "hello":
-                    value = {"version": VERSION}
+                if op == "hello":  # the version asked, if this end speaks it (a v1 parent gets v1)
+                    value = {"version": request.get("version") if request.get("version") in VERSIONS else VERSION}
                 elif op == "profile":
                     value = values.profile(gateway.profile(config_from_document(request["config"]))).to_detail()
                 elif op == "start":
@@ -184,6 +201,8 @@ def serve(factory: Callable[[], Gateway], reader: IO[str], writer: IO[str]) -> N
                 channel.send({"done": True, "value": value})
             except ParentGone:
                 raise
+            except CrashPointFired:  # the step is unwound: the parent crashes this gateway next
+                channel.send({"done": True, "value": None})
             except values.BadValue as err:  # the message the runner gives the same answer in process
                 channel.send({"fail": {"message": f"bad value in answer to {op}: {err}"}})
             except BaseException as err:

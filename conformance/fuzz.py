@@ -147,6 +147,7 @@ class SeedTask:
     shrink: bool = True
     strict: bool = False  # a vacuous check fails
     isolation: Isolation = Isolation()
+    crash_points: bool = False  # a seeded swarm fires the gateway's declared crash points
 
 
 @dataclass(frozen=True)
@@ -180,8 +181,10 @@ def run_seed(task: SeedTask) -> SeedOutcome:
 def _run_seed(task: SeedTask) -> SeedOutcome:
     scenario = scenario_for_seed(task.seed, task.profile)
     with cyclic_gc_paused():  # the run's log is freed before the collector is back: it would walk every record
-        result = run_scenario(scenario, factory(task.gateway, task.isolation)(), task.gateway, strict=task.strict)
+        result = run_scenario(scenario, factory(task.gateway, task.isolation)(), task.gateway, strict=task.strict,
+                              crash_points=task.crash_points)
         bad, failure, verdicts, skipped = failing(result), result.failure, result.verdicts, bool(result.skipped)
+        scenario = result.scenario  # with --crash-points, the fires written in as `crash_at` events
         del result
     if skipped:
         return SeedOutcome(task.seed, skipped=True)
@@ -194,7 +197,8 @@ def _run_seed(task: SeedTask) -> SeedOutcome:
     out = Path(task.out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{scenario.name}.yaml"
-    header = "\n".join([f"generated: seed {task.seed}, profile {task.profile}; gateway {task.gateway}",
+    header = "\n".join([f"generated: seed {task.seed}, profile {task.profile}{', crash points' if task.crash_points else ''}; "
+                        f"gateway {task.gateway}",
                         *(f"failing: {check} {summary}" for check, summary in bad.items()),
                         f"reproduce: sessiongate run {path.name} --gateway {task.gateway}"])
     text = dump_text(scenario, header)
@@ -394,7 +398,8 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     out = Path(args.out)
     made_out = not out.exists()
     staging = out / f".staging-{os.getpid()}"  # shards may share --out: one staging folder per run
-    tasks = [SeedTask(seed, args.gateway, args.profile, str(staging), not args.no_shrink, args.strict, isolation)
+    tasks = [SeedTask(seed, args.gateway, args.profile, str(staging), not args.no_shrink, args.strict, isolation,
+                      args.crash_points)
              for seed in seeds]
     progress = Progress(len(tasks))
     done = failed = broken = refused = vacuous = checkers = skipped = 0
@@ -527,6 +532,9 @@ def add_commands(subparsers: Any) -> None:
     fuzz.add_argument("--profile", default="default", choices=sorted(PROFILES))
     fuzz.add_argument("--no-shrink", action="store_true", help="write failures without shrinking them")
     fuzz.add_argument("--strict", action="store_true", help="a check that examined nothing (vacuous) fails")
+    fuzz.add_argument("--crash-points", action="store_true",
+                      help="also crash the gateway inside steps, at a seeded random subset of the crash points it "
+                           "declares (off by default: results for existing seeds stay comparable)")
     fuzz.add_argument("--findings-ok", action="store_true",
                       help="failed checks are findings to report (exit 0); gateway errors and timeouts exit 1, "
                            "except NotImplementedError at start (a config the gateway says it cannot drive)")

@@ -21,6 +21,7 @@ from typing import Any
 
 from conformance import values
 from conformance.adapter import (
+    CrashPointFired,
     FakeLLM,
     Gateway,
     GatewayTimeout,
@@ -49,6 +50,7 @@ from sim.scenario import (
     Checkpoint,
     Command,
     Crash,
+    CrashAt,
     DbLocked,
     Delegate,
     DeleteParent,
@@ -61,6 +63,62 @@ from sim.scenario import (
 )
 
 DEFAULT_BUDGET = 2_000_000
+
+# `fuzz --crash-points`: FoundationDB's swarm. Each declared point is enabled with
+# SWARM_ENABLE_PERCENT, then fires at each hit with a per-point chance from SWARM_FIRE_PERCENT;
+# at most SWARM_MAX_FIRES fires a run, so a run ends and each fire stays one event to shrink.
+SWARM_ENABLE_PERCENT = 50
+SWARM_FIRE_PERCENT = (2, 10, 30, 100)
+SWARM_MAX_FIRES = 2
+SWARM_DOWNTIME_SECONDS = (5, 60)  # a fired point's process is back this long after (as a crash/restart pair is)
+
+
+class Swarm:
+    """Which crash points fire in one generated run, drawn from the seed's own random stream
+    (`derive_seed(seed, 'crash-points')`: generation's stream is untouched, so a seed's
+    scenario is the same with crash points on or off). Each fire is kept as (step, point, hit)
+    so `with_fires` can write it down as a `crash_at` event: the file replays it exactly."""
+
+    def __init__(self, seed: int, declared: frozenset[str]) -> None:
+        import random
+
+        from sim.engine import derive_seed
+
+        rng = random.Random(derive_seed(seed, "crash-points"))
+        self._rng = rng
+        self.enabled: dict[str, int] = {}
+        for point in sorted(declared):
+            on = rng.randrange(100) < SWARM_ENABLE_PERCENT
+            chance = SWARM_FIRE_PERCENT[rng.randrange(len(SWARM_FIRE_PERCENT))]
+            if on:
+                self.enabled[point] = chance
+        self.fires: list[tuple[int, str, int, int | None]] = []
+        self.run: Run | None = None
+
+    def __call__(self, point: str) -> tuple[bool, int | None]:
+        chance = self.enabled.get(point)
+        if chance is None or len(self.fires) >= SWARM_MAX_FIRES or self._rng.randrange(100) >= chance:
+            return False, None
+        assert self.run is not None
+        down = self._rng.randint(*SWARM_DOWNTIME_SECONDS) * 1000
+        self.fires.append((self.run.log.step, point, self.run.harness.points.since[point], down))
+        return True, down
+
+
+def with_fires(scenario: Scenario, fires: Sequence[tuple[int, str, int, int | None]]) -> Scenario:
+    """`scenario` with each fire written as the `crash_at` that arms it: just before the
+    event whose step it fired in (a hit counts from the start of that event; a fire in
+    quiescence counts from the start of the last event)."""
+    from dataclasses import replace
+
+    events = list(scenario.events)
+    for inserted, (step, point, hit, down) in enumerate(fires):
+        index = min(step, len(scenario.events)) - 1 + inserted
+        t = events[index].t
+        if isinstance(events[index], Advance):  # it calls the gateway nothing: arm just after it (a file
+            index += 1  # cannot say 'advance 0', which a crash_at before it would make of it)
+        events.insert(index, CrashAt(t, point=point, hit=hit, restart_after=down))
+    return replace(scenario, events=tuple(events))
 
 
 @dataclass
@@ -89,6 +147,17 @@ class RunResult:
     @property
     def passed(self) -> bool:
         return self.failure is None and all(v.status in ("pass", "skip", "xfail") for v in self.verdicts.values())
+
+
+class _Died(Exception):
+    """A crash point fired and the runner has crashed the gateway: unwinds the runner's own
+    step (a timer, an event, a restart) to where the run goes on."""
+
+
+# Not steps where a crash point fires: views, crash itself, and boot (start, restart). A crash
+# inside a restart's recovery would leave the platform's held messages held past the `restart`
+# record, where the checks take them as delivered: that needs the oracle's say first.
+_NO_POINTS = frozenset({"profile", "resources", "durable_state", "close", "crash", "start", "restart"})
 
 
 class _GatewayRaised(Exception):
@@ -146,6 +215,7 @@ class Run:
         self.inbox: deque[tuple[Event, Any]] = deque()  # what arrived while the gateway was down
         self.resources = ResourcesDeltas()  # what changed since the last sample
         self.current_event = "start"
+        self.final = False  # the final SIGTERM of quiescence: no crash point fires in it
         self.chats = {chat.name: chat for chat in reversed(scenario.chats)}  # the first of a name, as Scenario.chat
         backends = {"recorder": MemoryBackend("recorder", self.log, self.clock.now)}
         for spec in scenario.config.providers:
@@ -166,6 +236,8 @@ class Run:
             seed=scenario.seed,
         )
         self.config = scenario.config  # with the gateway's default reset policy in force, once it is known
+        self.swarm: Swarm | None = None  # the seeded crash-point swarm of `fuzz --crash-points`, if any
+        self.swarm_seed: int | None = None
 
     # -- calling the gateway -------------------------------------------------------------
 
@@ -173,18 +245,59 @@ class Run:
         """`fn(*args)` for the gateway: whatever it raises, SystemExit, KeyboardInterrupt and any
         other BaseException included, is its error at this step, never a crash or an exit of the
         run. Only the harness's own `Interrupted` (its signal handler) and budget pass through."""
+        points = self.harness.points
+        points.live = what not in _NO_POINTS and not self.final
         try:
-            return fn(*args)
-        except (EventBudgetExceeded, _GatewayRaised, Interrupted):
+            result = fn(*args)
+        except CrashPointFired as fired:
+            points.live = False
+            if fired.point != points.fired:  # raised by the gateway itself, not the harness: its error
+                raise _GatewayRaised(GatewayFailure("error", self.log.step, what, exception_text(fired))) from None
+            self._died_at(fired.point)
+            raise _Died(fired.point) from None
+        except (EventBudgetExceeded, _GatewayRaised, Interrupted, _Died):
             raise
         except GatewayTimeout as err:
             raise _GatewayRaised(GatewayFailure("timeout", self.log.step, what, str(err))) from err
         except RemoteGatewayError as err:
             raise _GatewayRaised(GatewayFailure("error", self.log.step, what, str(err), err.traceback)) from err
         except BaseException as err:  # the gateway under test raised: an error verdict, never a crash
+            if points.fired is not None:
+                raise self._went_on(what, err) from err
             raise _GatewayRaised(
                 GatewayFailure("error", self.log.step, what, exception_text(err), _short_traceback(err))
             ) from err
+        finally:
+            points.live = False
+        if points.fired is not None:
+            raise self._went_on(what, None)
+        return result
+
+    def _went_on(self, what: str, err: BaseException | None) -> _GatewayRaised:
+        """A dead process does not run on: a gateway that caught its crash point's exception."""
+        how = f"raised {exception_text(err)} instead" if err is not None else "returned normally"
+        return _GatewayRaised(GatewayFailure("error", self.log.step, what,
+                                             f"crash point {self.harness.points.fired!r} fired, and the gateway caught "
+                                             f"CrashPointFired and {how}: a gateway must let it unwind the step"))
+
+    def _died_at(self, point: str) -> None:
+        """The process died at `point`: exactly a `crash` at this instant (the gateway's
+        `crash()` drops what the dead process held), logged with the point's name."""
+        self.log.add("crash", point=point)
+        self.llm.epoch += 1
+        self.harness.scheduler.void()
+        self.up = False
+        points = self.harness.points
+        points.fired = None
+        if points.restart_after is not None:
+            self.engine.call_later(points.restart_after, self._restart_after_point)
+        self._call("crash", self.gateway.crash)
+        self._snapshot("crash")
+
+    def _restart_after_point(self) -> None:
+        """`crash_at`'s `restart_after`: the process is back (unless a scripted restart was first)."""
+        if not self.up:
+            self._restart()
 
     def _answer(self, what: str, check: Callable[[Any], Any], fn: Callable[..., Any], *args: Any) -> Any:
         """`_call`, and the answer validated (`conformance.values`, as over the wire): a value of
@@ -297,11 +410,24 @@ class Run:
     def _apply(self, step: int, event: Event) -> None:
         self.log.step = step
         self.current_event = f"{event.kind} (line {event.line})" if event.line else event.kind
+        self.harness.points.since = {}  # a fired point's hit count, as a `crash_at` before this event would count it
         kind = event.kind
         if kind in self.profile.unsupported:
             self.log.add("skipped", event=kind, reason="the gateway declares it cannot take this event")
             return
-        if isinstance(event, Message):
+        with suppress(_Died):  # a crash point killed it mid-event: the run goes on as after any crash
+            self._apply_event(event, kind)
+        self._sample_resources()
+
+    def _apply_event(self, event: Event, kind: str) -> None:
+        if isinstance(event, CrashAt):
+            if event.point not in self.profile.crash_points:
+                self.log.add("skipped", event=kind, reason=f"the gateway declares no crash point {event.point!r}")
+            else:
+                extra = {} if event.restart_after is None else {"restart_after": event.restart_after}
+                self.log.add("crash_at", point=event.point, hit=event.hit, **extra)
+                self.harness.points.arm(event.point, event.hit, event.restart_after)
+        elif isinstance(event, Message):
             muted = event.muted
             if muted and "muted" in self.profile.unsupported:
                 # Still a user turn (the rest of the scenario relies on it), but a plain one: the
@@ -344,7 +470,7 @@ class Run:
             before = _row_counts(self._durable())
             self._call("db_locked", self.gateway.lock_store, until)
             if until - 1 > event.t:  # the last instant still locked: nothing may have been written
-                self.engine.timer(until - 1, self._verify_locked, event.t, until, before, step, self.current_event)
+                self.engine.timer(until - 1, self._verify_locked, event.t, until, before, self.log.step, self.current_event)
         elif isinstance(event, BackendFail):
             self.log.add("backend_fail", backend=event.provider, until=event.t + event.duration)
             self.backends[event.provider].down_until = event.t + event.duration
@@ -352,7 +478,6 @@ class Run:
             self.log.add("backend_slow", backend=event.provider, until=event.t + event.duration, delay=event.delay)
             backend = self.backends[event.provider]
             backend.slow_until, backend.slow_delay = event.t + event.duration, event.delay
-        self._sample_resources()
 
     def _to_gateway(self, event: Event, payload: Any) -> None:
         if not self.up:
@@ -374,7 +499,7 @@ class Run:
             return
         self.log.add(how)
         self.llm.epoch += 1  # replies to the stopped process never arrive
-        self._call(how, getattr(self.gateway, how))
+        self._call(how, getattr(self.gateway, how))  # a crash point in a SIGTERM's flushes: `_Died`
         self.up = False
         self._snapshot(how)
 
@@ -391,10 +516,28 @@ class Run:
 
     # -- the whole run -------------------------------------------------------------------
 
+    def _quiesce(self) -> None:
+        """Restart a stopped gateway and run past the horizon; a crash point that kills it on
+        the way (recovery included) is a crash like any other: restart and run again."""
+        while True:
+            try:
+                if not self.up:
+                    self._restart()
+                horizon = self.clock.now() + self.config.horizon()
+                self.log.add("quiesce", until=horizon)
+                self._run_until(horizon)
+            except _Died:
+                continue
+            if self.up:
+                return
+
     def _run_until(self, until: int) -> None:
         engine = self.engine
         while (due := engine.peek()) is not None and due <= until:
-            engine.step()
+            try:  # noqa: SIM105 (once per engine event: a plain try costs nothing until it catches)
+                engine.step()
+            except _Died:
+                pass
             self._sample_resources()
         engine.run_until(until)
 
@@ -413,7 +556,8 @@ class Run:
             failure = failure or raised.failure
         if failure is not None:
             self.log.add("error", failure=failure.kind, event=failure.event, message=failure.message)
-        return RunResult(self.scenario, self.name, self.profile, self.log.records, failure=failure)
+        scenario = with_fires(self.scenario, self.swarm.fires) if self.swarm is not None and self.swarm.fires else self.scenario
+        return RunResult(scenario, self.name, self.profile, self.log.records, failure=failure)
 
     def _drive(self) -> GatewayFailure | None:
         scenario = self.scenario
@@ -438,20 +582,25 @@ class Run:
             if failure is not None:
                 raise _GatewayRaised(failure)
             threads_before = {t.ident for t in threading.enumerate()}
+            if self.profile.crash_points:
+                self.harness.points.declared = self.profile.crash_points
+                self.harness.scheduler.epoch = 0
+                if self.swarm_seed is not None:
+                    self.swarm = Swarm(self.swarm_seed, self.profile.crash_points)
+                    self.swarm.run = self
             self._call("start", self.gateway.start, copy.deepcopy(self.config), self.harness)
             self.up = True
             self._sample_resources()
             for step, event in enumerate(scenario.events, start=1):
                 self._run_until(event.t)
                 self._apply(step, event)
+                if step == 1 and self.swarm is not None:  # a swarm fires from the first event on
+                    self.harness.points.swarm = self.swarm
             # Quiescence: back up, past every boundary and sweep, then a graceful stop.
             self.log.step = len(scenario.events) + 1
             self.current_event = "quiescence"
-            if not self.up:
-                self._restart()
-            horizon = self.clock.now() + self.config.horizon()
-            self.log.add("quiesce", until=horizon)
-            self._run_until(horizon)
+            self._quiesce()
+            self.final = True
             self.log.add("sigterm", final=True)
             self.llm.epoch += 1
             self._call("sigterm", self.gateway.sigterm)
@@ -475,12 +624,17 @@ def _row_counts(state: DurableState) -> Counter[tuple[str, str, str | None]]:
 
 
 def run_scenario(scenario: Scenario, gateway: Gateway, name: str = "gateway", *, budget: int = DEFAULT_BUDGET,
-                 check: bool = True, spill_at: int | None = SPILL_AT, strict: bool = False) -> RunResult:
+                 check: bool = True, spill_at: int | None = SPILL_AT, strict: bool = False,
+                 crash_points: bool = False) -> RunResult:
     """Run `scenario` against a fresh `gateway` instance (closed at the end) and (by default)
     judge it (`strict`: a vacuous pass fails). A log longer than `spill_at` records (None: no
-    limit) is kept in a temporary file."""
+    limit) is kept in a temporary file. `crash_points`: a seeded `Swarm` fires the gateway's
+    declared crash points; `result.scenario` is then the scenario with its fires written in."""
     with cyclic_gc_paused(), _stdio_kept(), _sigint_is_ours():
-        result = Run(scenario, gateway, name, budget, spill_at).execute()
+        run = Run(scenario, gateway, name, budget, spill_at)
+        if crash_points:
+            run.swarm_seed = scenario.seed
+        result = run.execute()
         if check:
             from conformance.checks import judge
 

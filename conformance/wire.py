@@ -15,7 +15,8 @@ from conformance.adapter import Profile, policy_from_detail
 from conformance.observations import DurableState, Resources, StoredMessage, StoredSession
 from sim.scenario import Chat
 
-VERSION = 1
+VERSION = 2  # 2: crash points (the `crash_point` call, `crash_points` in the profile, `keys` on ingest)
+VERSIONS = (1, 2)  # what the parent speaks: a v1 child declares no crash points and sends no keys
 
 
 def dumps(obj: dict[str, Any]) -> str:

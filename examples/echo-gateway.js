@@ -20,14 +20,17 @@ const call = async (name, args) => {
 };
 
 const sessions = new Map(); // chat name -> {id, messages: [[role, content, visibility]]}
+let version = 1; // the protocol version agreed at hello: 2 has crash points
 const pending = new Map(); // LLM request id -> {chat, session, user}
 
 async function handle(req) {
   switch (req.op) {
     case "hello":
-      return { version: 1 };
-    case "profile":
-      return { finalization: "lazy", latency: 0, crash_durable: false, sweep_interval: 0, unsupported: [] };
+      version = req.version >= 2 ? 2 : 1;
+      return { version };
+    case "profile": // v2: the places a crash_at may kill this process mid-step
+      return { finalization: "lazy", latency: 0, crash_durable: false, sweep_interval: 0, unsupported: [],
+               ...(version >= 2 ? { crash_points: ["reply-sent"] } : {}) };
     case "deliver_message": {
       const chat = req.chat.name;
       if (!sessions.has(chat)) sessions.set(chat, { id: `echo-${chat}`, messages: [] });
@@ -43,6 +46,9 @@ async function handle(req) {
       pending.delete(req.request);
       turn.session.messages.push(["assistant", req.text, "visible"]);
       await call("platform.send_reply", { chat: turn.chat, session: turn.session.id, text: req.text });
+      // The reply is out, the memory sync not yet: if the harness answers 'crashed', `call` throws
+      // and the step ends (as `fail`): the process is dead from here on.
+      if (version >= 2) await call("crash_point", { point: "reply-sent" });
       await call("recorder.sync_turn", { session: turn.session.id, user: turn.user, assistant: req.text });
       return null;
     }

@@ -28,6 +28,15 @@ from sim.scenario import Chat, GatewayConfig, ProviderSpec, ResetPolicy
 _cancelled = attrgetter("cancelled")
 SWEEP_INTERVAL = 5 * MINUTE  # idle sweeps in lazy mode, where there is no watcher
 FLUSH_RETRY = SECOND
+# Where durable and volatile state can part inside a step (`Harness.crash_point`, FDB's BUGGIFY).
+CRASH_POINTS = frozenset({
+    "batch-shipped",  # a batching provider's backend took a batch; its watermark is not saved
+    "end-recorded",  # a session's end is recorded; the routing entry still points at it
+    "route-rotated",  # the routing entry is rotated; the end hooks have not fired
+    "heal-recreated",  # a deleted row is recreated; the transcript replay is not written
+    "rows-chunk-written",  # a long write has committed some chunks of rows in its transaction
+    "shutdown-flushing",  # SIGTERM has flushed some agents; others still hold turns
+})
 
 
 @dataclass(slots=True)
@@ -60,15 +69,20 @@ class ReferenceGateway:
         default = ResetPolicy() if config.reset_default else None
         if config.watcher_interval is None:
             return Profile("lazy", 0, crash_durable=True, sweep_interval=SWEEP_INTERVAL, reply_within=reply_within,
-                           reset_default=default)
+                           reset_default=default, crash_points=CRASH_POINTS)
         return Profile("eager", config.watcher_interval, crash_durable=True, sweep_interval=config.watcher_interval,
-                       reply_within=reply_within, reset_default=default)
+                       reply_within=reply_within, reset_default=default, crash_points=CRASH_POINTS)
 
     def start(self, config: GatewayConfig, harness: Harness) -> None:
         self.config, self.h = config, harness
         self.policies: dict[str, ResetPolicy] = {}  # chat key -> its reset policy under `config`
-        self.store = Store(harness.clock.now, self.db_path)  # the disk: it outlives crashes
+        self.store = self.make_store()  # the disk: it outlives crashes
+        self.store.crash_point = harness.crash_point
         self.boot()
+
+    def make_store(self) -> Store:
+        """The durable store (the bug zoo swaps in a broken one here)."""
+        return Store(self.h.clock.now, self.db_path)
 
     def boot(self) -> None:
         """Build every in-memory object from the store (first start and every restart)."""
@@ -78,18 +92,21 @@ class ReferenceGateway:
         self.inflight: dict[str, Pending] = {}
         self.busy_chats: dict[str, str] = {}  # chat key -> request id
         self.queues: dict[str, deque[tuple[str, Any, int]]] = {}
+        self.due_chats: set[str] = set()  # chats whose waiting commands the store holds as due
         self.children: dict[str, str] = {}  # parent session -> delegate child session
         self.timers: list[Timer] = []  # retries of refused writes
         self.tick_timer: Timer | None = None
         self.tick_origin = self.h.clock.now()
+        self.command_time: int | None = None  # while a command cut by a crash is finished: when it took effect
         self.expiries = ExpiryQueue()
         self.store.take_saved_routes()
         self.track_expiries(self.store.routes())
         providers = [self.make_provider(spec) for spec in self.config.providers]
         self.memory = MemoryManager(self.h.recorder, providers, self.store)
         self.running = True
+        self.memory.recover()  # first: what an end interrupted by a crash owed its backends goes before the end
         self.finish_interrupted_ends()
-        self.memory.recover()
+        self.finish_commands()
         self.schedule_tick()
 
     def make_policy(self) -> ResetPolicyEvaluator:
@@ -123,18 +140,24 @@ class ReferenceGateway:
             for kind, payload, _arrival in self.queues[key]:
                 chat = payload.chat if kind == "message" else payload[0]
                 self.h.note("interrupted", chat=chat.name, queued=kind)
-        for agent in [*self.cache.agents.values(), *self.unflushed.values()]:
+        for index, agent in enumerate([*self.cache.agents.values(), *self.unflushed.values()]):
+            if index:
+                self.h.crash_point("shutdown-flushing")
             self.release(agent)
             self.memory.flush(agent.session)
         self.memory.shutdown()
         self.running = False
 
     def crash(self) -> None:
-        """SIGKILL: every object but the store (the disk) is gone; no hook runs."""
-        self.stop_timers()
+        """SIGKILL: every object but the store (the disk) is gone; no hook runs. A crash point
+        may have cut a step (or a restart's boot) anywhere: what it half-built goes too, and the
+        store keeps its database only, not its read caches."""
+        if "tick_timer" in self.__dict__:
+            self.stop_timers()
         self.running = False
-        for name in ("cache", "unflushed", "inflight", "busy_chats", "queues", "children", "memory"):
-            delattr(self, name)
+        for name in ("cache", "unflushed", "inflight", "busy_chats", "queues", "due_chats", "children", "memory"):
+            self.__dict__.pop(name, None)
+        self.store.reopen()
 
     def restart(self) -> None:
         self.boot()
@@ -318,6 +341,9 @@ class ReferenceGateway:
         del self.inflight[request_id]
         assert pending.reply is not None
         self.send_reply(pending)
+        if not pending.delegate and (waiting := self.waiting_commands(pending.key)):
+            self.store.commands_due(pending.key, waiting)  # due now, crash or not, until a turn starts ahead
+            self.due_chats.add(pending.key)
         agent.busy, agent.last_activity = self.still_busy(agent.session), self.h.clock.now()
         if not pending.delegate:
             user = next(r.content for r in reversed(agent.rows) if r.role == "user" and r.turn == pending.turn)
@@ -355,22 +381,40 @@ class ReferenceGateway:
         """Forget an interrupted turn's rows; they never reached the store."""
         agent.rows = [r for i, r in enumerate(agent.rows) if i < agent.flushed or r.turn != turn]
 
+    def waiting_commands(self, key: str) -> list[str]:
+        """The commands in the chat's queue, in order."""
+        return [payload[1] for kind, payload, _arrival in self.queues.get(key, ()) if kind == "command"]
+
     def drain_queue(self, key: str) -> None:
         queue = self.queues.get(key)
+        due = key in self.due_chats
         while queue and key not in self.busy_chats:
             kind, payload, arrival = queue.popleft()
             if kind == "message":
                 self.start_turn(payload, arrival)
             else:
+                if due:
+                    self.store.command_taken(key)
                 self.run_command(*payload)
+        if due:
+            self.due_chats.discard(key)
+            self.store.clear_due(key)
         if queue is not None and not queue:
             del self.queues[key]
 
     def run_command(self, chat: Chat, command: str) -> None:
-        key = chat_key(chat)
+        self.command(chat_key(chat), command)
+
+    def command(self, key: str, command: str, when: int | None = None) -> None:
+        """Carry out a command, journaled: a crash inside it (at `end-recorded` or
+        `route-rotated`) is finished at the restart by `finish_commands` (`when`: the time it
+        took effect, for one finished so)."""
         route = self.store.route(key)
         if route is None or route.session_id is None:
+            self.store.journal_done(key)  # one taken from the due commands: nothing to finish
             return
+        self.command_time = when
+        self.store.journal_command(key, command)
         if not route.ended and (reason := self.expiry_reason(route)):
             self.end_session(route, reason)  # a command past the boundary notices it, as a message does
         if command in ("/new", "/reset"):
@@ -378,7 +422,29 @@ class ReferenceGateway:
                 self.end_session(route, "new")
         elif command == "/resume":
             self.resume_previous(route)
+        self.store.journal_done(key)
+        self.command_time = None
         self.schedule_tick()
+
+    def finish_commands(self) -> None:
+        """After a crash: the commands it cut short, finished once (after the interrupted ends),
+        then those a reply had made due. A /resume that had chosen its sessions switches between
+        those, wherever it stopped; each resumed life begins when its /resume took effect."""
+        for key, command, when, left, target in self.store.journal():
+            route = self.store.route(key)
+            if command == "/resume" and target is not None and route is not None:
+                if route.session_id != target:
+                    self.switch_to(route, left, target, when)  # its life began when the /resume took effect
+                elif left is not None:
+                    self.memory.switch(left, target)  # the route was switched; its hook had not fired
+                self.store.journal_done(key)
+            else:
+                self.command(key, command, when)
+        for key, _command, _when in self.store.due():
+            self.store.command_taken(key)
+            for key2, command, when, _left, _target in self.store.journal():
+                if key2 == key:
+                    self.command(key, command, when)
 
     def resume_previous(self, route: Route) -> None:
         """/resume: switch back to the chat's previous session; the one left behind ends. Past a
@@ -389,10 +455,15 @@ class ReferenceGateway:
         if target is None:
             self.h.note("resume_skipped", chat=route.chat, reason="no previous session")
             return
+        self.store.journal_switch(route.chat_key, left, target)
         if left is not None:
             self.end_session(route, "switch")
+        self.switch_to(route, left, target, self.command_time)
+
+    def switch_to(self, route: Route, left: str | None, target: str, now: int | None = None) -> None:
+        """The rest of a /resume: a new life of `target`, the route to it, the switch hook."""
         self.store.bump_life(target)
-        now = self.h.clock.now()
+        now = self.h.clock.now() if now is None else now
         route.previous_id = left if left is not None else route.previous_id
         route.session_id, route.ended, route.anchor, route.last_user = target, False, now, now
         self.store.save_route(route)
@@ -405,10 +476,13 @@ class ReferenceGateway:
         """The one way a session ends: full transcript to memory, then finalize; durably once."""
         session = route.session_id
         assert session is not None
+        recorded = self.store.record_end(session, reason)  # first: a crash after it is finished at boot
+        self.h.crash_point("end-recorded")
         route.ended = True
         self.store.save_route(route)
-        if not self.store.record_end(session, reason):
+        if not recorded:
             return
+        self.h.crash_point("route-rotated")
         agent = self.cache.pop(session) or self.unflushed.pop(session, None)
         if agent is not None and not self.release(agent):
             self.unflushed[session] = agent
@@ -427,12 +501,23 @@ class ReferenceGateway:
     def finish_interrupted_ends(self) -> None:
         """A crash between recording an end and its hooks: finish them, once."""
         for session, reason, memory_done, finalize_done in self.store.unfinished_ends():
+            if reason != "switch":  # a /resume cut short is finished by `finish_commands`
+                self.close_route(session)
             if not memory_done:
                 self.end_memory(session, reason, None)
                 self.store.mark_end_done(session, "memory_done")
             if not finalize_done:
                 self.finalize(session, reason)
                 self.store.mark_end_done(session, "finalize_done")
+
+    def close_route(self, session: str) -> None:
+        """A crash after an end was recorded and before its routing entry was rotated: the
+        entry still points at the ended session, and the chat's next message must not land
+        in it."""
+        for route in self.store.routes():
+            if route.session_id == session and not route.ended and self.store.is_ended(session):
+                route.ended = True
+                self.store.save_route(route)
 
     def tick(self) -> None:
         """The expiry watcher (eager mode), the idle sweep and retries of failed writes."""
@@ -543,6 +628,8 @@ class ReferenceGateway:
             if agent.flushed and not agent.replay_pending and not self.store.session_exists(agent.session):
                 self.heal(agent)  # history loaded from a row that has since been deleted
             self.create_row(agent)
+            if agent.replay_pending:
+                self.h.crash_point("heal-recreated")
         start = 0 if agent.replay_pending else agent.flushed
         self.store.append(agent.session, agent.rows[start:])
         agent.flushed, agent.replay_pending = len(agent.rows), False

@@ -4,7 +4,9 @@
 (seed 001): it buffers turns and ships every N-th; it flushes at session end, eviction and
 shutdown (before refusing new work). Its buffer is durable (an outbox in the store, apart
 from the transcript, so another surface deleting a session's rows cannot take it), and a
-watermark of shipped turn ids means nothing ships twice, even across a crash.
+watermark of shipped turn ids means nothing ships twice, even across a crash. A crash between
+a ship and its watermark (crash point `batch-shipped`) re-ships at the restart; the backend
+takes each text once, by its idempotency key.
 """
 
 from __future__ import annotations
@@ -37,11 +39,15 @@ class BatchingProvider:
         self.owed: set[str] = set()  # sessions whose flush was asked for and failed
 
     def sync_turn(self, turn: Turn) -> None:
+        if self.buffer(turn):
+            self.flush(turn.session)
+
+    def buffer(self, turn: Turn) -> bool:
+        """Take the turn into the durable outbox and the buffer; True if a batch is now due."""
         self.store.outbox_add(self.name, turn.session, turn.turn, turn.user, turn.assistant)
         self.buffers.setdefault(turn.session, []).append(turn)
         self.counts[turn.session] = self.counts.get(turn.session, 0) + 1
-        if self.counts[turn.session] % self.every == 0:
-            self.flush(turn.session)
+        return self.counts[turn.session] % self.every == 0
 
     def flush(self, session: str) -> bool:
         """Ship the session's buffered turns not yet shipped (the watermark); clear on success."""
@@ -53,18 +59,26 @@ class BatchingProvider:
             if self.shutting_down:
                 return False
             try:
-                self.backend.ingest(session, [text for t in pending for text in (t.user, t.assistant)])
+                self.ship(session, pending)
             except BackendUnavailable as err:
                 self.owed.add(session)  # kept; retried at the next tick, flush or shutdown
                 if isinstance(err, BackendBusy) and self.retry_at is not None:
                     self.retry_at(err.ready_at)  # and the moment a slow backend is done: late is late (I3)
                 return False
+            self.store.crash_point("batch-shipped")  # the backend has them; the watermark not yet
             self.store.mark_ingested(self.name, [t.turn for t in pending])
             self.shipped.update(t.turn for t in pending)
         self.store.outbox_done(self.name, [t.turn for t in buffer])
         del self.buffers[session]
         self.owed.discard(session)
         return True
+
+    def ship(self, session: str, pending: Sequence[Turn]) -> None:
+        """One backend call, keyed by turn and half: a crash after it and before the watermark
+        re-ships the batch at the restart, and the backend takes each text once."""
+        texts = [text for t in pending for text in (t.user, t.assistant)]
+        keys = [f"{self.name}/{t.turn}/{half}" for t in pending for half in ("user", "assistant")]
+        self.backend.ingest(session, texts, keys)
 
     def on_session_end(self, session: str) -> None:
         self.flush(session)
@@ -98,14 +112,18 @@ class MemoryManager:
         """The recorder ships each turn at once and keeps no buffer, so it needs no watermark
         (one was written per turn and never read); the batching providers keep theirs."""
         self.recorder.sync_turn(turn.session, turn.user, turn.assistant)
-        for provider in self.providers:
-            provider.sync_turn(turn)
+        due = [provider for provider in self.providers if provider.buffer(turn)]  # every outbox first: a crash
+        for provider in due:  # in one provider's ship must not cost the next provider the turn
+            provider.flush(turn.session)
 
     def end_session(self, session: str, transcript: Sequence[Row]) -> None:
-        """on_session_end with the full transcript; batching providers flush their buffer."""
-        self.recorder.on_session_end(session, [(r.role, r.content) for r in transcript])
+        """Batching providers flush their buffer, then on_session_end with the full transcript.
+        Flushes first: a crash between them (at `batch-shipped`) leaves the end to the restart,
+        which ships the outbox before it finishes the end, so a session's turns still reach
+        every backend by its end."""
         for provider in self.providers:
             provider.on_session_end(session)
+        self.recorder.on_session_end(session, [(r.role, r.content) for r in transcript])
 
     def switch(self, old: str | None, new: str) -> None:
         self.recorder.on_session_switch(old, new)

@@ -65,6 +65,12 @@ CREATE TABLE memory_outbox (
     assistant TEXT NOT NULL
 );
 CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+-- A command being carried out, so a crash inside it is finished at the restart (a /resume with
+-- the sessions it switches between once it has chosen them: finishing it must not resume twice).
+CREATE TABLE command_journal (chat_key TEXT PRIMARY KEY, command TEXT NOT NULL, t INTEGER NOT NULL, left_id TEXT, target_id TEXT);
+-- Commands a turn's reply made due (they waited behind it; messages between them never started),
+-- not yet carried out: a crash before the chat's queue is drained must not lose them.
+CREATE TABLE due_commands (seq INTEGER PRIMARY KEY AUTOINCREMENT, chat_key TEXT NOT NULL, command TEXT NOT NULL, t INTEGER NOT NULL);
 """
 
 
@@ -122,6 +128,7 @@ class Store:
 
     def __init__(self, now: Callable[[], int], path: str = ":memory:") -> None:
         self._now = now
+        self.crash_point: Callable[[str], None] = _no_point  # the gateway's `Harness.crash_point`
         if path == ":memory:":
             self.db = _fresh_memory_db()
         else:
@@ -144,6 +151,19 @@ class Store:
             self.db.executescript(SCHEMA)
         # The routing table, read once: only `save_route` writes it, and it keeps this in step.
         self._routing: dict[str, tuple[str, str, str | None, str | None, int | None, int | None, bool]] = {
+            route.chat_key: (route.chat_key, route.chat, route.session_id, route.previous_id, route.last_user,
+                             route.anchor, route.ended)
+            for route in self.read_routes()
+        }
+
+    def reopen(self) -> None:
+        """After a crash: the read caches were the dead process's memory (a crash point may have
+        cut a write between the database and a cache); only the database survives."""
+        self._transcripts.clear()
+        self._existing.clear()
+        self._lives.clear()
+        self.saved_routes = {}
+        self._routing = {
             route.chat_key: (route.chat_key, route.chat, route.session_id, route.previous_id, route.last_user,
                              route.anchor, route.ended)
             for route in self.read_routes()
@@ -386,6 +406,43 @@ class Store:
             "SELECT session_id, turn_id, user, assistant FROM memory_outbox WHERE provider = ? ORDER BY seq", (provider,)
         ))
 
+    # -- the command journal ----------------------------------------------------------
+
+    def journal_command(self, chat_key: str, command: str) -> None:
+        self.db.execute("INSERT OR REPLACE INTO command_journal(chat_key, command, t) VALUES (?, ?, ?)",
+                        (chat_key, command, self._now()))
+
+    def journal_switch(self, chat_key: str, left: str | None, target: str) -> None:
+        self.db.execute("UPDATE command_journal SET left_id = ?, target_id = ? WHERE chat_key = ?", (left, target, chat_key))
+
+    def commands_due(self, chat_key: str, commands: list[str]) -> None:
+        for command in commands:
+            self.db.execute("INSERT INTO due_commands(chat_key, command, t) VALUES (?, ?, ?)", (chat_key, command, self._now()))
+
+    def command_taken(self, chat_key: str) -> None:
+        """The chat's oldest due command is being carried out: it moves to the command journal
+        in one transaction (a crash between the two would lose it, or run it twice)."""
+        with _transaction(self.db):
+            self.db.execute("INSERT OR REPLACE INTO command_journal(chat_key, command, t) SELECT chat_key, command, t "
+                            "FROM due_commands WHERE chat_key = ? ORDER BY seq LIMIT 1", (chat_key,))
+            self.db.execute("DELETE FROM due_commands WHERE seq = (SELECT MIN(seq) FROM due_commands WHERE chat_key = ?)",
+                            (chat_key,))
+
+    def clear_due(self, chat_key: str) -> None:
+        """A turn started ahead of the chat's remaining commands: they wait behind it again."""
+        self.db.execute("DELETE FROM due_commands WHERE chat_key = ?", (chat_key,))
+
+    def due(self) -> list[tuple[str, str, int]]:
+        """(chat key, command, when it became due) of due commands a crash left, in order."""
+        return list(self.db.execute("SELECT chat_key, command, t FROM due_commands ORDER BY seq"))
+
+    def journal_done(self, chat_key: str) -> None:
+        self.db.execute("DELETE FROM command_journal WHERE chat_key = ?", (chat_key,))
+
+    def journal(self) -> list[tuple[str, str, int, str | None, str | None]]:
+        """(chat key, command, when it took effect, left, target) of the commands a crash cut short."""
+        return list(self.db.execute("SELECT chat_key, command, t, left_id, target_id FROM command_journal ORDER BY chat_key"))
+
     def all_sessions(self) -> list[tuple[str, str | None]]:
         return list(self.db.execute("SELECT id, parent_id FROM sessions ORDER BY id"))
 
@@ -398,9 +455,15 @@ class Store:
         if len(rows) <= _CHUNK:
             self.db.execute(statement(len(rows)), [*shared, *chain.from_iterable(rows)])
             return
-        with _transaction(self.db):
+        with _transaction(self.db):  # a crash between chunks rolls back (SQLite's journal): none land
             for start in range(0, len(rows), _CHUNK):
+                if start:
+                    self.crash_point("rows-chunk-written")
                 self._write_rows(statement, rows[start:start + _CHUNK], shared)
+
+
+def _no_point(_point: str) -> None:
+    """A store used without a harness (tests, tools): no crash point ever fires."""
 
 
 # Statements over n rows (for `Store._write_rows`): SQLite prepares each text once.

@@ -110,7 +110,17 @@ def plain(cover: Coverage) -> list[str]:
         lines.append("")
     lines.append("never reached: " + ("; ".join(f"{r} / {c}" for t in (cover.lifecycle, cover.boundaries)
                                                for r, c in t.unreached()) or "none"))
+    lines += _crash_point_lines(cover)
     return lines
+
+
+def _crash_point_lines(cover: Coverage) -> list[str]:
+    """What the gateway declares and no scenario fired (nothing, for a gateway declaring none)."""
+    if not cover.crash_points:
+        return []
+    fired = sorted(p for p, names in cover.crash_points.items() if names)
+    return [f"crash points fired: {', '.join(fired) or 'none'}",
+            f"crash points declared, never fired: {', '.join(cover.unfired()) or 'none'}"]
 
 
 def _md_table(table: Table, corner: str) -> list[str]:
@@ -138,6 +148,9 @@ def markdown(cover: Coverage, scenarios: int, gateway: str) -> list[str]:
              *_md_table(cover.boundaries, "cause \\ path"), "", "### Cells no scenario reaches yet", ""]
     for table in (cover.lifecycle, cover.boundaries):
         lines += [f"- {r} / {c}" for r, c in table.unreached()]
+    if cover.crash_points:
+        lines += ["", "### Crash points declared, never fired", ""]
+        lines += [f"- `{point}`" for point in cover.unfired()] or ["- none"]
     return lines
 
 

@@ -81,15 +81,36 @@ class Table:
 class Coverage:
     lifecycle: Table
     boundaries: Table
+    crash_points: dict[str, list[str]] = field(default_factory=dict)  # declared point -> scenarios that fired it
+
+    def unfired(self) -> list[str]:
+        """Crash points the gateway declares (its logged profile) that no scenario fired."""
+        return sorted(point for point, fired in self.crash_points.items() if not fired)
 
     def to_detail(self) -> dict[str, Any]:
-        return {"lifecycle": self.lifecycle.to_detail(), "boundaries": self.boundaries.to_detail()}
+        detail = {"lifecycle": self.lifecycle.to_detail(), "boundaries": self.boundaries.to_detail()}
+        if self.crash_points:
+            detail["crash_points"] = {point: self.crash_points[point] for point in sorted(self.crash_points)}
+        return detail
+
+
+def _crash_points(records: list[Obs], points: dict[str, list[str]]) -> None:
+    """The points a log's profile declares, and the scenario under each one its crashes fired."""
+    head = records[0] if records else None
+    if head is None or head.kind != "scenario":
+        return
+    for point in (head.d("profile") or {}).get("crash_points", ()):
+        points.setdefault(point, [])
+    for r in records:
+        if r.kind == "crash" and r.d("point") in points and head.d("name") not in points[r.d("point")]:
+            points[r.d("point")].append(head.d("name"))
 
 
 def lifecycle_coverage(logs: Iterable[list[Obs]]) -> Coverage:
     """Coverage over observation logs; each cell names the scenarios that reached it."""
     cover = Coverage(Table(STATES, EVENTS, impossible=IMPOSSIBLE), Table(CAUSES, PATHS, nonconforming=NONCONFORMING))
     for records in logs:
+        _crash_points(records, cover.crash_points)
         try:
             model = RunModel.build(records)
         except Exception:  # a log the oracle cannot read reaches nothing (its verdicts are checker errors)

@@ -20,6 +20,7 @@ from sim.document import MAX_FILE_BYTES, LocatedList, ScenarioError, parse_docum
 from sim.scenario import (
     CHAT_TYPES,
     COMMANDS,
+    CRASH_POINT_NAME,
     PLATFORMS,
     RESET_MODES,
     TURN_TAG,
@@ -31,6 +32,7 @@ from sim.scenario import (
     Checkpoint,
     Command,
     Crash,
+    CrashAt,
     DbLocked,
     Delegate,
     DeleteParent,
@@ -283,6 +285,7 @@ _PRIMARY = {
     "backend_fail": "provider",
     "backend_slow": "provider",
     "checkpoint": "name",
+    "crash_at": "point",
 }
 
 # The keys an event may carry beside its kind (when, and each kind's own fields).
@@ -299,6 +302,20 @@ def _no_turn_tag(text: str) -> str | None:
         return ("a message's first line cannot be 'reply': the fake LLM answers '[tN] reply', and the checks tell "
                 "a turn's halves apart by it")
     return None
+
+
+def _crash_at(f: _Fields, t: int, line: int) -> CrashAt:
+    """`crash_at: {point: NAME, hit: N, restart_after: D}`: the N-th hit (default 1) of the
+    gateway's point NAME after this event; D after dying there it restarts (default: at the
+    scenario's next `restart`)."""
+    point = f.get("point", "str", check=lambda v: None if CRASH_POINT_NAME.fullmatch(v) else
+                  f"expected a crash point's name (lowercase letters, digits, '_', '-'), got {show(v)}")
+    if point is None:
+        raise f.error("point", "required")
+    event = CrashAt(t, line, point=point, hit=f.get("hit", "int", 1, check=_at_least(1)),
+                    restart_after=f.get("restart_after", "pos_duration"))
+    f.done()
+    return event
 
 
 def _events(
@@ -395,6 +412,8 @@ def _events(
                     raise f.error(kind, "needs 'delay', a duration")
                 event = BackendSlow(t, item_line, provider=provider, duration=f.get("for", "pos_duration"),
                                     delay=f.get("delay", "pos_duration"))
+        elif kind == "crash_at":
+            event = _crash_at(f.sub("crash_at"), t, item_line)
         else:
             event = Checkpoint(t, item_line, name=f.get("checkpoint", "str"))
         f.done()

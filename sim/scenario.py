@@ -24,6 +24,7 @@ Usage = str | int
 """What the fake LLM's answer reports about token usage: 'small' (a few tokens, the default),
 'none' (the answer carries no usage), 'large' (the prompt filled the model's whole context
 window), or a whole number of prompt tokens. Gateways that never read usage ignore it."""
+CRASH_POINT_NAME = re.compile(r"[a-z][a-z0-9_-]*")  # a crash point's name: lowercase, like a provider's
 
 
 @dataclass(frozen=True)
@@ -199,6 +200,16 @@ class BackendSlow(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class CrashAt(Event):
+    """Arms a crash inside a gateway step: the `hit`-th time the gateway reaches its crash
+    point `point` after this event, the process dies there (a `crash` at that instant)."""
+
+    point: str = ""
+    hit: int = 1
+    restart_after: int | None = None  # the process comes back this long after dying there; None: at the next `restart`
+
+
+@dataclass(frozen=True, slots=True)
 class Checkpoint(Event):
     """Snapshot the durable state into the observation log here."""
 
@@ -219,6 +230,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
     "backend_fail": BackendFail,
     "backend_slow": BackendSlow,
     "checkpoint": Checkpoint,
+    "crash_at": CrashAt,
 }
 _KIND_BY_CLASS: dict[type[Event], str] = {cls: kind for kind, cls in EVENT_TYPES.items()}
 

@@ -20,6 +20,7 @@ from sim.scenario import (
     Checkpoint,
     Command,
     Crash,
+    CrashAt,
     DbLocked,
     Delegate,
     DeleteParent,
@@ -109,6 +110,10 @@ def scenario_document(scenario: Scenario) -> dict[str, Any]:
             item = {"backend_slow": event.provider, "for": format_duration(event.duration), "delay": format_duration(event.delay)}
         elif isinstance(event, Checkpoint):
             item = {"checkpoint": event.name}
+        elif isinstance(event, CrashAt):
+            item = {"crash_at": {"point": event.point, "hit": event.hit}}
+            if event.restart_after is not None:
+                item["crash_at"]["restart_after"] = format_duration(event.restart_after)
         else:  # pragma: no cover - every event type is listed above
             raise TypeError(type(event).__name__)
         if gap:

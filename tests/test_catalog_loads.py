@@ -45,6 +45,9 @@ KNOWN_VARIANTS = frozenset({
     "never-replies",
     "drops-replies",
     "answers-first-turn-only",
+    "batch-reship-after-crash",
+    "rotate-before-end-recorded",
+    "crash-forgets-commands",
 })
 FILE_NAME = re.compile(r"\d\d-[a-z0-9]+(-[a-z0-9]+)*\.yaml")
 PATHS = catalog_paths()

@@ -262,4 +262,4 @@ def test_an_unknown_event_key_is_named() -> None:
         load_text(text, "x.yaml")
     assert str(caught.value) == ("x.yaml:5: events[1]: unknown key 'explode'; expected exactly one of message, command, delegate, "
                                  "advance, sigterm, crash, restart, delete_session, delete_parent, db_locked, backend_fail, "
-                                 "backend_slow, checkpoint")
+                                 "backend_slow, checkpoint, crash_at")

@@ -158,7 +158,7 @@ def test_every_line_of_a_catalog_run_fits_the_schema() -> None:
                    "crash", "restart", "delete_session_row", "lock_store", "durable_state", "resources", "fire_timer", "reset"}
     assert calls == {"llm.request", "platform.send_reply", "recorder.sync_turn", "recorder.on_session_end",
                      "recorder.on_session_switch", "recorder.shutdown", "backend.ingest", "hooks.on_session_finalize",
-                     "hooks.on_session_reset", "scheduler.call_at", "timer.cancel", "note"}
+                     "hooks.on_session_reset", "scheduler.call_at", "timer.cancel", "note", "crash_point"}
 
 
 # -- a gateway in another language -----------------------------------------------------------

@@ -96,10 +96,10 @@ ERRORS = [
     # events
     ("two-kinds", HEAD + "  - message: alice\n    advance: 5m\n",
      "x.yaml:9: events[0]: expected exactly one of message, command, delegate, advance, sigterm, crash, restart, "
-     "delete_session, delete_parent, db_locked, backend_fail, backend_slow, checkpoint; found message and advance"),
+     "delete_session, delete_parent, db_locked, backend_fail, backend_slow, checkpoint, crash_at; found message and advance"),
     ("no-kind", HEAD + "  - at: '10:00'\n",
      "x.yaml:9: events[0]: expected exactly one of message, command, delegate, advance, sigterm, crash, restart, "
-     "delete_session, delete_parent, db_locked, backend_fail, backend_slow, checkpoint; found none"),
+     "delete_session, delete_parent, db_locked, backend_fail, backend_slow, checkpoint, crash_at; found none"),
     ("command-without-chat", HEAD + "  - command: /new\n", "x.yaml:9: events[0].command: a command needs 'chat'"),
     ("unknown-command", HEAD + "  - command: /nuke\n    chat: alice\n",
      "x.yaml:9: events[0].command: expected one of /new, /reset, /stop, /resume, got '/nuke'"),

@@ -75,7 +75,7 @@ def test_summary_keeps_the_documented_schema(run_dir, results):
     failing = doc["scenarios"][1]["verdicts"]
     evidence = [e for v in failing.values() if v["status"] == "fail" for e in v["evidence"]]
     assert evidence and all({"message", "records"} <= set(e) for e in evidence)
-    assert set(doc["coverage"]) == {"lifecycle", "boundaries"}
+    assert set(doc["coverage"]) == {"lifecycle", "boundaries", "crash_points"}  # the reference declares crash points
     assert doc["coverage"]["lifecycle"]["cells"]["live+cached"]["message"]["count"] > 0
 
 

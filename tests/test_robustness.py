@@ -176,7 +176,7 @@ MISBEHAVING = {
     "bad-call": ('send({"call": "llm.request", "args": {"chat": "alice"}})\nprint(sys.stdin.readline(), file=sys.stderr)\n'
                  'send({"fail": {"message": "harness refused llm.request"}})\ncontinue', {}, "error", FIRST_MESSAGE,
                  "harness refused llm.request"),
-    "wrong-version": ("pass", {"hello": {"version": 2}}, "error", "profile", "does not speak protocol version 1"),
+    "wrong-version": ("pass", {"hello": {"version": 3}}, "error", "profile", "does not speak protocol version 2"),
     "bad-resources": ("pass", {"resources": {"cached": "lots", "running": 0}}, "error", "resources",
                       "protocol error: bad value in answer to resources: cached: expected a sequence of (session, busy) pairs, got 'lots'"),
     "bad-profile": ("pass", {"profile": {"finalization": "eager"}}, "error", "profile",

@@ -123,6 +123,9 @@ CASES: dict[str, tuple[Callable[[list[Obs]], Any], Any, Any]] = {
     "memory-ships-reply-twice": (lambda r: [(r.turns, r.d("replies")) for r in r if r.kind == "ingest" and r.d("backend") == "hindsight"],
                                  [(("t1",), ["t1"])], [((), ["t1"])]),
     "delegate-always-skipped": (lambda r: reply_session(r, "t2"), "s2", None),
+    "batch-reship-after-crash": (lambda r: ingested(r, "hindsight"), ["t1", "t2"], ["t1", "t2", "t1", "t2"]),
+    "rotate-before-end-recorded": (lambda r: ends(r, "s1"), [("s1", ("t1",))], []),
+    "crash-forgets-commands": (lambda r: reply_session(r, "t3"), "s1", "s2"),
 }
 
 

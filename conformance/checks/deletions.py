@@ -149,7 +149,7 @@ def _derive(m: RunModel) -> _Cuts:
             owed_at, owed_by = _owed(m, sid, index, gone.get(sid, []), sigterms)
             k = bisect_right(crashes, index)
             crash = crashes[k] if k < len(crashes) else NEVER
-            if crash < owed_at:
+            if crash < owed_at or (owed_by == "sigterm" and _cut_short(m, owed_at, crash)):
                 why, lost_at = "the gateway crashed before writing it back", crash
             elif owed_by in ("release", "sigterm") and any(lo <= m.records[owed_at].t < hi for lo, hi in locks):
                 why, lost_at = "the store was locked when its agent let go of it", owed_at  # its write-back may wait
@@ -165,6 +165,12 @@ def _derive(m: RunModel) -> _Cuts:
             counts.append(counts[-1] + cut.lost)
         out.lost_upto[sid] = counts
     return out
+
+
+def _cut_short(m: RunModel, stop: int, crash: int) -> bool:
+    """A crash point killed the gateway inside this SIGTERM's shutdown (the `crash` record naming
+    the point, in the SIGTERM's own step): the write-back it owed died with the process."""
+    return crash < len(m.records) and m.records[crash].step == m.records[stop].step and bool(m.records[crash].d("point"))
 
 
 def _owed(m: RunModel, session: str, index: int, gone: list[tuple[int, int]], sigterms: list[int]) -> tuple[int, str]:

@@ -152,7 +152,10 @@ def _moments(m: RunModel) -> list[tuple[int, int, list[str]]]:
     for index, end in m.of("on_session_end"):
         if end.session in m.chat_sessions():
             moments.append((index, end.t, [t.id for t in m.acked_in(end.session, before=index)]))
+    cut = [i for i, r in m.of("crash") if r.d("point")]
     for index, stop in m.of("sigterm"):
+        if any(i > index and m.records[i].step == stop.step for i in cut):
+            continue  # killed at a crash point inside its shutdown: not a graceful stop, it owes nothing
         owed = [t.id for t in m.turns.values() if t.acked and not t.delegate and t.reply_index < index]
         moments.append((index, stop.t, owed))
     return sorted(moments)

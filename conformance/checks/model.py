@@ -548,9 +548,17 @@ def _after_ending(m: RunModel, session: str, start: int, since: int) -> int:
     t, lo = m.records[start].t, start
     for kind in ("on_session_end", "on_session_finalize"):
         first = m.of_session(kind, session, start)[:1]
-        if first and first[0][1].t == t:
+        if first and (first[0][1].t == t or _died_taking(m, start, first[0][0])):
             lo = max(lo, first[0][0] + 1)
     return lo
+
+
+def _died_taking(m: RunModel, command: int, end: int) -> bool:
+    """The gateway died at a crash point while it took the command (the `crash` record naming
+    the point comes in the command's own step, before `end`): the platform hands the command
+    over again at the restart, where the end it noticed is finished."""
+    step = m.records[command].step
+    return any(m.records[i].step == step and m.records[i].d("point") for i, _ in m.of("crash") if command < i < end)
 
 
 def _set_windows(m: RunModel, segments: list[Segment]) -> None:

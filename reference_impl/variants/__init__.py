@@ -15,6 +15,7 @@ from reference_impl.variants.boundaries import (
     ShutdownEndsSessions,
     SyncAfterEnd,
 )
+from reference_impl.variants.crashpoints import BatchReshipAfterCrash, CrashForgetsCommands, RotateBeforeEndRecorded
 from reference_impl.variants.eviction import (
     EvictCommitThenExpiryDoubleEnd,
     IdleSweepEvictsBeforeDailyExpiry,
@@ -79,6 +80,9 @@ VARIANTS: dict[str, type[ReferenceGateway]] = {
     "busy-flag-stuck": BusyFlagStuck,
     "memory-ships-reply-twice": MemoryShipsReplyTwice,
     "delegate-always-skipped": DelegateAlwaysSkipped,
+    "batch-reship-after-crash": BatchReshipAfterCrash,
+    "rotate-before-end-recorded": RotateBeforeEndRecorded,
+    "crash-forgets-commands": CrashForgetsCommands,
 }
 
 

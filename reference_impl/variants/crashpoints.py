@@ -1,0 +1,72 @@
+"""Bugs only a crash inside a step finds (`crash_at`, `fuzz --crash-points`): issue #21.
+
+Each is what the reference did before its crash points found it; a crash between two steps
+never lands where these part durable from volatile state. One override each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from reference_impl.gateway import ReferenceGateway
+from reference_impl.memory import BatchingProvider, Turn
+from reference_impl.store import Route
+from sim.scenario import ProviderSpec
+
+
+class UnkeyedProvider(BatchingProvider):
+    """Ships a batch with no idempotency keys: the backend cannot tell a re-ship from news."""
+
+    def ship(self, session: str, pending: Sequence[Turn]) -> None:
+        self.backend.ingest(session, [text for t in pending for text in (t.user, t.assistant)])
+
+
+class BatchReshipAfterCrash(ReferenceGateway):
+    """batch-reship-after-crash — the batching provider ships, then saves its watermark:
+
+    a crash between the two (crash point `batch-shipped`) leaves the outbox holding turns the
+    backend already took, and the restart's recovery ships them again: a double ingest (I4).
+    The fix keys every text by provider, turn and half, so the backend takes each once.
+    """
+
+    def make_provider(self, spec: ProviderSpec) -> BatchingProvider:
+        return UnkeyedProvider(spec.name, spec.retain_every_n_turns, self.h.backends[spec.name], self.store)
+
+
+class RotateBeforeEndRecorded(ReferenceGateway):
+    """rotate-before-end-recorded — the routing entry is rotated before the end is recorded:
+
+    a crash between the two (crash point `route-rotated`) leaves the chat routed past a
+    session whose end nobody owes any more: the restart finds no unfinished end, and the
+    session never gets `on_session_end` (I1). The fix records the end first.
+    """
+
+    def end_session(self, route: Route, reason: str) -> None:
+        session = route.session_id
+        assert session is not None
+        route.ended = True
+        self.store.save_route(route)
+        self.h.crash_point("route-rotated")
+        if not self.store.record_end(session, reason):
+            return
+        agent = self.cache.pop(session) or self.unflushed.pop(session, None)
+        if agent is not None and not self.release(agent):
+            self.unflushed[session] = agent
+        self.end_memory(session, reason, agent)
+        self.store.mark_end_done(session, "memory_done")
+        self.finalize(session, reason)
+        self.store.mark_end_done(session, "finalize_done")
+
+
+class CrashForgetsCommands(ReferenceGateway):
+    """crash-forgets-commands — a command is carried out in memory only:
+
+    a crash inside it (crash point `end-recorded`, as /resume ends the session it leaves)
+    finishes the end at the restart but never the command: the chat stays on the ended
+    session instead of the one it resumed (I6, I1). The fix journals each command and
+    finishes it at the restart.
+    """
+
+    def finish_commands(self) -> None:
+        for key, _command, _when, _left, _target in self.store.journal():
+            self.store.journal_done(key)
