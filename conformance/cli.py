@@ -200,6 +200,8 @@ def skipped_note(result: RunResult) -> str:
                 why.append(f"{event}, unsupported")
             elif event == "restart":
                 why.append("restart while running")
+            elif event == "crash_at":
+                why.append("crash_at, a point the gateway does not declare")
             else:
                 why.append(f"{event} while down")
     if not why:
