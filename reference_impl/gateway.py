@@ -246,8 +246,12 @@ class ReferenceGateway:
         if pending is None:  # stopped by /stop or lost with a restart
             return
         agent = self.agent_of(pending)
-        visibility = agent.rows[-1].visibility if agent.rows else "visible"
-        agent.rows.append(Row(pending.turn, "assistant", text, visibility))
+        # Beside its own user row: a delegate child may have another turn's question after it,
+        # still in flight, which no write may store (a turn never acknowledged leaves nothing).
+        at = next((i + 1 for i in range(len(agent.rows) - 1, -1, -1)
+                   if agent.rows[i].turn == pending.turn and agent.rows[i].role == "user"), len(agent.rows))
+        visibility = agent.rows[at - 1].visibility if at else "visible"
+        agent.rows.insert(at, Row(pending.turn, "assistant", text, visibility))
         pending.reply = text
         self.complete_turn(request_id)
 
@@ -270,7 +274,7 @@ class ReferenceGateway:
         self.store.delete_session(session_id, keep_children=keep_children)
 
     def lock_store(self, until: int) -> None:
-        self.store.locked_until = until
+        self.store.locked_until = max(self.store.locked_until, until)  # a shorter lock inside a longer one ends nothing
 
     def durable_state(self) -> DurableState:
         messages = self.store.read_messages()
@@ -631,8 +635,12 @@ class ReferenceGateway:
             if agent.replay_pending:
                 self.h.crash_point("heal-recreated")
         start = 0 if agent.replay_pending else agent.flushed
-        self.store.append(agent.session, agent.rows[start:])
-        agent.flushed, agent.replay_pending = len(agent.rows), False
+        end = len(agent.rows)
+        if agent.kind == "delegate":  # its tasks overlap: another's question may follow the turn being written
+            unanswered = {p.turn for p in self.inflight.values() if p.session == agent.session and p.reply is None}
+            end = next((i for i in range(start, end) if agent.rows[i].turn in unanswered), end)
+        self.store.append(agent.session, agent.rows[start:end])  # never a row of a turn still in flight
+        agent.flushed, agent.replay_pending = end, False
 
     def create_row(self, agent: Agent) -> None:
         """Upsert the row; a delegate whose parent row is gone is created without it."""

@@ -1,0 +1,61 @@
+"""Reference fixes found by 4,000 long-profile seeds after today's checks, each pinned by its
+shrunk scenario: the reference passes it, and the behaviour it had before fails."""
+
+from __future__ import annotations
+
+from conformance.runner import run_scenario
+from reference_impl.gateway import ReferenceGateway
+from sim.loader import load_text
+
+NESTED_LOCKS = """name: nested-locks
+start: 2026-03-02T09:00
+config: {reset: {mode: none}, turn_latency: 10s}
+chats:
+  alice: {}
+events:
+  - message: alice
+  - db_locked: 5m
+    after: 1s
+  - db_locked: 5s
+    after: 1m
+  - message: alice
+    after: 1m
+"""
+
+OVERLAPPING_DELEGATES = """name: overlapping-delegates
+start: 2026-03-02T05:10:06
+config: {reset: {mode: none}, turn_latency: 3m}
+chats:
+  alice: {}
+events:
+  - message: alice
+  - delegate: alice
+    after: 1m
+  - delegate: alice
+    after: 1m
+  - crash: true
+    after: 2m41s
+"""
+
+
+class ShortLockEndsLongOne(ReferenceGateway):
+    """The reference before: a shorter lock inside a longer one replaced its end."""
+
+    def lock_store(self, until: int) -> None:
+        self.store.locked_until = until
+
+
+def test_a_shorter_lock_inside_a_longer_one_ends_nothing() -> None:
+    scenario = load_text(NESTED_LOCKS, "<nested-locks>")
+    assert run_scenario(scenario, ReferenceGateway(), "reference").passed
+    before = run_scenario(scenario, ShortLockEndsLongOne(), "short-lock-ends-long-one")
+    assert before.failure is not None and "the gateway ignored the store lock from 09:00:01 to 09:05:01" in before.failure.message
+
+
+def test_a_delegate_task_in_flight_is_not_written_with_the_one_before_it() -> None:
+    """t2 and t3 run at once in the child s2; t2's reply wrote t3's question too, and the crash
+    left it stored though t3 was never answered (seed 2534 of the long profile)."""
+    result = run_scenario(load_text(OVERLAPPING_DELEGATES, "<overlapping-delegates>"), ReferenceGateway(), "reference")
+    assert result.passed, {c: v.summary for c, v in result.verdicts.items() if v.status != "pass"}
+    crash = next(r for r in result.records if r.kind == "durable" and r.d("label") == "crash")
+    assert crash.d("sessions")["s2"]["rows"] == [["user", "t2", "visible"], ["assistant", "t2", "visible"]]
