@@ -88,20 +88,24 @@ def _replay(m: RunModel, indexes: Sequence[int], wanted: set[int]
             start_index, start = since.pop(sid)
             stretches.append((sid, start_index, start, t, True))
 
+    def fly(f_index: int, f_t: int, step: int, sid: str) -> None:
+        """A turn starts (+1) or ends (-1) in flight; the instant an end leaves is judged once over."""
+        nonlocal pending
+        if f_t > pending:
+            judge_cap(f_index, pending)
+            pending = NEVER
+        flying[sid] = flying.get(sid, 0) + step
+        if step < 0:
+            pending = min(pending, f_t)
+        if sid in watched:
+            settle(sid, f_index, f_t)
+
     k = 0
     t = 0
     for index, r in m.of("resources"):
         while k < len(flights) and flights[k][0] < index:
-            f_index, f_t, step, sid = flights[k]
+            fly(*flights[k])
             k += 1
-            if f_t > pending:
-                judge_cap(f_index, pending)
-                pending = NEVER
-            flying[sid] = flying.get(sid, 0) + step
-            if step < 0:
-                pending = min(pending, f_t)
-            if sid in watched:
-                settle(sid, f_index, f_t)
         if r.t > pending:
             judge_cap(index, pending)
         pending = NEVER
@@ -120,16 +124,9 @@ def _replay(m: RunModel, indexes: Sequence[int], wanted: set[int]
             elif sid not in cached:
                 present.discard(sid)
             settle(sid, index, t)
-    for f_index, f_t, step, sid in flights[k:]:
-        if f_t > pending:
-            judge_cap(f_index, pending)
-            pending = NEVER
-        flying[sid] = flying.get(sid, 0) + step
-        if step < 0:
-            pending = min(pending, f_t)
-        if sid in watched:
-            settle(sid, f_index, f_t)
-        t = max(t, f_t)
+    for flight in flights[k:]:
+        fly(*flight)
+        t = max(t, flight[1])
     if pending < NEVER:
         judge_cap(len(m.records) - 1, pending)
     stretches += [(sid, i, start, t, False) for sid, (i, start) in sorted(since.items())]
