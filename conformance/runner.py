@@ -374,21 +374,24 @@ class Run:
             return
         raise _GatewayRaised(GatewayFailure("error", self.log.step, self.current_event, message))
 
-    def _verify_routed(self, chat: str) -> None:
+    def _verify_routed(self, chat: str, session: str | None) -> None:
         """A deletion is aimed by the gateway's routing (its own word): a chat whose session is
-        live by the log (its last answer in it, no end since) must have an entry, or a gateway
-        that hid its routing would evade every deletion fault. One backward pass, at a deletion."""
+        live by the log (its newest turn asked or answered in it, no end since) must have an
+        entry naming that session, or a gateway that hid its routing, or left it stale, would
+        evade every deletion fault. One backward pass, at a deletion."""
         messages = {e.turn for e in self.scenario.events if isinstance(e, Message)}
         ended: set[str | None] = set()
         for r in reversed(self.log.records):
             if r.kind == "on_session_end":
                 ended.add(r.session)
-            elif r.kind == "reply" and r.chat == chat and r.turns and r.turns[0] in messages:
-                if r.session in ended:
+            elif r.kind in ("reply", "llm_request") and r.chat == chat and r.turns and r.turns[0] in messages:
+                if r.session in ended or r.session == session:
                     return
+                how = "answered" if r.kind == "reply" else "asked"
+                what = "has no entry" if session is None else f"names {session}"
                 raise _GatewayRaised(GatewayFailure(
-                    "error", self.log.step, self.current_event, f"the gateway's routing has no entry for {chat}, whose "
-                    f"session {r.session} is live (answered at {self.clock.format(r.t)}, not ended): the deletion cannot "
+                    "error", self.log.step, self.current_event, f"the gateway's routing {what} for {chat}, whose "
+                    f"session {r.session} is live ({how} at {self.clock.format(r.t)}, not ended): the deletion cannot "
                     "be aimed"))
 
     def _verify_locked(self, since: int, until: int, before: Counter[tuple[str, str, str | None]], step: int,
@@ -457,8 +460,7 @@ class Run:
         elif isinstance(event, (DeleteSession, DeleteParent)):
             before = self._durable()
             session = dict(before.routing).get(event.chat)
-            if session is None:
-                self._verify_routed(event.chat)
+            self._verify_routed(event.chat, session)
             cascade = [] if session is None else self._cascade(kind, session, before)
             self.log.add(kind, chat=event.chat, session=session, **({"cascade": cascade} if kind == "delete_session" else {}))
             if session is not None:

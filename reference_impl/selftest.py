@@ -9,6 +9,7 @@
     selftest:ignores-deletion  ignores `delete_session_row`         -> an `error` at each deletion step
     selftest:ignores-lock      ignores `lock_store`                 -> an `error` at a lock it wrote through
     selftest:hides-routing     reports no routing                   -> an `error` at a deletion it cannot aim
+    selftest:stale-routing     never updates a routing entry        -> an `error` at a deletion aimed at an old session
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from conformance.adapter import Harness, Inbound, Profile
 from conformance.observations import DurableState, Resources
 from conformance.registry import UnknownGateway
 from reference_impl.gateway import ReferenceGateway
+from reference_impl.store import Route, Store
 from sim.scenario import Chat, GatewayConfig
 
 
@@ -110,6 +112,29 @@ class HidesRoutingGateway(ReferenceGateway):
         return DurableState(super().durable_state().sessions, ())
 
 
+class StaleRoutingStore(Store):
+    """A store whose routing entry keeps its first session: the UPDATE of a known entry is
+    never issued (its read cache moves on, so the gateway itself never notices)."""
+
+    def save_route(self, route: Route) -> None:
+        known = self._routing.get(route.chat_key)
+        if known is None:
+            super().save_route(route)
+            return
+        self._routing[route.chat_key] = (route.chat_key, known[1], route.session_id, route.previous_id,
+                                         route.last_user, route.anchor, bool(route.ended))
+        self.saved_routes[route.chat_key] = None
+
+
+class StaleRoutingGateway(ReferenceGateway):
+    """A gateway whose durable routing names a chat's first session for ever: a deletion
+    aimed by it would take an ended session and spare the live one, so every deletion
+    scenario after a reset would pass vacuously (the one gap the mutation run left)."""
+
+    def make_store(self) -> Store:
+        return StaleRoutingStore(self.h.clock.now, self.db_path)
+
+
 class IgnoresLockGateway(ReferenceGateway):
     """A gateway that ignores the harness's injected store lock: its writes go through, and
     without the harness's check every locked-store scenario would pass as if it held."""
@@ -141,6 +166,7 @@ def selftest(mode: str | None = None):  # type: ignore[no-untyped-def]
         "ignores-deletion": IgnoresDeletionGateway,
         "ignores-lock": IgnoresLockGateway,
         "hides-routing": HidesRoutingGateway,
+    "stale-routing": StaleRoutingGateway,
     }
     if mode not in gateways:
         raise UnknownGateway(f"unknown self-test {mode!r}; known: hang, {', '.join(sorted(set(gateways) - {'hang-in-process'}))}")

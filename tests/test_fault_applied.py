@@ -107,3 +107,18 @@ def test_a_deletion_the_routing_cannot_aim_is_an_error(path: Path) -> None:
     result = run_scenario(load_file(path), HidesRoutingGateway(), "selftest:hides-routing")
     assert result.failure is not None and "the gateway's routing has no entry for " in result.failure.message
     assert result.failure.message.endswith("the deletion cannot be aimed")
+
+
+def test_a_stale_routing_entry_is_an_error_at_the_deletion() -> None:
+    """A routing entry that still names an ended session aims the deletion at the wrong row:
+    the live session would be spared and the deletion scenario pass vacuously (the mutation
+    run's one gap: `Store.save_route` never issuing its UPDATE)."""
+    from reference_impl.selftest import StaleRoutingGateway
+
+    path = next(p for p in DELETING if p.stem == "51-delete-after-reset")
+    assert run_scenario(load_file(path), ReferenceGateway(), "reference").passed
+    result = run_scenario(load_file(path), StaleRoutingGateway(), "selftest:stale-routing")
+    assert result.failure is not None and result.failure.step == 4
+    assert result.failure.message == (
+        "the gateway's routing names s1 for alice, whose session s2 is live (answered at 09:02:02, not ended): "
+        "the deletion cannot be aimed")
