@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from conformance import leftovers
 from conformance.adapter import raise_interrupted
 from conformance.observations import Obs
 from conformance.registry import UnknownGateway, expectation_names, resolve
@@ -530,33 +531,29 @@ def cmd_replay(args: argparse.Namespace) -> int:
 # -- zoo ------------------------------------------------------------------------------
 
 
-def cmd_zoo(args: argparse.Namespace) -> int:
+def _zoo_variants(scenarios: list[Scenario], all_results: list[RunResult]
+                  ) -> tuple[int, list[str], dict[str, dict[str, str]], list[RunResult]]:
+    """The reference, then every variant, on the scenarios; each result is appended to
+    `all_results` as it finishes, so an interrupted zoo still reports what ran. Prints a line a
+    variant; returns how many were caught, the broken `catches:` claims, the matrix and the
+    reference's non-passing results."""
     from reference_impl.variants import VARIANTS
 
-    check_out_dir(args.report, "--report")
-    paths = scenario_files(args.paths)
-    scenarios, errors = load_all(paths)
-    if errors:
-        for error in errors:
-            print(f"error {error}", file=sys.stderr)
-        return 2
-    unknown = [(s, name) for s in scenarios for name in s.catches if name not in VARIANTS]
-    if unknown:
-        scenario, name = unknown[0]
-        raise UsageError(f"{scenario.source or scenario.name}: catches: unknown variant {name!r}; "
-                         f"known: {', '.join(sorted(VARIANTS))}")
-    reference = list(run_all(scenarios, resolve("reference"), "reference"))
+    for result in run_all(scenarios, resolve("reference"), "reference"):
+        all_results.append(result)
+    reference = list(all_results)
     dirty = [r for r in reference if outcome(r) != "pass"]
     for r in dirty:
         print("\n".join(["reference " + line for line in _scenario_line(r)]))
     caught = 0
     broken_claims: list[str] = []
     matrix: dict[str, dict[str, str]] = {}
-    all_results = list(reference)
     for name in VARIANTS:
         gateway = f"reference:{name}"
-        results = list(run_all(scenarios, resolve(gateway), gateway))
-        all_results.extend(results)
+        results: list[RunResult] = []
+        for result in run_all(scenarios, resolve(gateway), gateway):
+            results.append(result)
+            all_results.append(result)
         hits: dict[str, list[str]] = {}
         row: dict[str, str] = {}
         for result in results:
@@ -572,9 +569,34 @@ def cmd_zoo(args: argparse.Namespace) -> int:
             caught += 1
             where = "; ".join(f"{check} in {len(names)} ({names[0]}{', …' if len(names) > 1 else ''})"
                               for check, names in sorted(hits.items()))
-            print(f"caught     {name:<40} {where}")
+            print(f"caught     {name:<40} {where}", flush=True)
         else:
-            print(f"NOT CAUGHT {name}")
+            print(f"NOT CAUGHT {name}", flush=True)
+    return caught, broken_claims, matrix, dirty
+
+
+def cmd_zoo(args: argparse.Namespace) -> int:
+    from reference_impl.variants import VARIANTS
+
+    check_out_dir(args.report, "--report")
+    paths = scenario_files(args.paths)
+    scenarios, errors = load_all(paths)
+    if errors:
+        for error in errors:
+            print(f"error {error}", file=sys.stderr)
+        return 2
+    unknown = [(s, name) for s in scenarios for name in s.catches if name not in VARIANTS]
+    if unknown:
+        scenario, name = unknown[0]
+        raise UsageError(f"{scenario.source or scenario.name}: catches: unknown variant {name!r}; "
+                         f"known: {', '.join(sorted(VARIANTS))}")
+    all_results: list[RunResult] = []
+    try:
+        caught, broken_claims, matrix, dirty = _zoo_variants(scenarios, all_results)
+    except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM: keep what finished, as run does
+        _write_report(all_results, args.report, "zoo")
+        print(f"{len(all_results)} runs of {len(scenarios) * (len(VARIANTS) + 1)} finished (interrupted)")
+        return 143 if stop.args and stop.args[0] == signal.SIGTERM else 130
     if args.matrix:
         names = [s.name for s in scenarios]
         print("variant × scenario (digits: failing checks, . none)")
@@ -654,6 +676,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             reconfigure(errors="backslashreplace")
     # The harness's own handler for both: a gateway's KeyboardInterrupt is its error, not a Ctrl-C.
     previous = {signum: signal.signal(signum, raise_interrupted) for signum in (signal.SIGINT, signal.SIGTERM)}
+    census = leftovers.descendants()  # what runs now is not the gateway's to answer for
     try:
         code = int(args.func(args))
         sys.stdout.flush()  # inside the try: a reader that left shows here, not at interpreter exit
@@ -668,6 +691,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
     finally:
+        left = leftovers.end_new(census)  # or one holding our stdout keeps `sessiongate … | tee` waiting
+        if left:
+            print(leftovers.describe(left), file=sys.stderr)
         for signum, handler in previous.items():
             signal.signal(signum, handler)
 

@@ -13,6 +13,7 @@ started itself must not outlive the run.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import re
@@ -62,6 +63,8 @@ MAX_LINE = 64 * 1024 * 1024  # a longer line is a protocol error, not a parent o
 EXCERPT = 120  # bytes of a bad line quoted in an error
 HANDSHAKE = "start-up handshake"  # prefixes an error in `hello`, which the runner attributes to its first call
 STDERR_SCAN = 64 * 1024  # bytes at the end of a dead child's stderr searched for what to quote
+STDERR_KEEP = 1024 * 1024  # stderr on disk past which all but its last STDERR_SCAN bytes are dropped
+STDERR_POLL = 1.0  # seconds between stderr trims while a step waits for the child
 STDERR_LINES = 3  # lines quoted when none looks like an error
 STDERR_QUOTE = 300  # characters of stderr quoted at most
 # An error line in any language: Python's and Node's `ValueError: …`, Java's `…Exception`, Go's `panic:`,
@@ -124,7 +127,11 @@ class ExecGateway:
         self._op = ""  # the request in flight, or the last one
         self.version = VERSION  # what the child answered hello with
         self._crashed: str | None = None  # the crash point that fired in the request in flight (v2)
+        # The child's stderr, append-only so the parent can truncate it under the child; its tail
+        # is kept in memory when it is trimmed, so a chatty child costs STDERR_KEEP of disk at most.
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the gateway)
+        fcntl.fcntl(self._stderr.fileno(), fcntl.F_SETFL, fcntl.fcntl(self._stderr.fileno(), fcntl.F_GETFL) | os.O_APPEND)
+        self._stderr_kept = b""  # the tail of what a trim dropped
 
     # -- the child process ----------------------------------------------------------------
 
@@ -168,8 +175,8 @@ class ExecGateway:
             else:
                 self.h = None
                 self.timers.clear()
-                self._stderr.seek(0)
-                self._stderr.truncate()
+                self._stderr.truncate(0)
+                self._stderr_kept = b""
                 return
         self.kill()
 
@@ -185,7 +192,8 @@ class ExecGateway:
         often noise, like Node's version banner under the stack), else its last few lines."""
         self._stderr.seek(0, os.SEEK_END)
         self._stderr.seek(max(0, self._stderr.tell() - STDERR_SCAN))
-        raw = [line for line in self._stderr.read().decode("utf-8", "replace").splitlines() if line.strip()]
+        text = (self._stderr_kept + self._stderr.read())[-STDERR_SCAN:]
+        raw = [line for line in text.decode("utf-8", "replace").splitlines() if line.strip()]
         if any(line.startswith("Traceback (most recent call last)") for line in raw):
             # A Python traceback: its exception line, the last one not indented (its frames are,
             # and their paths are long on a CI runner; a message behind them would be cut).
@@ -195,6 +203,17 @@ class ExecGateway:
         lines = [line.strip() for line in raw]
         errors = [line for line in lines if ERROR_LINE.search(line) and not line.startswith(FRAME_STARTS)]
         return _clip(errors[-1] if errors else " | ".join(lines[-STDERR_LINES:]))
+
+    def _trim_stderr(self) -> None:
+        """Bound the child's stderr on disk (300 MB was seen in one step): past STDERR_KEEP, keep
+        its last STDERR_SCAN bytes in memory, all `_stderr_tail` reads, and empty the file (the
+        child appends, so it writes on at the new end)."""
+        size = os.fstat(self._stderr.fileno()).st_size
+        if size <= STDERR_KEEP:
+            return
+        self._stderr.seek(size - STDERR_SCAN)
+        self._stderr_kept = self._stderr.read(STDERR_SCAN)
+        self._stderr.truncate(0)
 
     def _send(self, message: dict[str, Any]) -> None:
         assert self.proc is not None and self.proc.stdin is not None
@@ -250,10 +269,13 @@ class ExecGateway:
             while (end := self._buffer.find(b"\n", scanned)) < 0:
                 if len(self._buffer) > MAX_LINE:
                     raise RemoteGatewayError(f"protocol error: a line longer than {MAX_LINE >> 20} MiB in answer to {what}")
+                self._trim_stderr()
                 remaining = deadline - time.monotonic()
-                if remaining <= 0 or not selector.select(remaining):
+                if remaining <= 0:
                     self.kill()
                     raise GatewayTimeout(f"no answer to {what} within {wait:g}s (wall clock); the process was killed")
+                if not selector.select(min(remaining, STDERR_POLL)):
+                    continue
                 chunk = os.read(fd, 65536)
                 if not chunk:
                     raise self._died()

@@ -221,3 +221,6 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         name = f"gen-{seed}"
         items.append(ScenarioItem.from_parent(session, name=name, nodeid=f"{prefix}::{name}", gateway=gateway, seed=seed,
                                               profile=profile, expectations=expectations))
+    ours = [item for item in items if isinstance(item, ScenarioItem) and item.parent is session]
+    if ours:  # reported as collected, so pytest's "collected N items" counts them (xdist counts them anyway)
+        config.hook.pytest_collectreport(report=pytest.CollectReport(prefix, "passed", None, ours))

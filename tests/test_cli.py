@@ -129,6 +129,31 @@ def test_an_interrupted_run_exits_and_keeps_what_finished(tmp_path: Path, signum
     assert len(lines) - 2 in (finished, finished - 1)  # the signal may land between a result and its line
 
 
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
+def test_an_interrupted_zoo_exits_and_reports_what_finished(tmp_path: Path, signum: int, code: int) -> None:
+    """As run does: 143 on SIGTERM (it was 130), and the report of every run that finished (there was none)."""
+    report = tmp_path / "report"
+    zoo = subprocess.Popen([sys.executable, "-m", "conformance.cli", "zoo", "--report", str(report)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, preexec_fn=_sigint_default)
+    try:
+        assert zoo.stdout is not None
+        first = zoo.stdout.readline()  # the reference and one variant done
+        zoo.send_signal(signum)
+        rest, err = zoo.communicate(timeout=120)
+    finally:
+        if zoo.poll() is None:
+            zoo.kill()
+            zoo.wait()
+    assert zoo.returncode == code, err
+    assert first.startswith("caught     "), first
+    lines = rest.splitlines()
+    finished = re.fullmatch(r"(\d+) runs of (\d+) finished \(interrupted\)", lines[-1])
+    assert finished, lines[-1]
+    assert lines[-2] == f"report written to {report}"
+    runs = json.loads((report / "summary.json").read_text(encoding="utf-8"))["scenarios"]
+    assert len(runs) == int(finished.group(1)) >= 2 * len(CATALOG)
+
+
 def test_run_and_replay_take_a_catalog_scenarios_name(tmp_path, monkeypatch, capsys) -> None:
     """As a report names it (`catalog/NAME.yaml`), or bare, from any folder."""
     monkeypatch.chdir(tmp_path)

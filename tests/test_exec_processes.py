@@ -276,3 +276,29 @@ def test_a_valid_line_left_unread_is_not_blamed() -> None:
     """A child that answered `hello` before it was asked, and exited: it exited, that is all."""
     result = run(ExecGateway(["sh", "-c", "echo '{\"done\": true, \"value\": {\"version\": 1}}'"], step_timeout=1.0))
     assert result.failure is not None and result.failure.message == "start-up handshake: gateway process exited with status 0"
+
+
+def test_a_chatty_childs_stderr_is_bounded_and_its_tail_quoted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               reaper: list[int]) -> None:
+    """8 MiB of stderr in one step (300 MB was seen) leaves at most STDERR_KEEP on disk; the error
+    still quotes the child's last line."""
+    monkeypatch.setattr(exec_gateway, "STDERR_POLL", 0.05)
+    chatter = 'for i in range(8192):\n    sys.stderr.write("x" * 1023 + "\\n")\nsys.stderr.flush()\ntime.sleep(0.5)\n'
+    argv, pids = child(tmp_path, on_message=chatter + 'sys.stderr.write("ValueError: the last word\\n")\nsys.exit(3)')
+    gateway = ExecGateway(argv, step_timeout=10.0)
+    sizes: list[tuple[int, int]] = []  # the file's size before and after each trim
+    trim = gateway._trim_stderr
+
+    def measured() -> None:
+        before = os.fstat(gateway._stderr.fileno()).st_size
+        trim()
+        sizes.append((before, os.fstat(gateway._stderr.fileno()).st_size))
+
+    monkeypatch.setattr(gateway, "_trim_stderr", measured)
+    result = run(gateway)
+    reaper += recorded(pids)
+    assert result.failure is not None
+    assert result.failure.message == "gateway process exited with status 3: ValueError: the last word"
+    assert max(before for before, _ in sizes) > exec_gateway.STDERR_KEEP  # the bound was needed, and held
+    assert max(after for _, after in sizes) <= exec_gateway.STDERR_KEEP
+    assert os.fstat(gateway._stderr.fileno()).st_size <= exec_gateway.STDERR_KEEP

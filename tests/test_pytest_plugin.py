@@ -45,6 +45,14 @@ def test_one_item_per_seed_and_catalog_scenario(pytester: pytest.Pytester) -> No
     assert sum(line.startswith("sessiongate[reference]::catalog/") for line in lines) == len(catalog_paths())
 
 
+def test_collected_count_is_the_items_it_runs(pytester: pytest.Pytester) -> None:
+    """pytest's "collected N items" counts the scenarios (it said "collected 0 items" while running 50)."""
+    result = pytester.runpytest_inprocess(*LEAN, "-p", "no:cacheprovider", "--sessiongate-seeds", "0:3", "--no-sessiongate-catalog",
+                                          "-k", "gen-1")
+    result.assert_outcomes(passed=1, deselected=2)
+    assert "collected 3 items / 2 deselected / 1 selected" in result.stdout.str()
+
+
 def test_generated_items_pass_and_select_with_k(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_inprocess(*LEAN, "-p", "no:cacheprovider", "--sessiongate-seeds", "0:2", "--no-sessiongate-catalog",
                                           "-k", "gen-1", f"--junitxml={pytester.path / 'junit.xml'}")

@@ -1,0 +1,72 @@
+"""A process an in-process gateway starts and never ends is ended when the command is over, with
+a one-line warning: it would otherwise outlive the run and, holding sessiongate's stdout, keep
+`sessiongate run | tee log` waiting (issue #24)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import types
+from pathlib import Path
+
+import pytest
+
+from conformance import leftovers
+from conformance.cli import main
+from reference_impl.gateway import ReferenceGateway
+
+ROOT = Path(__file__).resolve().parent.parent
+FIRST = ROOT / "conformance" / "catalog" / "01-idle-expiry-end-and-finalize.yaml"
+STARTED: list[subprocess.Popen[bytes]] = []
+
+
+class StartsAServer(ReferenceGateway):
+    """Starts a helper process at start-up and never ends it."""
+
+    def start(self, config, harness):  # type: ignore[no-untyped-def]
+        super().start(config, harness)
+        STARTED.append(subprocess.Popen(["sleep", "300"]))
+
+
+@pytest.fixture
+def gateway_module(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = types.ModuleType("sg_leftovers")
+    module.make = StartsAServer  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "sg_leftovers", module)
+
+
+@pytest.mark.usefixtures("gateway_module")
+def test_what_an_in_process_gateway_started_is_ended_after_the_run(capsys: pytest.CaptureFixture[str]) -> None:
+    STARTED.clear()
+    before = set(leftovers.descendants())
+    assert main(["run", "--gateway", "sg_leftovers:make", "-q", str(FIRST)]) == 0
+    err = capsys.readouterr().err
+    assert len(STARTED) == 1
+    pid = STARTED[0].pid
+    assert err == f"warning: the run left 1 process running that the gateway started ({pid} sleep): ended\n"
+    assert STARTED[0].wait(timeout=5) == -9
+    assert set(leftovers.descendants()) <= before
+
+
+def test_a_process_running_before_the_command_is_left_alone(capsys: pytest.CaptureFixture[str]) -> None:
+    """Only what appeared during the command is the gateway's: a process of the caller's stays."""
+    mine = subprocess.Popen(["sleep", "300"])
+    try:
+        time.sleep(0.05)
+        assert main(["run", "-q", str(FIRST)]) == 0
+        assert capsys.readouterr().err == ""
+        assert mine.poll() is None
+    finally:
+        mine.kill()
+        mine.wait()
+
+
+def test_descendants_reads_this_process_tree() -> None:
+    child = subprocess.Popen(["sleep", "300"])
+    try:
+        time.sleep(0.05)
+        assert leftovers.descendants().get(child.pid) == "sleep"
+    finally:
+        child.kill()
+        child.wait()
