@@ -46,6 +46,7 @@ from conformance.cli import _positive_int, check_gateway, check_out_dir
 from conformance.observations import CacheReplay, Obs
 from conformance.registry import resolve
 from conformance.runner import run_scenario
+from conformance.shell import command
 from sim.clock import MINUTE, SECOND, to_ms
 from sim.scenario import (
     Advance,
@@ -225,7 +226,7 @@ def _write_violation(out: Path, steps: tuple[str, ...], bad: dict[str, str], gat
     path = out / f"{scenario.name}.yaml"
     header = "\n".join([f"explore: steps {' '.join(steps)} on gateway {gateway}",
                         *(f"failing: {check} {summary}" for check, summary in bad.items()),
-                        f"reproduce: sessiongate run {path.name} --gateway {gateway}"])
+                        "reproduce: " + command("run", str(path), "--gateway", gateway)])
     path.write_text(dump_text(scenario, header), encoding="utf-8")
     return path
 

@@ -22,6 +22,7 @@ import functools
 import math
 import multiprocessing
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -37,7 +38,8 @@ from conformance.cli import UsageError, add_isolation_options, check_gateway, ch
 from conformance.exec_gateway import DEFAULT_STEP_TIMEOUT
 from conformance.registry import resolve
 from conformance.runner import RunResult, cyclic_gc_paused, run_scenario
-from conformance.verdict import CHECKER_ERROR
+from conformance.shell import command
+from conformance.verdict import CHECKER_ERROR, Violation
 from sim.clock import MINUTE, parse_duration
 from sim.generate import PROFILES, scenario_for_seed
 from sim.loader import load_file, load_text
@@ -117,13 +119,23 @@ class Shrinking:
     runs: int
     path: str
     reproduces: bool
+    other: str = ""  # the shrunk scenario's first violation of the check, when the original's is gone
 
 
 def shrink_and_write(scenario: Scenario, original: Path, gateway: str, check: str, status: str,
-                     control: str | None = None, isolation: Isolation = Isolation()) -> Shrinking:
-    """Shrink a failing scenario keeping `check`'s verdict; write it beside `original`."""
+                     control: str | None = None, isolation: Isolation = Isolation(), slug: str = "") -> Shrinking:
+    """Shrink a failing scenario keeping `check`'s verdict; write it beside `original`. With
+    `slug` (the original's first violation), say when the shrunk one no longer shows it: the
+    shrink keeps the check failing, and may end on another bug of the same check."""
     fails = same_failure(gateway, check, status, control, isolation)
     shrunk = shrink(scenario, fails)
+    other = ""
+    if slug:
+        verdict = run_scenario(shrunk.scenario, factory(gateway, isolation)(), gateway,
+                               budget=candidate_budget(shrunk.scenario)).verdicts.get(check)
+        violations = verdict.violations if verdict is not None else ()
+        if violations and slug not in [kind(v) for v in violations]:
+            other = violations[0].message
     # It is shown to fail on `gateway` only: it claims to catch that variant, if any, and no other.
     catches = tuple(c for c in scenario.catches if gateway == f"reference:{c}")
     result = replace(shrunk.scenario, name=f"{scenario.name}-shrunk", catches=catches)
@@ -131,9 +143,11 @@ def shrink_and_write(scenario: Scenario, original: Path, gateway: str, check: st
               f"to {len(result.events)} events in {shrunk.runs} runs\n"
               f"failing: {check} ({status}) on gateway {gateway}"
               + (f", not on {control}" if control else "") + "\n"
-              f"reproduce: sessiongate run {original.with_name(original.stem + '.shrunk.yaml').name} --gateway {gateway}")
+              "reproduce: " + command("run", str(original.with_name(original.stem + ".shrunk.yaml")), "--gateway", gateway))
+    if other:
+        header += f"\nNOTE: this fails {check} another way than the original (another bug of the same check?): {other}"
     path, reproduces = write_beside(original, result, header, fails)
-    return Shrinking(len(result.events), shrunk.original_events, shrunk.runs, str(path), reproduces)
+    return Shrinking(len(result.events), shrunk.original_events, shrunk.runs, str(path), reproduces, other)
 
 
 # -- running seeds -----------------------------------------------------------------------
@@ -148,6 +162,7 @@ class SeedTask:
     strict: bool = False  # a vacuous check fails
     isolation: Isolation = Isolation()
     crash_points: bool = False  # a seeded swarm fires the gateway's declared crash points
+    shown_out: str = ""  # --out as given, where the file ends up: its `reproduce:` line names it so
 
 
 @dataclass(frozen=True)
@@ -162,6 +177,9 @@ class SeedOutcome:
     skipped: bool = False  # not judged: its config uses a feature the gateway declares unsupported
     start_error: str = ""  # broken before the scenario's first event: the gateway may not start at all
     checker_error: bool = False  # a check raised on its log: sessiongate's bug (exit 4)
+    key: tuple[str, str] = ("", "")  # (first failing check, its first violation's slug): what makes a failure distinct
+    status: str = ""  # that check's verdict status
+    message: str = ""  # that violation's message
 
 
 def run_seed(task: SeedTask) -> SeedOutcome:
@@ -200,18 +218,43 @@ def _run_seed(task: SeedTask) -> SeedOutcome:
     header = "\n".join([f"generated: seed {task.seed}, profile {task.profile}{', crash points' if task.crash_points else ''}; "
                         f"gateway {task.gateway}",
                         *(f"failing: {check} {summary}" for check, summary in bad.items()),
-                        f"reproduce: sessiongate run {path.name} --gateway {task.gateway}"])
+                        "reproduce: " + command("run", str(Path(task.shown_out) / path.name) if task.shown_out else path.name,
+                                                "--gateway", task.gateway)])
     text = dump_text(scenario, header)
     path.write_text(text, encoding="utf-8")
     assert replace(load_text(text), source="", header="") == scenario, "a generated scenario round-trips through its file"
-    shrunk = None
-    if task.shrink and failure is None:  # a gateway error is counted and written, not shrunk (see cmd_shrink)
-        check = next(iter(bad))
-        status = verdicts[check].status
-        shrunk = shrink_and_write(scenario, path, task.gateway, check, status, isolation=task.isolation)
+    check = next(iter(bad))
+    verdict = verdicts[check]
+    first = verdict.violations[0] if verdict.violations else None
     start_error = failure.describe() if failure is not None and failure.step == 0 else ""
-    return SeedOutcome(task.seed, vacuous, bad, str(path), shrunk, broken=failure is not None, start_error=start_error,
-                       checker_error=checker)
+    return SeedOutcome(task.seed, vacuous, bad, str(path), None, broken=failure is not None, start_error=start_error,
+                       checker_error=checker, key=(check, kind(first) if first is not None else verdict.status),
+                       status=verdict.status, message=first.message if first is not None else verdict.summary)
+
+
+WEEKDAY = re.compile(r"\b(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?=\d)")
+
+
+def kind(violation: Violation) -> str:
+    """A violation's slug, without the weekday of a time it names ("… at Wed 13:15"), so one
+    bug on two days is one kind of failure."""
+    return violation.kind or Violation(WEEKDAY.sub("", violation.message)).slug
+
+
+def shrink_distinct(outcome: SeedOutcome, task: SeedTask, seen: set[tuple[str, str]]) -> SeedOutcome:
+    """Shrink a counted failure if it is the first of its kind (`SeedOutcome.key`), in the
+    parent, so a buggy gateway's thousand failures of one bug cost one shrink, not a thousand.
+    Marks its kind seen either way. A gateway error is counted and written, never shrunk (see
+    cmd_shrink)."""
+    if not outcome.failing or outcome.broken or outcome.refused or outcome.key in seen:
+        return outcome
+    seen.add(outcome.key)
+    if not task.shrink:
+        return outcome
+    check, slug = outcome.key
+    shrunk = shrink_and_write(load_file(outcome.path), Path(outcome.path), task.gateway, check, outcome.status,
+                              isolation=task.isolation, slug=slug)
+    return replace(outcome, shrunk=shrunk)
 
 
 def parse_seeds(text: str) -> range:
@@ -399,8 +442,13 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     made_out = not out.exists()
     staging = out / f".staging-{os.getpid()}"  # shards may share --out: one staging folder per run
     tasks = [SeedTask(seed, args.gateway, args.profile, str(staging), not args.no_shrink, args.strict, isolation,
-                      args.crash_points)
+                      args.crash_points, args.out)
              for seed in seeds]
+    by_seed = {task.seed: task for task in tasks}
+    distinct: set[tuple[str, str]] = set()  # kinds of failure counted (each shrunk once)
+    if args.max_failures is not None and args.max_failures < 1:
+        raise UsageError(f"--max-failures expects at least 1, got {args.max_failures}")
+    capped = False
     progress = Progress(len(tasks))
     done = failed = broken = refused = vacuous = checkers = skipped = 0
     by_check: dict[str, int] = {}
@@ -409,7 +457,8 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     interrupted: KeyboardInterrupt | None = None
     outcomes = in_order(run_seed, tasks, workers, chunksize=seed_chunk(len(tasks), workers))
     try:
-        for outcome in map(functools.partial(_counted, out=out), outcomes):
+        for counted in map(functools.partial(_counted, out=out), outcomes):
+            outcome = shrink_distinct(counted, by_seed[counted.seed], distinct)
             done += 1
             vacuous += outcome.vacuous
             checkers += outcome.checker_error
@@ -421,13 +470,16 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
                 for check in outcome.failing if not (outcome.broken or outcome.refused) else ():
                     by_check[check] = by_check.get(check, 0) + 1
                 progress.clear()
-                _print_failure(outcome)
+                _print_failure(outcome, not args.no_shrink)
             progress.update(done, failed)
             if done == 1 and outcome.start_error and done < len(tasks):  # it would fail every seed the same way
                 cannot_start = f"stopped: the gateway errored before the first event of seed {outcome.seed}; it cannot start"
                 break
             if budget is not None and progress.elapsed() > budget and done < len(tasks):
                 stopped = True
+                break
+            if args.max_failures is not None and len(distinct) >= args.max_failures and done < len(tasks):
+                capped = True
                 break
     except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM: count and report what finished
         interrupted = stop
@@ -439,6 +491,9 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     progress.close()
     if stopped:
         print(f"time budget of {args.time_budget} spent after {done} of {len(tasks)} seeds")
+    if capped:
+        print(f"stopped after {len(distinct)} distinct failure{'s' if len(distinct) != 1 else ''} "
+              f"(--max-failures {args.max_failures}), {done} of {len(tasks)} seeds")
     if cannot_start:
         print(cannot_start)
     lines = [f"{done} scenarios, {done - failed - skipped} passed, {failed - refused} failed"
@@ -446,9 +501,11 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
              + (f", {skipped} skipped (not judged: a feature the gateway declares unsupported)" if skipped else "")]
     if vacuous:
         lines[-1] += f"; {vacuous} check{'s' if vacuous != 1 else ''} vacuous (examined nothing)"
+    if distinct:
+        lines[-1] += f"; {len(distinct)} distinct failure{'s' if len(distinct) != 1 else ''} (by first check and violation)"
     if interrupted is not None:
         lines[-1] += " (interrupted)"
-    if (stopped or interrupted is not None) and done < len(tasks):  # the last line: how to run the rest
+    if (stopped or capped or interrupted is not None) and done < len(tasks):  # the last line: how to run the rest
         lines.append(f"resume: {resume_command(args.parser, args, seeds[done:])}")
     if failed:
         counts = ", ".join(f"{check} {by_check[check]}" for check in sorted(by_check))
@@ -470,7 +527,7 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _print_failure(outcome: SeedOutcome) -> None:
+def _print_failure(outcome: SeedOutcome, shrinking: bool = False) -> None:
     first, *rest = outcome.failing.items()
     if outcome.refused:
         print(f"refused gen-{outcome.seed}  {first[1]}")
@@ -481,6 +538,11 @@ def _print_failure(outcome: SeedOutcome) -> None:
         s = outcome.shrunk
         note = "" if s.reproduces else " (NOTE: the file, with turns renumbered, does not reproduce; the in-memory shrink did)"
         print(f"     shrunk {s.original} -> {s.events} events: {s.path}{note}")
+        if s.other:
+            print(f"     NOTE: the shrunk scenario fails {outcome.key[0]} another way: {s.other}")
+            print(f"     the original: {outcome.message}")
+    elif shrinking and not outcome.broken:
+        print(f"     not shrunk: the same failure as an earlier seed's ({outcome.key[0]} {outcome.key[1]})")
 
 
 # -- shrink ------------------------------------------------------------------------------
@@ -501,7 +563,10 @@ def cmd_shrink(args: argparse.Namespace) -> int:
         print(f"{scenario.name} does not fail {check} on {args.gateway} (it fails {', '.join(bad)})")
         return 1
     status = result.verdicts[check].status
-    s = shrink_and_write(scenario, Path(args.file), args.gateway, check, status)
+    out = Path(args.out)
+    check_out_dir(args.out, "--out")
+    out.mkdir(parents=True, exist_ok=True)
+    s = shrink_and_write(scenario, out / Path(args.file).name, args.gateway, check, status)
     print(f"shrunk {s.original} -> {s.events} events in {s.runs} runs: {s.path}"
           + ("" if s.reproduces else " (NOTE: the file does not reproduce the failure)"))
     return 0
@@ -531,6 +596,8 @@ def add_commands(subparsers: Any) -> None:
     fuzz.add_argument("--out", default="fuzz-failures", help="where failing scenarios go (default fuzz-failures)")
     fuzz.add_argument("--profile", default="default", choices=sorted(PROFILES))
     fuzz.add_argument("--no-shrink", action="store_true", help="write failures without shrinking them")
+    fuzz.add_argument("--max-failures", type=int, metavar="N",
+                      help="stop after N distinct failures (by first check and violation; each is shrunk once)")
     fuzz.add_argument("--strict", action="store_true", help="a check that examined nothing (vacuous) fails")
     fuzz.add_argument("--crash-points", action="store_true",
                       help="also crash the gateway inside steps, at a seeded random subset of the crash points it "
@@ -544,6 +611,8 @@ def add_commands(subparsers: Any) -> None:
     shrink_cmd.add_argument("file")
     shrink_cmd.add_argument("--gateway", default="reference")
     shrink_cmd.add_argument("--check", help="the check whose failure to keep (default: the first failing)")
+    shrink_cmd.add_argument("--out", default="fuzz-failures",
+                            help="where the shrunk file goes, as NAME.shrunk.yaml (default fuzz-failures, as fuzz)")
     shrink_cmd.set_defaults(func=guarded(cmd_shrink))
     from conformance import explore  # here: explore imports this module's helpers
 

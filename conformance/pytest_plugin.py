@@ -140,6 +140,7 @@ class ScenarioItem(pytest.Item):
 
     def _evidence(self, result: Any) -> str:
         from conformance.cli import unexpected_pass
+        from conformance.shell import command
 
         bad = [check for check, v in result.verdicts.items() if v.status in ("fail", "xpass", "error", "timeout", "checker-error")]
         lines = [f"{result.scenario.name} on {self.gateway}: {', '.join(bad)} not passing"]
@@ -159,10 +160,12 @@ class ScenarioItem(pytest.Item):
             if len(verdict.violations) > 10:
                 lines.append(f"    … and {len(verdict.violations) - 10} more")
         if self.seed is not None:
-            profile = f" --profile {self.profile}" if self.profile != "default" else ""
-            lines.append(f"reproduce: sessiongate fuzz --seeds {self.seed}:{self.seed + 1} --gateway {self.gateway}{profile}")
+            profile = ["--profile", self.profile] if self.profile != "default" else []
+            lines.append("reproduce: " + command("fuzz", "--seeds", f"{self.seed}:{self.seed + 1}", "--gateway", self.gateway,
+                                                 *profile))
         else:
-            lines.append(f"reproduce: sessiongate replay {self.scenario_path} --gateway {self.gateway}")
+            lines.append("reproduce: " + command("replay", _shown(self.scenario_path, self.config.invocation_params.dir),
+                                                 "--gateway", self.gateway))
         return "\n".join(lines)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:

@@ -375,24 +375,45 @@ class Run:
         raise _GatewayRaised(GatewayFailure("error", self.log.step, self.current_event, message))
 
     def _verify_routed(self, chat: str, session: str | None) -> None:
-        """A deletion is aimed by the gateway's routing (its own word): a chat whose session is
-        live by the log (its newest turn asked or answered in it, no end since) must have an
-        entry naming that session, or a gateway that hid its routing, or left it stale, would
-        evade every deletion fault. One backward pass, at a deletion."""
+        """A deletion is aimed by the gateway's routing (its own word), so the routing is held to
+        the log, at a deletion: a chat whose session is live by the log (its last answer in it,
+        no end since) must have an entry; and an entry naming a session the log shows ended,
+        while the chat's turns since went to another and no `/resume` could have switched back,
+        is stale. A gateway that hid its routing, or never updated it, would evade every
+        deletion fault (the deletion would miss, or take an ended session and spare the live one)."""
         messages = {e.turn for e in self.scenario.events if isinstance(e, Message)}
-        ended: set[str | None] = set()
-        for r in reversed(self.log.records):
-            if r.kind == "on_session_end":
-                ended.add(r.session)
-            elif r.kind in ("reply", "llm_request") and r.chat == chat and r.turns and r.turns[0] in messages:
-                if r.session in ended or r.session == session:
-                    return
-                how = "answered" if r.kind == "reply" else "asked"
-                what = "has no entry" if session is None else f"names {session}"
-                raise _GatewayRaised(GatewayFailure(
-                    "error", self.log.step, self.current_event, f"the gateway's routing {what} for {chat}, whose "
-                    f"session {r.session} is live ({how} at {self.clock.format(r.t)}, not ended): the deletion cannot "
-                    "be aimed"))
+        records = self.log.records
+        if session is None:
+            ended: set[str | None] = set()
+            for r in reversed(records):
+                if r.kind == "on_session_end":
+                    ended.add(r.session)
+                elif r.kind == "reply" and r.chat == chat and r.turns and r.turns[0] in messages:
+                    if r.session in ended:
+                        return
+                    self._misaimed(f"the gateway's routing has no entry for {chat}, whose session {r.session} is live "
+                                   f"(answered at {self.clock.format(r.t)}, not ended)")
+            return
+        end = None  # the named session's last on_session_end, then: what the chat did after it
+        since = None
+        for r in records:
+            if r.kind == "on_session_end" and r.session == session:
+                end, since = r, None
+            elif end is None:
+                continue
+            elif r.kind == "command" and r.chat == chat and r.d("command") == "/resume":
+                return  # it may have switched back to the named session
+            if r.kind in ("reply", "llm_request") and r.chat == chat and r.turns and r.turns[0] in messages:
+                if r.session == session:
+                    end = None  # reopened (a /resume past its boundary): live again
+                    continue
+                since = since or r
+        if end is not None and since is not None:
+            self._misaimed(f"the gateway's routing names {session} for {chat}, which ended at {self.clock.format(end.t)}; "
+                           f"the chat's turns since went to {since.session} ({since.turns[0]} at {self.clock.format(since.t)})")
+
+    def _misaimed(self, why: str) -> None:
+        raise _GatewayRaised(GatewayFailure("error", self.log.step, self.current_event, f"{why}: the deletion cannot be aimed"))
 
     def _verify_locked(self, since: int, until: int, before: Counter[tuple[str, str, str | None]], step: int,
                        event: str) -> None:

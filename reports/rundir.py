@@ -11,11 +11,11 @@ import hashlib
 import json
 import os
 import re
-import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from conformance import shell
 from conformance.adapter import Profile
 from conformance.observations import ObservationLog
 from conformance.runner import RunResult
@@ -85,11 +85,11 @@ class Keyed:
     def reproduce(self) -> str:
         """A command that runs the scenario again, pasted into a shell where the run was made (a
         generated scenario by its seed)."""
-        scenario, gateway = self.result.scenario, shlex.quote(self.result.gateway)
+        scenario, gateway = self.result.scenario, self.result.gateway
         if self.file:
-            return f"sessiongate replay {shlex.quote(self.file)} --gateway {gateway}"
+            return shell.command("replay", self.file, "--gateway", gateway)
         if scenario.name.startswith("gen-"):
-            return f"sessiongate fuzz --seeds {scenario.seed}:{scenario.seed + 1} --gateway {gateway}"
+            return shell.command("fuzz", "--seeds", f"{scenario.seed}:{scenario.seed + 1}", "--gateway", gateway)
         return ""
 
 

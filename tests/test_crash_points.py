@@ -17,7 +17,7 @@ import pytest
 
 from conformance.adapter import CrashPointFired, Harness, Profile
 from conformance.exec_gateway import ExecGateway
-from conformance.fuzz import SeedTask, run_seed
+from conformance.fuzz import SeedTask, run_seed, shrink_distinct
 from conformance.observations import DurableState, Resources
 from conformance.runner import RunResult, run_scenario, with_fires
 from reference_impl.gateway import CRASH_POINTS, ReferenceGateway
@@ -183,7 +183,8 @@ def test_a_swarm_is_the_seed_s_own_and_its_file_replays_exactly() -> None:
 ])
 def test_fuzz_finds_each_crash_variant_and_shrinks_keeping_its_point(tmp_path: Path, variant_name: str, seed: int,
                                                                     check: str, point: str) -> None:
-    outcome = run_seed(SeedTask(seed, f"reference:{variant_name}", "default", str(tmp_path), crash_points=True))
+    task = SeedTask(seed, f"reference:{variant_name}", "default", str(tmp_path), crash_points=True)
+    outcome = shrink_distinct(run_seed(task), task, set())
     assert check in outcome.failing
     assert "crash_at:" in Path(outcome.path).read_text()
     assert outcome.shrunk is not None and outcome.shrunk.reproduces and outcome.shrunk.events <= 12

@@ -120,5 +120,5 @@ def test_a_stale_routing_entry_is_an_error_at_the_deletion() -> None:
     result = run_scenario(load_file(path), StaleRoutingGateway(), "selftest:stale-routing")
     assert result.failure is not None and result.failure.step == 4
     assert result.failure.message == (
-        "the gateway's routing names s1 for alice, whose session s2 is live (answered at 09:02:02, not ended): "
+        "the gateway's routing names s1 for alice, which ended at 09:01; the chat's turns since went to s2 (t2 at 09:02): "
         "the deletion cannot be aimed")

@@ -31,7 +31,7 @@ def test_reference_passes_seeds_0_to_20(capsys: pytest.CaptureFixture[str], tmp_
 def test_failures_are_written_as_reproducible_files(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, out, failed = _fuzz(capsys, tmp_path, "--seeds", "0:1", "--gateway", VARIANT)
     assert code == 1 and failed == {0}
-    assert out.strip().splitlines()[-1] == "1 scenarios, 0 passed, 1 failed"
+    assert out.strip().splitlines()[-1] == "1 scenarios, 0 passed, 1 failed; 1 distinct failure (by first check and violation)"
     path = tmp_path / "out" / "gen-0.yaml"
     assert path.read_text().startswith(f"# generated: seed 0, profile default; gateway {VARIANT}\n# failing: I1 ")
     assert main(["run", str(path), "--gateway", VARIANT]) == 1
@@ -90,7 +90,8 @@ def test_an_interrupted_run_reports_what_finished(capsys: pytest.CaptureFixture[
     code, out, failed = _fuzz(capsys, tmp_path, "--seeds", "0:5", "--gateway", "interrupting")
     assert code == 143
     *_, counts, last = out.strip().splitlines()
-    assert counts == f"2 scenarios, {2 - len(failed)} passed, {len(failed)} failed (interrupted)"
+    distinct = "; 1 distinct failure (by first check and violation)" if failed else ""
+    assert counts == f"2 scenarios, {2 - len(failed)} passed, {len(failed)} failed{distinct} (interrupted)"
     assert last == f"resume: sessiongate fuzz --seeds 2:5 --gateway interrupting --out {tmp_path / 'out'} --no-shrink"
     if failed:
         assert (tmp_path / "out" / "summary.txt").read_text().splitlines()[-2:] == [counts, last]
@@ -250,3 +251,72 @@ def test_fuzz_gives_an_exec_child_its_memory_cap_and_step_timeout(capsys: pytest
     assert started == [(["my-gateway", "--fast"], 2.5, 300)] * 2
     _fuzz(capsys, tmp_path, "--seeds", "0:1", "--gateway", "exec:my-gateway")
     assert started[-1] == (["my-gateway"], 10.0, 4096)  # run's defaults
+
+
+# -- a buggy gateway's many failures (issue #24) -------------------------------------------
+
+
+def test_each_distinct_failure_is_shrunk_once(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """never-replies fails every seed, mostly the same way: one shrink per kind, not per seed."""
+    code = main(["fuzz", "--seeds", "0:6", "--gateway", "reference:never-replies", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 1
+    shrunk = re.findall(r"^     shrunk \d+ -> \d+ events", out, re.MULTILINE)
+    repeats = re.findall(r"^     not shrunk: the same failure as an earlier seed's \((I\d) ([a-z-]+)\)$", out, re.MULTILINE)
+    distinct = int(re.search(r"; (\d+) distinct failures? \(by first check and violation\)$", out.strip()).group(1))  # type: ignore[union-attr]
+    assert len(shrunk) == distinct and len(shrunk) + len(repeats) == 6 and repeats
+    assert sorted(p.name for p in tmp_path.glob("*.shrunk.yaml")) == sorted(
+        f"gen-{seed}.shrunk.yaml" for seed in re.findall(r"^FAIL gen-(\d+).*\n.*\n     shrunk", out, re.MULTILINE))
+
+
+def test_max_failures_stops_after_n_distinct_failures_and_says_how_to_resume(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code = main(["fuzz", "--seeds", "0:50", "--gateway", "reference:never-replies", "--out", str(tmp_path), "--no-shrink",
+                 "--max-failures", "2"])
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert code == 1
+    stop = next(line for line in lines if line.startswith("stopped after "))
+    done = int(re.fullmatch(r"stopped after 2 distinct failures \(--max-failures 2\), (\d+) of 50 seeds", stop).group(1))  # type: ignore[union-attr]
+    assert 2 <= done < 50
+    assert lines[-1] == (f"resume: sessiongate fuzz --seeds {done}:50 --gateway reference:never-replies "
+                         f"--out {tmp_path} --no-shrink --max-failures 2")
+    assert main(["fuzz", "--seeds", "0:2", "--max-failures", "0", "--out", str(tmp_path)]) == 2
+
+
+def test_a_shrink_that_ends_on_another_bug_of_the_check_says_so(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Seed 3 on never-replies fails I1 at a daily boundary; its shrink keeps I1 failing, at an
+    idle one: the note shows both, and the file says it too."""
+    assert main(["fuzz", "--seeds", "3:4", "--gateway", "reference:never-replies", "--out", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    note = re.search(r"^     NOTE: the shrunk scenario fails I1 another way: (.*)\n     the original: (.*)$", out, re.MULTILINE)
+    assert note and "idle boundary" in note.group(1) and "daily boundary" in note.group(2)
+    assert "# NOTE: this fails I1 another way than the original" in (tmp_path / "gen-3.shrunk.yaml").read_text()
+
+
+def test_reproduce_lines_paste_into_the_shell_the_run_was_made_from(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Relative to where fuzz ran (not to the failure folder), and with its PYTHONPATH."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", "/opt/my gateways")
+    assert main(["fuzz", "--seeds", "0:1", "--gateway", "reference:never-replies", "--out", "found"]) == 1
+    capsys.readouterr()
+    for name in ("gen-0.yaml", "gen-0.shrunk.yaml"):
+        line = next(line for line in (tmp_path / "found" / name).read_text().splitlines() if line.startswith("# reproduce: "))
+        assert line == f"# reproduce: PYTHONPATH='/opt/my gateways' sessiongate run found/{name} --gateway reference:never-replies"
+        words = shlex.split(line.removeprefix("# reproduce: "))
+        assert main(words[2:]) == 1  # as pasted (sessiongate's own words)
+    capsys.readouterr()
+
+
+def test_shrink_writes_to_the_failure_folder_not_beside_its_input(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["fuzz", "--seeds", "0:1", "--gateway", "reference:never-replies", "--out", "found", "--no-shrink"]) == 1
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "found" / "gen-0.yaml").rename(tmp_path / "tests" / "gen-0.yaml")
+    capsys.readouterr()
+    assert main(["shrink", "tests/gen-0.yaml", "--gateway", "reference:never-replies"]) == 0
+    assert capsys.readouterr().out.endswith(": fuzz-failures/gen-0.shrunk.yaml\n")
+    assert [p.name for p in (tmp_path / "tests").iterdir()] == ["gen-0.yaml"]
+    assert main(["shrink", "tests/gen-0.yaml", "--gateway", "reference:never-replies", "--out", "elsewhere"]) == 0
+    assert (tmp_path / "elsewhere" / "gen-0.shrunk.yaml").is_file()
