@@ -26,6 +26,7 @@ from typing import Any, NoReturn
 
 from conformance import leftovers
 from conformance.adapter import raise_interrupted
+from conformance.failure_db import FailureDB
 from conformance.observations import Obs
 from conformance.registry import UnknownGateway, expectation_names, resolve
 from conformance.runner import DEFAULT_BUDGET, RunResult, run_scenario
@@ -373,6 +374,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"warning: {expectations.source or 'the expectations file'} names no catalog scenario "
                   f"{', '.join(f'{n!r} (did you mean {c!r}?)' for n, c in near.items())}: a typo expects nothing",
                   file=sys.stderr)
+    db = FailureDB.open(args.gateway, not args.no_failure_db)
+    saved = saved_failures(db)
+    scenarios = [*saved, *scenarios]
     results: list[RunResult] = []
     try:
         for result in run_all(scenarios, factory, args.gateway, expectations, args.budget, args.strict):
@@ -381,6 +385,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             results.append(result)
             if not args.quiet or outcome(result) not in ("pass", "xfail"):
                 print("\n".join(_scenario_line(result, expectations=expectations.source)), flush=True)
+            if len(results) <= len(saved):
+                forget_if_fixed(db, result)
             if len(results) == 1 and len(scenarios) > 1 and cannot_start(result):
                 print(f"stopped: the gateway failed before the first event of {result.scenario.name}; it cannot "
                       f"start ({len(scenarios) - 1} scenarios not run)")
@@ -394,6 +400,32 @@ def cmd_run(args: argparse.Namespace) -> int:
     _write_report(results, args.report, args.gateway, errors)
     print(summary_line(results, len(errors)))
     return exit_code(results, len(errors))
+
+
+def saved_failures(db: FailureDB | None) -> list[Scenario]:
+    """The gateway's saved failures (`conformance.failure_db`), to run first, said in one line;
+    a saved file that no longer loads is said and skipped, never the run's error."""
+    if db is None:
+        return []
+    saved, broken = load_all(db.saved())
+    for error in broken:
+        print(f"warning: skipping a saved failure that does not load: {error}", file=sys.stderr)
+    if saved:
+        print(f"replaying {len(saved)} saved failure{'s' if len(saved) != 1 else ''} first ({db.shown()}; "
+              "--no-failure-db skips them)")
+    return saved
+
+
+def forget_if_fixed(db: FailureDB | None, result: RunResult) -> None:
+    """A saved failure that passes now leaves the database."""
+    if db is not None and outcome(result) == "pass" and result.scenario.source:
+        db.forget(Path(result.scenario.source))
+        print(f"      {result.scenario.name} passes now: removed from {db.shown()}")
+
+
+def add_failure_db_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--no-failure-db", action="store_true",
+                        help="neither replay nor save failures in .sessiongate/failures/ (or $SESSIONGATE_FAILURE_DB)")
 
 
 # -- update-expectations --------------------------------------------------------------
@@ -645,6 +677,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--check-determinism", action="store_true",
                      help="run each scenario twice and report the first divergence of the logs")
     run.add_argument("--strict", action="store_true", help="a check that examined nothing (vacuous) fails")
+    add_failure_db_option(run)
     run.set_defaults(func=cmd_run)
     update = sub.add_parser("update-expectations", help="rewrite a gateway's expectations file from a run")
     update.add_argument("paths", nargs="*", help="scenario files or folders (default: the built-in catalog)")

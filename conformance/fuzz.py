@@ -34,8 +34,16 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from conformance.adapter import Interrupted, raise_interrupted
-from conformance.cli import UsageError, add_isolation_options, check_gateway, check_out_dir, gateway_factory
+from conformance.cli import (
+    UsageError,
+    add_failure_db_option,
+    add_isolation_options,
+    check_gateway,
+    check_out_dir,
+    gateway_factory,
+)
 from conformance.exec_gateway import DEFAULT_STEP_TIMEOUT
+from conformance.failure_db import FailureDB
 from conformance.registry import resolve
 from conformance.runner import RunResult, cyclic_gc_paused, run_scenario
 from conformance.shell import command
@@ -449,6 +457,8 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     if args.max_failures is not None and args.max_failures < 1:
         raise UsageError(f"--max-failures expects at least 1, got {args.max_failures}")
     capped = False
+    db = FailureDB.open(args.gateway, not args.no_failure_db)
+    still_failing = replay_saved(db, args.gateway, isolation, args.strict)
     progress = Progress(len(tasks))
     done = failed = broken = refused = vacuous = checkers = skipped = 0
     by_check: dict[str, int] = {}
@@ -458,7 +468,11 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     outcomes = in_order(run_seed, tasks, workers, chunksize=seed_chunk(len(tasks), workers))
     try:
         for counted in map(functools.partial(_counted, out=out), outcomes):
+            kinds = len(distinct)
             outcome = shrink_distinct(counted, by_seed[counted.seed], distinct)
+            if db is not None and len(distinct) > kinds:  # a new kind of failure: replayed first from now on
+                shrunk = outcome.shrunk
+                db.save(Path(shrunk.path) if shrunk is not None and shrunk.reproduces else Path(outcome.path))
             done += 1
             vacuous += outcome.vacuous
             checkers += outcome.checker_error
@@ -524,7 +538,25 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
         return 4  # a check raised on some log: sessiongate's own bug, above any finding
     if args.findings_ok:
         return 1 if broken else 0
-    return 1 if failed else 0
+    return 1 if failed or still_failing else 0
+
+
+def replay_saved(db: FailureDB | None, gateway: str, isolation: Isolation, strict: bool) -> int:
+    """Run the gateway's saved failures before any seed, as `run` does; returns how many still
+    fail (a fixed one leaves the database)."""
+    from conformance.cli import _scenario_line, forget_if_fixed, saved_failures
+    from conformance.suite import outcome
+
+    failing = 0
+    for scenario in saved_failures(db):
+        result = run_scenario(scenario, factory(gateway, isolation)(), gateway, strict=strict)
+        if outcome(result) != "pass":
+            failing += 1
+            print("\n".join(_scenario_line(result)), flush=True)
+        forget_if_fixed(db, result)
+    if failing:
+        print(f"{failing} saved failure{'s' if failing != 1 else ''} still failing")
+    return failing
 
 
 def _print_failure(outcome: SeedOutcome, shrinking: bool = False) -> None:
@@ -596,6 +628,7 @@ def add_commands(subparsers: Any) -> None:
     fuzz.add_argument("--out", default="fuzz-failures", help="where failing scenarios go (default fuzz-failures)")
     fuzz.add_argument("--profile", default="default", choices=sorted(PROFILES))
     fuzz.add_argument("--no-shrink", action="store_true", help="write failures without shrinking them")
+    add_failure_db_option(fuzz)
     fuzz.add_argument("--max-failures", type=int, metavar="N",
                       help="stop after N distinct failures (by first check and violation; each is shrunk once)")
     fuzz.add_argument("--strict", action="store_true", help="a check that examined nothing (vacuous) fails")

@@ -40,6 +40,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="include the built-in catalog (the default without your own scenarios)")
     group.addoption("--no-sessiongate-catalog", dest="sessiongate_catalog", action="store_false",
                     help="leave the built-in catalog out")
+    group.addoption("--sessiongate-no-failure-db", action="store_true", default=False,
+                    help="do not run the gateway's saved failures first (.sessiongate/failures/, as run and fuzz do)")
 
 
 def _active(config: pytest.Config) -> bool:
@@ -58,6 +60,7 @@ class Settings:
     named: frozenset[Path]  # scenario files given as pytest arguments, resolved
     catalog: bool
     strict: bool = False  # --sessiongate-strict: a vacuous check fails
+    failure_db: bool = True  # run the gateway's saved failures first (conformance.failure_db)
 
 
 SETTINGS = pytest.StashKey[Settings]()
@@ -94,7 +97,8 @@ def _settings(config: pytest.Config) -> Settings:
     named = _named_scenario_files(config)
     catalog = config.getoption("sessiongate_catalog")
     return Settings(gateway, expectations, seed_range, scenarios, named,
-                    catalog if catalog is not None else not (scenarios or named), config.getoption("sessiongate_strict"))
+                    catalog if catalog is not None else not (scenarios or named), config.getoption("sessiongate_strict"),
+                    not config.getoption("sessiongate_no_failure_db"))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -110,10 +114,11 @@ class ScenarioItem(pytest.Item):
     """One scenario against one gateway: a scenario file, or a generated seed."""
 
     def __init__(self, *, gateway: str, path: Path | None = None, seed: int | None = None, profile: str = "default",
-                 expectations: Any = None, **kwargs: Any) -> None:
+                 expectations: Any = None, saved: Any = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.gateway, self.scenario_path, self.seed, self.profile = gateway, path, seed, profile
         self.expectations = expectations
+        self.saved = saved  # the FailureDB this saved failure is in: it leaves it when it passes
 
     def scenario(self) -> Any:
         from sim.generate import scenario_for_seed
@@ -131,6 +136,8 @@ class ScenarioItem(pytest.Item):
         result = run_scenario(self.scenario(), resolve(self.gateway)(), self.gateway, strict=strict)
         result = (self.expectations or Expectations.for_gateway(self.gateway)).apply(result)
         word = outcome(result)
+        if self.saved is not None and word == "pass" and self.scenario_path is not None:
+            self.saved.forget(self.scenario_path)
         if word == "skip":
             pytest.skip(result.skipped)
         if word == "xfail":
@@ -212,6 +219,13 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
     gateway, expectations = settings.gateway, settings.expectations
     prefix = f"sessiongate[{gateway}]"
+    from conformance.failure_db import FailureDB
+
+    db = FailureDB.open(gateway, settings.failure_db)
+    for path in db.saved() if db is not None else []:  # first, as run and fuzz replay them
+        name = f"saved/{path.stem}"
+        items.append(ScenarioItem.from_parent(session, name=name, nodeid=f"{prefix}::{name}", gateway=gateway, path=path,
+                                              expectations=expectations, saved=db))
     named: list[tuple[str, Path]] = []
     if settings.catalog:
         named += [(f"catalog/{path.stem}", path) for path in catalog_paths()]

@@ -1,0 +1,88 @@
+"""The failure database (issue #24): fuzz saves each distinct failure; run, fuzz and the pytest
+plugin replay a gateway's saved failures first, and forget one when it passes; off by flag."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conformance.cli import main
+
+BUGGY = "reference:never-replies"
+
+pytest_plugins = ["pytester"]
+
+
+@pytest.fixture
+def db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "db"
+    monkeypatch.setenv("SESSIONGATE_FAILURE_DB", str(folder))
+    return folder
+
+
+def test_fuzz_saves_one_file_per_distinct_failure(db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fuzz", "--seeds", "0:4", "--gateway", BUGGY, "--out", str(tmp_path / "out")]) == 1
+    out = capsys.readouterr().out
+    shrunk = sorted(line.split(": ")[-1].split("/")[-1] for line in out.splitlines() if line.startswith("     shrunk "))
+    assert shrunk and sorted(p.name for p in (db / "reference-never-replies").iterdir()) == shrunk
+
+
+def test_run_replays_saved_failures_first_until_they_pass(db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fuzz", "--seeds", "0:1", "--gateway", BUGGY, "--out", str(tmp_path / "out")]) == 1
+    saved = db / "reference-never-replies" / "gen-0.shrunk.yaml"
+    assert saved.is_file()
+    capsys.readouterr()
+    first = str(Path(__file__).parent.parent / "conformance" / "catalog" / "05-none-session-reaped.yaml")
+    assert main(["run", "--gateway", BUGGY, first]) == 1  # still failing: it stays
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"replaying 1 saved failure first ({db / 'reference-never-replies'}; --no-failure-db skips them)"
+    assert lines[1].startswith("fail  gen-0-shrunk")
+    assert lines[-1].startswith("2 scenarios, 0 passed, 2 failed")
+    assert saved.is_file()
+    assert main(["run", "--gateway", BUGGY, first, "--no-failure-db"]) == 1
+    assert capsys.readouterr().out.splitlines()[-1].startswith("1 scenarios, 0 passed, 1 failed")
+    # the bug fixed: the reference is never-replies without the bug; its own database is another folder
+    (db / "reference").mkdir()
+    saved.rename(db / "reference" / saved.name)
+    assert main(["run", "--gateway", "reference", first]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1:3] == ["pass  gen-0-shrunk", f"      gen-0-shrunk passes now: removed from {db / 'reference'}"]
+    assert lines[-1].startswith("2 scenarios, 2 passed, 0 failed")
+    assert not (db / "reference").exists()
+
+
+def test_fuzz_replays_saved_failures_before_its_seeds(db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fuzz", "--seeds", "0:1", "--gateway", BUGGY, "--out", str(tmp_path / "out"), "--no-shrink"]) == 1
+    capsys.readouterr()
+    assert main(["fuzz", "--seeds", "5:6", "--gateway", "reference", "--out", str(tmp_path / "out2")]) == 0  # another gateway's
+    assert "saved failure" not in capsys.readouterr().out
+    code = main(["fuzz", "--seeds", "5:6", "--gateway", BUGGY, "--out", str(tmp_path / "out3"), "--no-shrink"])
+    out = capsys.readouterr().out.splitlines()
+    assert code == 1
+    assert out[0].startswith("replaying 1 saved failure first (")
+    assert out[1].startswith("fail  gen-0")
+    assert "1 saved failure still failing" in out
+
+
+def test_off_by_environment_or_flag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SESSIONGATE_FAILURE_DB")
+    assert main(["fuzz", "--seeds", "0:1", "--gateway", BUGGY, "--out", "out", "--no-shrink", "--no-failure-db"]) == 1
+    assert not (tmp_path / ".sessiongate").exists()
+    assert main(["fuzz", "--seeds", "0:1", "--gateway", BUGGY, "--out", "out", "--no-shrink"]) == 1
+    assert (tmp_path / ".sessiongate" / "failures" / "reference-never-replies" / "gen-0.yaml").is_file()
+    monkeypatch.setenv("SESSIONGATE_FAILURE_DB", "off")
+    capsys.readouterr()
+    assert main(["run", "--gateway", BUGGY, "--no-failure-db", str(tmp_path / "out" / "gen-0.yaml")]) == 1
+    assert "saved failure" not in capsys.readouterr().out
+
+
+def test_the_plugin_runs_saved_failures_first(db: Path, tmp_path: Path, pytester: pytest.Pytester) -> None:
+    assert main(["fuzz", "--seeds", "0:1", "--gateway", BUGGY, "--out", str(tmp_path / "out"), "--no-shrink"]) == 1
+    result = pytester.runpytest_inprocess("-p", "no:xdist", "-p", "no:cacheprovider", "--sessiongate-gateway", BUGGY,
+                                          "--no-sessiongate-catalog", "--co", "-q")
+    assert f"sessiongate[{BUGGY}]::saved/gen-0" in result.stdout.lines
+    result = pytester.runpytest_inprocess("-p", "no:xdist", "-p", "no:cacheprovider", "--sessiongate-gateway", BUGGY,
+                                          "--no-sessiongate-catalog", "--sessiongate-no-failure-db", "--co", "-q")
+    assert not any("saved/" in line for line in result.stdout.lines)
