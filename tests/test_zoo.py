@@ -66,5 +66,5 @@ def test_a_shrunk_file_claims_only_the_variant_it_was_shrunk_on(tmp_path: Path) 
 
     path = tmp_path / "c07.yaml"
     path.write_text(next(CATALOG_DIR.glob("07-*.yaml")).read_text())
-    assert main(["shrink", str(path), "--gateway", "reference:batch-lost-on-shutdown"]) == 0
+    assert main(["shrink", str(path), "--gateway", "reference:batch-lost-on-shutdown", "--out", str(tmp_path)]) == 0
     assert "catches: [batch-lost-on-shutdown]\n" in (tmp_path / "c07.shrunk.yaml").read_text()
