@@ -232,3 +232,65 @@ def test_a_retain_is_still_queued_when_its_session_ends() -> None:
     busy, landed = at[("ingest_busy", ("t2",), "hindsight")], at[("ingest", ("t2",), "hindsight")]
     assert busy < end < landed and records[landed].t == records[busy].detail["ready"]
     assert ("ingest_busy", ("t3",), "hindsight") in at and ("ingest", ("t3",), "hindsight") not in at
+
+
+CRASH_AT = """
+name: hermes-crash-{point}
+zone: Europe/Berlin
+start: 2026-03-02T09:00
+config:
+  reset: {{mode: idle, idle_minutes: 30}}
+  providers: [{{name: hindsight, retain_every_n_turns: 1}}]
+chats:
+  alice: {{}}
+events:
+  - crash_at: {{point: {point}, hit: {hit}, restart_after: 30s}}
+  - message: alice
+  - message: alice
+    after: 2m
+  - command: /new
+    chat: alice
+    after: 2m
+  - message: alice
+    after: 2m
+"""
+
+
+def _crashed_at(point: str, hit: int = 1):  # type: ignore[no-untyped-def]
+    result = run_scenario(load_text(CRASH_AT.format(point=point, hit=hit), f"{point}.yaml"), hermes(), "hermes")
+    crashes = [r for r in result.records if r.kind == "crash"]
+    assert [r.detail.get("point") for r in crashes] == [point], result.failure
+    return result
+
+
+def test_hermes_declares_crash_points_at_its_own_boundaries() -> None:
+    from conformance.adapters.hermes import CRASH_POINTS
+    from sim.scenario import GatewayConfig
+
+    assert hermes().profile(GatewayConfig()).crash_points == CRASH_POINTS == frozenset(
+        {"sessiondb-committed", "routing-saving", "memory-ended", "hindsight-retained"})
+
+
+def test_a_crash_after_the_memory_end_of_new_loses_the_rotation() -> None:
+    """The finding: /new ends memory before it rotates the routing, so a crash between leaves
+    an ended session routed; after the restart t3 lands in it and it is never finalized."""
+    result = _crashed_at("memory-ended")
+    assert result.failure is None
+    ends = [r for r in result.records if r.kind == "on_session_end"]
+    t3 = next(r for r in result.records if r.kind == "reply" and r.turns == ("t3",))
+    assert ends and t3.session == ends[0].session
+    assert result.verdicts["I6"].status == "fail"
+
+
+def test_a_crash_before_the_routing_save_leaves_an_unanswered_turn_stored() -> None:
+    """The finding: a turn's rows and memory sync are written before its reply is sent (the
+    routing save between them), so a crash there keeps a turn the user never got an answer to."""
+    result = _crashed_at("routing-saving")
+    assert result.failure is None
+    assert not any(r.kind == "reply" and r.turns == ("t1",) for r in result.records)
+    assert {result.verdicts[c].status for c in ("I2", "I3")} == {"fail"}
+
+
+def test_a_crash_in_a_hindsight_retain_unwinds_as_a_crash_not_an_error() -> None:
+    result = _crashed_at("hindsight-retained")
+    assert result.failure is None

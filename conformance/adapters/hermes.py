@@ -18,7 +18,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from conformance.adapter import Harness, Inbound, Profile
+from conformance.adapter import CrashPointFired, Harness, Inbound, Profile
 from conformance.adapters import hermes_forks, hermes_home
 from conformance.adapters.hermes_clock import FrozenClock
 from conformance.observations import DurableState, Resources, StoredMessage, StoredSession
@@ -34,6 +34,12 @@ UNSUPPORTED = frozenset({
     "daily_min_idle_minutes",  # gateway/config.py:SessionResetPolicy has no such knob: it would be ignored
 })
 CLEARING_COMMANDS = ("/stop", "/new", "/reset")  # mid-turn, these discard the queued follow-ups
+# Hermes's own boundaries where a crash can part durable from volatile state, fired through the
+# seams (`hermes_seams.crash_point`, `Generation.crash_point`): a SessionDB transaction committed
+# before the step's routing and reply; the routing index about to be persisted (the session's
+# rows already are); a memory end delivered before the hooks after it; a Hindsight batch in the
+# backend before the provider's own bookkeeping of it.
+CRASH_POINTS = frozenset({"sessiondb-committed", "routing-saving", "memory-ended", "hindsight-retained"})
 
 
 def _failsafe(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -43,6 +49,8 @@ def _failsafe(method: Callable[..., Any]) -> Callable[..., Any]:
     def guarded(self: HermesGateway, *args: Any) -> Any:
         try:
             return method(self, *args)
+        except CrashPointFired:  # the process died in Hermes's code: the runner's crash() ends it
+            raise
         except BaseException:
             self.abandon()
             raise
@@ -73,7 +81,8 @@ class HermesGateway:
         interval = watcher_interval(config)
         self.reported_default = release_default_policy() if config.reset_default else None
         return Profile("eager", interval + config.turn_latency, crash_durable=False, sweep_interval=interval,
-                       unsupported=UNSUPPORTED | hermes_forks.unsupported_events(), reset_default=self.reported_default)
+                       unsupported=UNSUPPORTED | hermes_forks.unsupported_events(), reset_default=self.reported_default,
+                       crash_points=CRASH_POINTS)
 
     def start(self, config: GatewayConfig, harness: Harness) -> None:
         self.config, self.h = config, harness
@@ -140,16 +149,15 @@ class HermesGateway:
     def end(self, how: str) -> None:
         """SIGTERM (the real stop()) or SIGKILL; either way the process, its timer and its
         frozen clock are gone afterwards."""
-        generation, self.generation = self.generation, None
-        try:
-            if how == "sigterm":
-                self.clock.sync()
-                self.stopping = True  # platform connections close during stop(): replies go nowhere
-                generation.stop()
-            else:
-                generation.kill()
-        finally:
-            self.release()
+        generation = self.generation
+        if how == "sigterm":
+            self.clock.sync()
+            self.stopping = True  # platform connections close during stop(): replies go nowhere
+            generation.stop()  # CrashPointFired: the process died in its flushes; crash() ends the rest
+        else:
+            generation.kill()
+        self.generation = None
+        self.release()
 
     def release(self) -> None:
         if self.timer is not None:

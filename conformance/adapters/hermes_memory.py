@@ -39,7 +39,7 @@ except ModuleNotFoundError:
 from agent import memory_manager  # noqa: E402
 from agent.memory_provider import MemoryProvider  # noqa: E402
 
-from conformance.adapter import BackendBusy  # noqa: E402
+from conformance.adapter import BackendBusy, CrashPointFired  # noqa: E402
 from conformance.adapters import hermes_seams as seams  # noqa: E402
 
 
@@ -80,6 +80,7 @@ class RecorderProvider(MemoryProvider):
             transcript = [(m["role"], seams.text_of(m.get("content"))) for m in messages or ()
                           if isinstance(m, dict) and m.get("role") in ("user", "assistant")]
             self.generation.harness.recorder.on_session_end(self.session_id, transcript)
+            seams.crash_point("memory-ended", self.generation)
 
     def on_session_switch(self, new_session_id: str, *, parent_session_id: str = "", reset: bool = False,
                           **kwargs: Any) -> None:
@@ -127,6 +128,7 @@ class _HindsightClient:
                 backend.ingest(session, texts)
             except BackendBusy as busy:  # the HTTP call would still be waiting: the writer is held
                 raise _Held(busy.ready_at) from None
+        seams.crash_point("hindsight-retained", self.generation)
 
     async def arecall(self, **_: Any) -> Any:
         return types.SimpleNamespace(results=[])
@@ -191,6 +193,10 @@ class _VirtualQueue:
             except _Held as held:
                 self.held_until = held.ready_at
                 return
+            except seams.SimulatedKill:
+                if self.generation.crashed is not None:  # the process died at a crash point in this job
+                    raise CrashPointFired(self.generation.crashed) from None
+                raise
             except Exception as exc:  # the real workers log and go on
                 self._on_error(exc)
             self.jobs.popleft()

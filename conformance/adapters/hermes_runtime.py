@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conformance.adapter import Harness
+from conformance.adapter import CrashPointFired, Harness
 from conformance.adapters import hermes_forks
 from conformance.adapters import hermes_seams as seams
 from conformance.adapters.hermes import WATCHER_DELAY
@@ -155,6 +155,7 @@ class Generation:
         self.chat_of_key, self.lock_until, self.jitter, self.wake_at = chat_of_key, lock_until, jitter, wake_at
         self.writer = _Writer()
         self.alive = True
+        self.crashed: str | None = None  # the crash point this process died at (`crash_point`)
         self.loop = InlineLoop()
         self.works: list[Work] = []
         self.parks: list[Park] = []  # appended by agent threads, under `lock`
@@ -218,11 +219,14 @@ class Generation:
         return work
 
     def settle(self) -> None:
-        """Run the loop until every work is done, parked, or waiting for a tick."""
+        """Run the loop until every work is done, parked, or waiting for a tick; or until
+        the process died at a crash point, which the adapter's call then raises."""
         self.loop.run_until_complete(self._settle())
+        if self.crashed is not None:
+            raise CrashPointFired(self.crashed)
 
     async def _settle(self) -> None:
-        while True:
+        while self.crashed is None:  # a process dead at a crash point runs nothing more
             self._reap()
             pending = [w.task for w in self.works if w.task is not None and not w.task.done() and not self._blocked(w)]
             if not pending:
@@ -239,7 +243,7 @@ class Generation:
     def _reap(self) -> None:
         for work in [w for w in self.works if w.task is not None and w.task.done()]:
             self.works.remove(work)
-            if work.task.cancelled():
+            if work.task.cancelled() or self.crashed is not None:
                 continue
             error = work.task.exception()
             if error is not None:
@@ -254,6 +258,16 @@ class Generation:
         """Run `fn` on the loop thread (from any thread); a no-op once the loop is closed."""
         with contextlib.suppress(RuntimeError):
             self.loop.call_soon_threadsafe(fn, *args)
+
+    def crash_point(self, point: str) -> None:
+        """A place in Hermes's own code where the process may die (a seam calls it, on whatever
+        thread runs Hermes now): when the scenario or fuzz's swarm fires it, the process is dead
+        from this instant (writes refused, observers deaf, nothing more settles) and this
+        thread unwinds; the adapter's call then raises `CrashPointFired`, and the runner
+        crashes the gateway as at a `crash`."""
+        if self.alive and self.harness.points.hit(point):
+            self.crashed, self.alive = point, False
+            raise seams.SimulatedKill()
 
     # -- one agent thread at a time ---------------------------------------------------------
 

@@ -256,6 +256,14 @@ class _GatedConnection:
         self._check(sql)
         return self._conn.executemany(sql, *args)
 
+    def commit(self) -> None:
+        """A transaction is durable here; what the step does after it (the routing, the reply)
+        is not yet: crash point `sessiondb-committed`."""
+        committed = self._conn.in_transaction
+        self._conn.commit()
+        if committed and not self._foreign and self._generation is not None:
+            self._generation.crash_point("sessiondb-committed")
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._conn, name)
 
@@ -270,6 +278,23 @@ def _retry_sleep(seconds: float) -> None:
 def _retry_jitter(low: float, high: float) -> float:
     """`random.uniform` in hermes_state (the retry jitter): drawn from the scenario's seed."""
     return LIVE.jitter.uniform(low, high) if LIVE is not None else (low + high) / 2
+
+
+def crash_point(point: str, generation: Any = None) -> None:
+    """Fire `point` in the calling process (`generation`, default the live one), if it is armed."""
+    generation = generation if generation is not None else LIVE
+    if generation is not None:
+        generation.crash_point(point)
+
+
+_real_store_save = hermes_session.SessionStore._save
+
+
+def _store_save(self: Any, *args: Any, **kwargs: Any) -> Any:
+    """`SessionStore._save` (the routing index, sessions.json and its DB mirror), after crash
+    point `routing-saving`."""
+    crash_point("routing-saving")
+    return _real_store_save(self, *args, **kwargs)
 
 
 FOREIGN_SURFACE: ContextVar[bool] = ContextVar("sessiongate_foreign_surface", default=False)
@@ -402,6 +427,7 @@ def install() -> None:
     hermes_run.arm_shutdown_watchdog = lambda *a, done_event=None, **k: done_event or threading.Event()
     hermes_config.copy = _module_proxy(copy, "copy", deepcopy=_copy_config)
     hermes_state.SessionDB.__init__ = _sessiondb_init
+    hermes_session.SessionStore._save = _store_save
     cache_schema_columns(hermes_state.SessionDB)
     cache_own_start_time(_optional_module("gateway.status"))
     hermes_state.time = _module_proxy(hermes_state.time, "time", sleep=_retry_sleep)
