@@ -77,28 +77,41 @@ OUTPUT_KINDS = frozenset(
 )
 
 
+Step = int | str  # a scenario event's number, or "k.n" for the n-th callback after event k (see Obs)
+
+
+def event_of(step: Step) -> int:
+    """The scenario event a step belongs to: itself, or k for a callback's "k.n"."""
+    return step if isinstance(step, int) else int(step.partition(".")[0])
+
+
 # json.dumps/json.loads with these options build an encoder per call: half the cost of a short record.
 _encode = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
 
 
 class Obs(namedtuple("Obs", "t step kind chat session turns detail")):
-    """One observation: at virtual time `t`, during scenario step `step`, `kind` happened.
+    """One observation: at virtual time `t`, during step `step`, `kind` happened.
 
-    Fields: t (int), step (int), kind (str), chat and session (str | None), turns
+    `step` is the scenario event the harness was applying (an int: 1 for the first event, 0
+    before it, N+1 for quiescence after the last, N), or, for a record a callback produced (a
+    gateway timer, an LLM answer, a crash point's restart), the text "k.n": the n-th callback
+    that ran since event k began (docs/contract.md, *The observation log*).
+
+    Fields: t (int), step (int | str), kind (str), chat and session (str | None), turns
     (tuple[str, ...]) and detail (dict[str, Any]). An immutable tuple rather than a frozen
     dataclass: a long run makes millions, and a frozen dataclass's `__init__` (one
     `object.__setattr__` per field) was 3% of a generated seed's time."""
 
     __slots__ = ()
     t: int
-    step: int
+    step: Step
     kind: str
     chat: str | None
     session: str | None
     turns: tuple[str, ...]
     detail: dict[str, Any]
 
-    def __new__(cls, t: int, step: int, kind: str, chat: str | None = None, session: str | None = None,
+    def __new__(cls, t: int, step: Step, kind: str, chat: str | None = None, session: str | None = None,
                 turns: tuple[str, ...] = (), detail: dict[str, Any] | None = None) -> Obs:
         return tuple.__new__(cls, (t, step, kind, chat, session, turns, {} if detail is None else detail))
 
@@ -136,7 +149,7 @@ class ObservationLog:
 
     def __init__(self, now: Any, spill_at: int | None = SPILL_AT) -> None:
         self._now = now  # a zero-argument callable returning virtual ms
-        self.step = 0
+        self.step: Step = 0
         self._recent: list[Obs] = []  # every record, or those not yet written out
         self._write_at = sys.maxsize if spill_at is None else max(1, spill_at)
         self._file: SpilledRecords | None = None

@@ -43,6 +43,7 @@ from conformance.verdict import GatewayFailure, Verdict
 from sim.clock import TZDATA, VirtualClock
 from sim.engine import Engine, EventBudgetExceeded
 from sim.scenario import (
+    BEFORE_TIMERS,
     Advance,
     BackendFail,
     BackendSlow,
@@ -101,23 +102,24 @@ class Swarm:
             return False, None
         assert self.run is not None
         down = self._rng.randint(*SWARM_DOWNTIME_SECONDS) * 1000
-        self.fires.append((self.run.log.step, point, self.run.harness.points.since[point], down))
+        self.fires.append((self.run.event_step, point, self.run.harness.points.since[point], down))
         return True, down
 
 
 def with_fires(scenario: Scenario, fires: Sequence[tuple[int, str, int, int | None]]) -> Scenario:
     """`scenario` with each fire written as the `crash_at` that arms it: just before the
-    event whose step it fired in (a hit counts from the start of that event; a fire in
-    quiescence counts from the start of the last event)."""
+    event whose step it fired in, or whose timers' (a hit counts from the start of that event;
+    a fire in quiescence counts from the start of the last event), in that event's order among
+    the timers of its instant (so it arms before the same callbacks the event came before)."""
     from dataclasses import replace
 
     events = list(scenario.events)
     for inserted, (step, point, hit, down) in enumerate(fires):
         index = min(step, len(scenario.events)) - 1 + inserted
-        t = events[index].t
-        if isinstance(events[index], Advance):  # it calls the gateway nothing: arm just after it (a file
+        where = events[index]  # the event whose step, or whose timers' step, the point fired in
+        if isinstance(where, Advance):  # it calls the gateway nothing: arm just after it (a file
             index += 1  # cannot say 'advance 0', which a crash_at before it would make of it)
-        events.insert(index, CrashAt(t, point=point, hit=hit, restart_after=down))
+        events.insert(index, CrashAt(where.t, point=point, hit=hit, restart_after=down, order=where.order))
     return replace(scenario, events=tuple(events))
 
 
@@ -215,6 +217,11 @@ class Run:
         self.inbox: deque[tuple[Event, Any]] = deque()  # what arrived while the gateway was down
         self.resources = ResourcesDeltas()  # what changed since the last sample
         self.current_event = "start"
+        # The log's step: the scenario event being applied (1..N; 0 boot, N+1 quiescence), or
+        # "k.n" for the n-th callback (a timer, an LLM answer, a crash point's restart) that ran
+        # since event k began: a record a timer produced carries its own step, not event k's.
+        self.event_step = 0
+        self.timer_steps = 0  # callbacks since event `event_step` began
         self.final = False  # the final SIGTERM of quiescence: no crash point fires in it
         self.chats = {chat.name: chat for chat in reversed(scenario.chats)}  # the first of a name, as Scenario.chat
         backends = {"recorder": MemoryBackend("recorder", self.log, self.clock.now)}
@@ -226,7 +233,7 @@ class Run:
                            scenario.config.usage, usage_by_turn)
         self.harness = Harness(
             clock=self.clock,
-            scheduler=Scheduler(self.engine, self._call),
+            scheduler=Scheduler(self.engine, self._timer),
             llm=self.llm,
             platform=Platform(self.log),
             recorder=RecordingProvider(self.log, backends["recorder"]),
@@ -297,7 +304,18 @@ class Run:
     def _restart_after_point(self) -> None:
         """`crash_at`'s `restart_after`: the process is back (unless a scripted restart was first)."""
         if not self.up:
+            self._timer_step()
             self._restart()
+
+    def _timer_step(self) -> None:
+        """A callback is about to call the gateway: its records get a step of their own ("k.n")."""
+        self.timer_steps += 1
+        self.log.step = f"{self.event_step}.{self.timer_steps}"
+
+    def _timer(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """The scheduler's guard: a gateway timer fires in a step of its own, then runs as `_call`."""
+        self._timer_step()
+        return self._call(what, fn, *args)
 
     def _answer(self, what: str, check: Callable[[Any], Any], fn: Callable[..., Any], *args: Any) -> Any:
         """`_call`, and the answer validated (`conformance.values`, as over the wire): a value of
@@ -321,6 +339,7 @@ class Run:
 
     def _deliver_reply(self, request_id: str, text: str) -> None:
         if self.up:
+            self._timer_step()
             self._call(f"reply {request_id}", self.gateway.deliver_reply, request_id, text)
 
     def _sample_resources(self) -> None:
@@ -432,6 +451,7 @@ class Run:
     # -- applying scenario events --------------------------------------------------------
 
     def _apply(self, step: int, event: Event) -> None:
+        self.event_step, self.timer_steps = step, 0
         self.log.step = step
         self.current_event = f"{event.kind} (line {event.line})" if event.line else event.kind
         self.harness.points.since = {}  # a fired point's hit count, as a `crash_at` before this event would count it
@@ -543,6 +563,7 @@ class Run:
         """Restart a stopped gateway and run past the horizon; a crash point that kills it on
         the way (recovery included) is a crash like any other: restart and run again."""
         while True:
+            self.log.step = self.event_step  # quiescence's own records (not a timer's before them)
             try:
                 if not self.up:
                     self._restart()
@@ -554,15 +575,21 @@ class Run:
             if self.up:
                 return
 
-    def _run_until(self, until: int) -> None:
+    def _run_until(self, until: int, before: bool = False) -> None:
+        """Run the callbacks due by `until` (`before`: only those due before it, so that what
+        comes next at `until` runs ahead of that instant's timers: sim.engine, rule 3)."""
         engine = self.engine
-        while (due := engine.peek()) is not None and due <= until:
+        last = until - 1 if before else until
+        while (due := engine.peek()) is not None and due <= last:
             try:  # noqa: SIM105 (once per engine event: a plain try costs nothing until it catches)
                 engine.step()
             except _Died:
                 pass
             self._sample_resources()
-        engine.run_until(until)
+        if before:
+            engine.run_before(until)
+        else:
+            engine.run_until(until)
 
     def execute(self) -> RunResult:
         """Drive the scenario, then close the gateway: what `close()` raises is the scenario's
@@ -615,14 +642,18 @@ class Run:
             self.up = True
             self._sample_resources()
             for step, event in enumerate(scenario.events, start=1):
-                self._run_until(event.t)
+                self._run_until(event.t, event.order == BEFORE_TIMERS)
                 self._apply(step, event)
                 if step == 1 and self.swarm is not None:  # a swarm fires from the first event on
                     self.harness.points.swarm = self.swarm
+            if scenario.events and scenario.events[-1].order == BEFORE_TIMERS:
+                self._run_until(scenario.events[-1].t)  # its instant's timers, which it came before, end it
             # Quiescence: back up, past every boundary and sweep, then a graceful stop.
-            self.log.step = len(scenario.events) + 1
+            self.event_step, self.timer_steps = len(scenario.events) + 1, 0
+            self.log.step = self.event_step
             self.current_event = "quiescence"
             self._quiesce()
+            self.log.step = self.event_step
             self.final = True
             self.log.add("sigterm", final=True)
             self.llm.epoch += 1

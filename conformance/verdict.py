@@ -113,7 +113,7 @@ class GatewayFailure:
     """The gateway under test raised, hung or broke the protocol at a step."""
 
     kind: Literal["error", "timeout"]
-    step: int
+    step: int | str  # the log's step (conformance.observations.Obs): "k.n" in a timer after event k
     event: str
     message: str
     traceback: tuple[str, ...] = field(default=())

@@ -1,5 +1,24 @@
 """A discrete-event engine: callbacks queued by virtual time, run in (time, insertion) order.
 
+The rules one seed's run depends on:
+
+1. Callbacks run in time order. Callbacks due at the same millisecond run in the order they
+   were queued, and one queued for the current instant (by a callback, or `call_later(0)`)
+   joins the end of that instant's queue: it runs in this instant, after those already there.
+2. Time never goes back: a callback queued for the past runs now; the clock only moves forward.
+3. A scenario's events are not callbacks: the runner applies each one between callbacks, at its
+   instant. `run_until(t)` runs every callback due at or before `t`, so an event applied after it
+   comes *after* the timers due at its own instant (`order: after-timers`, the default, and the
+   only order before scenario files could choose). `run_before(t)` runs only those due before
+   `t` and leaves the clock at `t` with that instant's callbacks still queued, so an event
+   applied then comes *before* them (`order: before-timers`); they run at the next
+   `run_until`/`run_before` that reaches past `t`, behind anything the event queued for `t`
+   by rule 1. Events at one instant are applied in file order, each after or before whatever
+   callbacks are due then by its own `order` (docs/scenarios.md, *Same-instant orderings*).
+4. "Timers" in rule 3 are every queued callback: a gateway's own timers (watcher ticks, sweeps,
+   retries), the fake LLM's answers, and the harness's own (a crash point's `restart_after`,
+   a store lock's last-instant check).
+
 Ties are broken by insertion order, so one seed gives one run. The queue is a heap of the
 distinct times that have events; each time maps to its one event, or to a first-in-first-out
 deque once a second event shares the millisecond. A tie costs no heap entry, and insertion
@@ -154,6 +173,14 @@ class Engine:
             self.processed += ran
         if until > clock._now:
             clock._now = until
+
+    def run_before(self, until: int) -> None:
+        """Run every event due before `until`, then leave the clock at `until`: the events due
+        at `until` itself stay queued (rule 3 of the module docstring: what the caller does now
+        comes before them)."""
+        self.run_until(until - 1)
+        if until > self.clock._now:
+            self.clock._now = until
 
     def run(self) -> None:
         """Run until the queue is empty."""

@@ -23,6 +23,8 @@ from zoneinfo import ZoneInfo
 from sim.clock import MINUTE, SECOND, load_zone, local_instant, next_daily_boundary_after
 from sim.engine import derive_seed
 from sim.scenario import (
+    AFTER_TIMERS,
+    BEFORE_TIMERS,
     CHAT_TYPES,
     PLATFORMS,
     Advance,
@@ -144,6 +146,13 @@ MESSAGE_USAGES: Table[str | None] = ((None, 6), ("none", 1), ("large", 1))
 SLOW_BACKEND_PERCENT = 8
 SLOW_SECONDS: Table[tuple[int, int]] = (((30, 120), 2), ((120, 600), 1))
 SLOW_DELAY_SECONDS: Table[tuple[int, int]] = (((1, 10), 1), ((10, 90), 2))  # past Hermes's 5 s drain, mostly
+# Same-instant orderings (sim.engine, rule 3), drawn last of all (so every older seed keeps its
+# events and their times, and most keep their whole file): in this share of scenarios, each
+# event runs before the timers due at its instant with even odds, else after them as always.
+# It matters where an event meets a timer: a message 2 s after another with a 2 s turn latency
+# meets that turn's answer, an event on the watcher's grid meets its tick.
+ORDER_PERCENT = 10
+EVENT_ORDERS: Table[str] = ((AFTER_TIMERS, 1), (BEFORE_TIMERS, 1))
 
 ZONES: Table[str] = (("UTC", 3), ("Europe/Berlin", 3), ("America/New_York", 2), ("Asia/Kolkata", 1), ("Australia/Sydney", 1))
 START_DAYS: Table[date] = (
@@ -319,7 +328,7 @@ def build_scenario(choices: Choices, name: str, seed: int, profile: str = "defau
     timeline.message(start, chats[0])  # every scenario opens with a conversation
     while len(timeline.events) < target:
         timeline.step(weighted(choices, EVENT_WEIGHTS))
-    events = _with_slow_backend(choices, config, timeline, _with_usage(choices, timeline.events))
+    events = _with_orders(choices, _with_slow_backend(choices, config, timeline, _with_usage(choices, timeline.events)))
     return Scenario(name=name, seed=seed, zone=zone_name, start=start, config=config, chats=chats, events=events)
 
 
@@ -342,6 +351,15 @@ def _with_slow_backend(choices: Choices, config: GatewayConfig, timeline: _Timel
     slow = BackendSlow(events[where].t, provider=provider.name, duration=timeline.seconds(weighted(choices, SLOW_SECONDS)),
                        delay=timeline.seconds(weighted(choices, SLOW_DELAY_SECONDS)))
     return (*events[:where + 1], slow, *events[where + 1:])
+
+
+def _with_orders(choices: Choices, events: tuple[Event, ...]) -> tuple[Event, ...]:
+    """In ORDER_PERCENT of scenarios, each event's order among the timers of its instant (the
+    plainest, Hypothesis's shrink target, is the old one: after them)."""
+    if not chance(choices, ORDER_PERCENT):
+        return events
+    orders = [weighted(choices, EVENT_ORDERS) for _ in events]
+    return tuple(e if order == AFTER_TIMERS else replace(e, order=order) for e, order in zip(events, orders, strict=True))
 
 
 def scenario_for_seed(seed: int, profile: str = "default") -> Scenario:

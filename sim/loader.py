@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
@@ -18,9 +19,11 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from sim.clock import format_duration, from_ms, load_zone, local_instant, parse_duration, to_ms
 from sim.document import MAX_FILE_BYTES, LocatedList, ScenarioError, parse_document, show
 from sim.scenario import (
+    AFTER_TIMERS,
     CHAT_TYPES,
     COMMANDS,
     CRASH_POINT_NAME,
+    ORDERS,
     PLATFORMS,
     RESET_MODES,
     TURN_TAG,
@@ -289,7 +292,7 @@ _PRIMARY = {
 }
 
 # The keys an event may carry beside its kind (when, and each kind's own fields).
-_MODIFIERS = frozenset({"at", "after", "text", "muted", "usage", "chat", "for", "delay"})
+_MODIFIERS = frozenset({"at", "after", "order", "text", "muted", "usage", "chat", "for", "delay"})
 
 
 def _no_turn_tag(text: str) -> str | None:
@@ -416,6 +419,9 @@ def _events(
             event = _crash_at(f.sub("crash_at"), t, item_line)
         else:
             event = Checkpoint(t, item_line, name=f.get("checkpoint", "str"))
+        order = f.get("order", "str", AFTER_TIMERS, check=_one_of(ORDERS))
+        if order != AFTER_TIMERS:  # where it runs among the timers due at its instant (sim.engine, rule 3)
+            event = replace(event, order=order)
         f.done()
         if t >= END_OF_TIME:
             key = kind if kind == "advance" else "after" if f.has("after") else "at"

@@ -25,6 +25,10 @@ Usage = str | int
 'none' (the answer carries no usage), 'large' (the prompt filled the model's whole context
 window), or a whole number of prompt tokens. Gateways that never read usage ignore it."""
 CRASH_POINT_NAME = re.compile(r"[a-z][a-z0-9_-]*")  # a crash point's name: lowercase, like a provider's
+AFTER_TIMERS, BEFORE_TIMERS = "after-timers", "before-timers"
+ORDERS: tuple[str, ...] = (AFTER_TIMERS, BEFORE_TIMERS)
+"""Where an event runs among the timers due at its own instant (sim.engine, rule 3): after
+them (the default, and the only order before it could be chosen) or before them."""
 
 
 @dataclass(frozen=True)
@@ -107,6 +111,7 @@ class Event:
 
     t: int
     line: int = field(default=0, compare=False)
+    order: str = AFTER_TIMERS  # ORDERS: after or before the timers due at `t` (sim.engine, rule 3)
 
     @property
     def kind(self) -> str:

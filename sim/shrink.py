@@ -2,7 +2,8 @@
 
 Delta debugging (ddmin, removing ever smaller chunks of the timeline), then simplifications
 of the configuration (fewer chats, providers removed, policies simplified, the cache cap
-raised…), repeated until nothing more goes. It works on `Scenario` objects, whose turn ids
+raised…) and of the events (an `order: before-timers` put back to the default where the
+failure does not need it, and kept where it does), repeated until nothing more goes. It works on `Scenario` objects, whose turn ids
 survive the removal of other turns; a file renumbers them (the loader numbers turns in file
 order), so `write_beside` loads what it wrote and says whether that still fails. What
 "fails" means is the caller's predicate: the conformance side keeps the failure of one
@@ -19,6 +20,7 @@ from typing import TypeVar
 from sim.clock import HOUR, MINUTE, SECOND
 from sim.loader import load_text
 from sim.scenario import (
+    AFTER_TIMERS,
     Advance,
     BackendFail,
     BackendSlow,
@@ -150,6 +152,11 @@ def _simplifications(s: Scenario) -> Iterator[Scenario]:
         yield replace(s, events=tuple(replace(e, muted=False) if isinstance(e, Message) else e for e in s.events))
     if any(isinstance(e, Message) and e.usage is not None for e in s.events):  # every answer reports the config's usage
         yield replace(s, events=tuple(replace(e, usage=None) if isinstance(e, Message) else e for e in s.events))
+    before = [i for i, e in enumerate(s.events) if e.order != AFTER_TIMERS]
+    if before:  # every event after the timers of its instant, as before orders could be chosen; else one at a time
+        yield replace(s, events=tuple(replace(e, order=AFTER_TIMERS) if e.order != AFTER_TIMERS else e for e in s.events))
+        for i in before if len(before) > 1 and len(s.events) <= MAX_RETIMED else ():
+            yield replace(s, events=(*s.events[:i], replace(s.events[i], order=AFTER_TIMERS), *s.events[i + 1:]))
     yield from _retimed(s)
 
 

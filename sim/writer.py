@@ -14,6 +14,7 @@ import yaml
 from sim.clock import format_duration, from_ms, load_zone
 from sim.document import FLOAT_TEXT, INT_TEXT
 from sim.scenario import (
+    AFTER_TIMERS,
     Advance,
     BackendFail,
     BackendSlow,
@@ -83,6 +84,8 @@ def scenario_document(scenario: Scenario) -> dict[str, Any]:
         gap = event.t - cursor
         if isinstance(event, Advance):
             item = {"advance": format_duration(gap)} if gap > 0 else {"checkpoint": "advance"}
+            if event.order != AFTER_TIMERS:
+                item["order"] = event.order
             events.append(item)
             cursor = event.t
             continue
@@ -118,6 +121,8 @@ def scenario_document(scenario: Scenario) -> dict[str, Any]:
             raise TypeError(type(event).__name__)
         if gap:
             item["after"] = format_duration(gap)
+        if event.order != AFTER_TIMERS:  # the default is left out: files written before orders read alike
+            item["order"] = event.order
         events.append(item)
         cursor = event.t
     document: dict[str, Any] = {

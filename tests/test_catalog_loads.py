@@ -48,6 +48,7 @@ KNOWN_VARIANTS = frozenset({
     "batch-reship-after-crash",
     "rotate-before-end-recorded",
     "crash-forgets-commands",
+    "new-ends-ended-session",
 })
 FILE_NAME = re.compile(r"\d\d-[a-z0-9]+(-[a-z0-9]+)*\.yaml")
 PATHS = catalog_paths()

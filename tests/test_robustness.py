@@ -353,7 +353,7 @@ def test_a_timer_callback_that_raises_is_an_error_at_its_step_and_the_run_goes_o
     code = main([*args, "--isolate"] if how == "isolated" else args)
     out = capsys.readouterr().out.splitlines()
     assert code == 1
-    assert out[0] == f"error {FIRST.stem}" and out[1] == f"      gateway error at step 1 (timer): {message}"
+    assert out[0] == f"error {FIRST.stem}" and out[1] == f"      gateway error at step 1.1 (timer): {message}"
     assert out[-1] == "2 scenarios, 0 passed, 2 failed (2 gateway errors)"
     assert (tmp_path / "r" / "junit.xml").exists()
     if how == "exec":  # a stack from another language is shown without its own "at"

@@ -141,7 +141,7 @@ def test_a_timer_callback_that_raises_keyboard_interrupt_is_an_error_at_its_step
 
     result = run_scenario(load_file(FIRST), TimerInterrupts(), "timer")
     assert result.failure is not None
-    assert result.failure.describe() == "gateway error at step 1 (timer): KeyboardInterrupt: "
+    assert result.failure.describe() == "gateway error at step 1.1 (timer): KeyboardInterrupt: "
 
 
 def test_a_factory_that_raises_system_exit_is_that_scenarios_error(
@@ -440,7 +440,7 @@ def test_replay_prints_the_timeline_of_a_log_cut_short_by_a_gateway_error(
     out = capsys.readouterr().out.splitlines()
     assert any("command" in line and "/new" in line for line in out)
     assert out[-3] == "error new-queued-behind-a-failed-reply"
-    assert out[-2] == "      gateway error at step 2 (reply r1): RuntimeError: no reply for you"
+    assert out[-2] == "      gateway error at step 2.1 (reply r1): RuntimeError: no reply for you"
 
 
 def test_the_profile_check_is_driven_by_the_fields_types() -> None:

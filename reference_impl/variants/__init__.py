@@ -43,6 +43,7 @@ from reference_impl.variants.policy import (
     CommandMovesIdleClock,
     DailyBoundaryInUtc,
     MessageResetFiresNoHooks,
+    NewEndsEndedSession,
     ResetMidTurn,
 )
 from reference_impl.variants.trust import AbandonedTurnKept, BusyFlagStuck, DelegateAlwaysSkipped, StopIgnored
@@ -83,6 +84,7 @@ VARIANTS: dict[str, type[ReferenceGateway]] = {
     "batch-reship-after-crash": BatchReshipAfterCrash,
     "rotate-before-end-recorded": RotateBeforeEndRecorded,
     "crash-forgets-commands": CrashForgetsCommands,
+    "new-ends-ended-session": NewEndsEndedSession,
 }
 
 

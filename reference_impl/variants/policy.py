@@ -86,3 +86,24 @@ class MessageResetFiresNoHooks(ReferenceGateway):
             route.ended = True  # rotated in the routing table only
             self.store.save_route(route)
         super().start_turn(message, arrival)
+
+
+class NewEndsEndedSession(ReferenceGateway):
+    """new-ends-ended-session — issue #21 (same-instant orderings):
+
+    A `/new` "ends the current session" — here, whatever session the chat's routing entry
+    names, read without asking whether it has already ended. Met at one instant with the
+    watcher's tick that has just finalized that session (the tick first), it ends it again:
+    a second `on_session_end` and `on_session_finalize` for one life. With the `/new` first,
+    it notices the expiry itself and ends the session once, as the reference does.
+
+    Here: a `/new` on an entry whose session has ended fires both end hooks for it again.
+    """
+
+    def command(self, key: str, command: str, when: int | None = None) -> None:
+        route = self.store.route(key)
+        if command in ("/new", "/reset") and route is not None and route.session_id is not None and route.ended:
+            self.end_memory(route.session_id, "new", None)  # the entry's session, ended or not
+            self.finalize(route.session_id, "new")
+            return
+        super().command(key, command, when)
