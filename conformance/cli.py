@@ -442,14 +442,19 @@ def expectation_lines(results: list[RunResult], old: Expectations) -> tuple[list
     for result in results:
         for check in CHECK_IDS:
             verdict = result.verdicts.get(check)
-            if verdict is None or verdict.status not in ("fail", "xfail"):
-                continue
             key = (result.scenario.name, check)
-            for signature in dict.fromkeys(v.signature for v in verdict.violations):
-                bare = signature.split(" [not expected", 1)[0]
-                reason = old.signed.get(key, {}).get(bare) or old.pairs.get(key)
-                todo += reason is None
-                lines.append(f"{key[0]} {check} {bare}  # {reason or TODO_REASON}")
+            entries = old.signed.get(key, {})
+            seen: set[str] = set()
+            if verdict is not None and verdict.status in ("fail", "xfail"):
+                for signature in dict.fromkeys(v.signature for v in verdict.violations):
+                    bare = signature.split(" [not expected", 1)[0]
+                    mark = "?" if f"{bare}?" in entries else ""  # a may-occur entry stays one
+                    reason = entries.get(bare + mark) or old.pairs.get(key)
+                    todo += reason is None
+                    seen.add(bare + mark)
+                    lines.append(f"{key[0]} {check} {bare}{mark}  # {reason or TODO_REASON}")
+            # A may-occur entry this run did not show is kept: it may occur in the next.
+            lines += [f"{key[0]} {check} {s}  # {r}" for s, r in entries.items() if s.endswith("?") and s not in seen]
     return lines, todo
 
 
