@@ -101,22 +101,29 @@ def _sigint_default() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # so the child's Python installs its Ctrl-C handler
 
 
+def _interrupted(args: list[str], signum: int, lines: int) -> tuple[int, list[str], str, str]:
+    """`sessiongate ARGS` in a child, sent `signum` once it printed `lines` lines: its exit code,
+    those lines, the rest of its stdout, and its stderr."""
+    child = subprocess.Popen([sys.executable, "-m", "conformance.cli", *args], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                             preexec_fn=_sigint_default)  # a job started in the background inherits SIGINT ignored
+    try:
+        assert child.stdout is not None
+        printed = [child.stdout.readline() for _ in range(lines)]
+        child.send_signal(signum)
+        rest, err = child.communicate(timeout=120)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    return child.returncode, printed, rest, err
+
+
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
 def test_an_interrupted_run_exits_and_keeps_what_finished(tmp_path: Path, signum: int, code: int) -> None:
     report = tmp_path / "report"
-    run = subprocess.Popen([sys.executable, "-m", "conformance.cli", "run", "--isolate", "--report", str(report)],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                           preexec_fn=_sigint_default)  # a job started in the background inherits SIGINT ignored
-    try:
-        assert run.stdout is not None
-        printed = [run.stdout.readline(), run.stdout.readline()]  # two scenarios done, many to go
-        run.send_signal(signum)
-        rest, err = run.communicate(timeout=120)
-    finally:
-        if run.poll() is None:
-            run.kill()
-            run.wait()
-    assert run.returncode == code, err
+    returncode, printed, rest, err = _interrupted(["run", "--isolate", "--report", str(report)], signum, lines=2)
+    assert returncode == code, err  # two scenarios were done, many to go
     lines = printed + rest.splitlines(keepends=True)
     summary = re.fullmatch(r"(\d+) scenarios, (\d+) passed, 0 failed \(interrupted\)\n", lines[-1])
     assert summary, lines[-1]
@@ -133,19 +140,9 @@ def test_an_interrupted_run_exits_and_keeps_what_finished(tmp_path: Path, signum
 def test_an_interrupted_zoo_exits_and_reports_what_finished(tmp_path: Path, signum: int, code: int) -> None:
     """As run does: 143 on SIGTERM (it was 130), and the report of every run that finished (there was none)."""
     report = tmp_path / "report"
-    zoo = subprocess.Popen([sys.executable, "-m", "conformance.cli", "zoo", "--report", str(report)],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, preexec_fn=_sigint_default)
-    try:
-        assert zoo.stdout is not None
-        first = zoo.stdout.readline()  # the reference and one variant done
-        zoo.send_signal(signum)
-        rest, err = zoo.communicate(timeout=120)
-    finally:
-        if zoo.poll() is None:
-            zoo.kill()
-            zoo.wait()
-    assert zoo.returncode == code, err
-    assert first.startswith("caught     "), first
+    returncode, (first,), rest, err = _interrupted(["zoo", "--report", str(report)], signum, lines=1)
+    assert returncode == code, err
+    assert first.startswith("caught     "), first  # the reference and one variant done
     lines = rest.splitlines()
     finished = re.fullmatch(r"(\d+) runs of (\d+) finished \(interrupted\)", lines[-1])
     assert finished, lines[-1]
