@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from sim.clock import format_duration, from_ms, load_zone, local_instant, parse_duration, to_ms
+from sim.clock import format_duration, from_ms, load_zone, local_instant, parse_duration, repeated_instant, to_ms
 from sim.document import MAX_FILE_BYTES, LocatedList, ScenarioError, parse_document, show
 from sim.scenario import (
     AFTER_TIMERS,
@@ -246,32 +246,44 @@ def _chats(f: _Fields) -> tuple[Chat, ...]:
     return tuple(chats)
 
 
-_TIME_OF_DAY = re.compile(r"(\d{1,2}):(\d{2})(?::(\d{2}))?", re.ASCII)
-_DATETIME = re.compile(r"(\d{4})-(\d{2})-(\d{2})[T ](\d{1,2}):(\d{2})(?::(\d{2}))?", re.ASCII)
+_CLOCK = r"(\d{1,2}):(\d{2})(?::(\d{2})(?:\.(\d{3}))?)?(\s+\(2nd\))?"
+_TIME_OF_DAY = re.compile(_CLOCK, re.ASCII)
+_DATETIME = re.compile(r"(\d{4})-(\d{2})-(\d{2})[T ]" + _CLOCK, re.ASCII)
 
 
 def _instant(text: Any, zone: ZoneInfo, start_day: date | None) -> int:
     """'09:30' (on the start day) or '2026-03-29T04:27' (local) -> epoch ms; no start day: a date is required.
+    Seconds and milliseconds are optional ('09:00:05.250'); a trailing ' (2nd)' names the second
+    pass of an hour a fall-back DST change repeats (without it: the first pass).
 
     Raises ValueError with the message for the field.
     """
     expected = "a local time like '09:30' or '2026-03-29T04:27'" if start_day else "a local date and time like '2026-03-29T09:00'"
     m = _TIME_OF_DAY.fullmatch(text) if isinstance(text, str) and start_day else None
     if m:
-        day, (hour, minute, second) = start_day, (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0))
+        day, clock = start_day, m.groups()
     elif isinstance(text, str) and (m := _DATETIME.fullmatch(text)):
         try:
             day = date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
         except ValueError:
             raise ValueError(f"expected {expected}, got {show(text)}") from None
-        hour, minute, second = int(m.group(4)), int(m.group(5)), int(m.group(6) or 0)
+        clock = m.groups()[3:]
         if not FIRST_YEAR <= day.year <= LAST_YEAR:
             raise ValueError(f"expected a date in the years {FIRST_YEAR} to {LAST_YEAR}, got {show(text)}")
     else:
         raise ValueError(f"expected {expected}, got {show(text)}")
+    assert day is not None
+    hour, minute, second, milli = int(clock[0]), int(clock[1]), int(clock[2] or 0), int(clock[3] or 0)
     if hour > 23 or minute > 59 or second > 59:
         raise ValueError(f"expected {expected}, got {show(text)}")
-    return local_instant(day, hour, minute, zone) + second * 1000
+    offset = second * 1000 + milli
+    if not clock[4]:
+        return local_instant(day, hour, minute, zone) + offset
+    second_pass = repeated_instant(day, hour, minute, zone)
+    if second_pass is None:
+        raise ValueError(f"{text}: no DST change repeats {hour:02d}:{minute:02d} on {day.isoformat()} in {zone.key}; "
+                         f"'(2nd)' names the second pass of a repeated wall time")
+    return second_pass + offset
 
 
 _PRIMARY = {

@@ -8,10 +8,11 @@ from __future__ import annotations
 import re
 from dataclasses import fields
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import yaml
 
-from sim.clock import format_duration, from_ms, load_zone
+from sim.clock import SECOND_PASS, format_duration, from_ms, load_zone
 from sim.document import FLOAT_TEXT, INT_TEXT
 from sim.scenario import (
     AFTER_TIMERS,
@@ -63,6 +64,14 @@ def config_document(config: GatewayConfig) -> dict[str, Any]:
     if config.usage != default.usage:
         cfg["usage"] = config.usage
     return cfg
+
+
+def start_text(t: int, zone: ZoneInfo) -> str:
+    """`start:` as the loader reads it back to the same instant: milliseconds when there are
+    any, and ' (2nd)' in the second pass of an hour a fall-back DST change repeats."""
+    moment = from_ms(t, zone)
+    text = moment.strftime("%Y-%m-%dT%H:%M:%S") + (f".{t % 1000:03d}" if t % 1000 else "")
+    return text + (SECOND_PASS if moment.fold else "")
 
 
 def scenario_document(scenario: Scenario) -> dict[str, Any]:
@@ -129,7 +138,7 @@ def scenario_document(scenario: Scenario) -> dict[str, Any]:
         "name": scenario.name,
         "seed": scenario.seed,
         "zone": scenario.zone,
-        "start": from_ms(scenario.start, zone).strftime("%Y-%m-%dT%H:%M:%S"),
+        "start": start_text(scenario.start, zone),
         "config": cfg,
         "chats": chats,
         "events": events,
