@@ -159,7 +159,11 @@ class ReferenceGateway:
             self.__dict__.pop(name, None)
         self.store.reopen()
 
-    def restart(self) -> None:
+    def restart(self, config: GatewayConfig | None = None) -> None:
+        """Rebuild from the store; under `config` when the restart changes it: every entry is
+        judged by the policy it brings from now on (the expiries `boot` queues included)."""
+        if config is not None:
+            self.config, self.policies = config, {}
         self.boot()
 
     def close(self) -> None:
@@ -295,7 +299,7 @@ class ReferenceGateway:
 
     def policy_for(self, route: Route) -> ResetPolicy:
         policy = self.policies.get(route.chat_key)
-        if policy is None:  # the configuration never changes: one look-up per chat
+        if policy is None:  # one look-up per chat (a restart that changes the configuration clears them)
             platform, chat_type = route.chat_key.split(":", 2)[:2]
             policy = self.policies[route.chat_key] = self.config.policy_for(platform, chat_type)
         return policy

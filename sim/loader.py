@@ -20,6 +20,7 @@ from sim.clock import format_duration, from_ms, load_zone, local_instant, parse_
 from sim.document import MAX_FILE_BYTES, LocatedList, ScenarioError, parse_document, show
 from sim.scenario import (
     AFTER_TIMERS,
+    CHANGEABLE_AT_RESTART,
     CHAT_TYPES,
     COMMANDS,
     CRASH_POINT_NAME,
@@ -34,6 +35,7 @@ from sim.scenario import (
     Chat,
     Checkpoint,
     Command,
+    ConfigChange,
     Crash,
     CrashAt,
     DbLocked,
@@ -49,6 +51,7 @@ from sim.scenario import (
     Scenario,
     Sigterm,
     Usage,
+    max_horizon,
 )
 
 MAX_EVENTS = 100_000
@@ -304,7 +307,7 @@ _PRIMARY = {
 }
 
 # The keys an event may carry beside its kind (when, and each kind's own fields).
-_MODIFIERS = frozenset({"at", "after", "order", "text", "muted", "usage", "chat", "for", "delay"})
+_MODIFIERS = frozenset({"at", "after", "order", "text", "muted", "usage", "chat", "for", "delay", "config"})
 
 
 def _no_turn_tag(text: str) -> str | None:
@@ -317,6 +320,24 @@ def _no_turn_tag(text: str) -> str | None:
         return ("a message's first line cannot be 'reply': the fake LLM answers '[tN] reply', and the checks tell "
                 "a turn's halves apart by it")
     return None
+
+
+def _config_change(f: _Fields) -> ConfigChange:
+    """A restart's `config:`: the reset policy keys it replaces (each given whole; the others kept)."""
+    for key in f.data:
+        if key not in CHANGEABLE_AT_RESTART:
+            raise f.error(key, f"only the reset policy can change at a restart: {', '.join(CHANGEABLE_AT_RESTART)}")
+    if not f.data:
+        raise ScenarioError(f.source, f.line, f.path, f"expected at least one of {', '.join(CHANGEABLE_AT_RESTART)}")
+    if f.has("reset") and not isinstance(f.data["reset"], dict):
+        raise f.error("reset", f"expected a policy like {{mode: none}}, got {show(f.data['reset'])}")
+    change = ConfigChange(
+        reset=_policy(f.sub("reset")) if f.has("reset") else None,
+        reset_by_platform=_policy_table(f, "reset_by_platform", PLATFORMS) if f.has("reset_by_platform") else None,
+        reset_by_chat_type=_policy_table(f, "reset_by_chat_type", CHAT_TYPES) if f.has("reset_by_chat_type") else None,
+    )
+    f.done()
+    return change
 
 
 def _crash_at(f: _Fields, t: int, line: int) -> CrashAt:
@@ -357,6 +378,8 @@ def _events(
             what = "none" if not kinds else " and ".join(kinds)
             raise ScenarioError(source, f.line, f.path, f"expected exactly one of {', '.join(_PRIMARY)}; found {what}")
         kind = kinds[0]
+        if f.has("config") and kind != "restart":
+            raise f.error("config", "only a restart can change the configuration")
         # When: `at` an absolute local time, or `after` a duration, else at the cursor.
         if f.has("at") and f.has("after"):
             raise f.error("after", "give either 'at' or 'after', not both")
@@ -404,6 +427,8 @@ def _events(
             if value not in (None, True, {}):
                 raise f.error(kind, f"takes no value, got {show(value)}")
             event = {"sigterm": Sigterm, "crash": Crash, "restart": Restart}[kind](t, item_line)
+            if kind == "restart" and f.has("config"):
+                event = Restart(t, item_line, change=_config_change(f.sub("config")))
         elif kind == "delete_session":
             event = DeleteSession(t, item_line, chat=chat_ref("delete_session"))
         elif kind == "delete_parent":
@@ -469,7 +494,7 @@ def load_text(text: str, source: str = "<scenario>") -> Scenario:
     if not f.has("events"):
         raise ScenarioError(source, f.line, "events", "required")
     events, chats = _events(f.raw("events"), source, f.line_of("events"), zone, start, chats, implicit, {p.name for p in config.providers})
-    if max((event.t for event in events), default=start) + config.horizon() >= END_OF_TIME:
+    if max((event.t for event in events), default=start) + max_horizon(config, events) >= END_OF_TIME:
         raise f.error("config", f"its idle times and intervals run the timeline past the year {LAST_YEAR}")
     f.raw("catches")  # zoo metadata: the variants this scenario exists to catch
     catches = f.data.get("catches")

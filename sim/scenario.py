@@ -160,9 +160,35 @@ class Crash(Event):
     """SIGKILL: every in-memory object is lost; the durable store survives."""
 
 
+@dataclass(frozen=True)
+class ConfigChange:
+    """What a `restart` changes in the configuration: the reset policy keys it gives (None: kept).
+    The contract (docs/contract.md, *A restart may change the configuration*) says what is owed."""
+
+    reset: ResetPolicy | None = None
+    reset_by_platform: tuple[tuple[str, ResetPolicy], ...] | None = None
+    reset_by_chat_type: tuple[tuple[str, ResetPolicy], ...] | None = None
+
+    def apply(self, config: GatewayConfig) -> GatewayConfig:
+        """`config` with this change in force (an explicit `reset` replaces a `reset: default`)."""
+        if self.reset is not None:
+            config = replace(config, reset=self.reset, reset_default=False)
+        if self.reset_by_platform is not None:
+            config = replace(config, reset_by_platform=self.reset_by_platform)
+        if self.reset_by_chat_type is not None:
+            config = replace(config, reset_by_chat_type=self.reset_by_chat_type)
+        return config
+
+
+CHANGEABLE_AT_RESTART: tuple[str, ...] = ("reset", "reset_by_platform", "reset_by_chat_type")
+
+
 @dataclass(frozen=True, slots=True)
 class Restart(Event):
-    """Start the gateway again after a sigterm or crash; it rebuilds from its store."""
+    """Start the gateway again after a sigterm or crash; it rebuilds from its store, under
+    `config` changed by `change` when given."""
+
+    change: ConfigChange | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +245,16 @@ class Checkpoint(Event):
     """Snapshot the durable state into the observation log here."""
 
     name: str = ""
+
+
+def max_horizon(config: GatewayConfig, events: tuple[Event, ...]) -> int:
+    """The longest `horizon()` of the configurations a run goes through (a restart may change it)."""
+    reach = config.horizon()
+    for event in events:
+        if isinstance(event, Restart) and event.change is not None:
+            config = event.change.apply(config)
+            reach = max(reach, config.horizon())
+    return reach
 
 
 EVENT_TYPES: dict[str, type[Event]] = {

@@ -21,6 +21,7 @@ from sim.scenario import (
     BackendSlow,
     Checkpoint,
     Command,
+    ConfigChange,
     Crash,
     CrashAt,
     DbLocked,
@@ -64,6 +65,18 @@ def config_document(config: GatewayConfig) -> dict[str, Any]:
     if config.usage != default.usage:
         cfg["usage"] = config.usage
     return cfg
+
+
+def change_document(change: ConfigChange) -> dict[str, Any]:
+    """A restart's configuration change as its `config:` mapping (only the keys it gives)."""
+    out: dict[str, Any] = {}
+    if change.reset is not None:
+        out["reset"] = _policy_dict(change.reset)
+    if change.reset_by_platform is not None:
+        out["reset_by_platform"] = {name: _policy_dict(p) for name, p in change.reset_by_platform}
+    if change.reset_by_chat_type is not None:
+        out["reset_by_chat_type"] = {name: _policy_dict(p) for name, p in change.reset_by_chat_type}
+    return out
 
 
 def start_text(t: int, zone: ZoneInfo) -> str:
@@ -112,6 +125,8 @@ def scenario_document(scenario: Scenario) -> dict[str, Any]:
             item = {"delegate": event.chat}
         elif isinstance(event, (Sigterm, Crash, Restart)):
             item = {event.kind: True}
+            if isinstance(event, Restart) and event.change is not None:
+                item["config"] = change_document(event.change)
         elif isinstance(event, (DeleteSession, DeleteParent)):
             item = {event.kind: event.chat}
         elif isinstance(event, DbLocked):

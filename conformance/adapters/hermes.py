@@ -185,7 +185,10 @@ class HermesGateway:
         self.end("crash")
 
     @_failsafe
-    def restart(self) -> None:
+    def restart(self, config: GatewayConfig | None = None) -> None:
+        if config is not None:  # an operator's edit while it was down: the new runner reads it
+            self.config = config
+            hermes_home.write_config(config)
         self.boot()
 
     # -- inbound ---------------------------------------------------------------------------

@@ -45,6 +45,7 @@ from reference_impl.variants.policy import (
     MessageResetFiresNoHooks,
     NewEndsEndedSession,
     ResetMidTurn,
+    RestartKeepsOldPolicy,
 )
 from reference_impl.variants.trust import AbandonedTurnKept, BusyFlagStuck, DelegateAlwaysSkipped, StopIgnored
 
@@ -85,6 +86,7 @@ VARIANTS: dict[str, type[ReferenceGateway]] = {
     "rotate-before-end-recorded": RotateBeforeEndRecorded,
     "crash-forgets-commands": CrashForgetsCommands,
     "new-ends-ended-session": NewEndsEndedSession,
+    "restart-keeps-old-policy": RestartKeepsOldPolicy,
 }
 
 

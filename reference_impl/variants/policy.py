@@ -11,7 +11,7 @@ from conformance.adapter import Inbound
 from reference_impl.gateway import ReferenceGateway
 from reference_impl.policy import ResetPolicyEvaluator, chat_key
 from sim.clock import load_zone
-from sim.scenario import Chat
+from sim.scenario import Chat, GatewayConfig
 
 
 class ResetMidTurn(ReferenceGateway):
@@ -107,3 +107,17 @@ class NewEndsEndedSession(ReferenceGateway):
             self.finalize(route.session_id, "new")
             return
         super().command(key, command, when)
+
+
+class RestartKeepsOldPolicy(ReferenceGateway):
+    """restart-keeps-old-policy — issue #21 (format gaps: a restart can change the configuration):
+
+    A gateway that reads its reset policy once, at first boot, and keeps it in a process-wide
+    cache a restart does not clear: an operator changes `session_reset` (idle → none), restarts,
+    and sessions still expire by the old policy.
+
+    Here: a restart that brings a new configuration rebuilds from the store under the old one.
+    """
+
+    def restart(self, config: GatewayConfig | None = None) -> None:
+        super().restart(None)
