@@ -242,9 +242,14 @@ def _chats(f: _Fields) -> tuple[Chat, ...]:
                 chat_type=c.get("chat_type", "str", "dm", check=_one_of(CHAT_TYPES)),
                 user=c.get("user", "str"),
                 thread=c.get("thread", "str"),
+                chat_id=c.get("chat_id", "str"),
             )
         )
         c.done()
+        twin = next((other for other in chats[:-1] if other.identity == chats[-1].identity), None)
+        if twin is not None:  # the gateway could not tell them apart: one chat under two names
+            raise f.error(name, f"the same chat as {twin.name} (platform, chat type, chat id, thread and user alike); "
+                                "give each user of a group its own `user`")
     f.done()
     return tuple(chats)
 

@@ -96,13 +96,24 @@ class GatewayConfig:
 
 @dataclass(frozen=True)
 class Chat:
-    """One conversation route, as the platform presents it."""
+    """One conversation route, as the platform presents it. Its identity is (platform, chat type,
+    chat id, thread, user): two users in one group (one `chat_id`) are two chats of that group."""
 
     name: str
     platform: str = "telegram"
     chat_type: str = "dm"
     user: str | None = None
     thread: str | None = None
+    chat_id: str | None = None  # the platform's id of the chat (a group several users share); None: `name`
+
+    @property
+    def platform_id(self) -> str:
+        """The id the platform gives the chat: `chat_id`, else the scenario's name for it."""
+        return self.chat_id or self.name
+
+    @property
+    def identity(self) -> tuple[str, str, str, str | None, str | None]:
+        return (self.platform, self.chat_type, self.platform_id, self.thread, self.user)
 
 
 @dataclass(frozen=True, slots=True)

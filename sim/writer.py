@@ -98,6 +98,8 @@ def scenario_document(scenario: Scenario) -> dict[str, Any]:
             entry["user"] = chat.user
         if chat.thread:
             entry["thread"] = chat.thread
+        if chat.chat_id:
+            entry["chat_id"] = chat.chat_id
         chats[chat.name] = entry
     events = []
     cursor = scenario.start

@@ -50,6 +50,7 @@ KNOWN_VARIANTS = frozenset({
     "crash-forgets-commands",
     "new-ends-ended-session",
     "restart-keeps-old-policy",
+    "group-shares-one-session",
 })
 FILE_NAME = re.compile(r"\d\d-[a-z0-9]+(-[a-z0-9]+)*\.yaml")
 PATHS = catalog_paths()

@@ -42,6 +42,7 @@ from reference_impl.variants.memory import (
 from reference_impl.variants.policy import (
     CommandMovesIdleClock,
     DailyBoundaryInUtc,
+    GroupSharesOneSession,
     MessageResetFiresNoHooks,
     NewEndsEndedSession,
     ResetMidTurn,
@@ -87,6 +88,7 @@ VARIANTS: dict[str, type[ReferenceGateway]] = {
     "crash-forgets-commands": CrashForgetsCommands,
     "new-ends-ended-session": NewEndsEndedSession,
     "restart-keeps-old-policy": RestartKeepsOldPolicy,
+    "group-shares-one-session": GroupSharesOneSession,
 }
 
 

@@ -7,6 +7,8 @@ boundary in the gateway's local time, and every rotation owes the full boundary 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from conformance.adapter import Inbound
 from reference_impl.gateway import ReferenceGateway
 from reference_impl.policy import ResetPolicyEvaluator, chat_key
@@ -121,3 +123,18 @@ class RestartKeepsOldPolicy(ReferenceGateway):
 
     def restart(self, config: GatewayConfig | None = None) -> None:
         super().restart(None)
+
+
+class GroupSharesOneSession(ReferenceGateway):
+    """group-shares-one-session — issue #21 (format gaps: a group chat with several users):
+
+    A gateway that keys a group's routing entry by the group alone: every user in it shares one
+    session, so one user's `/new` ends everyone's conversation (Hermes's
+    `group_sessions_per_user: false`; its threads share a session across users by default,
+    gateway/session.py:build_session_key).
+
+    Here: the routing key of a group or channel chat leaves out the user.
+    """
+
+    def route_key(self, chat: Chat) -> str:
+        return chat_key(replace(chat, user=None) if chat.chat_type in ("group", "channel") else chat)
