@@ -16,7 +16,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from conformance.observations import DurableState, ObservationLog, Resources, halves, reply_text, turn_ids
 from sim.clock import VirtualClock
 from sim.engine import Engine, Timer
-from sim.scenario import Chat, GatewayConfig, ResetPolicy, Usage
+from sim.scenario import Chat, GatewayConfig, ResetPolicy, Restart, Scenario, Usage
 
 EVENT_KINDS = frozenset(
     {"message", "command", "delegate", "sigterm", "crash", "restart", "delete_session",
@@ -26,6 +26,7 @@ SETTINGS: dict[str, str] = {
     # A feature of the contract a gateway may not have, and what the runner does about it.
     "muted": "a muted message is delivered as a plain one (logged unmuted, with a `skipped` record)",
     "daily_min_idle_minutes": "a scenario whose config uses it is skipped whole (outcome `skip`)",
+    "restart_config": "a scenario with a `restart` that changes the configuration is skipped whole (outcome `skip`)",
 }
 FEATURES: frozenset[str] = EVENT_KINDS | frozenset(SETTINGS)
 """Every name `Profile.unsupported` may hold: the event kinds and the settings of `SETTINGS`."""
@@ -38,6 +39,18 @@ def config_features(config: GatewayConfig) -> frozenset[str]:
     policies = [config.reset, *(p for _, p in config.reset_by_platform), *(p for _, p in config.reset_by_chat_type)]
     if any(p.daily_min_idle_minutes > 0 and p.mode in ("daily", "both") for p in policies):
         used.add("daily_min_idle_minutes")
+    return frozenset(used)
+
+
+def scenario_features(scenario: Scenario) -> frozenset[str]:
+    """The optional settings of `SETTINGS` that `scenario` uses: its config's, those of the
+    configurations its restarts change to, and `restart_config` if any restart changes it."""
+    used = set(config_features(scenario.config))
+    config = scenario.config
+    for event in scenario.events:
+        if isinstance(event, Restart) and event.change is not None:
+            config = event.change.apply(config)
+            used |= config_features(config) | {"restart_config"}
     return frozenset(used)
 
 
@@ -454,8 +467,11 @@ class Gateway(Protocol):
         """SIGKILL: drop every in-memory object; the durable store survives."""
         ...
 
-    def restart(self) -> None:
-        """Start again after sigterm or crash, rebuilding from the durable store."""
+    def restart(self, config: GatewayConfig | None = None) -> None:
+        """Start again after sigterm or crash, rebuilding from the durable store. `config`: the
+        configuration the restart brings (its reset policy changed, `sim.scenario.ConfigChange`),
+        in force from now on; given only by a scenario that changes it, and only to a gateway
+        that does not declare `restart_config` unsupported (docs/contract.md)."""
         ...
 
     def delete_session_row(self, session_id: str, keep_children: bool = False) -> None:

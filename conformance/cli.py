@@ -493,7 +493,7 @@ def timeline(result: RunResult) -> list[str]:
     first line and a count; `until` and `ready` values read as times. Needs nothing of the oracle, so any
     log prints: one cut short by a gateway error, or one no check can read."""
     from conformance.checks.model import time_text
-    from sim.clock import from_ms, load_zone
+    from sim.clock import SECOND_PASS, from_ms, load_zone
 
     head = result.records[0] if result.records else None
     zone = load_zone(result.scenario.zone)
@@ -508,7 +508,7 @@ def timeline(result: RunResult) -> list[str]:
         text = time_text(t, zone, start)
         if len(shared.get(t // 1000, ())) > 1:
             text += f".{t % 1000:03d}" if text.count(":") == 2 else f":00.{t % 1000:03d}"
-        return text + (" (2nd)" if from_ms(t, zone).fold else "")
+        return text + (SECOND_PASS if from_ms(t, zone).fold else "")
 
     lines: list[str] = []
     run: list[tuple[int, str]] = []  # (t, body) of consecutive records with one body

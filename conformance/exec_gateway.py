@@ -423,8 +423,11 @@ class ExecGateway:
     def crash(self) -> None:
         self._request("crash")
 
-    def restart(self) -> None:
-        self._request("restart")
+    def restart(self, config: GatewayConfig | None = None) -> None:
+        if config is None:
+            self._request("restart")
+        else:  # the configuration the restart brings (a child that cannot declares `restart_config`)
+            self._request("restart", config=config_document(config))
 
     def delete_session_row(self, session_id: str, keep_children: bool = False) -> None:
         self._request("delete_session_row", session=session_id, keep_children=keep_children)

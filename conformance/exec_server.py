@@ -179,6 +179,8 @@ def serve(factory: Callable[[], Gateway], reader: IO[str], writer: IO[str]) -> N
                     gateway.deliver_reply(request["request"], request["text"])
                 elif op == "delegate":
                     gateway.delegate(chat_from_wire(request["chat"]), request["text"])
+                elif op == "restart" and "config" in request:
+                    gateway.restart(config_from_document(request["config"]))
                 elif op in ("sigterm", "crash", "restart"):
                     getattr(gateway, op)()
                 elif op == "delete_session_row":

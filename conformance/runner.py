@@ -35,8 +35,8 @@ from conformance.adapter import (
     RecordingProvider,
     RemoteGatewayError,
     Scheduler,
-    config_features,
     raise_interrupted,
+    scenario_features,
 )
 from conformance.observations import SPILL_AT, DurableState, Obs, ObservationLog, Resources, ResourcesDeltas, log_text
 from conformance.verdict import GatewayFailure, Verdict
@@ -50,6 +50,7 @@ from sim.scenario import (
     Chat,
     Checkpoint,
     Command,
+    ConfigChange,
     Crash,
     CrashAt,
     DbLocked,
@@ -497,7 +498,7 @@ class Run:
         elif isinstance(event, Crash):
             self._stop("crash")
         elif isinstance(event, Restart):
-            self._restart()
+            self._restart(event.change)
         elif isinstance(event, (DeleteSession, DeleteParent)):
             before = self._durable()
             session = dict(before.routing).get(event.chat)
@@ -546,12 +547,19 @@ class Run:
         self.up = False
         self._snapshot(how)
 
-    def _restart(self) -> None:
+    def _restart(self, change: ConfigChange | None = None) -> None:
         if self.up:
             self.log.add("skipped", event="restart", reason="the gateway is already running")
             return
-        self.log.add("restart", held=len(self.inbox))
-        self._call("restart", self.gateway.restart)
+        if change is None:
+            self.log.add("restart", held=len(self.inbox))
+            self._call("restart", self.gateway.restart)
+        else:  # the configuration it comes back with, in the record: the checks judge by it
+            from sim.writer import config_document
+
+            self.config = change.apply(self.config)
+            self.log.add("restart", held=len(self.inbox), config=config_document(self.config))
+            self._call("restart", self.gateway.restart, copy.deepcopy(self.config))
         self.up = True
         while self.inbox:
             event, payload = self.inbox.popleft()
@@ -617,10 +625,10 @@ class Run:
         except _GatewayRaised as raised:
             failure = raised.failure
         self.log.add("scenario", **scenario_detail(scenario, self.profile))
-        if failure is None and (unjudged := sorted(config_features(scenario.config) & self.profile.unsupported)):
+        if failure is None and (unjudged := sorted(scenario_features(scenario) & self.profile.unsupported)):
             # Judging it would judge a feature the gateway says it does not have: not run at all.
             self.log.add("skipped", scope="scenario", features=unjudged,
-                         reason=f"the config uses {', '.join(unjudged)}, which the gateway declares unsupported")
+                         reason=f"the scenario uses {', '.join(unjudged)}, which the gateway declares unsupported")
             return None  # execute() closes the gateway and hands back the log as it is
         if failure is None and scenario.config.reset_default:
             if self.profile.reset_default is None:

@@ -24,7 +24,11 @@ def dumps(obj: dict[str, Any]) -> str:
 
 
 def chat_to_wire(chat: Chat) -> dict[str, Any]:
-    return asdict(chat)
+    """A chat as the wire carries it; `chat_id` only when given (lines without it read as before)."""
+    wire = asdict(chat)
+    if wire["chat_id"] is None:
+        del wire["chat_id"]
+    return wire
 
 
 def chat_from_wire(data: dict[str, Any]) -> Chat:

@@ -150,7 +150,9 @@ class MinimalGateway:
         self.timer, self.cache, self.pending, self.busy_chats, self.queues = None, {}, {}, {}, {}
         self.up = False
 
-    def restart(self) -> None:
+    def restart(self, config: GatewayConfig | None = None) -> None:
+        """Back from the disk; under the configuration the restart brings, when it brings one."""
+        self.config = config or self.config
         self.boot()
 
     # -- inbound --------------------------------------------------------------------------

@@ -159,7 +159,11 @@ class ReferenceGateway:
             self.__dict__.pop(name, None)
         self.store.reopen()
 
-    def restart(self) -> None:
+    def restart(self, config: GatewayConfig | None = None) -> None:
+        """Rebuild from the store; under `config` when the restart changes it: every entry is
+        judged by the policy it brings from now on (the expiries `boot` queues included)."""
+        if config is not None:
+            self.config, self.policies = config, {}
         self.boot()
 
     def close(self) -> None:
@@ -225,14 +229,14 @@ class ReferenceGateway:
     # -- adapter protocol: inbound ---------------------------------------------------------
 
     def deliver_message(self, message: Inbound) -> None:
-        key = chat_key(message.chat)
+        key = self.route_key(message.chat)
         if key in self.busy_chats or self.queues.get(key):
             self.queues.setdefault(key, deque()).append(("message", message, self.h.clock.now()))
             return
         self.start_turn(message, self.h.clock.now())
 
     def deliver_command(self, chat: Chat, command: str) -> None:
-        key = chat_key(chat)
+        key = self.route_key(chat)
         if command == "/stop":
             self.stop_turn(key)
             return
@@ -256,7 +260,7 @@ class ReferenceGateway:
         self.complete_turn(request_id)
 
     def delegate(self, chat: Chat, text: str) -> None:
-        key = chat_key(chat)
+        key = self.route_key(chat)
         route = self.store.route(key)
         if route is None or route.session_id is None or route.ended:
             self.h.note("delegate_skipped", chat=chat.name, reason="no live session to delegate from")
@@ -293,15 +297,19 @@ class ReferenceGateway:
 
     # -- turns ------------------------------------------------------------------------
 
+    def route_key(self, chat: Chat) -> str:
+        """The chat's routing entry: one per chat identity, so each user of a group has their own."""
+        return chat_key(chat)
+
     def policy_for(self, route: Route) -> ResetPolicy:
         policy = self.policies.get(route.chat_key)
-        if policy is None:  # the configuration never changes: one look-up per chat
+        if policy is None:  # one look-up per chat (a restart that changes the configuration clears them)
             platform, chat_type = route.chat_key.split(":", 2)[:2]
             policy = self.policies[route.chat_key] = self.config.policy_for(platform, chat_type)
         return policy
 
     def start_turn(self, message: Inbound, arrival: int) -> None:
-        chat, key = message.chat, chat_key(message.chat)
+        chat, key = message.chat, self.route_key(message.chat)
         route = self.store.route(key) or Route(key, chat.name, None, None, None, None, False)
         if route.session_id and not route.ended:
             reason = self.expiry_reason(route)
@@ -407,7 +415,7 @@ class ReferenceGateway:
             del self.queues[key]
 
     def run_command(self, chat: Chat, command: str) -> None:
-        self.command(chat_key(chat), command)
+        self.command(self.route_key(chat), command)
 
     def command(self, key: str, command: str, when: int | None = None) -> None:
         """Carry out a command, journaled: a crash inside it (at `end-recorded` or

@@ -17,7 +17,7 @@ from sim.scenario import Chat, ResetPolicy
 
 def chat_key(chat: Chat, profile: str = "default") -> str:
     """platform:chat_type:chat_id[:thread][:user]@profile — one routing entry per chat."""
-    parts = [chat.platform, chat.chat_type, chat.name]
+    parts = [chat.platform, chat.chat_type, chat.platform_id]
     if chat.thread:
         parts.append(f"thread={chat.thread}")
     if chat.user:

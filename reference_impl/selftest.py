@@ -90,7 +90,7 @@ class DoNothingGateway:
     def crash(self) -> None:
         pass
 
-    def restart(self) -> None:
+    def restart(self, config: GatewayConfig | None = None) -> None:
         pass
 
     def delete_session_row(self, session_id: str, keep_children: bool = False) -> None:

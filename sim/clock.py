@@ -109,6 +109,21 @@ def local_instant(day: date, hour: int, minute: int, zone: ZoneInfo) -> int:
     return instant
 
 
+SECOND_PASS = " (2nd)"  # how files and timelines name the second pass of a wall time a fall-back DST change repeats
+
+
+def repeated_instant(day: date, hour: int, minute: int, zone: ZoneInfo) -> int | None:
+    """The second instant the wall clock in `zone` reads `hour:minute` on `day`, when a
+    fall-back change repeats it (fold=1: the offset in force after the transition); None when
+    that wall time happens once (or never: a spring-forward gap)."""
+    wall = datetime(day.year, day.month, day.day, hour, minute, tzinfo=zone, fold=1)
+    instant = to_ms(wall)
+    if instant == local_instant(day, hour, minute, zone):
+        return None
+    shown = from_ms(instant, zone)
+    return instant if shown.replace(tzinfo=None) == wall.replace(tzinfo=None) and shown.fold else None
+
+
 def daily_boundary_at_or_before(t: int, at_hour: int, zone: ZoneInfo) -> int:
     """The most recent local `at_hour:00` boundary at or before instant `t` (DST-correct)."""
     day = from_ms(t, zone).date()

@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from sim.clock import format_duration, from_ms, load_zone, local_instant, parse_duration, to_ms
+from sim.clock import format_duration, from_ms, load_zone, local_instant, parse_duration, repeated_instant, to_ms
 from sim.document import MAX_FILE_BYTES, LocatedList, ScenarioError, parse_document, show
 from sim.scenario import (
     AFTER_TIMERS,
+    CHANGEABLE_AT_RESTART,
     CHAT_TYPES,
     COMMANDS,
     CRASH_POINT_NAME,
@@ -34,6 +35,7 @@ from sim.scenario import (
     Chat,
     Checkpoint,
     Command,
+    ConfigChange,
     Crash,
     CrashAt,
     DbLocked,
@@ -49,6 +51,7 @@ from sim.scenario import (
     Scenario,
     Sigterm,
     Usage,
+    max_horizon,
 )
 
 MAX_EVENTS = 100_000
@@ -239,39 +242,56 @@ def _chats(f: _Fields) -> tuple[Chat, ...]:
                 chat_type=c.get("chat_type", "str", "dm", check=_one_of(CHAT_TYPES)),
                 user=c.get("user", "str"),
                 thread=c.get("thread", "str"),
+                chat_id=c.get("chat_id", "str"),
             )
         )
         c.done()
+        twin = next((other for other in chats[:-1] if other.identity == chats[-1].identity), None)
+        if twin is not None:  # the gateway could not tell them apart: one chat under two names
+            raise f.error(name, f"the same chat as {twin.name} (platform, chat type, chat id, thread and user alike); "
+                                "give each user of a group its own `user`")
     f.done()
     return tuple(chats)
 
 
-_TIME_OF_DAY = re.compile(r"(\d{1,2}):(\d{2})(?::(\d{2}))?", re.ASCII)
-_DATETIME = re.compile(r"(\d{4})-(\d{2})-(\d{2})[T ](\d{1,2}):(\d{2})(?::(\d{2}))?", re.ASCII)
+_CLOCK = r"(\d{1,2}):(\d{2})(?::(\d{2})(?:\.(\d{3}))?)?(\s+\(2nd\))?"
+_TIME_OF_DAY = re.compile(_CLOCK, re.ASCII)
+_DATETIME = re.compile(r"(\d{4})-(\d{2})-(\d{2})[T ]" + _CLOCK, re.ASCII)
 
 
 def _instant(text: Any, zone: ZoneInfo, start_day: date | None) -> int:
     """'09:30' (on the start day) or '2026-03-29T04:27' (local) -> epoch ms; no start day: a date is required.
+    Seconds and milliseconds are optional ('09:00:05.250'); a trailing ' (2nd)' names the second
+    pass of an hour a fall-back DST change repeats (without it: the first pass).
 
     Raises ValueError with the message for the field.
     """
     expected = "a local time like '09:30' or '2026-03-29T04:27'" if start_day else "a local date and time like '2026-03-29T09:00'"
     m = _TIME_OF_DAY.fullmatch(text) if isinstance(text, str) and start_day else None
     if m:
-        day, (hour, minute, second) = start_day, (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0))
+        day, clock = start_day, m.groups()
     elif isinstance(text, str) and (m := _DATETIME.fullmatch(text)):
         try:
             day = date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
         except ValueError:
             raise ValueError(f"expected {expected}, got {show(text)}") from None
-        hour, minute, second = int(m.group(4)), int(m.group(5)), int(m.group(6) or 0)
+        clock = m.groups()[3:]
         if not FIRST_YEAR <= day.year <= LAST_YEAR:
             raise ValueError(f"expected a date in the years {FIRST_YEAR} to {LAST_YEAR}, got {show(text)}")
     else:
         raise ValueError(f"expected {expected}, got {show(text)}")
+    assert day is not None
+    hour, minute, second, milli = int(clock[0]), int(clock[1]), int(clock[2] or 0), int(clock[3] or 0)
     if hour > 23 or minute > 59 or second > 59:
         raise ValueError(f"expected {expected}, got {show(text)}")
-    return local_instant(day, hour, minute, zone) + second * 1000
+    offset = second * 1000 + milli
+    if not clock[4]:
+        return local_instant(day, hour, minute, zone) + offset
+    second_pass = repeated_instant(day, hour, minute, zone)
+    if second_pass is None:
+        raise ValueError(f"{text}: no DST change repeats {hour:02d}:{minute:02d} on {day.isoformat()} in {zone.key}; "
+                         f"'(2nd)' names the second pass of a repeated wall time")
+    return second_pass + offset
 
 
 _PRIMARY = {
@@ -292,7 +312,7 @@ _PRIMARY = {
 }
 
 # The keys an event may carry beside its kind (when, and each kind's own fields).
-_MODIFIERS = frozenset({"at", "after", "order", "text", "muted", "usage", "chat", "for", "delay"})
+_MODIFIERS = frozenset({"at", "after", "order", "text", "muted", "usage", "chat", "for", "delay", "config"})
 
 
 def _no_turn_tag(text: str) -> str | None:
@@ -305,6 +325,24 @@ def _no_turn_tag(text: str) -> str | None:
         return ("a message's first line cannot be 'reply': the fake LLM answers '[tN] reply', and the checks tell "
                 "a turn's halves apart by it")
     return None
+
+
+def _config_change(f: _Fields) -> ConfigChange:
+    """A restart's `config:`: the reset policy keys it replaces (each given whole; the others kept)."""
+    for key in f.data:
+        if key not in CHANGEABLE_AT_RESTART:
+            raise f.error(key, f"only the reset policy can change at a restart: {', '.join(CHANGEABLE_AT_RESTART)}")
+    if not f.data:
+        raise ScenarioError(f.source, f.line, f.path, f"expected at least one of {', '.join(CHANGEABLE_AT_RESTART)}")
+    if f.has("reset") and not isinstance(f.data["reset"], dict):
+        raise f.error("reset", f"expected a policy like {{mode: none}}, got {show(f.data['reset'])}")
+    change = ConfigChange(
+        reset=_policy(f.sub("reset")) if f.has("reset") else None,
+        reset_by_platform=_policy_table(f, "reset_by_platform", PLATFORMS) if f.has("reset_by_platform") else None,
+        reset_by_chat_type=_policy_table(f, "reset_by_chat_type", CHAT_TYPES) if f.has("reset_by_chat_type") else None,
+    )
+    f.done()
+    return change
 
 
 def _crash_at(f: _Fields, t: int, line: int) -> CrashAt:
@@ -345,6 +383,8 @@ def _events(
             what = "none" if not kinds else " and ".join(kinds)
             raise ScenarioError(source, f.line, f.path, f"expected exactly one of {', '.join(_PRIMARY)}; found {what}")
         kind = kinds[0]
+        if f.has("config") and kind != "restart":
+            raise f.error("config", "only a restart can change the configuration")
         # When: `at` an absolute local time, or `after` a duration, else at the cursor.
         if f.has("at") and f.has("after"):
             raise f.error("after", "give either 'at' or 'after', not both")
@@ -392,6 +432,8 @@ def _events(
             if value not in (None, True, {}):
                 raise f.error(kind, f"takes no value, got {show(value)}")
             event = {"sigterm": Sigterm, "crash": Crash, "restart": Restart}[kind](t, item_line)
+            if kind == "restart" and f.has("config"):
+                event = Restart(t, item_line, change=_config_change(f.sub("config")))
         elif kind == "delete_session":
             event = DeleteSession(t, item_line, chat=chat_ref("delete_session"))
         elif kind == "delete_parent":
@@ -457,7 +499,7 @@ def load_text(text: str, source: str = "<scenario>") -> Scenario:
     if not f.has("events"):
         raise ScenarioError(source, f.line, "events", "required")
     events, chats = _events(f.raw("events"), source, f.line_of("events"), zone, start, chats, implicit, {p.name for p in config.providers})
-    if max((event.t for event in events), default=start) + config.horizon() >= END_OF_TIME:
+    if max((event.t for event in events), default=start) + max_horizon(config, events) >= END_OF_TIME:
         raise f.error("config", f"its idle times and intervals run the timeline past the year {LAST_YEAR}")
     f.raw("catches")  # zoo metadata: the variants this scenario exists to catch
     catches = f.data.get("catches")

@@ -96,13 +96,24 @@ class GatewayConfig:
 
 @dataclass(frozen=True)
 class Chat:
-    """One conversation route, as the platform presents it."""
+    """One conversation route, as the platform presents it. Its identity is (platform, chat type,
+    chat id, thread, user): two users in one group (one `chat_id`) are two chats of that group."""
 
     name: str
     platform: str = "telegram"
     chat_type: str = "dm"
     user: str | None = None
     thread: str | None = None
+    chat_id: str | None = None  # the platform's id of the chat (a group several users share); None: `name`
+
+    @property
+    def platform_id(self) -> str:
+        """The id the platform gives the chat: `chat_id`, else the scenario's name for it."""
+        return self.chat_id or self.name
+
+    @property
+    def identity(self) -> tuple[str, str, str, str | None, str | None]:
+        return (self.platform, self.chat_type, self.platform_id, self.thread, self.user)
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,9 +171,35 @@ class Crash(Event):
     """SIGKILL: every in-memory object is lost; the durable store survives."""
 
 
+@dataclass(frozen=True)
+class ConfigChange:
+    """What a `restart` changes in the configuration: the reset policy keys it gives (None: kept).
+    The contract (docs/contract.md, *A restart may change the configuration*) says what is owed."""
+
+    reset: ResetPolicy | None = None
+    reset_by_platform: tuple[tuple[str, ResetPolicy], ...] | None = None
+    reset_by_chat_type: tuple[tuple[str, ResetPolicy], ...] | None = None
+
+    def apply(self, config: GatewayConfig) -> GatewayConfig:
+        """`config` with this change in force (an explicit `reset` replaces a `reset: default`)."""
+        if self.reset is not None:
+            config = replace(config, reset=self.reset, reset_default=False)
+        if self.reset_by_platform is not None:
+            config = replace(config, reset_by_platform=self.reset_by_platform)
+        if self.reset_by_chat_type is not None:
+            config = replace(config, reset_by_chat_type=self.reset_by_chat_type)
+        return config
+
+
+CHANGEABLE_AT_RESTART: tuple[str, ...] = ("reset", "reset_by_platform", "reset_by_chat_type")
+
+
 @dataclass(frozen=True, slots=True)
 class Restart(Event):
-    """Start the gateway again after a sigterm or crash; it rebuilds from its store."""
+    """Start the gateway again after a sigterm or crash; it rebuilds from its store, under
+    `config` changed by `change` when given."""
+
+    change: ConfigChange | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +256,16 @@ class Checkpoint(Event):
     """Snapshot the durable state into the observation log here."""
 
     name: str = ""
+
+
+def max_horizon(config: GatewayConfig, events: tuple[Event, ...]) -> int:
+    """The longest `horizon()` of the configurations a run goes through (a restart may change it)."""
+    reach = config.horizon()
+    for event in events:
+        if isinstance(event, Restart) and event.change is not None:
+            config = event.change.apply(config)
+            reach = max(reach, config.horizon())
+    return reach
 
 
 EVENT_TYPES: dict[str, type[Event]] = {

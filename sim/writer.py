@@ -8,10 +8,11 @@ from __future__ import annotations
 import re
 from dataclasses import fields
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import yaml
 
-from sim.clock import format_duration, from_ms, load_zone
+from sim.clock import SECOND_PASS, format_duration, from_ms, load_zone
 from sim.document import FLOAT_TEXT, INT_TEXT
 from sim.scenario import (
     AFTER_TIMERS,
@@ -20,6 +21,7 @@ from sim.scenario import (
     BackendSlow,
     Checkpoint,
     Command,
+    ConfigChange,
     Crash,
     CrashAt,
     DbLocked,
@@ -65,6 +67,26 @@ def config_document(config: GatewayConfig) -> dict[str, Any]:
     return cfg
 
 
+def change_document(change: ConfigChange) -> dict[str, Any]:
+    """A restart's configuration change as its `config:` mapping (only the keys it gives)."""
+    out: dict[str, Any] = {}
+    if change.reset is not None:
+        out["reset"] = _policy_dict(change.reset)
+    if change.reset_by_platform is not None:
+        out["reset_by_platform"] = {name: _policy_dict(p) for name, p in change.reset_by_platform}
+    if change.reset_by_chat_type is not None:
+        out["reset_by_chat_type"] = {name: _policy_dict(p) for name, p in change.reset_by_chat_type}
+    return out
+
+
+def start_text(t: int, zone: ZoneInfo) -> str:
+    """`start:` as the loader reads it back to the same instant: milliseconds when there are
+    any, and ' (2nd)' in the second pass of an hour a fall-back DST change repeats."""
+    moment = from_ms(t, zone)
+    text = moment.strftime("%Y-%m-%dT%H:%M:%S") + (f".{t % 1000:03d}" if t % 1000 else "")
+    return text + (SECOND_PASS if moment.fold else "")
+
+
 def scenario_document(scenario: Scenario) -> dict[str, Any]:
     """The scenario as plain data that `load_text` reads back to an equal scenario."""
     zone = load_zone(scenario.zone)
@@ -76,6 +98,8 @@ def scenario_document(scenario: Scenario) -> dict[str, Any]:
             entry["user"] = chat.user
         if chat.thread:
             entry["thread"] = chat.thread
+        if chat.chat_id:
+            entry["chat_id"] = chat.chat_id
         chats[chat.name] = entry
     events = []
     cursor = scenario.start
@@ -103,6 +127,8 @@ def scenario_document(scenario: Scenario) -> dict[str, Any]:
             item = {"delegate": event.chat}
         elif isinstance(event, (Sigterm, Crash, Restart)):
             item = {event.kind: True}
+            if isinstance(event, Restart) and event.change is not None:
+                item["config"] = change_document(event.change)
         elif isinstance(event, (DeleteSession, DeleteParent)):
             item = {event.kind: event.chat}
         elif isinstance(event, DbLocked):
@@ -129,7 +155,7 @@ def scenario_document(scenario: Scenario) -> dict[str, Any]:
         "name": scenario.name,
         "seed": scenario.seed,
         "zone": scenario.zone,
-        "start": from_ms(scenario.start, zone).strftime("%Y-%m-%dT%H:%M:%S"),
+        "start": start_text(scenario.start, zone),
         "config": cfg,
         "chats": chats,
         "events": events,

@@ -49,6 +49,8 @@ KNOWN_VARIANTS = frozenset({
     "rotate-before-end-recorded",
     "crash-forgets-commands",
     "new-ends-ended-session",
+    "restart-keeps-old-policy",
+    "group-shares-one-session",
 })
 FILE_NAME = re.compile(r"\d\d-[a-z0-9]+(-[a-z0-9]+)*\.yaml")
 PATHS = catalog_paths()

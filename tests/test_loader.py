@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conformance.suite import catalog_paths
+from sim.clock import from_ms, load_zone
 from sim.document import MAX_FILE_BYTES, ScenarioError, parse_document
 from sim.loader import load_file, load_text
 from sim.scenario import BackendFail, Message, Scenario
@@ -214,6 +215,44 @@ def test_skipped_wall_time_maps_to_the_transition() -> None:
     """02:30 on the Berlin spring-forward day does not exist; it is the 03:00 CEST jump (01:00 UTC)."""
     scenario = load_text(HEAD + "  - message: alice\n    at: 2026-03-29T02:30\n", "x.yaml")
     assert scenario.events[0].t == 1_774_746_000_000  # 2026-03-29T01:00:00Z
+
+
+FALL_BACK = "name: x\nzone: Europe/Berlin\nstart: 2026-10-25T01:00\nevents:\n"  # events start on line 5
+
+
+@pytest.mark.parametrize(("at", "local"), [
+    ("02:30", "2026-10-25 02:30:00+02:00"),
+    ("02:30 (2nd)", "2026-10-25 02:30:00+01:00"),
+    ("02:30:05.250 (2nd)", "2026-10-25 02:30:05.250000+01:00"),
+    ("2026-10-25T02:59:59.999 (2nd)", "2026-10-25 02:59:59.999000+01:00"),
+    ("01:00:00.250", "2026-10-25 01:00:00.250000+02:00"),
+])
+def test_at_takes_milliseconds_and_the_second_pass_of_a_repeated_hour(at: str, local: str) -> None:
+    """`(2nd)` names the second pass of the hour the fall-back change repeats, as timelines print it;
+    the writer writes the instant back (as `after:`), so the file round-trips."""
+    scenario = load_text(FALL_BACK + f"  - message: a\n    at: \"{at}\"\n", "x.yaml")
+    assert str(from_ms(scenario.events[0].t, load_zone("Europe/Berlin"))) == local
+    assert replace(load_text(dump_text(scenario), "x.yaml"), source="x.yaml") == scenario
+
+
+@pytest.mark.parametrize(("at", "message"), [
+    ("03:30 (2nd)", "03:30 (2nd): no DST change repeats 03:30 on 2026-10-25 in Europe/Berlin; "
+                    "'(2nd)' names the second pass of a repeated wall time"),
+    ("02:30(2nd)", "expected a local time like '09:30' or '2026-03-29T04:27', got '02:30(2nd)'"),
+    ("02:30:00.25", "expected a local time like '09:30' or '2026-03-29T04:27', got '02:30:00.25'"),
+])
+def test_at_errors_name_file_line_and_field(at: str, message: str) -> None:
+    with pytest.raises(ScenarioError) as caught:
+        load_text(FALL_BACK + f"  - message: a\n    at: \"{at}\"\n", "x.yaml")
+    assert str(caught.value) == f"x.yaml:6: events[0].at: {message}"
+
+
+def test_start_in_the_second_pass_with_milliseconds_round_trips() -> None:
+    scenario = load_text("name: x\nzone: Europe/Berlin\nstart: 2026-10-25T02:10:00.500 (2nd)\nevents: []\n", "x.yaml")
+    assert "start: 2026-10-25T02:10:00.500 (2nd)\n" in dump_text(scenario)
+    assert replace(load_text(dump_text(scenario), "x.yaml"), source="x.yaml") == scenario
+    with pytest.raises(ScenarioError, match=r"^x.yaml:3: start: 2026-03-29T02:10 \(2nd\): no DST change repeats"):
+        load_text("name: x\nzone: Europe/Berlin\nstart: 2026-03-29T02:10 (2nd)\nevents: []\n", "x.yaml")
 
 
 # ---------------------------------------------------------------------------------------

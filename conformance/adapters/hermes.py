@@ -185,7 +185,10 @@ class HermesGateway:
         self.end("crash")
 
     @_failsafe
-    def restart(self) -> None:
+    def restart(self, config: GatewayConfig | None = None) -> None:
+        if config is not None:  # an operator's edit while it was down: the new runner reads it
+            self.config = config
+            hermes_home.write_config(config)
         self.boot()
 
     # -- inbound ---------------------------------------------------------------------------
@@ -196,7 +199,7 @@ class HermesGateway:
             from gateway.session import SessionSource
 
             platform = Platform(hermes_home.PLATFORMS.get(chat.platform, chat.platform))
-            source = SessionSource(platform=platform, chat_id=chat.name, chat_type=chat.chat_type,
+            source = SessionSource(platform=platform, chat_id=chat.platform_id, chat_type=chat.chat_type,
                                    user_id=chat.user or f"user-{chat.name}", user_name=chat.user or chat.name,
                                    thread_id=chat.thread)
             self.sources[chat.name] = source

@@ -64,8 +64,7 @@ def prepare(config: GatewayConfig) -> Path:
             remove_tree(entry)
         else:
             entry.unlink(missing_ok=True)
-    _write(root / "config.yaml", yaml.dump(config_yaml(config), Dumper=SAFE_DUMPER, sort_keys=True))
-    _write(root / "gateway.json", json.dumps(gateway_json(config), sort_keys=True))
+    write_config(config)
     hindsight = next((p for p in config.providers if p.name == "hindsight"), None)
     if hindsight is not None:
         (root / "hindsight").mkdir()
@@ -122,6 +121,14 @@ def hindsight_available() -> bool:
     from conformance.adapters import hermes_forks
 
     return hermes_forks.has_hindsight()
+
+
+def write_config(config: GatewayConfig) -> None:
+    """config.yaml and gateway.json for `config`: at start, and at a restart that changes it
+    (the next GatewayRunner reads them afresh, as an operator's edit is read)."""
+    root = home()
+    _write(root / "config.yaml", yaml.dump(config_yaml(config), Dumper=SAFE_DUMPER, sort_keys=True))
+    _write(root / "gateway.json", json.dumps(gateway_json(config), sort_keys=True))
 
 
 def reset_policy(policy: ResetPolicy) -> dict[str, Any]:

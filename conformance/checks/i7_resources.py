@@ -55,7 +55,7 @@ def _replay(m: RunModel, indexes: Sequence[int], wanted: set[int]
     cap = m.config.cache_cap
     chat_of = {t.session: t.chat for t in m.turns.values() if t.session}
     # Only agents of `none` sessions are held to the TTL: follow no other.
-    watched = {sid for sid, chat in chat_of.items() if m.policy(chat).mode == "none"}
+    watched = {sid for sid, chat in chat_of.items() if all(p.mode == "none" for p in m.policies(chat))}
     over: list[Violation] = []
     held: dict[int, Resources] = {}
     since: dict[str, tuple[int, int]] = {}  # session -> (index, t) it became cached with no turn in flight

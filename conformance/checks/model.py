@@ -117,6 +117,10 @@ class RunModel:
     by_session: dict[tuple[str, str], array[int]] = field(default_factory=dict, repr=False)  # (kind, session), SESSION_KINDS
     acked_by_session: dict[str, list[Turn]] = field(default_factory=dict, repr=False)  # in reply order
     memo: dict[str, Any] = field(default_factory=dict, repr=False)  # derived views (deletions…)
+    # The configurations restarts changed to, as (in force from, config): from the stop before
+    # the restart (a down gateway fires nothing; the restarted one judges its downtime by the
+    # configuration it came back with). Empty: `config` throughout.
+    changes: list[tuple[int, GatewayConfig]] = field(default_factory=list, repr=False)
 
     # -- rendering --------------------------------------------------------------------
 
@@ -124,9 +128,33 @@ class RunModel:
         """A virtual time as a person reads it, in the scenario's zone (to the second)."""
         return time_text(t, self.zone, self.records[0].t if self.records else t)
 
-    def policy(self, chat: str) -> ResetPolicy:
+    def policy(self, chat: str, t: int | None = None) -> ResetPolicy:
+        """The chat's reset policy in force at `t` (None: the scenario's own, before any change)."""
+        config = self.config
+        for since, changed in self.changes:
+            if t is None or since > t:
+                break
+            config = changed
         info = self.chats.get(chat, {})
-        return self.config.policy_for(info.get("platform", "telegram"), info.get("chat_type", "dm"))
+        return config.policy_for(info.get("platform", "telegram"), info.get("chat_type", "dm"))
+
+    def policies(self, chat: str) -> list[ResetPolicy]:
+        """Every reset policy the chat is under in the run, in order."""
+        return [self.policy(chat), *(self.policy(chat, since) for since, _ in self.changes)]
+
+    def expiry(self, chat: str, anchor: int, last_user: int) -> tuple[int, str] | None:
+        """The first instant the chat's entry is past a boundary of the policy in force then,
+        if no user message comes: under each policy from when it is in force (a policy that
+        finds the entry already past when it comes in force ends it at that instant)."""
+        if not self.changes:
+            return expiry_instant(self.policy(chat), anchor, last_user, self.zone)
+        starts = [0, *(since for since, _ in self.changes)]
+        for k, since in enumerate(starts):
+            until = starts[k + 1] if k + 1 < len(starts) else NEVER
+            expiry = expiry_instant(self.policy(chat, since if k else None), anchor, last_user, self.zone)
+            if expiry is not None and max(expiry[0], since) < until:
+                return max(expiry[0], since), expiry[1]
+        return None
 
     # -- looking things up ------------------------------------------------------------
 
@@ -246,6 +274,7 @@ class RunModel:
         held_commands: list[tuple[str, int, str]] = []
         deliveries: list[tuple[int, int, list[Turn], list[tuple[str, int, str]]]] = []  # see `_delivered`
         stopped: list[tuple[int, int]] = []
+        changes: list[tuple[int, GatewayConfig]] = []
         by_kind: dict[str, array[int]] = defaultdict(_indexes)
         by_session: dict[tuple[str, str], array[int]] = defaultdict(_indexes)
         down_since: int | None = None
@@ -276,6 +305,9 @@ class RunModel:
                 else:
                     commands[r.chat or ""].append((r.t, index, r.d("command"), index))
             elif kind == "restart":
+                if r.d("config") is not None:  # the restart changed the configuration (sim.scenario.ConfigChange)
+                    changed = config_from_document(r.d("config")).with_default(config.reset)
+                    changes.append((down_since if down_since is not None else r.t, changed))
                 for turn in held:
                     turn.arrival = r.t
                 if held_commands:
@@ -315,7 +347,7 @@ class RunModel:
             acked[turn.session or ""].append(turn)
         model = RunModel(records, head.d("name"), zone, config, head.d("chats") or {}, head.d("profile") or {},
                          turns, {}, failure, stopped, final_stop, final_index,
-                         dict(by_kind), dict(by_session), dict(acked))
+                         dict(by_kind), dict(by_session), dict(acked), changes=changes)
         by_chat: dict[str, list[Turn]] = defaultdict(list)
         for turn in turns.values():
             if turn.request is not None:
@@ -469,7 +501,6 @@ def _effective(m: RunModel, admitted: list[Turn], commands: list[CommandAt]) -> 
 
 def _segments(model: RunModel, chat: str, turns: list[Turn], commands: list[CommandAt]) -> list[Segment]:
     """Walk the chat's admitted turns and commands in order; cut where the contract cuts."""
-    policy = model.policy(chat)
     admitted = sorted(turns, key=lambda t: t.request_index)
     effective = _effective(model, admitted, commands)
     segments: list[Segment] = []
@@ -488,7 +519,7 @@ def _segments(model: RunModel, chat: str, turns: list[Turn], commands: list[Comm
             when, index, name = effective[cursor]
             cursor += 1
             if current is not None and current.boundary is None:
-                expiry = expiry_instant(policy, current.anchor, current.last_user, model.zone)
+                expiry = model.expiry(chat, current.anchor, current.last_user)
                 if expiry is not None and expiry[0] <= when:
                     close(*expiry)
             if name in ("/new", "/reset") and current is not None:
@@ -512,7 +543,7 @@ def _segments(model: RunModel, chat: str, turns: list[Turn], commands: list[Comm
         x = turn.request.t
         apply_commands(x, turn.request_index)
         if current is not None:
-            expiry = expiry_instant(policy, current.anchor, current.last_user, model.zone)
+            expiry = model.expiry(chat, current.anchor, current.last_user)
             if expiry is not None and expiry[0] <= x:
                 close(*expiry)
         if current is None:
@@ -524,7 +555,7 @@ def _segments(model: RunModel, chat: str, turns: list[Turn], commands: list[Comm
         current.last_user = turn.arrival
     apply_commands(NEVER, NEVER)
     if current is not None and current.boundary is None:
-        expiry = expiry_instant(policy, current.anchor, current.last_user, model.zone)
+        expiry = model.expiry(chat, current.anchor, current.last_user)
         horizon = model.final_stop if model.final_stop is not None else (model.records[-1].t if model.records else 0)
         if expiry is not None and expiry[0] <= horizon:
             close(*expiry)

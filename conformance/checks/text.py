@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from conformance.checks.model import RunModel, Segment, Turn
+from conformance.checks.model import NEVER, RunModel, Segment, Turn
 from sim.clock import MINUTE, format_duration
 
 _CONTEXT = {
@@ -52,7 +52,7 @@ def at_times(m: RunModel, indexes: Sequence[int]) -> str:
 
 def boundary_words(m: RunModel, seg: Segment) -> str:
     """Why the segment ends where it does, in the chat's policy terms."""
-    policy = m.policy(seg.chat)
+    policy = m.policy(seg.chat, NEVER if seg.boundary is None else seg.boundary)  # none reached: the last in force
     if seg.reason == "new":
         return "/new"
     if seg.reason == "switch":

@@ -42,9 +42,11 @@ from reference_impl.variants.memory import (
 from reference_impl.variants.policy import (
     CommandMovesIdleClock,
     DailyBoundaryInUtc,
+    GroupSharesOneSession,
     MessageResetFiresNoHooks,
     NewEndsEndedSession,
     ResetMidTurn,
+    RestartKeepsOldPolicy,
 )
 from reference_impl.variants.trust import AbandonedTurnKept, BusyFlagStuck, DelegateAlwaysSkipped, StopIgnored
 
@@ -85,6 +87,8 @@ VARIANTS: dict[str, type[ReferenceGateway]] = {
     "rotate-before-end-recorded": RotateBeforeEndRecorded,
     "crash-forgets-commands": CrashForgetsCommands,
     "new-ends-ended-session": NewEndsEndedSession,
+    "restart-keeps-old-policy": RestartKeepsOldPolicy,
+    "group-shares-one-session": GroupSharesOneSession,
 }
 
 

@@ -7,11 +7,13 @@ boundary in the gateway's local time, and every rotation owes the full boundary 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from conformance.adapter import Inbound
 from reference_impl.gateway import ReferenceGateway
 from reference_impl.policy import ResetPolicyEvaluator, chat_key
 from sim.clock import load_zone
-from sim.scenario import Chat
+from sim.scenario import Chat, GatewayConfig
 
 
 class ResetMidTurn(ReferenceGateway):
@@ -107,3 +109,32 @@ class NewEndsEndedSession(ReferenceGateway):
             self.finalize(route.session_id, "new")
             return
         super().command(key, command, when)
+
+
+class RestartKeepsOldPolicy(ReferenceGateway):
+    """restart-keeps-old-policy — issue #21 (format gaps: a restart can change the configuration):
+
+    A gateway that reads its reset policy once, at first boot, and keeps it in a process-wide
+    cache a restart does not clear: an operator changes `session_reset` (idle → none), restarts,
+    and sessions still expire by the old policy.
+
+    Here: a restart that brings a new configuration rebuilds from the store under the old one.
+    """
+
+    def restart(self, config: GatewayConfig | None = None) -> None:
+        super().restart(None)
+
+
+class GroupSharesOneSession(ReferenceGateway):
+    """group-shares-one-session — issue #21 (format gaps: a group chat with several users):
+
+    A gateway that keys a group's routing entry by the group alone: every user in it shares one
+    session, so one user's `/new` ends everyone's conversation (Hermes's
+    `group_sessions_per_user: false`; its threads share a session across users by default,
+    gateway/session.py:build_session_key).
+
+    Here: the routing key of a group or channel chat leaves out the user.
+    """
+
+    def route_key(self, chat: Chat) -> str:
+        return chat_key(replace(chat, user=None) if chat.chat_type in ("group", "channel") else chat)
