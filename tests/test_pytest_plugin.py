@@ -60,7 +60,8 @@ def test_generated_items_pass_and_select_with_k(pytester: pytest.Pytester) -> No
     assert 'name="gen-1"' in (pytester.path / "junit.xml").read_text()
 
 
-def test_failing_item_shows_evidence_and_reruns_with_lf(pytester: pytest.Pytester) -> None:
+def test_failing_item_shows_evidence_and_reruns_with_lf(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PYTHONPATH", raising=False)  # else the reproduce line starts with it (conformance.shell)
     pytester.makepyfile(brokengw=BROKEN)
     pytester.syspathinsert()
     args = ["--sessiongate-gateway", "brokengw:ForgetsFinalize", "--no-sessiongate-catalog", "--sessiongate-seeds", "0:6",

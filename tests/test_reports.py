@@ -299,7 +299,8 @@ def test_catalog_scenarios_are_named_catalog_relative_wherever_the_run_is(tmp_pa
     assert display_path(path) == "catalog/01-idle-expiry-end-and-finalize.yaml"
 
 
-def test_junit_parses_with_a_control_character_in_a_name_and_says_how_to_reproduce(tmp_path):
+def test_junit_parses_with_a_control_character_in_a_name_and_says_how_to_reproduce(tmp_path, monkeypatch):
+    monkeypatch.delenv("PYTHONPATH", raising=False)  # else the reproduce line starts with it (conformance.shell)
     import dataclasses
     import xml.etree.ElementTree as ET
 
@@ -318,7 +319,8 @@ def test_junit_parses_with_a_control_character_in_a_name_and_says_how_to_reprodu
         "reproduce: sessiongate replay catalog/27-sigterm-turns-in-flight.yaml --gateway reference:shutdown-ends-sessions"}
 
 
-def test_the_html_report_puts_failures_first_and_each_timeline_owns_its_ids(tmp_path):
+def test_the_html_report_puts_failures_first_and_each_timeline_owns_its_ids(tmp_path, monkeypatch):
+    monkeypatch.delenv("PYTHONPATH", raising=False)  # else the reproduce line starts with it (conformance.shell)
     import re as re_
 
     from conformance.runner import run_scenario
