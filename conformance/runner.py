@@ -12,6 +12,7 @@ import gc
 import signal
 import sys
 import threading
+import time
 import traceback
 from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
@@ -668,7 +669,7 @@ class Run:
             self._call("sigterm", self.gateway.sigterm)
             self.up = False
             self._sample_resources()
-            leaked = [t for t in threading.enumerate() if t.ident not in threads_before and t.is_alive()]
+            leaked = _left_running(threads_before)
             if leaked:  # harness-observed: threads the gateway started and left running
                 self.log.add("threads", running=len(leaked))
             self._snapshot("final")
@@ -678,6 +679,21 @@ class Run:
             failure = GatewayFailure("timeout", self.log.step, self.current_event,
                                      f"{err} at {self.clock.format()}: the gateway schedules work without end")
         return failure
+
+
+THREAD_GRACE = 1.0  # wall-clock seconds a thread the gateway started may take to end after the final stop
+
+
+def _left_running(before: set[int | None]) -> list[threading.Thread]:
+    """Threads started since `before` that are still running after the final stop. One that is
+    ending as the stop returns (a worker finishing its last job) gets THREAD_GRACE to do so, so
+    the count does not depend on when the thread scheduler lets it end; a loop that never ends
+    is still counted."""
+    deadline = time.monotonic() + THREAD_GRACE
+    leaked = [t for t in threading.enumerate() if t.ident not in before and t.is_alive()]
+    for thread in leaked:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    return [t for t in leaked if t.is_alive()]
 
 
 def _row_counts(state: DurableState) -> Counter[tuple[str, str, str | None]]:
