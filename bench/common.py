@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
-    from conformance.runner import RunResult
+    from conformance.harness.runner import RunResult
 
 T = TypeVar("T")
 
@@ -63,9 +63,9 @@ def feed_digest(digest: Any, result: RunResult) -> None:
 
 def log_digests(seeds: int = 100) -> dict[str, str]:
     """group -> SHA-256 of its logs and verdicts: catalog on the reference, catalog on each variant, seeds."""
-    from conformance.registry import resolve
-    from conformance.runner import run_scenario
-    from conformance.suite import catalog_paths
+    from conformance.harness.registry import resolve
+    from conformance.harness.runner import run_scenario
+    from conformance.harness.suite import catalog_paths
     from reference_impl.variants import VARIANTS
     from sim.generate import scenario_for_seed
     from sim.loader import load_file

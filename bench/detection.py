@@ -1,7 +1,7 @@
 """How fast generated scenarios catch each bug-zoo variant, and how small the catch shrinks.
 
 For every variant in `reference_impl.variants`, `sessiongate zoo --generated`'s own hunt
-(`conformance.zoo_generated.hunt_variant`) tries seeds in order until one fails a check the
+(`conformance.search.zoo_generated.hunt_variant`) tries seeds in order until one fails a check the
 reference passes on the same seed, then shrinks it keeping that difference. Reported per
 variant: the seed, how many seeds it took, the check, seconds until caught (generation, runs
 of the variant and of the reference, judging) and seconds spent shrinking, and the events
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 from common import machine
 
-from conformance.fuzz import in_order, parse_seeds
-from conformance.zoo_generated import ZooOutcome, ZooTask, hunt_variant
+from conformance.search.fuzz import in_order, parse_seeds
+from conformance.search.zoo_generated import ZooOutcome, ZooTask, hunt_variant
 
 
 @dataclass(frozen=True)

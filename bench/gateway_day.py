@@ -39,8 +39,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
 from conformance.adapter import FakeLLM, Harness, HookBus, Inbound, MemoryBackend, Platform, RecordingProvider, Scheduler
+from conformance.harness.runner import run_scenario
 from conformance.observations import ObservationLog
-from conformance.runner import run_scenario
 from reference_impl import ReferenceGateway
 from sim.clock import HOUR, MINUTE, SECOND, VirtualClock
 from sim.engine import Engine

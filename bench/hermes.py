@@ -25,9 +25,9 @@ from typing import Any
 
 from common import Timing, machine, timed
 
-from conformance.registry import resolve
-from conformance.runner import run_scenario
-from conformance.suite import catalog_paths
+from conformance.harness.registry import resolve
+from conformance.harness.runner import run_scenario
+from conformance.harness.suite import catalog_paths
 from sim.generate import scenario_for_seed
 from sim.loader import load_file
 from sim.scenario import Message, Scenario
@@ -40,7 +40,7 @@ CALLS = ("start", "restart", "deliver_message", "deliver_reply", "deliver_comman
 def import_hermes() -> Timing:
     """Wall and CPU seconds to import Hermes and install the seams (once per process)."""
     wall, cpu = time.perf_counter(), time.process_time()
-    from conformance.adapters import hermes_seams
+    from conformance.adapters.hermes import seams as hermes_seams
 
     hermes_seams.install()
     return Timing(time.perf_counter() - wall, time.process_time() - cpu)

@@ -47,7 +47,7 @@ WAITS = ("Condition.wait", "EpollSelector.select", "Event.wait", "Thread.join", 
 REQUESTED = frozenset({"_copy_config", "_fast_safe_load", "_sessiondb_init", "_GatedConnection.execute",
                        "_GatedConnection.executemany", "_GatedConnection.executescript", "_GatedConnection.commit",
                        "_GatedConnection.cursor", "_GatedConnection.__getattr__"})
-CLOCK = ("freezegun/", "conformance/adapters/hermes_clock.py")
+CLOCK = ("freezegun/", "conformance/adapters/hermes/clock.py")
 ADAPTER = "conformance/adapters/"
 CLASSES = ("Hermes alone", "Hermes work done by a seam", "virtual time", "runner and checks", "the adapter's other work",
            "no Python frame")
@@ -100,12 +100,12 @@ def split(lines: Iterable[str]) -> collections.Counter[str]:
 
 def run_catalog(passes: int) -> None:
     """The profiled child: warm up, then the catalog `passes` times; prints CPU ms a scenario."""
-    from conformance.adapters import hermes_seams
+    from conformance.adapters.hermes import seams as hermes_seams
 
     hermes_seams.install()
-    from conformance.registry import resolve
-    from conformance.runner import run_scenario
-    from conformance.suite import catalog_paths
+    from conformance.harness.registry import resolve
+    from conformance.harness.runner import run_scenario
+    from conformance.harness.suite import catalog_paths
     from sim.loader import load_file
 
     scenarios = [load_file(path) for path in catalog_paths()]

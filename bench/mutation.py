@@ -329,7 +329,7 @@ def scenario_digest(result: Any) -> str:
 
 def scenarios(seeds: int, profile: str) -> Iterator[tuple[str, Any]]:
     """The catalog, then seeds 0..N-1: (name, scenario), generated as they are asked for."""
-    from conformance.suite import catalog_paths
+    from conformance.harness.suite import catalog_paths
     from sim.generate import scenario_for_seed
     from sim.loader import load_file
 
@@ -361,9 +361,9 @@ def child(spec_path: str) -> None:
 
         sys.settrace(calls)  # before the import: module and class bodies count as reached
     import reference_impl
-    from conformance.registry import resolve
-    from conformance.runner import run_scenario
-    from conformance.suite import outcome
+    from conformance.harness.registry import resolve
+    from conformance.harness.runner import run_scenario
+    from conformance.harness.suite import outcome
 
     here = Path(reference_impl.__file__).resolve().parent
     assert here == Path(spec["package"]).resolve(), f"reference_impl came from {here}, not the mutant"
@@ -392,8 +392,8 @@ def child(spec_path: str) -> None:
 
 def reference_log(where: str, seeds: int, profile: str) -> str:
     """The unmutated reference's log of one scenario (this process's reference_impl)."""
-    from conformance.registry import resolve
-    from conformance.runner import run_scenario
+    from conformance.harness.registry import resolve
+    from conformance.harness.runner import run_scenario
 
     scenario = dict(scenarios(seeds, profile))[where]
     return run_scenario(scenario, resolve("reference")(), "reference").log_text()
@@ -422,7 +422,7 @@ def first_changed_line(first: str, second: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from conformance.fuzz import in_order, parse_workers
+    from conformance.search.fuzz import in_order, parse_workers
     from sim.generate import PROFILES
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -61,8 +61,8 @@ def steady_scenario(events: int):  # -> Scenario (imports stay in the child)
 
 def measure(events: int, spill_at: int | None) -> dict[str, float]:
     """In this process: run and judge one scenario of `events` events."""
+    from conformance.harness.runner import run_scenario
     from conformance.observations import SPILL_AT
-    from conformance.runner import run_scenario
     from reference_impl import ReferenceGateway
 
     run_scenario(steady_scenario(100), ReferenceGateway(), "reference")  # warm-up: lazy imports, first-use caches
@@ -83,8 +83,8 @@ def phases(events: int, spill_at: int | None) -> None:
     resident memory after each (where a long run's time and memory go)."""
     from conformance.checks import CHECKS
     from conformance.checks.model import RunModel
+    from conformance.harness.runner import run_scenario
     from conformance.observations import SPILL_AT
-    from conformance.runner import run_scenario
     from reference_impl import ReferenceGateway
 
     def rss_mb() -> tuple[int, int]:  # now, and the peak so far

@@ -2,7 +2,7 @@
 
 Each seed is generated (`sim.generate.scenario_for_seed`), run against a fresh reference
 gateway and judged by every check, on worker processes exactly as `sessiongate fuzz -n W`
-does (`conformance.fuzz.run_seed` through `in_order`). Pool start-up is part of the time.
+does (`conformance.search.fuzz.run_seed` through `in_order`). Pool start-up is part of the time.
 
 Run: python bench/sweep.py [--seeds N] [-n W] [--quick] [--profile long]. Default 2,000 seeds
 on 2 workers; `--seeds 10000` is the full figure. The default profile's seeds have 20-200
@@ -19,7 +19,7 @@ import time
 
 from common import machine
 
-from conformance.fuzz import SeedTask, in_order, run_seed, seed_chunk
+from conformance.search.fuzz import SeedTask, in_order, run_seed, seed_chunk
 from sim.generate import PROFILES
 
 

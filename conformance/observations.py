@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from sim.scenario import TURN_TAG
 
 if TYPE_CHECKING:
-    from conformance.spill import SpilledRecords
+    from conformance.harness.spill import SpilledRecords
 
 TURN_ID = TURN_TAG  # sim.scenario's: the loader keeps it out of a message's own text
 
@@ -144,7 +144,7 @@ SPILL_CHUNK = 4_096  # once spilled, records written out at a time
 class ObservationLog:
     """An append-only list of observations, stamped with the current time and step.
 
-    Past `spill_at` records (None: never) it goes to a temporary file (`conformance.spill`),
+    Past `spill_at` records (None: never) it goes to a temporary file (`conformance.harness.spill`),
     so a run of millions of events holds a few thousand records in memory, not all of them."""
 
     def __init__(self, now: Any, spill_at: int | None = SPILL_AT) -> None:
@@ -165,7 +165,7 @@ class ObservationLog:
 
     def _write_out(self) -> None:
         if self._file is None:
-            from conformance.spill import SpilledRecords  # imports this module
+            from conformance.harness.spill import SpilledRecords  # imports this module
 
             self._file = SpilledRecords()
             self._write_at = min(self._write_at, SPILL_CHUNK)

@@ -54,13 +54,13 @@ class Settings:
     """The options, checked once: a bad one is a usage error before anything is collected."""
 
     gateway: str
-    expectations: Any  # conformance.suite.Expectations (imported only when the plugin is active)
+    expectations: Any  # conformance.harness.suite.Expectations (imported only when the plugin is active)
     seeds: range
     scenarios: tuple[Path, ...]  # from --sessiongate-scenarios
     named: frozenset[Path]  # scenario files given as pytest arguments, resolved
     catalog: bool
     strict: bool = False  # --sessiongate-strict: a vacuous check fails
-    failure_db: bool = True  # run the gateway's saved failures first (conformance.failure_db)
+    failure_db: bool = True  # run the gateway's saved failures first (conformance.harness.failure_db)
 
 
 SETTINGS = pytest.StashKey[Settings]()
@@ -68,7 +68,7 @@ SETTINGS = pytest.StashKey[Settings]()
 
 def _named_scenario_files(config: pytest.Config) -> frozenset[Path]:
     """Arguments that are scenario files: pytest itself would answer 'not found' for them."""
-    from conformance.suite import SCENARIO_SUFFIXES
+    from conformance.harness.suite import SCENARIO_SUFFIXES
 
     here = config.invocation_params.dir
     paths = (here / arg.split("::")[0] for arg in config.args)
@@ -77,8 +77,8 @@ def _named_scenario_files(config: pytest.Config) -> frozenset[Path]:
 
 def _settings(config: pytest.Config) -> Settings:
     from conformance.cli import UsageError, check_gateway, load_expectations, scenario_files
-    from conformance.fuzz import parse_seeds
-    from conformance.registry import UnknownGateway
+    from conformance.harness.registry import UnknownGateway
+    from conformance.search.fuzz import parse_seeds
     from sim.document import ScenarioError
 
     gateway = config.getoption("sessiongate_gateway") or "reference"
@@ -127,9 +127,9 @@ class ScenarioItem(pytest.Item):
         return load_file(self.scenario_path) if self.scenario_path is not None else scenario_for_seed(self.seed or 0, self.profile)
 
     def runtest(self) -> None:
-        from conformance.registry import resolve
-        from conformance.runner import run_scenario
-        from conformance.suite import Expectations, outcome
+        from conformance.harness.registry import resolve
+        from conformance.harness.runner import run_scenario
+        from conformance.harness.suite import Expectations, outcome
 
         settings = self.config.stash.get(SETTINGS, None)
         strict = settings is not None and settings.strict
@@ -147,7 +147,7 @@ class ScenarioItem(pytest.Item):
 
     def _evidence(self, result: Any) -> str:
         from conformance.cli import unexpected_pass
-        from conformance.shell import command
+        from conformance.harness.shell import command
 
         bad = [check for check, v in result.verdicts.items() if v.status in ("fail", "xpass", "error", "timeout", "checker-error")]
         lines = [f"{result.scenario.name} on {self.gateway}: {', '.join(bad)} not passing"]
@@ -215,11 +215,11 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     settings = config.stash.get(SETTINGS, None)
     if settings is None:
         return
-    from conformance.suite import catalog_paths
+    from conformance.harness.suite import catalog_paths
 
     gateway, expectations = settings.gateway, settings.expectations
     prefix = f"sessiongate[{gateway}]"
-    from conformance.failure_db import FailureDB
+    from conformance.harness.failure_db import FailureDB
 
     db = FailureDB.open(gateway, settings.failure_db)
     for path in db.saved() if db is not None else []:  # first, as run and fuzz replay them

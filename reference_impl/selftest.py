@@ -18,8 +18,8 @@ import random
 import threading
 
 from conformance.adapter import Harness, Inbound, Profile
+from conformance.harness.registry import UnknownGateway
 from conformance.observations import DurableState, Resources
-from conformance.registry import UnknownGateway
 from reference_impl.gateway import ReferenceGateway
 from reference_impl.store import Route, Store
 from sim.scenario import Chat, GatewayConfig
@@ -153,7 +153,7 @@ class IgnoresDeletionGateway(ReferenceGateway):
 
 def selftest(mode: str | None = None):  # type: ignore[no-untyped-def]
     if mode == "hang":
-        from conformance.exec_gateway import isolated
+        from conformance.transport.exec_gateway import isolated
 
         return isolated("selftest:hang-in-process", step_timeout=2.0)
     gateways = {

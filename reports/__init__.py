@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from conformance.checks import judge
-from conformance.runner import RunResult
+from conformance.harness.runner import RunResult
 from reports import html, junit, rundir, summary
 from reports.coverage import lifecycle_coverage
 from reports.rundir import Unloaded

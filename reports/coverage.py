@@ -273,9 +273,9 @@ def measure_code(paths: list[str], gateway: str, source: list[str], data_file: s
     them. Lines that run at import count only if the package is first imported here."""
     import coverage
 
-    from conformance.registry import resolve
-    from conformance.runner import run_scenario
-    from conformance.suite import load_all, scenario_paths
+    from conformance.harness.registry import resolve
+    from conformance.harness.runner import run_scenario
+    from conformance.harness.suite import load_all, scenario_paths
 
     cov = coverage.Coverage(data_file=data_file, data_suffix=True, source=source)
     cov.start()

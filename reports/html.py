@@ -9,8 +9,8 @@ from __future__ import annotations
 from html import escape
 
 from conformance.checks.model import RunModel
-from conformance.suite import outcome
-from conformance.verdict import CHECK_IDS, CHECK_NAMES
+from conformance.harness.suite import outcome
+from conformance.harness.verdict import CHECK_IDS, CHECK_NAMES
 from reports.coverage import Coverage, Table
 from reports.rundir import Keyed, Unloaded
 from reports.timeline import PALETTE, RED, Numbered, timeline_svg

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from conformance.verdict import CHECK_IDS, CHECK_NAMES, Verdict
+from conformance.harness.verdict import CHECK_IDS, CHECK_NAMES, Verdict
 from reports.rundir import Keyed, Unloaded
 
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from conformance import shell
 from conformance.adapter import Profile
+from conformance.harness import shell
+from conformance.harness.runner import RunResult
+from conformance.harness.suite import CATALOG, Expectations
+from conformance.harness.verdict import GatewayFailure
 from conformance.observations import ObservationLog
-from conformance.runner import RunResult
-from conformance.suite import CATALOG, Expectations
-from conformance.verdict import GatewayFailure
 from sim.document import ScenarioError
 from sim.loader import config_from_document
 from sim.scenario import Chat, Scenario
@@ -29,7 +29,7 @@ INDEX = "logs/index.json"
 SCHEMA = 1  # of logs/index.json
 SLUG_MAX = 100  # characters of a log file's stem
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-XPASS_PREFIX = "expected to fail: "  # conformance.suite.Expectations.apply words an xpass this way
+XPASS_PREFIX = "expected to fail: "  # conformance.harness.suite.Expectations.apply words an xpass this way
 
 
 class RunDirError(Exception):

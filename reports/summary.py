@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from conformance.suite import outcome
-from conformance.verdict import CHECK_IDS
+from conformance.harness.suite import outcome
+from conformance.harness.verdict import CHECK_IDS
 from reports.coverage import Coverage
 from reports.rundir import Keyed, Unloaded, canonical_json
 

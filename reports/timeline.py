@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from html import escape
 
 from conformance.checks.model import RunModel
+from conformance.harness.verdict import Violation
 from conformance.observations import Obs
-from conformance.verdict import Violation
 from reports.axis import Axis
 from sim.clock import format_duration
 

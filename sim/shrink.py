@@ -7,7 +7,7 @@ failure does not need it, and kept where it does), repeated until nothing more g
 survive the removal of other turns; a file renumbers them (the loader numbers turns in file
 order), so `write_beside` loads what it wrote and says whether that still fails. What
 "fails" means is the caller's predicate: the conformance side keeps the failure of one
-check id (`conformance.fuzz.same_failure`).
+check id (`conformance.search.fuzz.same_failure`).
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ import functools
 from typing import Any
 
 from conformance.checks import judge
+from conformance.harness.runner import run_scenario
 from conformance.observations import CacheReplay, Obs
-from conformance.runner import run_scenario
 from reference_impl import ReferenceGateway
 from sim.loader import load_text
 

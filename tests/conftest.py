@@ -1,4 +1,4 @@
-"""The suite's own tests run with the failure database off (`conformance.failure_db`): a test
+"""The suite's own tests run with the failure database off (`conformance.harness.failure_db`): a test
 that fuzzes a buggy variant from the repository's root must not leave saved failures that the
 next `sessiongate run` there would replay. Tests of the database turn it on in a folder of theirs."""
 

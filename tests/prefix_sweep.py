@@ -25,10 +25,10 @@ from typing import Any
 from conformance.checks import judge
 from conformance.checks.model import RunModel
 from conformance.cli import timeline
+from conformance.harness.registry import resolve
+from conformance.harness.runner import RunResult, run_scenario
+from conformance.harness.suite import catalog_paths
 from conformance.observations import Obs
-from conformance.registry import resolve
-from conformance.runner import RunResult, run_scenario
-from conformance.suite import catalog_paths
 from reference_impl.variants import VARIANTS
 from reports.timeline import timeline_svg
 from sim.generate import scenario_for_seed

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from conformance.harness.runner import RunResult, run_scenario
+from conformance.harness.suite import CATALOG, Expectations
 from conformance.observations import ObservationLog
-from conformance.runner import RunResult, run_scenario
-from conformance.suite import CATALOG, Expectations
 from reference_impl import ReferenceGateway
 from sim.loader import load_file
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.suite import catalog_paths
+from conformance.harness.suite import catalog_paths
 from sim.loader import load_file
 
 # The bug zoo's variant names (reference_impl.variants), kept here so this test stands alone.

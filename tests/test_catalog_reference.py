@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.runner import run_scenario
-from conformance.suite import catalog_paths
-from conformance.verdict import CHECK_IDS
+from conformance.harness.runner import run_scenario
+from conformance.harness.suite import catalog_paths
+from conformance.harness.verdict import CHECK_IDS
 from reference_impl import ReferenceGateway
 from sim.generate import scenario_for_seed
 from sim.loader import load_file

@@ -8,8 +8,8 @@ import pytest
 from check_logs import ORACLE_CASES, SCENARIOS, drop, edit, find, insert, log, messages, move, rows
 
 from conformance.checks import judge
+from conformance.harness.verdict import CHECK_IDS
 from conformance.observations import Obs
-from conformance.verdict import CHECK_IDS
 
 EXERCISED = {  # a scenario that exercises each check (examined > 0 on it)
     "I1": "idle", "I2": "heal", "I3": "idle", "I4": "idle", "I5": "new", "I6": "quiet", "I7": "reaped", "I8": "heal",
@@ -351,7 +351,7 @@ def test_i4_replied_twice() -> None:
 
 
 def test_i1_a_resumed_life_is_idle_from_the_resume() -> None:
-    from conformance.runner import run_scenario
+    from conformance.harness.runner import run_scenario
     from reference_impl import ReferenceGateway
     from sim.loader import load_text
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conformance.cli import main
-from conformance.suite import catalog_paths
+from conformance.harness.suite import catalog_paths
 
 ROOT = Path(__file__).resolve().parent.parent
 CATALOG = catalog_paths()

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from conformance import exec_gateway
 from conformance.cli import main
-from conformance.exec_gateway import ExecGateway
-from conformance.registry import resolve
-from conformance.runner import RunResult, run_scenario
-from conformance.suite import CATALOG, Expectations, run_all
+from conformance.harness.registry import resolve
+from conformance.harness.runner import RunResult, run_scenario
+from conformance.harness.suite import CATALOG, Expectations, run_all
+from conformance.transport import exec_gateway
+from conformance.transport.exec_gateway import ExecGateway
 from reports.rundir import expected_failures
 from sim.loader import load_file
 
@@ -80,8 +80,8 @@ STDERR = {  # name: (what the child writes on stderr before it exits 1, what the
     # A CI runner's long paths in the frames, and an exception whose name says no "Error".
     "python-traceback-long-paths": ('Traceback (most recent call last):\n  File "/home/runner/work/' + "x/" * 60
                                     + 'registry.py", line 112, in checked\n    raise UnknownGateway(msg)\n'
-                                    "conformance.registry.UnknownGateway: gateway 'm:f': its factory returned int\n",
-                                    "conformance.registry.UnknownGateway: gateway 'm:f': its factory returned int"),
+                                    "conformance.harness.registry.UnknownGateway: gateway 'm:f': its factory returned int\n",
+                                    "conformance.harness.registry.UnknownGateway: gateway 'm:f': its factory returned int"),
     "go-panic": ("panic: runtime error: index out of range [3] with length 2\n\ngoroutine 1 [running]:\nmain.main()\n"
                  "\t/x/main.go:5 +0x1d\nexit status 2\n", "panic: runtime error: index out of range [3] with length 2"),
     "no-error-line": ("starting\n\nloading config\nlistening on stdin\ngiving up\n", "loading config | listening on stdin | giving up"),

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from test_cli import cli
 
-from conformance.suite import catalog_paths
+from conformance.harness.suite import catalog_paths
 from sim.document import ScenarioError
 from sim.loader import load_text
 
@@ -101,7 +101,7 @@ def test_a_bad_gateway_is_one_line_before_any_scenario(capsys: pytest.CaptureFix
 
 
 def test_time_budget_takes_seconds_or_a_duration(capsys: pytest.CaptureFixture[str], workdir: Path) -> None:
-    from conformance.fuzz import parse_time_budget
+    from conformance.search.fuzz import parse_time_budget
 
     assert parse_time_budget("5") == 5.0 and parse_time_budget("2.5s") == 2.5 and parse_time_budget("10m") == 600.0
     code, out, _ = cli(capsys, "fuzz", "--seeds", "0:2", "--time-budget", "5")
@@ -241,7 +241,7 @@ def test_python_dash_m_handles_usage_errors_like_the_script() -> None:
 
 
 def test_hermes_without_hermes_agent_fails_once_up_front(capsys: pytest.CaptureFixture[str]) -> None:
-    from conformance.adapters.hermes_forks import DISTRIBUTIONS
+    from conformance.adapters.hermes.forks import DISTRIBUTIONS
 
     for name in DISTRIBUTIONS:
         try:

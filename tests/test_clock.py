@@ -214,7 +214,7 @@ def test_zones_come_from_the_pinned_tzdata_package_not_the_system(tmp_path) -> N
     from datetime import datetime
     from importlib import resources
 
-    from conformance.runner import run_scenario
+    from conformance.harness.runner import run_scenario
     from reference_impl import ReferenceGateway
     from sim.clock import TZDATA, load_zone
     from sim.generate import scenario_for_seed

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from conformance.runner import run_scenario
+from conformance.harness.runner import run_scenario
 from reference_impl import ReferenceGateway
 from reference_impl.variants.eviction import IdleSweepNeverReapsNone
 from sim.loader import load_text

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from conformance.adapter import CrashPointFired, Harness, Profile
-from conformance.exec_gateway import ExecGateway
-from conformance.fuzz import SeedTask, run_seed, shrink_distinct
+from conformance.harness.runner import RunResult, run_scenario, with_fires
 from conformance.observations import DurableState, Resources
-from conformance.runner import RunResult, run_scenario, with_fires
+from conformance.search.fuzz import SeedTask, run_seed, shrink_distinct
+from conformance.transport.exec_gateway import ExecGateway
 from reference_impl.gateway import CRASH_POINTS, ReferenceGateway
 from reference_impl.registry import reference, variant
 from sim.document import ScenarioError
@@ -220,9 +220,9 @@ def test_with_fires_arms_before_the_event_of_the_step() -> None:
 # -- over the wire -----------------------------------------------------------------------------
 
 def test_exec_v2_crashes_a_child_at_its_point() -> None:
-    ok = run_scenario(load_file(SHIP), ExecGateway([sys.executable, "-m", "conformance.exec_server", "reference"]), "x")
+    ok = run_scenario(load_file(SHIP), ExecGateway([sys.executable, "-m", "conformance.transport.exec_server", "reference"]), "x")
     assert ok.passed and ("batch-shipped" in [p for _t, p in crashes(ok)])
-    bad = run_scenario(load_file(SHIP), ExecGateway([sys.executable, "-m", "conformance.exec_server",
+    bad = run_scenario(load_file(SHIP), ExecGateway([sys.executable, "-m", "conformance.transport.exec_server",
                                                      "reference:batch-reship-after-crash"]), "x")
     assert bad.failure is None and bad.verdicts["I4"].status == "fail"
 

@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from conformance.runner import run_scenario
-from conformance.suite import catalog_paths
+from conformance.harness.runner import run_scenario
+from conformance.harness.suite import catalog_paths
 from reference_impl import ReferenceGateway
 from sim.loader import load_file
 
@@ -20,8 +20,8 @@ CATALOG = catalog_paths()
 # Prints one sha256 over the logs of every catalog scenario, in catalog order.
 DIGEST_SCRIPT = """
 import hashlib
-from conformance.runner import run_scenario
-from conformance.suite import catalog_paths
+from conformance.harness.runner import run_scenario
+from conformance.harness.suite import catalog_paths
 from reference_impl import ReferenceGateway
 from sim.loader import load_file
 

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from conformance.exec_gateway import ExecGateway, isolated
-from conformance.runner import RunResult, run_scenario
-from conformance.suite import catalog_paths
+from conformance.harness.runner import RunResult, run_scenario
+from conformance.harness.suite import catalog_paths
+from conformance.transport.exec_gateway import ExecGateway, isolated
 from reference_impl import ReferenceGateway
 from sim.loader import load_file
 from sim.scenario import Scenario
@@ -147,7 +147,7 @@ def validate_all(gateway: Recording) -> tuple[set[str], set[str]]:
 
 
 def test_every_line_of_a_catalog_run_fits_the_schema() -> None:
-    gateway = Recording([sys.executable, "-m", "conformance.exec_server", "reference"], reuse=True)
+    gateway = Recording([sys.executable, "-m", "conformance.transport.exec_server", "reference"], reuse=True)
     try:
         for path in CATALOG:
             run_scenario(load_file(path), gateway, "reference", check=False)

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from conformance import exec_gateway
-from conformance.exec_gateway import ExecGateway, isolated
-from conformance.runner import RunResult, run_scenario
-from conformance.suite import catalog_paths
+from conformance.harness.runner import RunResult, run_scenario
+from conformance.harness.suite import catalog_paths
+from conformance.transport import exec_gateway
+from conformance.transport.exec_gateway import ExecGateway, isolated
 from sim.loader import load_file
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -191,7 +191,7 @@ def test_an_interrupted_run_kills_what_the_child_started(tmp_path: Path, reaper:
 def test_an_exec_gateway_inside_a_gateway_child_dies_with_it(tmp_path: Path, reaper: list[int]) -> None:
     """`exec_server exec:CMD`: the inner child is in the outer child's group, which the parent kills."""
     argv, pids = child(tmp_path, on_message=HANG)
-    outer = ExecGateway([sys.executable, "-m", "conformance.exec_server", f"exec:{shlex.join(argv)}"], step_timeout=1.5)
+    outer = ExecGateway([sys.executable, "-m", "conformance.transport.exec_server", f"exec:{shlex.join(argv)}"], step_timeout=1.5)
     result = run(outer)
     reaper += recorded(pids)
     assert result.failure is not None and result.failure.kind == "timeout"

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from conformance import registry
 from conformance.cli import main
-from conformance.runner import run_scenario
-from conformance.suite import EXPECTATIONS, Expectations, catalog_paths
+from conformance.harness import registry
+from conformance.harness.runner import run_scenario
+from conformance.harness.suite import EXPECTATIONS, Expectations, catalog_paths
 from reference_impl.variants import make
 from sim.document import ScenarioError
 from sim.loader import load_file
@@ -33,11 +33,11 @@ def test_a_factory_may_name_its_files(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_the_first_stem_with_a_file_applies(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     (tmp_path / "demo-7.txt").write_text("01-idle-expiry-end-and-finalize I1  # because\n")
-    monkeypatch.setattr("conformance.suite.EXPECTATIONS", tmp_path)
-    monkeypatch.setattr("conformance.suite.expectation_names", lambda name: ["demo-7.0", "demo-7"])
+    monkeypatch.setattr("conformance.harness.suite.EXPECTATIONS", tmp_path)
+    monkeypatch.setattr("conformance.harness.suite.expectation_names", lambda name: ["demo-7.0", "demo-7"])
     found = Expectations.for_gateway("demo:7")
     assert found.pairs == {("01-idle-expiry-end-and-finalize", "I1"): "because"}
-    monkeypatch.setattr("conformance.suite.expectation_names", lambda name: ["nothing"])
+    monkeypatch.setattr("conformance.harness.suite.expectation_names", lambda name: ["nothing"])
     assert Expectations.for_gateway("demo:7").pairs == {}
 
 
@@ -48,7 +48,7 @@ def test_a_line_without_a_reason_is_refused() -> None:
 
 @pytest.mark.parametrize("path", sorted(EXPECTATIONS.glob("*.txt")), ids=lambda p: p.name)
 def test_every_shipped_file_names_catalog_scenarios_and_checks(path: Path) -> None:
-    from conformance.suite import catalog_paths
+    from conformance.harness.suite import catalog_paths
     from sim.loader import load_file
 
     names = {load_file(p).name for p in catalog_paths()}

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from conformance.exec_gateway import isolated
-from conformance.runner import run_scenario
-from conformance.suite import catalog_paths
+from conformance.harness.runner import run_scenario
+from conformance.harness.suite import catalog_paths
+from conformance.transport.exec_gateway import isolated
 from reference_impl.gateway import ReferenceGateway
 from reference_impl.selftest import IgnoresDeletionGateway
 from sim.loader import load_file

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conformance.cli import UsageError, main
-from conformance.fuzz import in_order, parse_seeds, seed_chunk, shard
+from conformance.search.fuzz import in_order, parse_seeds, seed_chunk, shard
 
 VARIANT = "reference:idle-expiry-no-finalize"  # a zoo variant that fails some of seeds 0:5 and passes others
 
@@ -60,8 +60,8 @@ def refusing() -> object:
 
 def test_findings_ok_counts_refused_seeds_apart(capsys: pytest.CaptureFixture[str], tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("conformance.fuzz.resolve", lambda name: refusing)
-    monkeypatch.setattr("conformance.fuzz.factory", lambda *_: refusing)
+    monkeypatch.setattr("conformance.search.fuzz.resolve", lambda name: refusing)
+    monkeypatch.setattr("conformance.search.fuzz.factory", lambda *_: refusing)
     code, out, failed = _fuzz(capsys, tmp_path, "--seeds", "0:2", "--gateway", "refusing", "--findings-ok")
     assert not failed and code == 0
     assert re.findall(r"^refused gen-(\d+)  gateway error at step 0 \(start\): NotImplementedError: no config of this kind$",
@@ -75,7 +75,7 @@ def test_an_interrupted_run_reports_what_finished(capsys: pytest.CaptureFixture[
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     import signal
 
-    from conformance.registry import resolve
+    from conformance.harness.registry import resolve
 
     made = []
 
@@ -85,8 +85,8 @@ def test_an_interrupted_run_reports_what_finished(capsys: pytest.CaptureFixture[
             raise KeyboardInterrupt(signal.SIGTERM)
         return resolve(VARIANT)()
 
-    monkeypatch.setattr("conformance.fuzz.resolve", lambda name: interrupting)
-    monkeypatch.setattr("conformance.fuzz.factory", lambda *_: interrupting)
+    monkeypatch.setattr("conformance.search.fuzz.resolve", lambda name: interrupting)
+    monkeypatch.setattr("conformance.search.fuzz.factory", lambda *_: interrupting)
     code, out, failed = _fuzz(capsys, tmp_path, "--seeds", "0:5", "--gateway", "interrupting")
     assert code == 143
     *_, counts, last = out.strip().splitlines()
@@ -137,7 +137,7 @@ def test_zoo_takes_generated_seeds() -> None:
 
 
 def test_explore_merges_mirror_states_and_finds_nothing_on_the_reference(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    from conformance.explore import evaluate
+    from conformance.search.explore import evaluate
 
     assert evaluate(("reference", ("ma", "tick")))[0] == evaluate(("reference", ("mb", "tick")))[0]
     assert evaluate(("reference", ("ma", "mb")))[0] != evaluate(("reference", ("ma", "ma")))[0]
@@ -156,7 +156,7 @@ def test_seeds_go_to_workers_in_chunks_and_come_back_in_order() -> None:
 
 def test_progress_off_a_terminal_speaks_at_least_once_a_minute(monkeypatch: pytest.MonkeyPatch,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    from conformance import fuzz
+    from conformance.search import fuzz
 
     now = [0.0]
     monkeypatch.setattr(fuzz.time, "monotonic", lambda: now[0])
@@ -182,7 +182,7 @@ def test_an_interrupted_run_keeps_the_files_an_earlier_run_wrote(capsys: pytest.
     """Only what this run's workers wrote for seeds it did not count goes; an earlier run's files stay."""
     import signal
 
-    from conformance.registry import resolve
+    from conformance.harness.registry import resolve
 
     _, _, earlier = _fuzz(capsys, tmp_path, "--seeds", "0:5", "--gateway", VARIANT)
     files = {p.name: p.read_text() for p in (tmp_path / "out").glob("gen-*.yaml")}
@@ -195,8 +195,8 @@ def test_an_interrupted_run_keeps_the_files_an_earlier_run_wrote(capsys: pytest.
             raise KeyboardInterrupt(signal.SIGTERM)
         return resolve(VARIANT)()
 
-    monkeypatch.setattr("conformance.fuzz.resolve", lambda name: interrupting)
-    monkeypatch.setattr("conformance.fuzz.factory", lambda *_: interrupting)
+    monkeypatch.setattr("conformance.search.fuzz.resolve", lambda name: interrupting)
+    monkeypatch.setattr("conformance.search.fuzz.factory", lambda *_: interrupting)
     code, _, _ = _fuzz(capsys, tmp_path, "--seeds", "0:5", "--gateway", "interrupting")
     assert code == 143
     assert {p.name: p.read_text() for p in (tmp_path / "out").glob("gen-*.yaml")}.keys() == files.keys()
@@ -244,7 +244,7 @@ def test_fuzz_gives_an_exec_child_its_memory_cap_and_step_timeout(capsys: pytest
         started.append((argv, step_timeout, memory_mb))
         return ReferenceGateway()  # stands in for the child: the options are what is checked
 
-    monkeypatch.setattr("conformance.exec_gateway.ExecGateway", exec_gateway)
+    monkeypatch.setattr("conformance.transport.exec_gateway.ExecGateway", exec_gateway)
     code, out, _ = _fuzz(capsys, tmp_path, "--seeds", "0:2", "--gateway", "exec:my-gateway --fast",
                          "--memory-mb", "300", "--step-timeout", "2.5")
     assert code == 0, out

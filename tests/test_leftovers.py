@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance import leftovers
-from conformance.cli import main
+from conformance.cli import leftovers, main
 from reference_impl.gateway import ReferenceGateway
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -10,8 +10,8 @@ import pytest
 from check_logs import drop, edit, find, log, messages
 
 from conformance.checks import judge
-from conformance.runner import run_scenario
-from conformance.suite import catalog_paths
+from conformance.harness.runner import run_scenario
+from conformance.harness.suite import catalog_paths
 from reference_impl.gateway import ReferenceGateway
 from reference_impl.selftest import DoNothingGateway
 from reference_impl.variants import make

@@ -15,7 +15,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conformance.suite import catalog_paths
+from conformance.harness.suite import catalog_paths
 from sim.clock import from_ms, load_zone
 from sim.document import MAX_FILE_BYTES, ScenarioError, parse_document
 from sim.loader import load_file, load_text

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
+from conformance.harness.runner import RunResult, run_scenario
+from conformance.harness.spill import SpilledRecords
+from conformance.harness.suite import catalog_paths
 from conformance.observations import CacheReplay, Obs, ObservationLog, Resources, ResourcesDeltas, log_text
-from conformance.runner import RunResult, run_scenario
-from conformance.spill import SpilledRecords
-from conformance.suite import catalog_paths
 from reference_impl.registry import reference
 from reference_impl.variants import VARIANTS
 from sim.loader import load_file

@@ -14,8 +14,8 @@ from pathlib import Path
 from types import ModuleType
 
 from conformance.cli import _scenario_line, summary_line
-from conformance.runner import RunResult, run_scenario
-from conformance.suite import catalog_paths, outcome
+from conformance.harness.runner import RunResult, run_scenario
+from conformance.harness.suite import catalog_paths, outcome
 from sim.loader import load_file
 
 ROOT = Path(__file__).resolve().parent.parent

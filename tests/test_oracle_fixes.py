@@ -6,8 +6,8 @@ from __future__ import annotations
 from check_logs import drop, edit, find, insert, log, messages
 
 from conformance.checks import judge
-from conformance.runner import run_scenario
-from conformance.suite import catalog_paths
+from conformance.harness.runner import run_scenario
+from conformance.harness.suite import catalog_paths
 from reference_impl.gateway import ReferenceGateway
 from reference_impl.policy import chat_key
 from sim.loader import load_file, load_text

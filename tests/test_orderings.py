@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from conformance.harness.runner import run_scenario, with_fires
 from conformance.observations import Obs, event_of
-from conformance.runner import run_scenario, with_fires
 from reference_impl.registry import reference, variant
 from sim.clock import VirtualClock
 from sim.document import ScenarioError

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.suite import catalog_paths
+from conformance.harness.suite import catalog_paths
 
 pytest_plugins = ["pytester"]
 LEAN = ("-p", "no:xdist", "-p", "no:hypothesispytest")  # each costs ~1 s per in-process run
@@ -36,7 +36,7 @@ def test_does_nothing_without_its_options(pytester: pytest.Pytester) -> None:
 
 
 def test_one_item_per_seed_and_catalog_scenario(pytester: pytest.Pytester) -> None:
-    from conformance.suite import catalog_paths
+    from conformance.harness.suite import catalog_paths
 
     result = pytester.runpytest_inprocess(*LEAN, "-p", "no:cacheprovider", "--sessiongate-gateway", "reference",
                                           "--sessiongate-seeds", "0:2", "--co", "-q")
@@ -61,7 +61,7 @@ def test_generated_items_pass_and_select_with_k(pytester: pytest.Pytester) -> No
 
 
 def test_failing_item_shows_evidence_and_reruns_with_lf(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("PYTHONPATH", raising=False)  # else the reproduce line starts with it (conformance.shell)
+    monkeypatch.delenv("PYTHONPATH", raising=False)  # else the reproduce line starts with it (conformance.harness.shell)
     pytester.makepyfile(brokengw=BROKEN)
     pytester.syspathinsert()
     args = ["--sessiongate-gateway", "brokengw:ForgetsFinalize", "--no-sessiongate-catalog", "--sessiongate-seeds", "0:6",
@@ -77,7 +77,7 @@ def test_failing_item_shows_evidence_and_reruns_with_lf(pytester: pytest.Pyteste
 
 def _own_scenarios(pytester: pytest.Pytester) -> None:
     """myscen/ with a copy of the first catalog scenario, as a user's own folder."""
-    from conformance.suite import catalog_paths
+    from conformance.harness.suite import catalog_paths
 
     (pytester.path / "myscen").mkdir()
     (pytester.path / "myscen" / "mine.yaml").write_text(catalog_paths()[0].read_text(encoding="utf-8"), encoding="utf-8")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conformance.runner import run_scenario
+from conformance.harness.runner import run_scenario
 from reference_impl import ReferenceGateway
 from sim.loader import load_text
 

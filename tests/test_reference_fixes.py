@@ -3,7 +3,7 @@ shrunk scenario: the reference passes it, and the behaviour it had before fails.
 
 from __future__ import annotations
 
-from conformance.runner import run_scenario
+from conformance.harness.runner import run_scenario
 from reference_impl.gateway import ReferenceGateway
 from sim.loader import load_text
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance import registry
+from conformance.harness import registry
 
 MYGW = '''
 from reference_impl import ReferenceGateway

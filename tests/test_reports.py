@@ -13,9 +13,9 @@ from reportcase import FAILING, mixed_results, scenario
 
 import reports
 from conformance.cli import main
-from conformance.runner import run_scenario
-from conformance.suite import outcome
-from conformance.verdict import CHECK_IDS
+from conformance.harness.runner import run_scenario
+from conformance.harness.suite import outcome
+from conformance.harness.verdict import CHECK_IDS
 from reference_impl import ReferenceGateway
 from reports import rundir
 from reports.axis import Axis
@@ -290,7 +290,7 @@ def test_rerendering_from_another_folder_keeps_the_recorded_file_names(tmp_path,
 
 def test_catalog_scenarios_are_named_catalog_relative_wherever_the_run_is(tmp_path, monkeypatch):
     """Two machines (or two working folders) give the same report: not the install path."""
-    from conformance.suite import CATALOG
+    from conformance.harness.suite import CATALOG
     from reports.rundir import display_path
 
     path = str(CATALOG / "01-idle-expiry-end-and-finalize.yaml")
@@ -300,12 +300,12 @@ def test_catalog_scenarios_are_named_catalog_relative_wherever_the_run_is(tmp_pa
 
 
 def test_junit_parses_with_a_control_character_in_a_name_and_says_how_to_reproduce(tmp_path, monkeypatch):
-    monkeypatch.delenv("PYTHONPATH", raising=False)  # else the reproduce line starts with it (conformance.shell)
+    monkeypatch.delenv("PYTHONPATH", raising=False)  # else the reproduce line starts with it (conformance.harness.shell)
     import dataclasses
     import xml.etree.ElementTree as ET
 
-    from conformance.runner import run_scenario
-    from conformance.suite import CATALOG
+    from conformance.harness.runner import run_scenario
+    from conformance.harness.suite import CATALOG
     from reference_impl.variants import make
     from sim.loader import load_file
 
@@ -320,11 +320,11 @@ def test_junit_parses_with_a_control_character_in_a_name_and_says_how_to_reprodu
 
 
 def test_the_html_report_puts_failures_first_and_each_timeline_owns_its_ids(tmp_path, monkeypatch):
-    monkeypatch.delenv("PYTHONPATH", raising=False)  # else the reproduce line starts with it (conformance.shell)
+    monkeypatch.delenv("PYTHONPATH", raising=False)  # else the reproduce line starts with it (conformance.harness.shell)
     import re as re_
 
-    from conformance.runner import run_scenario
-    from conformance.suite import catalog_paths
+    from conformance.harness.runner import run_scenario
+    from conformance.harness.suite import catalog_paths
     from reference_impl.variants import make
     from sim.loader import load_file
 

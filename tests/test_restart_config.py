@@ -10,8 +10,8 @@ import pytest
 
 from conformance.checks.model import RunModel
 from conformance.cli import skipped_note
-from conformance.runner import run_scenario
-from conformance.suite import catalog_paths, outcome
+from conformance.harness.runner import run_scenario
+from conformance.harness.suite import catalog_paths, outcome
 from reference_impl.gateway import ReferenceGateway
 from reference_impl.variants import make
 from sim.document import ScenarioError

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from conformance.cli import main
-from conformance.exec_gateway import ExecGateway
-from conformance.registry import resolve
-from conformance.runner import RunResult, run_scenario
-from conformance.suite import catalog_paths, run_all
+from conformance.harness.registry import resolve
+from conformance.harness.runner import RunResult, run_scenario
+from conformance.harness.suite import catalog_paths, run_all
+from conformance.transport.exec_gateway import ExecGateway
 from sim.loader import load_file
 
 CATALOG = catalog_paths()
@@ -76,7 +76,7 @@ def test_raise_is_an_error_naming_step_and_event_and_the_run_goes_on(capsys: pyt
 
 
 def test_raise_in_a_child_process_carries_the_childs_traceback() -> None:
-    result = run_scenario(load_file(FIRST), resolve("exec")(f"{sys.executable} -m conformance.exec_server selftest:raise"))
+    result = run_scenario(load_file(FIRST), resolve("exec")(f"{sys.executable} -m conformance.transport.exec_server selftest:raise"))
     assert result.failure is not None and result.failure.kind == "error"
     assert (result.failure.step, result.failure.event) == (1, FIRST_MESSAGE)
     assert any("in deliver_message" in line for line in result.failure.traceback)
@@ -231,7 +231,7 @@ def test_memory_cap_on_an_isolated_python_gateway(tmp_path: Path) -> None:
         "            hoard.append(bytearray(1 << 20))\n",
         encoding="utf-8",
     )
-    from conformance.exec_gateway import isolated
+    from conformance.transport.exec_gateway import isolated
 
     gateway = isolated("hoarder:Hoarder", memory_mb=200, env={"PYTHONPATH": str(tmp_path)})
     result = run_scenario(load_file(FIRST), gateway, "hoarder")
@@ -244,7 +244,7 @@ def test_the_hermes_home_is_emptied_while_a_late_writer_finishes(tmp_path: Path)
     """A writer still adding files as the tree is removed (seen once on hermes-agent 0.13.0)."""
     import threading
 
-    from conformance.adapters.hermes_home import remove_tree
+    from conformance.adapters.hermes.home import remove_tree
 
     tree = tmp_path / "sessions"
     tree.mkdir()

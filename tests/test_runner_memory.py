@@ -12,7 +12,7 @@ from __future__ import annotations
 import gc
 import weakref
 
-from conformance.runner import run_scenario
+from conformance.harness.runner import run_scenario
 from reference_impl import ReferenceGateway
 from sim.generate import scenario_for_seed
 
@@ -32,7 +32,7 @@ def test_finished_gateways_are_collected_without_an_explicit_collection() -> Non
 def test_a_fuzz_worker_frees_each_seeds_gateway(tmp_path) -> None:
     """`run_seed` keeps the collector off until the run's log is freed (so it never walks
     it); the gateway's cycles must still go."""
-    from conformance.fuzz import SeedTask, run_seed
+    from conformance.search.fuzz import SeedTask, run_seed
 
     assert gc.isenabled()
     before = _gateways_alive()

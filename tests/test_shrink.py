@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from conformance.runner import run_scenario
+from conformance.harness.runner import run_scenario
 from reference_impl import ReferenceGateway
 from sim.generate import scenario_for_seed
 from sim.loader import load_file
@@ -78,7 +78,7 @@ def test_shrink_and_write_keeps_a_zoo_variant_caught(tmp_path: Path) -> None:
     variants = pytest.importorskip("reference_impl.variants")
     if "shutdown-ends-sessions" not in variants.VARIANTS:
         pytest.skip("variant shutdown-ends-sessions is not in the zoo")
-    from conformance.fuzz import failing, shrink_and_write
+    from conformance.search.fuzz import failing, shrink_and_write
 
     gateway = "reference:shutdown-ends-sessions"
     scenario = scenario_for_seed(0)

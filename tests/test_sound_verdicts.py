@@ -19,10 +19,10 @@ import pytest
 
 from conformance.adapter import Harness, Inbound, Profile
 from conformance.cli import main, timeline
+from conformance.harness.runner import run_scenario
+from conformance.harness.suite import catalog_paths, run_all
 from conformance.observations import DurableState, Resources, StoredSession
-from conformance.runner import run_scenario
-from conformance.suite import catalog_paths, run_all
-from conformance.wire import profile_from_wire
+from conformance.transport.wire import profile_from_wire
 from reference_impl import ReferenceGateway
 from sim.clock import HOUR
 from sim.loader import load_file, load_text
@@ -208,7 +208,7 @@ def test_a_profile_that_does_not_parse_is_refused_at_start_as_over_exec(tmp_path
     assert result.failure.message.startswith(f"bad value in answer to profile: {why}")
     assert {v.status for v in result.verdicts.values()} == {"error"}
     if isinstance(answer, Profile):  # over the wire, the same validator says the same
-        from conformance.values import BadValue
+        from conformance.harness.values import BadValue
 
         detail = answer.to_detail() if name != "unknown-kind" else {**answer.to_detail(), "unsupported": ["teleport"]}
         with pytest.raises(BadValue, match=re.escape(why)):
@@ -406,7 +406,7 @@ class Sometimes(ReferenceGateway):
 @pytest.mark.parametrize("factory", ["Exits", "Sometimes"])
 def test_an_isolated_gateway_gets_the_verdict_and_message_it_gets_in_process(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, factory: str) -> None:
-    from conformance.exec_gateway import isolated
+    from conformance.transport.exec_gateway import isolated
 
     (tmp_path / "sg_isolated.py").write_text(ISOLATED_MODULE, encoding="utf-8")
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -445,7 +445,7 @@ def test_replay_prints_the_timeline_of_a_log_cut_short_by_a_gateway_error(
 
 def test_the_profile_check_is_driven_by_the_fields_types() -> None:
     """A field added to Profile later (`reply_within: int | None = None`) is checked, and may be left out on the wire."""
-    from conformance.values import BadValue, _field, profile_from_fields
+    from conformance.harness.values import BadValue, _field, profile_from_fields
 
     hint = int | None
     assert _field("reply_within", hint, None) is None and _field("reply_within", hint, 60_000) == 60_000

@@ -9,8 +9,8 @@ import pytest
 
 from conformance.adapter import FEATURES, Profile
 from conformance.cli import skipped_note, summary_line
-from conformance.runner import run_scenario
-from conformance.suite import outcome
+from conformance.harness.runner import run_scenario
+from conformance.harness.suite import outcome
 from reference_impl.gateway import ReferenceGateway
 from sim.loader import load_text
 from sim.scenario import ResetPolicy
@@ -38,7 +38,7 @@ class Lacking(ReferenceGateway):
 
 def test_unknown_feature_names_are_refused() -> None:
     assert {"muted", "daily_min_idle_minutes", "delegate"} <= FEATURES
-    from conformance import values
+    from conformance.harness import values
 
     assert values.profile(Profile(unsupported=frozenset({"muted"}))).unsupported == {"muted"}
     with pytest.raises(values.BadValue, match="unknown name 'mutted'"):

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from conformance.runner import run_scenario
+from conformance.harness.runner import run_scenario
 from reference_impl.registry import reference
 from sim.document import ScenarioError
 from sim.generate import USAGE_PERCENT, scenario_for_seed

@@ -11,9 +11,9 @@ import pytest
 import reports
 from conformance.checks import judge
 from conformance.cli import main
-from conformance.runner import run_scenario
-from conformance.suite import catalog_paths
-from conformance.verdict import VACUOUS, Verdict, strictly
+from conformance.harness.runner import run_scenario
+from conformance.harness.suite import catalog_paths
+from conformance.harness.verdict import VACUOUS, Verdict, strictly
 from reference_impl.gateway import ReferenceGateway
 from sim.generate import scenario_for_seed
 from sim.loader import load_file

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
+from conformance.harness.runner import run_scenario
 from conformance.observations import CacheReplay, Obs
-from conformance.runner import run_scenario
 from reference_impl.gateway import ReferenceGateway
 from reference_impl.memory import BatchingProvider
 from reference_impl.registry import reference, variant

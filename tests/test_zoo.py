@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from conformance.runner import run_scenario
-from conformance.suite import CATALOG as CATALOG_DIR
-from conformance.suite import catalog_paths
+from conformance.harness.runner import run_scenario
+from conformance.harness.suite import CATALOG as CATALOG_DIR
+from conformance.harness.suite import catalog_paths
 from reference_impl.registry import reference
 from reference_impl.variants import VARIANTS
 from sim.loader import load_file

@@ -25,8 +25,8 @@ from conformance.checks import (
     i9_liveness,
 )
 from conformance.checks.model import RunModel
+from conformance.harness.verdict import CHECK_IDS, CHECKER_ERROR, Verdict, strictly
 from conformance.observations import Obs
-from conformance.verdict import CHECK_IDS, CHECKER_ERROR, Verdict, strictly
 
 CHECKS: dict[str, Callable[[RunModel], Verdict]] = {
     "I1": i1_end.check,

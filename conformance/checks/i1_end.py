@@ -15,8 +15,8 @@ from itertools import islice
 from conformance.checks.deletions import lost_cuts
 from conformance.checks.model import NEVER, RunModel, Segment
 from conformance.checks.text import abandoned_words, at_times, boundary_words, describe_time_context, turn_list
+from conformance.harness.verdict import Verdict, Violation
 from conformance.observations import Obs
-from conformance.verdict import Verdict, Violation
 from sim.clock import format_duration
 
 

@@ -17,7 +17,7 @@ from bisect import bisect_left
 from conformance.checks.deletions import deletions, excused_from_store
 from conformance.checks.model import NEVER, RunModel, Turn
 from conformance.checks.text import abandoned_words, turn_list
-from conformance.verdict import Verdict, Violation
+from conformance.harness.verdict import Verdict, Violation
 
 
 def snapshot_rows(snapshot_detail: dict) -> dict[str, list[str]]:

@@ -24,8 +24,8 @@ from collections.abc import Callable
 
 from conformance.checks.model import NEVER, RunModel, Turn
 from conformance.checks.text import abandoned_words, turn_list
+from conformance.harness.verdict import Verdict, Violation
 from conformance.observations import ingested_halves
-from conformance.verdict import Verdict, Violation
 
 _HALF = {0: "user message", 1: "reply"}
 

@@ -8,8 +8,8 @@ from collections import defaultdict
 
 from conformance.checks.model import RunModel
 from conformance.checks.text import at_times
+from conformance.harness.verdict import Verdict, Violation
 from conformance.observations import ingested_halves
-from conformance.verdict import Verdict, Violation
 
 
 def check(m: RunModel) -> Verdict:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from itertools import islice
 
 from conformance.checks.model import RunModel, Segment
+from conformance.harness.verdict import Verdict, Violation
 from conformance.observations import Obs
-from conformance.verdict import Verdict, Violation
 
 
 def check(m: RunModel) -> Verdict:

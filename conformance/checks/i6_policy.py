@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from conformance.checks.model import RunModel, Segment
 from conformance.checks.text import boundary_words
-from conformance.verdict import Verdict, Violation
+from conformance.harness.verdict import Verdict, Violation
 
 
 def check(m: RunModel) -> Verdict:

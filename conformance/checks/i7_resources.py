@@ -12,8 +12,8 @@ from bisect import bisect_right
 from collections.abc import Sequence
 
 from conformance.checks.model import NEVER, RunModel
+from conformance.harness.verdict import Verdict, Violation
 from conformance.observations import CacheReplay, Resources
-from conformance.verdict import Verdict, Violation
 from sim.clock import format_duration
 
 

@@ -19,7 +19,7 @@ from conformance.checks.deletions import Deletion, deletions, excused_from_store
 from conformance.checks.i2_store import snapshot_rows
 from conformance.checks.model import NEVER, RunModel
 from conformance.checks.text import turn_list
-from conformance.verdict import Verdict, Violation
+from conformance.harness.verdict import Verdict, Violation
 
 
 def check(m: RunModel) -> Verdict:

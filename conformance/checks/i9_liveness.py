@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from conformance.checks.model import RunModel, Turn
-from conformance.verdict import Verdict, Violation
+from conformance.harness.verdict import Verdict, Violation
 
 
 def bound(m: RunModel) -> int:

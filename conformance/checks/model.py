@@ -100,7 +100,7 @@ class Segment:
 
 @dataclass
 class RunModel:
-    records: Sequence[Obs]  # a list, or a spilled log read back from its file (conformance.spill)
+    records: Sequence[Obs]  # a list, or a spilled log read back from its file (conformance.harness.spill)
     name: str
     zone: ZoneInfo
     config: GatewayConfig

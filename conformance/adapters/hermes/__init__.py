@@ -19,8 +19,9 @@ from collections.abc import Callable
 from typing import Any
 
 from conformance.adapter import CrashPointFired, Harness, Inbound, Profile
-from conformance.adapters import hermes_forks, hermes_home
-from conformance.adapters.hermes_clock import FrozenClock
+from conformance.adapters.hermes import forks as hermes_forks
+from conformance.adapters.hermes import home as hermes_home
+from conformance.adapters.hermes.clock import FrozenClock
 from conformance.observations import DurableState, Resources, StoredMessage, StoredSession
 from sim.clock import SECOND
 from sim.engine import Timer
@@ -95,7 +96,7 @@ class HermesGateway:
 
     def open(self, config: GatewayConfig) -> None:
         hermes_home.prepare(config)
-        from conformance.adapters import hermes_seams  # imports Hermes: HERMES_HOME is set by now
+        from conformance.adapters.hermes import seams as hermes_seams  # imports Hermes: HERMES_HOME is set by now
 
         hermes_seams.install()
         self.fast_yaml = hermes_seams.fast_yaml
@@ -121,7 +122,7 @@ class HermesGateway:
         from gateway.config import load_gateway_config
         from gateway.run import GatewayRunner
 
-        from conformance.adapters.hermes_runtime import Generation
+        from conformance.adapters.hermes.runtime import Generation
 
         self.clock.enter()
         self.fast_yaml(True)
@@ -315,7 +316,7 @@ class HermesGateway:
             raise NotImplementedError("the hermes adapter declares 'delete_parent' unsupported")
         from hermes_state import SessionDB
 
-        from conformance.adapters.hermes_seams import FOREIGN_SURFACE
+        from conformance.adapters.hermes.seams import FOREIGN_SURFACE
 
         token = FOREIGN_SURFACE.set(True)
         try:

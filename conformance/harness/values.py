@@ -3,7 +3,7 @@
 `Profile`, `DurableState` and `Resources` reach the checks through the log, so an answer of the
 wrong shape would be judged as if the gateway had said something sensible (`Profile("sometimes")`
 read as lazy, a `busy` flag of 1 as busy, a session listed twice kept once). The runner passes
-every in-process answer through these validators and `conformance.wire` every decoded one, so
+every in-process answer through these validators and `conformance.transport.wire` every decoded one, so
 the same garbage gets the same error both ways: `bad value in answer to resources: cached[2]:
 expected a (session, busy) pair of a str and a bool, got ('s1', 'yes')`.
 

@@ -203,7 +203,7 @@ def _session_ids_counted() -> None:
     (`<stamp>_<uuid4 hex>`), not in gateway/session.py: the same per-scenario counter."""
     import types
 
-    from conformance.adapters import hermes_seams as seams
+    from conformance.adapters.hermes import seams
 
     ids = _optional("hermes_state_ids")
     if ids is None or not hasattr(ids, "new_session_id"):

@@ -19,16 +19,16 @@ GROUP = "sessiongate.gateways"
 # Used when sessiongate runs from a source tree that was never installed.
 BUILTIN = {
     "reference": "reference_impl.registry:reference",
-    "exec": "conformance.exec_gateway:exec_gateway",
+    "exec": "conformance.transport.exec_gateway:exec_gateway",
     "selftest": "reference_impl.selftest:selftest",
     "hermes": "conformance.adapters.hermes:hermes",
 }
 # Entry points that need a distribution sessiongate does not install: checked by name before any
 # scenario, so a missing one is one line, not an import error in every scenario.
 # A callable instead names the distribution itself, or raises LookupError with a one-line reason
-# (`hermes` accepts hermes-agent or a fork of it: conformance.adapters.hermes_forks).
+# (`hermes` accepts hermes-agent or a fork of it: conformance.adapters.hermes.forks).
 REQUIRES: dict[str, tuple[str, str] | Callable[[], object]] = {
-    "hermes": lambda: importlib.import_module("conformance.adapters.hermes_forks").installed(),
+    "hermes": lambda: importlib.import_module("conformance.adapters.hermes.forks").installed(),
 }
 # Called in every run: a factory's product without them is not a gateway (see adapter.Gateway).
 CORE_METHODS = ("profile", "start", "sigterm", "durable_state", "resources")

@@ -24,13 +24,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from conformance import leftovers
 from conformance.adapter import raise_interrupted
-from conformance.failure_db import FailureDB
-from conformance.observations import Obs
-from conformance.registry import UnknownGateway, expectation_names, resolve
-from conformance.runner import DEFAULT_BUDGET, RunResult, run_scenario
-from conformance.suite import (
+from conformance.cli import leftovers
+from conformance.harness.failure_db import FailureDB
+from conformance.harness.registry import UnknownGateway, expectation_names, resolve
+from conformance.harness.runner import DEFAULT_BUDGET, RunResult, run_scenario
+from conformance.harness.suite import (
     EXPECTATIONS,
     XPASS_PREFIX,
     Expectations,
@@ -44,7 +43,8 @@ from conformance.suite import (
     vacuous_checks,
     vacuous_note,
 )
-from conformance.verdict import CHECK_IDS, CHECKER_ERROR, GatewayFailure, Verdict
+from conformance.harness.verdict import CHECK_IDS, CHECKER_ERROR, GatewayFailure, Verdict
+from conformance.observations import Obs
 from sim.document import ScenarioError
 from sim.scenario import Scenario
 
@@ -311,7 +311,7 @@ def _write_report(results: list[RunResult], directory: str | None, gateway: str,
 
 def gateway_factory(args: argparse.Namespace, env: dict[str, str] | None = None) -> Callable[[], Any]:
     """The named gateway, in a child process of its own when isolated (always for exec:)."""
-    from conformance.exec_gateway import ExecGateway, isolated
+    from conformance.transport.exec_gateway import ExecGateway, isolated
 
     name = args.gateway
     timeout, memory = args.step_timeout, args.memory_mb
@@ -403,7 +403,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def saved_failures(db: FailureDB | None) -> list[Scenario]:
-    """The gateway's saved failures (`conformance.failure_db`), to run first, said in one line;
+    """The gateway's saved failures (`conformance.harness.failure_db`), to run first, said in one line;
     a saved file that no longer loads is said and skipped, never the run's error."""
     if db is None:
         return []
@@ -700,7 +700,7 @@ def build_parser() -> argparse.ArgumentParser:
     zoo.add_argument("--matrix", action="store_true", help="print variant × scenario")
     zoo.add_argument("--report", metavar="DIR")
     zoo.set_defaults(func=cmd_zoo)
-    for module in ("conformance.fuzz", "reports.cli"):  # fuzz, shrink, explore, zoo --generated; report, coverage
+    for module in ("conformance.search.fuzz", "conformance.cli.coverage"):  # fuzz, shrink, explore, zoo --generated; report, coverage
         importlib.import_module(module).add_commands(sub)
     return parser
 
@@ -734,9 +734,3 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(leftovers.describe(left), file=sys.stderr)
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-
-
-if __name__ == "__main__":
-    # `python -m conformance.cli` runs this file as __main__; the commands raise conformance.cli's
-    # UsageError, a different class from __main__'s, so run the imported module's main.
-    raise SystemExit(importlib.import_module("conformance.cli").main())

@@ -17,17 +17,17 @@ from pathlib import Path
 from typing import cast
 
 from conformance.adapter import Gateway, Interrupted
-from conformance.registry import UnknownGateway, expectation_names
-from conformance.runner import DEFAULT_BUDGET, RunResult, exception_text, run_scenario
-from conformance.verdict import CHECK_IDS, CHECKER_ERROR, Verdict
+from conformance.harness.registry import UnknownGateway, expectation_names
+from conformance.harness.runner import DEFAULT_BUDGET, RunResult, exception_text, run_scenario
+from conformance.harness.verdict import CHECK_IDS, CHECKER_ERROR, Verdict
 from sim.document import ScenarioError
 from sim.loader import load_file
 from sim.scenario import Scenario
 
-CATALOG = Path(__file__).parent / "catalog"
+CATALOG = Path(__file__).parents[1] / "catalog"
 SCENARIO_SUFFIXES = (".yaml", ".yml", ".json")  # what a folder of scenario files holds
 XPASS_PREFIX = "expected to fail: "  # an xpass verdict's reason, before the file's; reports.rundir strips it
-EXPECTATIONS = Path(__file__).parent / "expectations"
+EXPECTATIONS = Path(__file__).parents[1] / "expectations"
 
 
 def catalog_paths() -> list[Path]:

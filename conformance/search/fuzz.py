@@ -2,9 +2,9 @@
 
     sessiongate fuzz --seeds A:B [--gateway NAME] [-j N | -n auto] [--shard I/N] [--time-budget 60s] [--out DIR]
                      [--no-shrink] [--findings-ok] [--isolate] [--step-timeout S] [--memory-mb MB]
-    sessiongate zoo --generated [--seeds A:B] [-j N] [--out DIR]   (conformance.zoo_generated)
+    sessiongate zoo --generated [--seeds A:B] [-j N] [--out DIR]   (conformance.search.zoo_generated)
     sessiongate shrink FILE [--gateway NAME] [--check ID]
-    sessiongate explore --depth D [--gateway NAME] [-j N] [--out DIR]    (conformance.explore)
+    sessiongate explore --depth D [--gateway NAME] [-j N] [--out DIR]    (conformance.search.explore)
 
 Seeds A:B are A <= seed < B. Each seed is a pure function (`sim.generate.scenario_for_seed`),
 so the verdicts do not depend on the number of workers or shards: `--shard I/N` takes every
@@ -42,12 +42,12 @@ from conformance.cli import (
     check_out_dir,
     gateway_factory,
 )
-from conformance.exec_gateway import DEFAULT_STEP_TIMEOUT
-from conformance.failure_db import FailureDB
-from conformance.registry import resolve
-from conformance.runner import RunResult, cyclic_gc_paused, run_scenario
-from conformance.shell import command
-from conformance.verdict import CHECKER_ERROR, Violation
+from conformance.harness.failure_db import FailureDB
+from conformance.harness.registry import resolve
+from conformance.harness.runner import RunResult, cyclic_gc_paused, run_scenario
+from conformance.harness.shell import command
+from conformance.harness.verdict import CHECKER_ERROR, Violation
+from conformance.transport.exec_gateway import DEFAULT_STEP_TIMEOUT
 from sim.clock import MINUTE, parse_duration
 from sim.generate import PROFILES, scenario_for_seed
 from sim.loader import load_file, load_text
@@ -545,7 +545,7 @@ def replay_saved(db: FailureDB | None, gateway: str, isolation: Isolation, stric
     """Run the gateway's saved failures before any seed, as `run` does; returns how many still
     fail (a fixed one leaves the database)."""
     from conformance.cli import _scenario_line, forget_if_fixed, saved_failures
-    from conformance.suite import outcome
+    from conformance.harness.suite import outcome
 
     failing = 0
     for scenario in saved_failures(db):
@@ -647,10 +647,10 @@ def add_commands(subparsers: Any) -> None:
     shrink_cmd.add_argument("--out", default="fuzz-failures",
                             help="where the shrunk file goes, as NAME.shrunk.yaml (default fuzz-failures, as fuzz)")
     shrink_cmd.set_defaults(func=guarded(cmd_shrink))
-    from conformance import explore  # here: explore imports this module's helpers
+    from conformance.search import explore  # here: explore imports this module's helpers
 
     explore.add_command(subparsers)
     if "zoo" in subparsers.choices:
-        from conformance.zoo_generated import add_zoo_generated
+        from conformance.search.zoo_generated import add_zoo_generated
 
         add_zoo_generated(subparsers.choices["zoo"])

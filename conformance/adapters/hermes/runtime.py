@@ -24,9 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from conformance.adapter import CrashPointFired, Harness
-from conformance.adapters import hermes_forks
-from conformance.adapters import hermes_seams as seams
-from conformance.adapters.hermes import WATCHER_DELAY
+from conformance.adapters.hermes import WATCHER_DELAY, seams
+from conformance.adapters.hermes import forks as hermes_forks
 from sim.clock import SECOND
 from sim.scenario import Chat, Usage
 

@@ -1,7 +1,7 @@
 """The JSON-lines wire form of the adapter protocol (docs/protocol.md), shared by both ends.
 
 One canonical JSON object per line: sorted keys, no spaces, UTF-8. Version 1. Decoded answers
-go through `conformance.values`, the validators the runner applies in process.
+go through `conformance.harness.values`, the validators the runner applies in process.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from conformance import values
 from conformance.adapter import Profile, policy_from_detail
+from conformance.harness import values
 from conformance.observations import DurableState, Resources, StoredMessage, StoredSession
 from sim.scenario import Chat
 

@@ -1,6 +1,6 @@
-"""Serve a Python gateway over the JSON-lines protocol: `python -m conformance.exec_server NAME`.
+"""Serve a Python gateway over the JSON-lines protocol: `python -m conformance.transport.exec_server NAME`.
 
-This is the child end of `conformance.exec_gateway`: it reads one request per line, runs it on
+This is the child end of `conformance.transport.exec_gateway`: it reads one request per line, runs it on
 the gateway, and answers `done` or `fail`. While a request runs, the gateway's calls on the
 harness (LLM, platform, memory, hooks, timers) go back to the parent as `call` lines, one
 answer each, so the order of everything is the parent's and stays deterministic.
@@ -14,11 +14,12 @@ import traceback
 from collections.abc import Callable
 from typing import IO, Any
 
-from conformance import exec_gateway, values
 from conformance.adapter import BackendBusy, BackendUnavailable, CrashPointFired, Gateway, Harness, Inbound
-from conformance.registry import resolve
-from conformance.runner import close_gateway, exception_text
-from conformance.wire import (
+from conformance.harness import values
+from conformance.harness.registry import resolve
+from conformance.harness.runner import close_gateway, exception_text
+from conformance.transport import exec_gateway
+from conformance.transport.wire import (
     VERSION,
     VERSIONS,
     chat_from_wire,
@@ -218,7 +219,7 @@ def serve(factory: Callable[[], Gateway], reader: IO[str], writer: IO[str]) -> N
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m conformance.exec_server GATEWAY_NAME", file=sys.stderr)
+        print("usage: python -m conformance.transport.exec_server GATEWAY_NAME", file=sys.stderr)
         return 2
     exec_gateway.as_child()  # a gateway run here is already isolated, in the group the parent kills
     protocol_out = sys.stdout

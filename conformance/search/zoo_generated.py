@@ -12,8 +12,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from conformance.fuzz import Shrinking, factory, failing, guarded, in_order, parse_seeds, parse_workers, shrink_and_write
-from conformance.runner import run_scenario
+from conformance.harness.runner import run_scenario
+from conformance.search.fuzz import Shrinking, factory, failing, guarded, in_order, parse_seeds, parse_workers, shrink_and_write
 from sim.generate import PROFILES, scenario_for_seed
 from sim.writer import dump_text
 

@@ -35,8 +35,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_coverage(args: argparse.Namespace) -> int:
     from conformance.cli import check_gateway, scenario_files
-    from conformance.registry import resolve
-    from conformance.suite import load_all, run_all
+    from conformance.harness.registry import resolve
+    from conformance.harness.suite import load_all, run_all
 
     check_gateway(args.gateway)
     packages = code_packages(args.code or [])

@@ -40,10 +40,10 @@ from conformance.adapter import (
     Profile,
     RemoteGatewayError,
 )
+from conformance.harness.registry import resolve
+from conformance.harness.values import BadValue
 from conformance.observations import DurableState, Resources
-from conformance.registry import resolve
-from conformance.values import BadValue
-from conformance.wire import (
+from conformance.transport.wire import (
     VERSION,
     VERSIONS,
     chat_to_wire,
@@ -76,7 +76,7 @@ _in_a_child = False  # set by `as_child()` in the Python child end (exec_server)
 
 
 def as_child() -> None:
-    """Mark this process as a gateway child (`conformance.exec_server`). Its parent times its steps
+    """Mark this process as a gateway child (`conformance.transport.exec_server`). Its parent times its steps
     out and kills its process group, so here `isolated` runs a gateway in process (a second child
     would time steps out on a clock of its own, hidden behind the parent's), and an exec gateway
     stays in this process group (one of its own would survive the parent's kill)."""
@@ -453,5 +453,5 @@ def isolated(name: str, *, step_timeout: float = DEFAULT_STEP_TIMEOUT, memory_mb
     already is one (`selftest:hang` under `--isolate`: the parent's `--step-timeout` applies)."""
     if _in_a_child:
         return resolve(name)()
-    return ExecGateway([sys.executable, "-m", "conformance.exec_server", name], step_timeout=step_timeout,
+    return ExecGateway([sys.executable, "-m", "conformance.transport.exec_server", name], step_timeout=step_timeout,
                        memory_mb=memory_mb, env=env, reuse=reuse)

@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from conformance.adapters import hermes_home
+from conformance.adapters.hermes import home as hermes_home
 
 hermes_home.home()  # HERMES_HOME before any Hermes import (see hermes_seams)
 
@@ -40,7 +40,7 @@ from agent import memory_manager  # noqa: E402
 from agent.memory_provider import MemoryProvider  # noqa: E402
 
 from conformance.adapter import BackendBusy, CrashPointFired  # noqa: E402
-from conformance.adapters import hermes_seams as seams  # noqa: E402
+from conformance.adapters.hermes import seams  # noqa: E402
 
 
 def _live(generation: Any) -> bool:

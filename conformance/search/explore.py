@@ -43,10 +43,10 @@ from pathlib import Path
 from typing import Any
 
 from conformance.cli import _positive_int, check_gateway, check_out_dir
+from conformance.harness.registry import resolve
+from conformance.harness.runner import run_scenario
+from conformance.harness.shell import command
 from conformance.observations import CacheReplay, Obs
-from conformance.registry import resolve
-from conformance.runner import run_scenario
-from conformance.shell import command
 from sim.clock import MINUTE, SECOND, to_ms
 from sim.scenario import (
     Advance,
@@ -172,7 +172,7 @@ def state_digest(records: list[Obs], swap: bool = False) -> str:
 def evaluate(job: tuple[str, tuple[str, ...]]) -> tuple[str, dict[str, str]]:
     """Run one sequence: its state digest and the checks it fails."""
     gateway, steps = job
-    from conformance.fuzz import candidate_budget, factory
+    from conformance.search.fuzz import candidate_budget, factory
 
     scenario = scenario_of(steps)
     result = run_scenario(scenario, factory(gateway)(), gateway, budget=candidate_budget(scenario))
@@ -183,7 +183,7 @@ def evaluate(job: tuple[str, tuple[str, ...]]) -> tuple[str, dict[str, str]]:
 
 
 def cmd_explore(args: argparse.Namespace) -> int:
-    from conformance.fuzz import Progress, in_order, parse_workers
+    from conformance.search.fuzz import Progress, in_order, parse_workers
 
     check_gateway(args.gateway, resolve)
     workers = parse_workers(args.workers)

@@ -44,7 +44,8 @@ from typing import Any
 
 import yaml
 
-from conformance.adapters import hermes_forks, hermes_home
+from conformance.adapters.hermes import forks as hermes_forks
+from conformance.adapters.hermes import home as hermes_home
 from sim.scenario import Usage
 
 hermes_home.home()  # Hermes binds paths at import: HERMES_HOME first, whoever imports this module
@@ -393,9 +394,9 @@ def install() -> None:
         return
     if not str(hermes_state.DEFAULT_DB_PATH).startswith(str(hermes_home.home())):
         raise RuntimeError("Hermes was imported before the sessiongate adapter set HERMES_HOME; "
-                           "import conformance.adapters.hermes_seams first")
+                           "import conformance.adapters.hermes.seams first")
     _installed = True
-    from conformance.adapters import hermes_memory
+    from conformance.adapters.hermes import memory as hermes_memory
 
     agent_cls = run_agent.AIAgent
     agent_cls._interruptible_api_call = _fake_api_call

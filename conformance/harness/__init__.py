@@ -1,0 +1,1 @@
+"""The harness: runs one scenario against a gateway, records its observations, judges them."""

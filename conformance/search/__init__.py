@@ -1,0 +1,1 @@
+"""Search: generated scenarios at scale (fuzz, shrink driving, explore, zoo hunting)."""

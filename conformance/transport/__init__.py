@@ -1,0 +1,1 @@
+"""The out-of-process transport: a gateway in a child process over JSON lines (docs/protocol.md)."""
