@@ -40,7 +40,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from conformance.adapter import FakeLLM, Harness, HookBus, Inbound, MemoryBackend, Platform, RecordingProvider, Scheduler
 from conformance.harness.runner import run_scenario
-from conformance.observations import ObservationLog
+from conformance.harness.spill import ObservationLog
 from reference_impl import ReferenceGateway
 from sim.clock import HOUR, MINUTE, SECOND, VirtualClock
 from sim.engine import Engine

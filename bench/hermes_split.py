@@ -100,9 +100,9 @@ def split(lines: Iterable[str]) -> collections.Counter[str]:
 
 def run_catalog(passes: int) -> None:
     """The profiled child: warm up, then the catalog `passes` times; prints CPU ms a scenario."""
-    from conformance.adapters.hermes import seams as hermes_seams
+    from conformance.adapters.hermes import patches as hermes_patches
 
-    hermes_seams.install()
+    hermes_patches.install()
     from conformance.harness.registry import resolve
     from conformance.harness.runner import run_scenario
     from conformance.harness.suite import catalog_paths

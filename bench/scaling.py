@@ -6,7 +6,7 @@ chats sending messages at exponential gaps (mean 300 s each), reset policy `both
 size runs in its own process (run and every check, as `sessiongate run` does; sizes under
 10^5 three times, the best counting; each after an untimed warm-up run of 100 events), which
 reports its wall and CPU time and its peak resident memory (ru_maxrss), so one size's heap
-never inflates another's figure. A log past `observations.SPILL_AT` records (250,000) moves
+never inflates another's figure. A log past `conformance.harness.spill.SPILL_AT` records (250,000) moves
 to a temporary file (`--spill-at N` moves the threshold, 0 keeps every log in memory), so
 the log's memory stays bounded; the checks' model of the run (a few objects per turn) still
 grows with N. Time per event should not.
@@ -62,7 +62,7 @@ def steady_scenario(events: int):  # -> Scenario (imports stay in the child)
 def measure(events: int, spill_at: int | None) -> dict[str, float]:
     """In this process: run and judge one scenario of `events` events."""
     from conformance.harness.runner import run_scenario
-    from conformance.observations import SPILL_AT
+    from conformance.harness.spill import SPILL_AT
     from reference_impl import ReferenceGateway
 
     run_scenario(steady_scenario(100), ReferenceGateway(), "reference")  # warm-up: lazy imports, first-use caches
@@ -84,7 +84,7 @@ def phases(events: int, spill_at: int | None) -> None:
     from conformance.checks import CHECKS
     from conformance.checks.model import RunModel
     from conformance.harness.runner import run_scenario
-    from conformance.observations import SPILL_AT
+    from conformance.harness.spill import SPILL_AT
     from reference_impl import ReferenceGateway
 
     def rss_mb() -> tuple[int, int]:  # now, and the peak so far

@@ -13,7 +13,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from conformance.observations import DurableState, ObservationLog, Resources, halves, reply_text, turn_ids
+from conformance.harness.spill import ObservationLog
+from conformance.observations import DurableState, Resources, halves, reply_text, turn_ids
 from sim.clock import VirtualClock
 from sim.engine import Engine, Timer
 from sim.scenario import Chat, GatewayConfig, ResetPolicy, Restart, Scenario, Usage

@@ -7,18 +7,14 @@ canonical serialization (sorted keys, no spaces), so two runs compare byte for b
 from __future__ import annotations
 
 import json
-import sys
 from collections import namedtuple
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import compress, count
 from operator import itemgetter, ne
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sim.scenario import TURN_TAG
-
-if TYPE_CHECKING:
-    from conformance.harness.spill import SpilledRecords
 
 TURN_ID = TURN_TAG  # sim.scenario's: the loader keeps it out of a message's own text
 
@@ -135,70 +131,6 @@ class Obs(namedtuple("Obs", "t step kind chat session turns detail")):
 
     def d(self, key: str, default: Any = None) -> Any:
         return self.detail.get(key, default)
-
-
-SPILL_AT = 250_000  # records a log keeps in memory before it moves to a temporary file (a gateway day: 185,000)
-SPILL_CHUNK = 4_096  # once spilled, records written out at a time
-
-
-class ObservationLog:
-    """An append-only list of observations, stamped with the current time and step.
-
-    Past `spill_at` records (None: never) it goes to a temporary file (`conformance.harness.spill`),
-    so a run of millions of events holds a few thousand records in memory, not all of them."""
-
-    def __init__(self, now: Any, spill_at: int | None = SPILL_AT) -> None:
-        self._now = now  # a zero-argument callable returning virtual ms
-        self.step: Step = 0
-        self._recent: list[Obs] = []  # every record, or those not yet written out
-        self._write_at = sys.maxsize if spill_at is None else max(1, spill_at)
-        self._file: SpilledRecords | None = None
-
-    def add(self, kind: str, *, chat: str | None = None, session: str | None = None,
-            turns: Iterable[str] = (), **detail: Any) -> Obs:
-        record = Obs(self._now(), self.step, kind, chat, session, tuple(turns), detail)
-        recent = self._recent
-        recent.append(record)
-        if len(recent) >= self._write_at:
-            self._write_out()
-        return record
-
-    def _write_out(self) -> None:
-        if self._file is None:
-            from conformance.harness.spill import SpilledRecords  # imports this module
-
-            self._file = SpilledRecords()
-            self._write_at = min(self._write_at, SPILL_CHUNK)
-        self._file.extend(self._recent)
-        self._recent = []
-
-    @property
-    def records(self) -> Sequence[Obs]:
-        """Every record so far: a list, or once spilled the file (read back on demand)."""
-        if self._file is None:
-            return self._recent
-        self._write_out()
-        return self._file
-
-    @property
-    def spilled(self) -> bool:
-        return self._file is not None
-
-    def __iter__(self) -> Iterator[Obs]:
-        return iter(self.records)
-
-    def __len__(self) -> int:
-        return len(self.records)
-
-    def of(self, *kinds: str) -> list[Obs]:
-        return [r for r in self.records if r.kind in kinds]
-
-    def dumps(self) -> str:
-        return log_text(self.records)
-
-    @staticmethod
-    def loads(text: str) -> list[Obs]:
-        return [Obs.from_json(line) for line in text.splitlines() if line]
 
 
 def log_text(records: Sequence[Obs]) -> str:

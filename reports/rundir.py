@@ -18,9 +18,9 @@ from typing import Any
 from conformance.adapter import Profile
 from conformance.harness import shell
 from conformance.harness.runner import RunResult
+from conformance.harness.spill import ObservationLog
 from conformance.harness.suite import CATALOG, Expectations
 from conformance.harness.verdict import GatewayFailure
-from conformance.observations import ObservationLog
 from sim.document import ScenarioError
 from sim.loader import config_from_document
 from sim.scenario import Chat, Scenario

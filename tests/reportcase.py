@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from conformance.harness.runner import RunResult, run_scenario
+from conformance.harness.spill import ObservationLog
 from conformance.harness.suite import CATALOG, Expectations
-from conformance.observations import ObservationLog
 from reference_impl import ReferenceGateway
 from sim.loader import load_file
 

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from conformance.harness.runner import RunResult, run_scenario
-from conformance.harness.spill import SpilledRecords
+from conformance.harness.spill import ObservationLog, SpilledRecords
 from conformance.harness.suite import catalog_paths
-from conformance.observations import CacheReplay, Obs, ObservationLog, Resources, ResourcesDeltas, log_text
+from conformance.observations import CacheReplay, Obs, Resources, ResourcesDeltas, log_text
 from reference_impl.registry import reference
 from reference_impl.variants import VARIANTS
 from sim.loader import load_file

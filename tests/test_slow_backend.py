@@ -12,7 +12,7 @@ import pytest
 from conformance.adapter import BackendBusy, MemoryBackend
 from conformance.checks import judge
 from conformance.harness.runner import run_scenario
-from conformance.observations import ObservationLog
+from conformance.harness.spill import ObservationLog
 from reference_impl import ReferenceGateway
 from reference_impl.memory import BatchingProvider
 from sim.generate import scenario_for_seed

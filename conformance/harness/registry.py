@@ -55,10 +55,12 @@ def _load(target: str) -> Callable[..., Any]:
 
 
 def registered() -> dict[str, str]:
-    """Short name -> 'module:factory', entry points first, then built-ins."""
+    """Short name -> 'module:factory': the built-ins, then entry points of other names. A built-in
+    name is sessiongate's own: an install's metadata, written when it was installed, may name a
+    module the tree has since moved."""
     names = dict(BUILTIN)
     for ep in entry_points(group=GROUP):
-        names[ep.name] = ep.value
+        names.setdefault(ep.name, ep.value)
     return names
 
 

@@ -39,8 +39,9 @@ from conformance.adapter import (
     scenario_features,
 )
 from conformance.harness import values
+from conformance.harness.spill import SPILL_AT, ObservationLog
 from conformance.harness.verdict import GatewayFailure, Verdict
-from conformance.observations import SPILL_AT, DurableState, Obs, ObservationLog, Resources, ResourcesDeltas, log_text
+from conformance.observations import DurableState, Obs, Resources, ResourcesDeltas, log_text
 from sim.clock import TZDATA, VirtualClock
 from sim.engine import Engine, EventBudgetExceeded
 from sim.scenario import (

@@ -1,6 +1,7 @@
-"""An observation log kept in a temporary file: how a long run's memory stays bounded.
+"""The observation log a run appends to, kept in a temporary file past a size: how a long run's
+memory stays bounded.
 
-Past a threshold (`observations.SPILL_AT` records) the log writes its records out and keeps
+Past a threshold (`SPILL_AT` records) the log writes its records out and keeps
 only each record's offset and kind. `SpilledRecords` reads them back as a sequence:
 iteration streams the file (as often as a reader likes; the checks make several passes),
 `pick` streams chosen records, and indexing reads one. Records are stored with `marshal`
@@ -12,13 +13,14 @@ from __future__ import annotations
 
 import marshal
 import os
+import sys
 import tempfile
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import accumulate
 from typing import Any, overload
 
-from conformance.observations import Obs
+from conformance.observations import Obs, Step, log_text
 
 BLOCK = 1 << 20  # bytes per read while streaming
 
@@ -125,3 +127,64 @@ class SpilledRecords(Sequence[Obs]):
     def __reduce__(self) -> tuple[Any, ...]:
         return list, (list(self),)  # another process gets the records, not the file
 
+
+SPILL_AT = 250_000  # records a log keeps in memory before it moves to a temporary file (a gateway day: 185,000)
+SPILL_CHUNK = 4_096  # once spilled, records written out at a time
+
+
+class ObservationLog:
+    """An append-only list of observations, stamped with the current time and step.
+
+    Past `spill_at` records (None: never) it goes to a temporary file (`SpilledRecords`),
+    so a run of millions of events holds a few thousand records in memory, not all of them."""
+
+    def __init__(self, now: Any, spill_at: int | None = SPILL_AT) -> None:
+        self._now = now  # a zero-argument callable returning virtual ms
+        self.step: Step = 0
+        self._recent: list[Obs] = []  # every record, or those not yet written out
+        self._write_at = sys.maxsize if spill_at is None else max(1, spill_at)
+        self._file: SpilledRecords | None = None
+
+    def add(self, kind: str, *, chat: str | None = None, session: str | None = None,
+            turns: Iterable[str] = (), **detail: Any) -> Obs:
+        record = Obs(self._now(), self.step, kind, chat, session, tuple(turns), detail)
+        recent = self._recent
+        recent.append(record)
+        if len(recent) >= self._write_at:
+            self._write_out()
+        return record
+
+    def _write_out(self) -> None:
+        if self._file is None:
+            self._file = SpilledRecords()
+            self._write_at = min(self._write_at, SPILL_CHUNK)
+        self._file.extend(self._recent)
+        self._recent = []
+
+    @property
+    def records(self) -> Sequence[Obs]:
+        """Every record so far: a list, or once spilled the file (read back on demand)."""
+        if self._file is None:
+            return self._recent
+        self._write_out()
+        return self._file
+
+    @property
+    def spilled(self) -> bool:
+        return self._file is not None
+
+    def __iter__(self) -> Iterator[Obs]:
+        return iter(self.records)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def of(self, *kinds: str) -> list[Obs]:
+        return [r for r in self.records if r.kind in kinds]
+
+    def dumps(self) -> str:
+        return log_text(self.records)
+
+    @staticmethod
+    def loads(text: str) -> list[Obs]:
+        return [Obs.from_json(line) for line in text.splitlines() if line]

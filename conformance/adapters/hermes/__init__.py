@@ -21,14 +21,13 @@ from typing import Any
 from conformance.adapter import CrashPointFired, Harness, Inbound, Profile
 from conformance.adapters.hermes import forks as hermes_forks
 from conformance.adapters.hermes import home as hermes_home
-from conformance.adapters.hermes.clock import FrozenClock
+from conformance.adapters.hermes.clock import WATCHER_DELAY, FrozenClock
 from conformance.observations import DurableState, Resources, StoredMessage, StoredSession
 from sim.clock import SECOND
 from sim.engine import Timer
 from sim.scenario import RESET_MODES, Chat, GatewayConfig, ResetPolicy
 
 WATCHER_INTERVAL = 300 * SECOND  # gateway/run.py:_session_expiry_watcher(interval=300), what start() passes
-WATCHER_DELAY = 60 * SECOND  # its first sleep
 UNSUPPORTED = frozenset({
     "delegate", "delete_parent",  # a delegate child needs the agent's delegate_task tool: an LLM that emits tool calls
     "muted",  # no per-message visibility in any release (messages has no such column; gateway/session.py)
@@ -96,9 +95,10 @@ class HermesGateway:
 
     def open(self, config: GatewayConfig) -> None:
         hermes_home.prepare(config)
-        from conformance.adapters.hermes import seams as hermes_seams  # imports Hermes: HERMES_HOME is set by now
+        from conformance.adapters.hermes import patches as hermes_patches  # imports Hermes: HERMES_HOME is set by now
+        from conformance.adapters.hermes import seams as hermes_seams
 
-        hermes_seams.install()
+        hermes_patches.install()
         self.fast_yaml = hermes_seams.fast_yaml
         import gateway.run
         import gateway.session

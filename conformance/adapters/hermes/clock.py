@@ -23,7 +23,9 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sim.clock import VirtualClock
+from sim.clock import SECOND, VirtualClock
+
+WATCHER_DELAY = 60 * SECOND  # the first sleep of Hermes's session-expiry watcher
 
 JITTER = random.Random(0)
 """Hermes's retry jitter (`hermes_state.random`): reseeded at every boot, so sleeps repeat."""

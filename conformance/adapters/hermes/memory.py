@@ -301,7 +301,7 @@ def _on_session_reset(session_id: str = "", **_: Any) -> None:
 
 
 def install() -> None:
-    """Called once by `hermes_seams.install()`."""
+    """Called once by `patches.install()`, between the common seams and the rest."""
     memory_manager.MemoryManager._get_sync_executor = _get_sync_executor
     memory_manager.wait = _wait
     memory_manager.MemoryManager = _ManagerWithRecorder  # agent_init imports it at call time

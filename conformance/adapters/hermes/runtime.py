@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from conformance.adapter import CrashPointFired, Harness
-from conformance.adapters.hermes import WATCHER_DELAY, seams
 from conformance.adapters.hermes import forks as hermes_forks
+from conformance.adapters.hermes import seams
+from conformance.adapters.hermes.clock import WATCHER_DELAY
 from sim.clock import SECOND
 from sim.scenario import Chat, Usage
 

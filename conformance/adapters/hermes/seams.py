@@ -387,17 +387,16 @@ def _optional_module(name: str) -> types.ModuleType | None:
         return None
 
 
-def install() -> None:
-    """Patch once per process. Idempotent; per-scenario state is reached through `LIVE`."""
+def install() -> bool:
+    """The common seams, once per process (False when they are in already); per-scenario state
+    is reached through `LIVE`. `patches.install()` runs this, the memory seams, then the rest."""
     global _installed
     if _installed:
-        return
+        return False
     if not str(hermes_state.DEFAULT_DB_PATH).startswith(str(hermes_home.home())):
         raise RuntimeError("Hermes was imported before the sessiongate adapter set HERMES_HOME; "
                            "import conformance.adapters.hermes.seams first")
     _installed = True
-    from conformance.adapters.hermes import memory as hermes_memory
-
     agent_cls = run_agent.AIAgent
     agent_cls._interruptible_api_call = _fake_api_call
     agent_cls._interruptible_streaming_api_call = _fake_api_call
@@ -420,8 +419,16 @@ def install() -> None:
 
     if not hasattr(title_generator, "_auto_title_enabled"):  # before 0.19.0 the config's 'enabled: false' is
         title_generator.maybe_auto_title = lambda *args, **kwargs: None  # ignored: no 'auto-title' thread either
-    hermes_session.uuid = types.SimpleNamespace(uuid4=lambda: next_session_uuid(LIVE.uuid_counter))
-    hermes_memory.install()
+    hermes_session.uuid = types.SimpleNamespace(uuid4=_session_uuid)
+    return True
+
+
+def _session_uuid() -> _uuid.UUID:
+    return next_session_uuid(LIVE.uuid_counter)
+
+
+def install_after_memory() -> None:
+    """The seams that go in after the memory providers' (`patches.install()`), forks' shims last."""
     hermes_run.threading = _module_proxy(threading, "threading", Thread=_FireAndForgetThread)
     run_agent.threading = _module_proxy(threading, "threading", Thread=_FireAndForgetThread)
     hermes_run.asyncio = _module_proxy(asyncio, "asyncio", sleep=_sleep)
@@ -433,7 +440,7 @@ def install() -> None:
     cache_own_start_time(_optional_module("gateway.status"))
     hermes_state.time = _module_proxy(hermes_state.time, "time", sleep=_retry_sleep)
     hermes_state.random = _module_proxy(hermes_state.random, "random", uniform=_retry_jitter)
-    hermes_forks.install_shims()  # forks of hermes-agent: what differs is adapted there
+    hermes_forks.install_shims(_session_uuid)  # forks of hermes-agent: what differs is adapted there
     level = os.environ.get("SESSIONGATE_HERMES_LOG", "CRITICAL").upper()  # Hermes's logs are not observations
     for name in ("gateway", "run_agent", "agent", "hermes_state", "plugins", "tools", "hermes_cli"):
         logging.getLogger(name).setLevel(level)
