@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 from common import machine
 
-from conformance.search.fuzz import in_order, parse_seeds
+from conformance.cli.args import parse_seeds
+from conformance.search.fuzz import in_order
 from conformance.search.zoo_generated import ZooOutcome, ZooTask, hunt_variant
 
 

@@ -422,7 +422,8 @@ def first_changed_line(first: str, second: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from conformance.search.fuzz import in_order, parse_workers
+    from conformance.cli.args import parse_workers
+    from conformance.search.fuzz import in_order
     from sim.generate import PROFILES
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -15,6 +15,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from conformance.harness.spill import ObservationLog
 from conformance.observations import DurableState, Resources, halves, reply_text, turn_ids
+from sessiongate import SessiongateError
 from sim.clock import VirtualClock
 from sim.engine import Engine, Timer
 from sim.scenario import Chat, GatewayConfig, ResetPolicy, Restart, Scenario, Usage
@@ -183,7 +184,7 @@ class CrashPoints:
         return fire
 
 
-class GatewayTimeout(Exception):
+class GatewayTimeout(SessiongateError):
     """A gateway step took longer than the wall-clock step timeout (isolated gateways)."""
 
 
@@ -199,7 +200,7 @@ def raise_interrupted(signum: int, _frame: object) -> None:
     raise Interrupted(signum)
 
 
-class RemoteGatewayError(Exception):
+class RemoteGatewayError(SessiongateError):
     """A gateway in another process failed a step, died, or broke the wire protocol."""
 
     def __init__(self, message: str, traceback: tuple[str, ...] = ()) -> None:

@@ -24,6 +24,8 @@ from typing import Any
 
 import pytest
 
+from sessiongate import SessiongateError
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("sessiongate", "sessiongate conformance scenarios")
@@ -76,10 +78,9 @@ def _named_scenario_files(config: pytest.Config) -> frozenset[Path]:
 
 
 def _settings(config: pytest.Config) -> Settings:
-    from conformance.cli import UsageError, check_gateway, load_expectations, scenario_files
-    from conformance.harness.registry import UnknownGateway
-    from conformance.search.fuzz import parse_seeds
-    from sim.document import ScenarioError
+    from conformance.cli.args import load_expectations, parse_seeds, scenario_files
+    from conformance.transport.factory import check_gateway
+    from sessiongate import UsageError  # an unknown gateway and a scenario file's error are UsageErrors too
 
     gateway = config.getoption("sessiongate_gateway") or "reference"
     raw: list[str] = config.getoption("sessiongate_scenarios")
@@ -92,7 +93,7 @@ def _settings(config: pytest.Config) -> Settings:
         except UsageError as err:
             raise UsageError(f"--sessiongate-scenarios {err}") from None
         expectations = load_expectations(gateway, config.getoption("sessiongate_expectations"))
-    except (UsageError, UnknownGateway, ScenarioError) as err:
+    except UsageError as err:
         raise pytest.UsageError(f"sessiongate: {err}") from None
     named = _named_scenario_files(config)
     catalog = config.getoption("sessiongate_catalog")
@@ -106,7 +107,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[SETTINGS] = _settings(config)
 
 
-class ScenarioFailed(Exception):
+class ScenarioFailed(SessiongateError):
     """A scenario's verdicts include a failure; carries the evidence to show."""
 
 
@@ -146,7 +147,7 @@ class ScenarioItem(pytest.Item):
             raise ScenarioFailed(self._evidence(result))
 
     def _evidence(self, result: Any) -> str:
-        from conformance.cli import unexpected_pass
+        from conformance.cli.lines import unexpected_pass
         from conformance.harness.shell import command
 
         bad = [check for check, v in result.verdicts.items() if v.status in ("fail", "xpass", "error", "timeout", "checker-error")]

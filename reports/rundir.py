@@ -21,6 +21,7 @@ from conformance.harness.runner import RunResult
 from conformance.harness.spill import ObservationLog
 from conformance.harness.suite import CATALOG, Expectations
 from conformance.harness.verdict import GatewayFailure
+from sessiongate import SessiongateError
 from sim.document import ScenarioError
 from sim.loader import config_from_document
 from sim.scenario import Chat, Scenario
@@ -32,7 +33,7 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 XPASS_PREFIX = "expected to fail: "  # conformance.harness.suite.Expectations.apply words an xpass this way
 
 
-class RunDirError(Exception):
+class RunDirError(SessiongateError):
     """RUN_DIR holds no readable logs/index.json or a log it names."""
 
 

@@ -16,10 +16,12 @@ from typing import Any
 
 import yaml
 
+from sessiongate import UsageError
+
 MAX_FILE_BYTES = 1 << 20
 MAX_NODES = 500_000
 
-class ScenarioError(ValueError):
+class ScenarioError(UsageError):
     """A scenario that cannot be loaded: where, which field, and what was expected."""
 
     def __init__(self, source: str, line: int, field: str, message: str) -> None:

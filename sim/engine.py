@@ -38,12 +38,13 @@ from collections.abc import Callable
 from heapq import heappop, heappush
 from typing import Any
 
+from sessiongate import SessiongateError
 from sim.clock import VirtualClock
 
 _Event = tuple[Callable[..., Any], tuple[Any, ...]]  # (callback, args)
 
 
-class EventBudgetExceeded(RuntimeError):
+class EventBudgetExceeded(SessiongateError, RuntimeError):
     """More events ran than the budget allows: something schedules work without end."""
 
 

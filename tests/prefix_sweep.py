@@ -24,7 +24,7 @@ from typing import Any
 
 from conformance.checks import judge
 from conformance.checks.model import RunModel
-from conformance.cli import timeline
+from conformance.cli.replay import timeline
 from conformance.harness.registry import resolve
 from conformance.harness.runner import RunResult, run_scenario
 from conformance.harness.suite import catalog_paths

@@ -101,7 +101,7 @@ def test_a_bad_gateway_is_one_line_before_any_scenario(capsys: pytest.CaptureFix
 
 
 def test_time_budget_takes_seconds_or_a_duration(capsys: pytest.CaptureFixture[str], workdir: Path) -> None:
-    from conformance.search.fuzz import parse_time_budget
+    from conformance.cli.args import parse_time_budget
 
     assert parse_time_budget("5") == 5.0 and parse_time_budget("2.5s") == 2.5 and parse_time_budget("10m") == 600.0
     code, out, _ = cli(capsys, "fuzz", "--seeds", "0:2", "--time-budget", "5")

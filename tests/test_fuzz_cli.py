@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from conformance.cli import UsageError, main
-from conformance.search.fuzz import in_order, parse_seeds, seed_chunk, shard
+from conformance.cli import main
+from conformance.cli.args import parse_seeds, shard
+from conformance.search.fuzz import in_order, seed_chunk
+from sessiongate import UsageError
 
 VARIANT = "reference:idle-expiry-no-finalize"  # a zoo variant that fails some of seeds 0:5 and passes others
 
@@ -60,8 +62,9 @@ def refusing() -> object:
 
 def test_findings_ok_counts_refused_seeds_apart(capsys: pytest.CaptureFixture[str], tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("conformance.search.fuzz.resolve", lambda name: refusing)
     monkeypatch.setattr("conformance.search.fuzz.factory", lambda *_: refusing)
+    monkeypatch.setattr("conformance.cli.fuzz.resolve", lambda name: refusing)
+    monkeypatch.setattr("conformance.cli.fuzz.factory", lambda *_: refusing)
     code, out, failed = _fuzz(capsys, tmp_path, "--seeds", "0:2", "--gateway", "refusing", "--findings-ok")
     assert not failed and code == 0
     assert re.findall(r"^refused gen-(\d+)  gateway error at step 0 \(start\): NotImplementedError: no config of this kind$",
@@ -85,8 +88,9 @@ def test_an_interrupted_run_reports_what_finished(capsys: pytest.CaptureFixture[
             raise KeyboardInterrupt(signal.SIGTERM)
         return resolve(VARIANT)()
 
-    monkeypatch.setattr("conformance.search.fuzz.resolve", lambda name: interrupting)
     monkeypatch.setattr("conformance.search.fuzz.factory", lambda *_: interrupting)
+    monkeypatch.setattr("conformance.cli.fuzz.resolve", lambda name: interrupting)
+    monkeypatch.setattr("conformance.cli.fuzz.factory", lambda *_: interrupting)
     code, out, failed = _fuzz(capsys, tmp_path, "--seeds", "0:5", "--gateway", "interrupting")
     assert code == 143
     *_, counts, last = out.strip().splitlines()
@@ -156,11 +160,11 @@ def test_seeds_go_to_workers_in_chunks_and_come_back_in_order() -> None:
 
 def test_progress_off_a_terminal_speaks_at_least_once_a_minute(monkeypatch: pytest.MonkeyPatch,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    from conformance.search import fuzz
+    from conformance.cli import lines
 
     now = [0.0]
-    monkeypatch.setattr(fuzz.time, "monotonic", lambda: now[0])
-    progress = fuzz.Progress(1000)
+    monkeypatch.setattr(lines.time, "monotonic", lambda: now[0])
+    progress = lines.Progress(1000)
     assert not progress.tty
     for done, t in ((1, 10.0), (2, 30.0), (3, 61.0), (4, 62.0)):  # none a tenth of the way
         now[0] = t
@@ -195,8 +199,9 @@ def test_an_interrupted_run_keeps_the_files_an_earlier_run_wrote(capsys: pytest.
             raise KeyboardInterrupt(signal.SIGTERM)
         return resolve(VARIANT)()
 
-    monkeypatch.setattr("conformance.search.fuzz.resolve", lambda name: interrupting)
     monkeypatch.setattr("conformance.search.fuzz.factory", lambda *_: interrupting)
+    monkeypatch.setattr("conformance.cli.fuzz.resolve", lambda name: interrupting)
+    monkeypatch.setattr("conformance.cli.fuzz.factory", lambda *_: interrupting)
     code, _, _ = _fuzz(capsys, tmp_path, "--seeds", "0:5", "--gateway", "interrupting")
     assert code == 143
     assert {p.name: p.read_text() for p in (tmp_path / "out").glob("gen-*.yaml")}.keys() == files.keys()

@@ -13,7 +13,8 @@ from collections import Counter
 from pathlib import Path
 from types import ModuleType
 
-from conformance.cli import _scenario_line, summary_line
+from conformance.cli.lines import scenario_line as _scenario_line
+from conformance.cli.lines import summary_line
 from conformance.harness.runner import RunResult, run_scenario
 from conformance.harness.suite import catalog_paths, outcome
 from sim.loader import load_file

@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from conformance.checks.model import RunModel
-from conformance.cli import skipped_note
+from conformance.cli.lines import skipped_note
 from conformance.harness.runner import run_scenario
 from conformance.harness.suite import catalog_paths, outcome
 from reference_impl.gateway import ReferenceGateway

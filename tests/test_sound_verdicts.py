@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from conformance.adapter import Harness, Inbound, Profile
-from conformance.cli import main, timeline
+from conformance.cli import main
+from conformance.cli.replay import timeline
 from conformance.harness.runner import run_scenario
 from conformance.harness.suite import catalog_paths, run_all
 from conformance.observations import DurableState, Resources, StoredSession

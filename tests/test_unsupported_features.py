@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from conformance.adapter import FEATURES, Profile
-from conformance.cli import skipped_note, summary_line
+from conformance.cli.lines import skipped_note, summary_line
 from conformance.harness.runner import run_scenario
 from conformance.harness.suite import outcome
 from reference_impl.gateway import ReferenceGateway

@@ -1,6 +1,5 @@
-"""`sessiongate report` and `sessiongate coverage` (added to the CLI by conformance.cli).
+"""`sessiongate coverage`: lifecycle coverage of scenarios, and line coverage of a gateway's code.
 
-    sessiongate report RUN_DIR                      re-judge RUN_DIR/logs and write every report again
     sessiongate coverage [PATHS…] [--gateway NAME]  lifecycle coverage of scenarios (default: the catalog)
                          [--markdown] [--code PKG]…  as docs/coverage.md; line coverage of PKG too
 """
@@ -15,29 +14,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from conformance.cli.args import add_gateway_option, scenario_files
+from conformance.harness.registry import resolve
+from conformance.harness.suite import load_all, run_all
+from conformance.transport.factory import check_gateway
 from reports.coverage import Coverage, Table, lifecycle_coverage
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    from conformance.cli import exit_code, summary_line
-    from reports import rerender
-    from reports.rundir import RunDirError
-
-    try:
-        results, unloaded = rerender(args.run_dir)
-    except RunDirError as err:
-        print(f"sessiongate: error: {err}", file=sys.stderr)
-        return 2
-    print(f"report written to {args.run_dir}")
-    print(summary_line(results, len(unloaded)))
-    return exit_code(results, len(unloaded))
+from sessiongate import ExitCode, UsageError
 
 
 def cmd_coverage(args: argparse.Namespace) -> int:
-    from conformance.cli import check_gateway, scenario_files
-    from conformance.harness.registry import resolve
-    from conformance.harness.suite import load_all, run_all
-
     check_gateway(args.gateway)
     packages = code_packages(args.code or [])
     paths = scenario_files(args.paths)
@@ -45,7 +30,7 @@ def cmd_coverage(args: argparse.Namespace) -> int:
     if errors:  # a table of the files that did load would pass for the coverage of all of them
         for error in errors:
             print(f"error {error}", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     if packages:
         from coverage.exceptions import NoDataError
 
@@ -58,7 +43,7 @@ def cmd_coverage(args: argparse.Namespace) -> int:
                 percent, text = combine_code(data)
             except NoDataError:
                 print(f"sessiongate: error: no code of {', '.join(packages)} ran (the gateway never imported it)", file=sys.stderr)
-                return 1
+                return ExitCode.FAILED
         print(text.rstrip())
         print(f"line coverage of {', '.join(packages)}: {percent:.1f}%")
     errored: list[str] = []
@@ -76,15 +61,13 @@ def cmd_coverage(args: argparse.Namespace) -> int:
     if errored:
         print(f"{len(errored)} of {len(scenarios)} scenarios errored, so their coverage is missing; first: {errored[0]}",
               file=sys.stderr)
-        return 1
-    return 0
+        return ExitCode.FAILED
+    return ExitCode.OK
 
 
 def code_packages(values: list[str]) -> list[str]:
     """The --code packages (repeated, or comma-separated), each one that exists: a name that
     does not import would only end, after every scenario ran, in coverage.py's 'No data'."""
-    from conformance.cli import UsageError
-
     packages = [name for value in values for name in value.split(",") if name]
     for name in packages:
         if Path(name).is_dir():  # coverage.py also takes a source folder
@@ -154,13 +137,9 @@ def markdown(cover: Coverage, scenarios: int, gateway: str) -> list[str]:
     return lines
 
 
-def add_commands(subparsers: Any) -> None:
-    report = subparsers.add_parser("report", help="re-render every report in RUN_DIR from its saved logs")
-    report.add_argument("run_dir", metavar="RUN_DIR", help="a folder written by --report")
-    report.set_defaults(func=cmd_report)
-    coverage = subparsers.add_parser("coverage", help="lifecycle coverage of scenarios (default: the catalog)")
+def add_arguments(coverage: argparse.ArgumentParser) -> None:
     coverage.add_argument("paths", nargs="*", help="scenario files or folders")
-    coverage.add_argument("--gateway", default="reference")
+    add_gateway_option(coverage)
     coverage.add_argument("--markdown", action="store_true", help="print the tables as docs/coverage.md has them")
     coverage.add_argument("--code", action="append", metavar="PKG",
                           help="also measure line coverage of package PKG (repeat --code, or PKG,PKG)")

@@ -14,6 +14,7 @@ from importlib.metadata import PackageNotFoundError, distribution, entry_points
 from typing import Any
 
 from conformance.adapter import Gateway, Interrupted
+from sessiongate import UsageError
 
 GROUP = "sessiongate.gateways"
 # Used when sessiongate runs from a source tree that was never installed.
@@ -34,7 +35,7 @@ REQUIRES: dict[str, tuple[str, str] | Callable[[], object]] = {
 CORE_METHODS = ("profile", "start", "sigterm", "durable_state", "resources")
 
 
-class UnknownGateway(LookupError):
+class UnknownGateway(UsageError, LookupError):
     pass
 
 

@@ -20,6 +20,7 @@ from conformance.adapter import Gateway, Interrupted
 from conformance.harness.registry import UnknownGateway, expectation_names
 from conformance.harness.runner import DEFAULT_BUDGET, RunResult, exception_text, run_scenario
 from conformance.harness.verdict import CHECK_IDS, CHECKER_ERROR, Verdict
+from sessiongate import SessiongateError
 from sim.document import ScenarioError
 from sim.loader import load_file
 from sim.scenario import Scenario
@@ -225,7 +226,7 @@ def fresh_gateway(factory: Callable[[], Gateway], name: str, unknown_raises: boo
         return cast(Gateway, Unbuildable(f"{name}: its factory raised {exception_text(err)}"))
 
 
-class FactoryFailed(RuntimeError):
+class FactoryFailed(SessiongateError, RuntimeError):
     """The gateway's factory raised, or made no gateway, for this scenario."""
 
 

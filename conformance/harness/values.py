@@ -23,6 +23,7 @@ from typing import Any
 
 from conformance.adapter import FEATURES, Profile
 from conformance.observations import DurableState, Resources, StoredMessage, StoredSession
+from sessiongate import SessiongateError
 
 SHOWN = 80  # characters of a bad value quoted in an error
 SEQUENCES = (tuple, list)  # what a sequence field may be: a tuple in process, a JSON array on the wire
@@ -30,7 +31,7 @@ SETS = (frozenset, set, tuple, list)  # what a set field may be (normalized to a
 KNOWN_ITEMS: dict[str, frozenset[str]] = {"unsupported": FEATURES}  # set fields whose items are names
 
 
-class BadValue(ValueError):
+class BadValue(SessiongateError, ValueError):
     """An answer of the wrong shape: the message says where in it, and what was wrong."""
 
 

@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 Status = Literal["pass", "fail", "xfail", "xpass", "error", "timeout", "skip", "checker-error"]
 CHECKER_ERROR = "checker-error"  # the check itself raised: a sessiongate bug, never the gateway's (conformance.checks.judge)
+FAILING: tuple[Status, ...] = ("fail", "error", "timeout")  # a check's finding, or the gateway's error or hang
 CHECK_IDS: tuple[str, ...] = ("I1", "I2", "I3", "I4", "I5", "I6", "I7", "I8", "I9")
 CHECK_NAMES: dict[str, str] = {
     "I1": "exactly-once end",
@@ -117,6 +118,12 @@ class GatewayFailure:
     event: str
     message: str
     traceback: tuple[str, ...] = field(default=())
+
+    @property
+    def refused(self) -> bool:
+        """It raised NotImplementedError at start: a config it says it cannot drive (about that
+        scenario, not a gateway that cannot start)."""
+        return self.event == "start" and self.message.startswith("NotImplementedError")
 
     def describe(self) -> str:
         where = f"step {self.step} ({self.event})" if self.step else f"({self.event})"

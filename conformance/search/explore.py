@@ -32,21 +32,16 @@ gateway keeps privately beyond those thresholds are not seen), documented as suc
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
-import time
 from collections import defaultdict
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-from conformance.cli import _positive_int, check_gateway, check_out_dir
-from conformance.harness.registry import resolve
 from conformance.harness.runner import run_scenario
-from conformance.harness.shell import command
 from conformance.observations import CacheReplay, Obs
+from conformance.search.fuzz import BAD, candidate_budget, factory
 from sim.clock import MINUTE, SECOND, to_ms
 from sim.scenario import (
     Advance,
@@ -63,7 +58,6 @@ from sim.scenario import (
     Scenario,
     Sigterm,
 )
-from sim.writer import dump_text
 
 ALPHABET = ("ma", "mb", "na", "nb", "da", "db", "evict", "tick", "idle", "term")
 START = to_ms(datetime(2026, 1, 5, 9, 0, tzinfo=UTC))
@@ -172,69 +166,9 @@ def state_digest(records: list[Obs], swap: bool = False) -> str:
 def evaluate(job: tuple[str, tuple[str, ...]]) -> tuple[str, dict[str, str]]:
     """Run one sequence: its state digest and the checks it fails."""
     gateway, steps = job
-    from conformance.search.fuzz import candidate_budget, factory
-
     scenario = scenario_of(steps)
     result = run_scenario(scenario, factory(gateway)(), gateway, budget=candidate_budget(scenario))
-    bad = {check: v.summary for check, v in result.verdicts.items() if v.status in ("fail", "error", "timeout", "checker-error")}
+    bad = {check: v.summary for check, v in result.verdicts.items() if v.status in BAD}
     if result.failure is not None:
         return "failed:" + ".".join(steps), bad
     return min(state_digest(result.records), state_digest(result.records, swap=True)), bad
-
-
-def cmd_explore(args: argparse.Namespace) -> int:
-    from conformance.search.fuzz import Progress, in_order, parse_workers
-
-    check_gateway(args.gateway, resolve)
-    workers = parse_workers(args.workers)
-    check_out_dir(args.out, "--out")
-    started = time.monotonic()
-    seen: set[str] = set()
-    frontier: list[tuple[str, ...]] = [()]
-    explored = 0
-    violations: dict[tuple[str, ...], tuple[tuple[str, ...], dict[str, str]]] = {}
-    violating = 0
-    for depth in range(1, args.depth + 1):
-        jobs = [(args.gateway, (*steps, symbol)) for steps in frontier for symbol in ALPHABET]
-        progress = Progress(len(jobs), "sequences")
-        next_frontier = []
-        for done, ((_, steps), (digest, bad)) in enumerate(zip(jobs, in_order(evaluate, jobs, workers, chunksize=16), strict=True), 1):
-            explored += 1
-            if bad:
-                violating += 1
-                violations.setdefault(tuple(sorted(bad)), (steps, bad))
-            if digest not in seen:
-                seen.add(digest)
-                next_frontier.append(steps)
-            if progress.tty:
-                progress.update(done, violating)
-        progress.close()
-        frontier = next_frontier
-        print(f"depth {depth}: {len(jobs)} sequences, {len(frontier)} new states", flush=True)
-    elapsed = time.monotonic() - started
-    for checks, (steps, bad) in sorted(violations.items(), key=lambda item: (len(item[1][0]), item[1][0])):
-        path = _write_violation(Path(args.out), steps, bad, args.gateway)
-        print(f"VIOLATION {' '.join(checks)} after {' '.join(steps)}: {next(iter(bad.values()))}\n          written to {path}")
-    print(f"{explored} states explored, {len(seen)} distinct, {explored / max(elapsed, 1e-9):.0f} states/s, "
-          f"{violating} violating")
-    return 1 if violating else 0
-
-
-def _write_violation(out: Path, steps: tuple[str, ...], bad: dict[str, str], gateway: str) -> Path:
-    out.mkdir(parents=True, exist_ok=True)
-    scenario = scenario_of(steps)
-    path = out / f"{scenario.name}.yaml"
-    header = "\n".join([f"explore: steps {' '.join(steps)} on gateway {gateway}",
-                        *(f"failing: {check} {summary}" for check, summary in bad.items()),
-                        "reproduce: " + command("run", str(path), "--gateway", gateway)])
-    path.write_text(dump_text(scenario, header), encoding="utf-8")
-    return path
-
-
-def add_command(subparsers: Any) -> None:
-    explore = subparsers.add_parser("explore", help="bounded exhaustive exploration of a small alphabet of steps")
-    explore.add_argument("--depth", type=_positive_int, default=4, help="longest sequence of steps (default 4)")
-    explore.add_argument("--gateway", default="reference")
-    explore.add_argument("-j", "-n", "--jobs", dest="workers", default="auto", help="worker processes (default: auto, one per core)")
-    explore.add_argument("--out", default="explore-violations", help="where violating sequences are written")
-    explore.set_defaults(func=cmd_explore)

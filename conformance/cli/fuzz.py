@@ -1,0 +1,236 @@
+"""`sessiongate fuzz`: generated scenarios (seeds) against a gateway; failures written and shrunk.
+
+A run stopped early (Ctrl-C, SIGTERM, `--time-budget`) ends with the command that runs the
+seeds it did not count, and leaves `--out` as an earlier run left it but for the failures it
+counted: workers write into a staging folder, and a failure moves into `--out` when counted."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import shlex
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+from conformance.cli.args import (
+    add_failure_db_option,
+    add_gateway_option,
+    add_isolation_options,
+    check_out_dir,
+    parse_seeds,
+    parse_shard,
+    parse_time_budget,
+    parse_workers,
+    shard,
+)
+from conformance.cli.lines import Progress, forget_if_fixed, saved_failures, scenario_line
+from conformance.harness.failure_db import FailureDB
+from conformance.harness.registry import resolve
+from conformance.harness.runner import run_scenario
+from conformance.harness.suite import outcome as outcome_of
+from conformance.search.fuzz import (
+    Isolation,
+    SeedOutcome,
+    SeedTask,
+    factory,
+    in_order,
+    run_seed,
+    seed_chunk,
+    shrink_distinct,
+)
+from conformance.transport.factory import check_gateway
+from sessiongate import ExitCode, UsageError, interrupted_code
+from sim.generate import PROFILES
+
+
+def _counted(outcome: SeedOutcome, out: Path) -> SeedOutcome:
+    """Move a counted seed's files from the staging folder into `out`. Workers run ahead of the
+    count; what they wrote for seeds a stopped run never counted stays in staging, and goes
+    with it, so a stop never touches what an earlier run left in `out`."""
+    if not outcome.path:
+        return outcome
+    path = out / Path(outcome.path).name
+    os.replace(outcome.path, path)
+    shrunk = outcome.shrunk
+    if shrunk is not None:
+        shrunk = replace(shrunk, path=str(out / Path(shrunk.path).name))
+        os.replace(outcome.shrunk.path, shrunk.path)  # type: ignore[union-attr]
+    return replace(outcome, path=str(path), shrunk=shrunk)
+
+
+def resume_command(parser: argparse.ArgumentParser, args: argparse.Namespace, rest: range) -> str:
+    """The fuzz command that runs the seeds `rest` (what a stopped run did not count) with every
+    other option as given. Under `--shard I/N` the range starts I-1 before the first seed left,
+    so the same shard (and its summary file) picks up exactly where it stopped."""
+    index, _count = parse_shard(args.shard)
+    words = ["sessiongate", "fuzz", "--seeds", f"{rest.start - (index - 1)}:{parse_seeds(args.seeds).stop}"]
+    for action in parser._actions:  # every option, in its definition order, that is not its default
+        if not action.option_strings or action.dest in ("help", "seeds"):
+            continue
+        value = getattr(args, action.dest, action.default)
+        if value == action.default:
+            continue
+        flag = max(action.option_strings, key=len)
+        words += [flag] if action.nargs == 0 else [flag, str(value)]
+    return shlex.join(words)
+
+
+def cmd_fuzz(args: argparse.Namespace) -> int:
+    check_gateway(args.gateway, resolve)  # a bad gateway name is a usage error before any work
+    seeds = shard(parse_seeds(args.seeds), args.shard)
+    budget = parse_time_budget(args.time_budget)
+    workers = parse_workers(args.workers)
+    check_out_dir(args.out, "--out")
+    isolation = Isolation.of(args)
+    factory(args.gateway, isolation)  # as `run` does: under --isolate, an unknown variant is a usage error here
+    out = Path(args.out)
+    made_out = not out.exists()
+    staging = out / f".staging-{os.getpid()}"  # shards may share --out: one staging folder per run
+    tasks = [SeedTask(seed, args.gateway, args.profile, str(staging), not args.no_shrink, args.strict, isolation,
+                      args.crash_points, args.out)
+             for seed in seeds]
+    by_seed = {task.seed: task for task in tasks}
+    distinct: set[tuple[str, str]] = set()  # kinds of failure counted (each shrunk once)
+    if args.max_failures is not None and args.max_failures < 1:
+        raise UsageError(f"--max-failures expects at least 1, got {args.max_failures}")
+    capped = False
+    db = FailureDB.open(args.gateway, not args.no_failure_db)
+    still_failing = replay_saved(db, args.gateway, isolation, args.strict)
+    progress = Progress(len(tasks))
+    done = failed = broken = refused = vacuous = checkers = skipped = 0
+    by_check: dict[str, int] = {}
+    stopped = False
+    cannot_start = ""
+    interrupted: KeyboardInterrupt | None = None
+    outcomes = in_order(run_seed, tasks, workers, chunksize=seed_chunk(len(tasks), workers))
+    try:
+        for counted in map(functools.partial(_counted, out=out), outcomes):
+            kinds = len(distinct)
+            outcome = shrink_distinct(counted, by_seed[counted.seed], distinct)
+            if db is not None and len(distinct) > kinds:  # a new kind of failure: replayed first from now on
+                shrunk = outcome.shrunk
+                db.save(Path(shrunk.path) if shrunk is not None and shrunk.reproduces else Path(outcome.path))
+            done += 1
+            vacuous += outcome.vacuous
+            checkers += outcome.checker_error
+            skipped += outcome.skipped
+            if outcome.failing:
+                failed += 1
+                broken += outcome.broken
+                refused += outcome.refused
+                for check in outcome.failing if not (outcome.broken or outcome.refused) else ():
+                    by_check[check] = by_check.get(check, 0) + 1
+                progress.clear()
+                _print_failure(outcome, not args.no_shrink)
+            progress.update(done, failed)
+            if done == 1 and outcome.start_error and done < len(tasks):  # it would fail every seed the same way
+                cannot_start = f"stopped: the gateway errored before the first event of seed {outcome.seed}; it cannot start"
+                break
+            if budget is not None and progress.elapsed() > budget and done < len(tasks):
+                stopped = True
+                break
+            if args.max_failures is not None and len(distinct) >= args.max_failures and done < len(tasks):
+                capped = True
+                break
+    except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM: count and report what finished
+        interrupted = stop
+    finally:
+        outcomes.close()  # ends the pool now: no worker writes into staging after this
+        shutil.rmtree(staging, ignore_errors=True)  # failures of seeds not counted
+        if made_out and out.is_dir() and not any(out.iterdir()):
+            out.rmdir()
+    progress.close()
+    if stopped:
+        print(f"time budget of {args.time_budget} spent after {done} of {len(tasks)} seeds")
+    if capped:
+        print(f"stopped after {len(distinct)} distinct failure{'s' if len(distinct) != 1 else ''} "
+              f"(--max-failures {args.max_failures}), {done} of {len(tasks)} seeds")
+    if cannot_start:
+        print(cannot_start)
+    lines = [f"{done} scenarios, {done - failed - skipped} passed, {failed - refused} failed"
+             + (f", {refused} refused" if refused else "")
+             + (f", {skipped} skipped (not judged: a feature the gateway declares unsupported)" if skipped else "")]
+    if vacuous:
+        lines[-1] += f"; {vacuous} check{'s' if vacuous != 1 else ''} vacuous (examined nothing)"
+    if distinct:
+        lines[-1] += f"; {len(distinct)} distinct failure{'s' if len(distinct) != 1 else ''} (by first check and violation)"
+    if interrupted is not None:
+        lines[-1] += " (interrupted)"
+    if (stopped or capped or interrupted is not None) and done < len(tasks):  # the last line: how to run the rest
+        lines.append(f"resume: {resume_command(args.parser, args, seeds[done:])}")
+    if failed:
+        counts = ", ".join(f"{check} {by_check[check]}" for check in sorted(by_check))
+        not_run = [f"{refused} seeds refused at start (NotImplementedError)" if refused else "",
+                   f"{broken} seeds errored or timed out" if broken else ""]
+        lines.insert(0, "; ".join([f"failing seeds by check: {counts or 'none'}", *filter(None, not_run)]))
+        out.mkdir(parents=True, exist_ok=True)
+        # Shards may share --out: each keeps its own counts.
+        name, scope = ("summary.txt", "") if not args.shard else (f"summary-shard-{args.shard.replace('/', '-of-')}.txt",
+                                                                   f", shard {args.shard}")
+        Path(args.out, name).write_text("\n".join([f"gateway {args.gateway}, seeds {args.seeds}{scope}", *lines]) + "\n")
+    print("\n".join(lines))
+    if interrupted is not None:
+        return interrupted_code(interrupted)
+    if checkers:
+        return ExitCode.CHECKER_ERROR  # a check raised on some log: sessiongate's own bug, above any finding
+    if args.findings_ok:
+        return ExitCode.FAILED if broken else ExitCode.OK
+    return ExitCode.FAILED if failed or still_failing else ExitCode.OK
+
+
+def replay_saved(db: FailureDB | None, gateway: str, isolation: Isolation, strict: bool) -> int:
+    """Run the gateway's saved failures before any seed, as `run` does; returns how many still
+    fail (a fixed one leaves the database)."""
+    failing = 0
+    for scenario in saved_failures(db):
+        result = run_scenario(scenario, factory(gateway, isolation)(), gateway, strict=strict)
+        if outcome_of(result) != "pass":
+            failing += 1
+            print("\n".join(scenario_line(result)), flush=True)
+        forget_if_fixed(db, result)
+    if failing:
+        print(f"{failing} saved failure{'s' if failing != 1 else ''} still failing")
+    return failing
+
+
+def _print_failure(outcome: SeedOutcome, shrinking: bool = False) -> None:
+    first, *rest = outcome.failing.items()
+    if outcome.refused:
+        print(f"refused gen-{outcome.seed}  {first[1]}")
+        return
+    print(f"FAIL gen-{outcome.seed}  {first[0]} {first[1]}" + (f" (+{', '.join(c for c, _ in rest)})" if rest else ""))
+    print(f"     written to {outcome.path}")
+    if outcome.shrunk is not None:
+        s = outcome.shrunk
+        note = "" if s.reproduces else " (NOTE: the file, with turns renumbered, does not reproduce; the in-memory shrink did)"
+        print(f"     shrunk {s.original} -> {s.events} events: {s.path}{note}")
+        if s.other:
+            print(f"     NOTE: the shrunk scenario fails {outcome.key[0]} another way: {s.other}")
+            print(f"     the original: {outcome.message}")
+    elif shrinking and not outcome.broken:
+        print(f"     not shrunk: the same failure as an earlier seed's ({outcome.key[0]} {outcome.key[1]})")
+
+
+def add_arguments(fuzz: argparse.ArgumentParser) -> None:
+    fuzz.add_argument("--seeds", required=True, help="A:B, the seeds A <= seed < B")
+    add_gateway_option(fuzz)
+    fuzz.add_argument("-j", "-n", "--jobs", dest="workers", help="worker processes, or 'auto' (default 1)")
+    fuzz.add_argument("--shard", help="I/N: run only every N-th seed, starting at the I-th (1-based)")
+    fuzz.add_argument("--time-budget", help="stop taking new seeds after this long: 60s, 10m, or seconds (90)")
+    fuzz.add_argument("--out", default="fuzz-failures", help="where failing scenarios go (default fuzz-failures)")
+    fuzz.add_argument("--profile", default="default", choices=sorted(PROFILES))
+    fuzz.add_argument("--no-shrink", action="store_true", help="write failures without shrinking them")
+    add_failure_db_option(fuzz)
+    fuzz.add_argument("--max-failures", type=int, metavar="N",
+                      help="stop after N distinct failures (by first check and violation; each is shrunk once)")
+    fuzz.add_argument("--strict", action="store_true", help="a check that examined nothing (vacuous) fails")
+    fuzz.add_argument("--crash-points", action="store_true",
+                      help="also crash the gateway inside steps, at a seeded random subset of the crash points it "
+                           "declares (off by default: results for existing seeds stay comparable)")
+    fuzz.add_argument("--findings-ok", action="store_true",
+                      help="failed checks are findings to report (exit 0); gateway errors and timeouts exit 1, "
+                           "except NotImplementedError at start (a config the gateway says it cannot drive)")
+    add_isolation_options(fuzz)
+    fuzz.set_defaults(func=cmd_fuzz, parser=fuzz)

@@ -1,0 +1,204 @@
+"""What the commands print: a scenario's line, the verdict table, the summary line, progress, and
+the exit code a list of results gives."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from conformance.harness.failure_db import FailureDB
+from conformance.harness.runner import RunResult
+from conformance.harness.suite import XPASS_PREFIX, load_all, outcome, vacuous_checks, vacuous_note
+from conformance.harness.verdict import CHECK_IDS, CHECKER_ERROR, FAILING, Verdict
+from sessiongate import ExitCode
+from sim.document import ScenarioError
+from sim.scenario import Scenario
+
+SYMBOL = {"pass": ".", "fail": "F", "xfail": "x", "xpass": "X", "error": "E", "timeout": "T", "skip": "s", "checker-error": "!"}
+
+
+def cannot_start(result: RunResult) -> bool:
+    """It failed before the scenario's first event (a handshake that timed out, a factory that
+    raised): every other scenario would fail the same way, each after the same wait. A refusal
+    (NotImplementedError at start: a config it says it cannot drive) is about its scenario."""
+    failure = result.failure
+    return failure is not None and failure.step == 0 and failure.event != "determinism" and not failure.refused
+
+
+def skipped_note(result: RunResult) -> str:
+    """A scenario can pass with its key event skipped: say so on its line, not only in `replay`.
+    Skipped are events the gateway declares unsupported, a stop while it is down and a restart
+    while it runs (a scenario that does not say what its author meant)."""
+    if result.skipped:
+        return f" (not judged: {result.skipped})"
+    unsupported = result.profile.unsupported
+    why = []
+    for r in result.records:
+        if r.kind == "skipped":
+            event = r.d("event")
+            if event == "muted":
+                why.append("muted, unsupported: delivered plain")
+            elif event in unsupported:
+                why.append(f"{event}, unsupported")
+            elif event == "restart":
+                why.append("restart while running")
+            elif event == "crash_at":
+                why.append("crash_at, a point the gateway does not declare")
+            else:
+                why.append(f"{event} while down")
+    if not why:
+        return ""
+    return f" ({len(why)} event{'s' if len(why) != 1 else ''} skipped: {'; '.join(dict.fromkeys(why))})"
+
+
+def scenario_line(result: RunResult, *, every_violation: bool = False, expectations: str = "") -> list[str]:
+    """A scenario's outcome and, below it, why. `every_violation` lists each violation (replay);
+    otherwise the first, and how many more (run). `expectations` names the file behind an xpass."""
+    word = outcome(result)
+    hollow = vacuous_note(result) if word == "pass" else ""  # a pass that judged less than it seems
+    lines = [f"{word:<5} {result.scenario.name}{skipped_note(result)}{hollow}"]
+    if result.failure is not None:
+        lines.append(f"      {result.failure.describe()}")
+        # The last line repeats the message; a stack from another language may say "at" itself.
+        frames = [f.strip().removeprefix("at ").strip() for f in result.failure.traceback[:-1]]
+        if frames:
+            lines.append(f"      at {' > '.join(frames)}")
+        return lines
+    broken: dict[str, list[str]] = {}  # a checker error's reason -> the checks it stands for (the oracle's: all)
+    for check, verdict in result.verdicts.items():
+        if verdict.status == CHECKER_ERROR:
+            broken.setdefault(verdict.reason, []).append(check)
+        elif verdict.status == "xpass":
+            lines.append(f"      {check} {unexpected_pass(verdict, expectations)}")
+        elif verdict.status != "fail":
+            continue
+        elif every_violation and verdict.violations:
+            lines += [f"      {check} {violation.message}" for violation in verdict.violations]
+        elif len(verdict.violations) > 1:
+            more = len(verdict.violations) - 1
+            lines.append(f"      {check} {verdict.violations[0].message} (+{more} more: replay or --report lists all)")
+        else:
+            lines.append(f"      {check} {verdict.summary}")
+    lines += [f"      {','.join(checks)} {reason}" for reason, checks in broken.items()]
+    return lines
+
+
+def unexpected_pass(verdict: Verdict, expectations: str = "") -> str:
+    """An xpass in words: the check passed, and the file that says it fails is the one to edit."""
+    where = shown_path(expectations) if expectations else "the expectations file"
+    return f"passed, but {where} says it fails: {verdict.reason.removeprefix(XPASS_PREFIX)}"
+
+
+def shown_path(path: str) -> str:
+    """`path` relative to the working directory when it is under it: short, and still exact."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return path
+
+
+def verdict_table(results: list[RunResult]) -> list[str]:
+    width = max((len(r.scenario.name) for r in results), default=8)
+    lines = [f"{'scenario':<{width}}  " + " ".join(f"{c:>2}" for c in CHECK_IDS)]
+    for result in results:
+        cells = " ".join(f"{SYMBOL[result.verdicts[c].status] if c in result.verdicts else 'E':>2}" for c in CHECK_IDS)
+        lines.append(f"{result.scenario.name:<{width}}  {cells}")
+    lines.append("(. pass  F fail  x expected failure  X unexpected pass  E error  T timeout  s skip  ! checker error)")
+    return lines
+
+
+def summary_line(results: list[RunResult], unloaded: int = 0) -> str:
+    words = [outcome(r) for r in results]
+    failed = sum(1 for w in words if w in FAILING)
+    line = f"{len(results)} scenarios, {words.count('pass')} passed, {failed} failed"
+    if broken := words.count("error") + words.count("timeout"):  # the gateway, not a check, failed these
+        line += f" ({broken} gateway error{'s' if broken != 1 else ''})"
+    if words.count("xfail"):
+        line += f", {words.count('xfail')} expected failures"
+    if words.count("skip"):  # neither passed nor failed: not judged (an unsupported feature)
+        line += f", {words.count('skip')} skipped"
+    if unloaded:
+        line += f", {unloaded} file{'s' if unloaded != 1 else ''} not loaded"
+    if checker := words.count(CHECKER_ERROR):  # neither passed nor failed: a check could not judge them
+        line += f", {checker} checker error{'s' if checker != 1 else ''} (a sessiongate bug)"
+    if vacuous := vacuous_checks(results):
+        line += f"; {vacuous} check{'s' if vacuous != 1 else ''} vacuous (examined nothing)"
+    return line
+
+
+def exit_code(results: list[RunResult], unloaded: int = 0) -> int:
+    """CHECKER_ERROR if a check raised on any run (the verdicts are incomplete), else FAILED if
+    anything unexpected failed or a file did not load, else OK."""
+    words = {outcome(r) for r in results}
+    if CHECKER_ERROR in words:
+        return ExitCode.CHECKER_ERROR
+    return ExitCode.FAILED if unloaded or words & set(FAILING) else ExitCode.OK
+
+
+def saved_failures(db: FailureDB | None) -> list[Scenario]:
+    """The gateway's saved failures (`conformance.harness.failure_db`), to run first, said in one line;
+    a saved file that no longer loads is said and skipped, never the run's error."""
+    if db is None:
+        return []
+    saved, broken = load_all(db.saved())
+    for error in broken:
+        print(f"warning: skipping a saved failure that does not load: {error}", file=sys.stderr)
+    if saved:
+        print(f"replaying {len(saved)} saved failure{'s' if len(saved) != 1 else ''} first ({db.shown()}; "
+              "--no-failure-db skips them)")
+    return saved
+
+
+def forget_if_fixed(db: FailureDB | None, result: RunResult) -> None:
+    """A saved failure that passes now leaves the database."""
+    if db is not None and outcome(result) == "pass" and result.scenario.source:
+        db.forget(Path(result.scenario.source))
+        print(f"      {result.scenario.name} passes now: removed from {db.shown()}")
+
+
+def write_report(results: list[RunResult], directory: str | None, gateway: str,
+                  unloaded: list[ScenarioError] | None = None) -> None:
+    if not directory:
+        return
+    from reports import write_all  # here: the renderers cost a run that writes no report nothing
+
+    write_all(results, directory, gateway, unloaded or [])
+    print(f"report written to {directory}")
+
+
+class Progress:
+    """One progress line on stderr: rewritten in place on a terminal; otherwise (a CI log) every
+    tenth of the way and at least once a minute, so a long run never looks hung."""
+
+    QUIET_FOR = 60.0  # seconds without a line, at most, off a terminal
+
+    def __init__(self, total: int, what: str = "seeds") -> None:
+        self.total, self.what = total, what
+        self.started = time.monotonic()
+        self.tty = sys.stderr.isatty()
+        self.step = max(1, total // 10)
+        self.last = self.started
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def update(self, done: int, failed: int) -> None:
+        now = time.monotonic()
+        if not self.tty and done % self.step and done != self.total and now - self.last < self.QUIET_FOR:
+            return
+        self.last = now
+        rate = done / max(self.elapsed(), 1e-9)
+        line = f"{done}/{self.total} {self.what}, {rate:.1f} {self.what}/s, {failed} failed"
+        sys.stderr.write(f"\r{line}\x1b[K" if self.tty else line + "\n")
+        sys.stderr.flush()
+
+    def clear(self) -> None:
+        """Make room for a line on stdout (the terminal shares one screen)."""
+        if self.tty:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.tty:
+            sys.stderr.write("\n")

@@ -1,0 +1,76 @@
+"""`sessiongate update-expectations`: a gateway's expectations file rewritten from a run."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from conformance.cli.args import add_gateway_option, load_expectations, scenario_files
+from conformance.cli.lines import shown_path
+from conformance.harness.registry import expectation_names
+from conformance.harness.runner import DEFAULT_BUDGET, RunResult
+from conformance.harness.suite import EXPECTATIONS, Expectations, load_all, run_all
+from conformance.harness.verdict import CHECK_IDS
+from conformance.transport.factory import gateway_factory
+from sessiongate import ExitCode
+
+TODO_REASON = "TODO: what the gateway does, and where (file:function)"
+
+
+def expectation_lines(results: list[RunResult], old: Expectations) -> tuple[list[str], int]:
+    """One `SCENARIO CHECK SIGNATURE  # reason` line per distinct violation of every failing
+    check, in run order; each keeps the reason its signature (or, from an unsigned line, its
+    check) had, else a TODO for a person to fill. Also returns how many are TODO."""
+    lines: list[str] = []
+    todo = 0
+    for result in results:
+        for check in CHECK_IDS:
+            verdict = result.verdicts.get(check)
+            key = (result.scenario.name, check)
+            entries = old.signed.get(key, {})
+            seen: set[str] = set()
+            if verdict is not None and verdict.status in ("fail", "xfail"):
+                for signature in dict.fromkeys(v.signature for v in verdict.violations):
+                    bare = signature.split(" [not expected", 1)[0]
+                    mark = "?" if f"{bare}?" in entries else ""  # a may-occur entry stays one
+                    reason = entries.get(bare + mark) or old.pairs.get(key)
+                    todo += reason is None
+                    seen.add(bare + mark)
+                    lines.append(f"{key[0]} {check} {bare}{mark}  # {reason or TODO_REASON}")
+            # A may-occur entry this run did not show is kept: it may occur in the next.
+            lines += [f"{key[0]} {check} {s}  # {r}" for s, r in entries.items() if s.endswith("?") and s not in seen]
+    return lines, todo
+
+
+def cmd_update_expectations(args: argparse.Namespace) -> int:
+    """Run the scenarios, then rewrite the gateway's expectations file from what failed (as
+    web-platform-tests' `wpt update-expectations`): reasons carry over, new lines get a TODO."""
+    factory = gateway_factory(args)
+    paths = scenario_files(args.paths)
+    old = load_expectations(args.gateway, args.expectations)
+    target = Path(args.expectations or old.source or EXPECTATIONS / f"{expectation_names(args.gateway)[0]}.txt")
+    scenarios, errors = load_all(paths)
+    for error in errors:
+        print(f"error {error}", file=sys.stderr)
+    if errors:
+        return ExitCode.USAGE
+    results = [Expectations({}).apply(r) for r in run_all(scenarios, factory, args.gateway, None, args.budget)]
+    broken = [r for r in results if r.failure is not None]
+    for result in broken:
+        print(f"{result.failure.kind} {result.scenario.name}: {result.failure.describe()}", file=sys.stderr)  # type: ignore[union-attr]
+    header = [line for line in (target.read_text(encoding="utf-8").splitlines() if target.exists() else [])
+              if line.startswith("#")]
+    lines, todo = expectation_lines(results, old)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text("\n".join([*header, *lines]) + "\n", encoding="utf-8")
+    print(f"wrote {shown_path(str(target))}: {len(lines)} expected failures ({todo} with a TODO reason)"
+          + (f"; {len(broken)} scenarios errored and are not listed" if broken else ""))
+    return ExitCode.FAILED if broken else ExitCode.OK
+
+
+def add_arguments(update: argparse.ArgumentParser) -> None:
+    update.add_argument("paths", nargs="*", help="scenario files or folders (default: the built-in catalog)")
+    add_gateway_option(update, "gateway name, NAME:ARG or MODULE:FACTORY (default: reference)")
+    update.add_argument("--expectations", help="the file to rewrite (default: the gateway's own, as run finds it)")
+    update.set_defaults(func=cmd_update_expectations, isolate=False, step_timeout=10.0, memory_mb=4096, budget=DEFAULT_BUDGET)

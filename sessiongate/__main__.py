@@ -1,0 +1,5 @@
+"""`python -m sessiongate`: the `sessiongate` command."""
+
+from conformance.cli import main
+
+raise SystemExit(main())
