@@ -493,6 +493,3 @@ class Gateway(Protocol):
     def resources(self) -> Resources:
         """What the gateway holds right now (cached agents, live tasks)."""
         ...
-
-
-GatewayFactory = Callable[[], Gateway]

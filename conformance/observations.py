@@ -60,19 +60,6 @@ def ingested_halves(record: Obs) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return record.turns, record.turns if replies is None else tuple(replies)
 
 
-# Kinds of record. Inputs are what the harness did; the rest is what the gateway did,
-# as seen by the harness's observers.
-INPUT_KINDS = frozenset(
-    {"scenario", "message", "command", "delegate", "advance", "sigterm", "crash", "restart",
-     "delete_session", "delete_parent", "db_locked", "backend_fail", "backend_slow", "checkpoint", "quiesce", "skipped"}
-)
-OUTPUT_KINDS = frozenset(
-    {"llm_request", "reply", "sync_turn", "on_session_end", "on_session_switch", "memory_shutdown",
-     "ingest", "ingest_failed", "ingest_busy", "on_session_finalize", "on_session_reset", "durable", "resources", "threads", "note",
-     "error"}
-)
-
-
 Step = int | str  # a scenario event's number, or "k.n" for the n-th callback after event k (see Obs)
 
 
@@ -298,18 +285,6 @@ def _reordered(old: tuple[tuple[str, bool], ...], new: tuple[tuple[str, bool], .
     if idle:
         detail["idle"] = idle
     return detail
-
-
-def _common_prefix(a: tuple[Any, ...], b: tuple[Any, ...]) -> int:
-    """How many leading items `a` and `b` share (binary search on slices: compared in C)."""
-    lo, hi = 0, min(len(a), len(b))
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if a[:mid] == b[:mid]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
 
 
 class CacheReplay:

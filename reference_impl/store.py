@@ -261,10 +261,6 @@ class Store:
             self._seen_seq = seq
         return {session: tuple(rows) for session, rows in seen.items()}
 
-    def parent_of(self, session_id: str) -> str | None:
-        row = self.db.execute("SELECT parent_id FROM sessions WHERE id = ?", (session_id,)).fetchone()
-        return row[0] if row else None
-
     def delete_session(self, session_id: str, *, keep_children: bool = False) -> None:
         """What another surface does. `keep_children` deletes with foreign keys off, as the
         sqlite3 shell does by default: the row and its messages go, its children dangle."""

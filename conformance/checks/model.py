@@ -246,13 +246,6 @@ class RunModel:
             table[session] = [t.reply_index for t in self.acked_by_session.get(session, [])]
         return table[session]
 
-    def down_at(self, t: int) -> int | None:
-        """If the gateway was stopped at `t`, when it came back (None if it was up)."""
-        for down, up in self.stopped_at:
-            if down <= t < up:
-                return up
-        return None
-
     # -- building ---------------------------------------------------------------------
 
     @staticmethod
