@@ -119,7 +119,7 @@ def test_the_project_imports_without_a_cycle() -> None:
 
 
 def test_every_project_import_names_a_module_of_the_tree() -> None:
-    """A stale path (`conformance.fuzz` after the move) would import an installed copy, or fail late."""
+    """A stale path (a module since moved) would import an installed copy, or fail late."""
     known = modules()
     stale = []
     for path in known.values():
