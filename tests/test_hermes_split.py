@@ -24,15 +24,15 @@ def frame(name: str, path: str, line: int = 1) -> str:
     return f"{name} ({path}:{line})"
 
 
-RUNNER = frame("run_scenario", "/repo/conformance/runner.py")
-SETTLE = frame("Generation.settle", "/repo/conformance/adapters/hermes_runtime.py")
+RUNNER = frame("run_scenario", "/repo/conformance/harness/runner.py")
+SETTLE = frame("Generation.settle", "/repo/conformance/adapters/hermes/runtime.py")
 LOOP = frame("BaseEventLoop._run_once", "/usr/lib/python3.11/asyncio/base_events.py")
 HANDLE = frame("GatewayRunner._handle_message", f"{SITE}/gateway/run.py")
 LOAD = frame("load_config", f"{SITE}/hermes_cli/config.py")
-COPY = frame("_copy_config", "/repo/conformance/adapters/hermes_seams.py")
+COPY = frame("_copy_config", "/repo/conformance/adapters/hermes/seams.py")
 NOW = frame("fake_time", f"{SITE}/freezegun/api.py")
 JUDGE = frame("judge", "/repo/conformance/checks/__init__.py")
-ENTER = frame("FrozenClock.enter", "/repo/conformance/adapters/hermes_clock.py")
+ENTER = frame("FrozenClock.enter", "/repo/conformance/adapters/hermes/clock.py")
 START = frame("_freeze_time.start", f"{SITE}/freezegun/api.py")
 WAIT = frame("Condition.wait", "/usr/lib/python3.11/threading.py")
 IMPORT = frame("_find_and_load", "<frozen importlib._bootstrap>")
