@@ -27,8 +27,11 @@ SETTINGS: dict[str, str] = {
     "muted": "a muted message is delivered as a plain one (logged unmuted, with a `skipped` record)",
     "daily_min_idle_minutes": "a scenario whose config uses it is skipped whole (outcome `skip`)",
 }
-FEATURES: frozenset[str] = EVENT_KINDS | frozenset(SETTINGS)
-"""Every name `Profile.unsupported` may hold: the event kinds and the settings of `SETTINGS`."""
+UNSUPPORTED_COMMANDS = frozenset({"/resume"})
+"""Commands a gateway may lack (OpenClaw has no /resume): each such command event is skipped."""
+FEATURES: frozenset[str] = EVENT_KINDS | frozenset(SETTINGS) | UNSUPPORTED_COMMANDS
+"""Every name `Profile.unsupported` may hold: the event kinds, the settings of `SETTINGS` and the
+commands of `UNSUPPORTED_COMMANDS`."""
 
 
 def config_features(config: GatewayConfig) -> frozenset[str]:

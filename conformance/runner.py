@@ -418,6 +418,9 @@ class Run:
         if kind in self.profile.unsupported:
             self.log.add("skipped", event=kind, reason="the gateway declares it cannot take this event")
             return
+        if isinstance(event, Command) and event.name in self.profile.unsupported:
+            self.log.add("skipped", event=event.name, reason="the gateway declares it has no such command")
+            return
         with suppress(_Died):  # a crash point killed it mid-event: the run goes on as after any crash
             self._apply_event(event, kind)
         self._sample_resources()
