@@ -12,6 +12,12 @@ import module from "node:module";
 const protocolWrite = process.stdout.write.bind(process.stdout);
 globalThis.__sgProtocolWrite = (line) => protocolWrite(line);
 process.stdout.write = process.stderr.write.bind(process.stderr);
+if (process.env.SG_OC_DEBUG) { // a file that also gets everything OpenClaw prints (the parent keeps stderr to itself)
+  const fs = await import("node:fs");
+  const write = process.stderr.write.bind(process.stderr);
+  process.stderr.write = (chunk, ...rest) => { fs.appendFileSync(process.env.SG_OC_DEBUG, chunk); return write(chunk, ...rest); };
+  process.stdout.write = process.stderr.write;
+}
 globalThis.__sgReal = { setTimeout, clearTimeout, setImmediate, dateNow: Date.now.bind(Date) };
 const start = Date.parse("2000-01-01T00:00:00Z"); // moved to the scenario's start before any OpenClaw code runs a step
 const shared = new Float64Array(new SharedArrayBuffer(8));

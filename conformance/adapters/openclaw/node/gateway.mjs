@@ -24,7 +24,10 @@ const HERE = path.dirname(fileURLToPath(import.meta.url));
 const STEP_WALL_MS = Number(process.env.SG_OC_STEP_WALL_MS || 300000);
 const QUIET_MS = Number(process.env.SG_OC_QUIET_MS || 250); // wall time with no OpenClaw activity that ends a step
 const BLOCKED_MS = Number(process.env.SG_OC_BLOCKED_MS || 3000); // a dispatch neither done nor asking the model this long is queued
-const log = (...a) => process.stderr.write(`[sg-openclaw] ${a.join(" ")}\n`);
+const log = (...a) => {
+  const line = `[sg-openclaw] ${a.join(" ")}\n`;
+  process.stderr.write(line);
+};
 
 // ---------- the wire ----------------------------------------------------------------------
 const inbox = [];
@@ -68,15 +71,21 @@ async function settle(what, ready) {
     const now = real.dateNow();
     if (activity !== seen) { seen = activity; quietSince = now; }
     if (now - quietSince >= QUIET_MS && ready(now - quietSince)) return;
+    if (process.env.SG_OC_DEBUG && now - quietSince >= 1000 && !settle.dumped) {
+      settle.dumped = true;
+      log(`quiet in ${what}; virtual timers:`, Object.values(clock.timers ?? {}).map((t) => `${t.callAt - clock.now}ms${t.interval ? "/" + t.interval : ""} ${String(t.func).slice(0, 160).replace(/\s+/g, " ")}`).join("\n  "));
+    }
     if (now - start > STEP_WALL_MS) throw new Error(`OpenClaw did not settle within ${STEP_WALL_MS} ms of wall clock: ${what}`);
   }
 }
+/** Move virtual time to `now`. A jump moves Date, and OpenClaw's own timers keep the time they had
+ * left (fake-timers setSystemTime): firing each on the way would expire OpenClaw's state lease,
+ * whose heartbeat is renewed by a worker thread on real time (src/state/openclaw-state-lease.ts),
+ * and every later store write would fail as "another OpenClaw process owns state-lifecycle". */
 async function advanceTo(now) {
   if (now > clock.now) {
-    let done = false, failed;
-    clock.tickAsync(now - clock.now).then(() => { done = true; }, (e) => { done = true; failed = e; });
-    while (!done) await new Promise((resolve) => real.setImmediate(resolve));
-    if (failed) throw failed;
+    clock.setSystemTime(now);
+    await pump();
   }
 }
 
@@ -92,14 +101,18 @@ const server = http.createServer((req, res) => {
     activity++;
     let request = {};
     try { request = JSON.parse(body); } catch { /* an empty body asks nothing */ }
-    const messages = (request.messages || []).filter((m) => m.role === "user" || m.role === "assistant").map(textOf);
+    // OpenClaw appends its internal context as a user message of its own after the user's.
+    const messages = (request.messages || []).filter((m) => m.role === "user" || m.role === "assistant").map(textOf)
+      .filter((text) => !text.startsWith("<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>"));
     const last = messages.at(-1) ?? "";
     const tag = tagsOf(last).at(-1);
     const chat = tag ? turnChat.get(tag) : undefined;
+    if (process.env.SG_OC_DEBUG) log(`model request at ${new Date().toISOString()}: tag=${tag} chat=${chat} body=${JSON.stringify(request.messages?.slice(1))}`);
     if (!chat || !scenario) { // not a conversation turn (a slug or title request): answer it at once
       return reply(res, request, "ok");
     }
     try {
+      await collectMemoryFiles(false); // a memory file written before this request ended its session first
       const session = labelOf(await currentSessionOf(chat));
       const id = await call("llm.request", { chat, session, prompt: messages });
       pendingReplies.set(id, { res, request, chat });
@@ -205,6 +218,7 @@ globalThis.__sgHook = async (name, event, ctx) => {
   if (!scenario) return;
   activity++;
   const id = event.sessionId ?? ctx.sessionId;
+  if (process.env.SG_OC_DEBUG) log(`hook ${name}: id=${id} event=${JSON.stringify(event).slice(0, 600)} ctx=${JSON.stringify(ctx).slice(0, 300)}`);
   if (name === "agent_end") { // the turn is over: what a memory provider's sync_turn sees
     const messages = (event.messages || []).filter((m) => m.role === "user" || m.role === "assistant");
     const user = [...messages].reverse().find((m) => m.role === "user");
@@ -215,6 +229,7 @@ globalThis.__sgHook = async (name, event, ctx) => {
   } else if (name === "session_end") { // plugin session_end: on_session_finalize of the segment that ended
     const ended = endedSegment(id);
     scenario.ended.set(id, ended);
+    await collectMemoryFiles(false); // a memory file already written ended the session before this hook
     await call("hooks.on_session_finalize", { session: labelOf(ended), reason: String(event.reason ?? "unknown") });
   } else if (name === "before_reset") {
     await note("openclaw before_reset", { session: labelOf(scenario.ended.get(id) ?? endedSegment(id)), reason: String(event.reason ?? "") });
@@ -223,6 +238,7 @@ globalThis.__sgHook = async (name, event, ctx) => {
       await call("recorder.on_session_end", { session: labelOf(scenario.ended.get(id) ?? endedSegment(id)), transcript });
     }
   } else if (name === "session_start") {
+    await collectMemoryFiles(false);
     await note("openclaw session_start", { session: labelOf({ id, segment: currentSegment(id) }) });
   }
 };
@@ -235,9 +251,9 @@ function endedSegment(id) {
   return { id, segment: last > marked ? last - 1 : last };
 }
 /** session-memory's artifacts: each file it wrote since the last step is one on_session_end. */
-async function collectMemoryFiles() {
-  if (MEMORY !== "session-memory") return;
-  await memoryHook?.flushSessionMemoryWritesForTest?.();
+async function collectMemoryFiles(flush = true) {
+  if (MEMORY !== "session-memory" || !scenario) return;
+  if (flush) await memoryHook?.flushSessionMemoryWritesForTest?.();
   const dir = path.join(scenario.workspace, "memory");
   if (!fs.existsSync(dir)) return;
   for (const file of fs.readdirSync(dir).sort()) {
@@ -253,6 +269,7 @@ async function collectMemoryFiles() {
 const unquote = (s) => { try { return JSON.parse(s); } catch { return s; } };
 
 // ---------- boot (once per process) -----------------------------------------------------------
+let messageCount = 0;
 let inbound = null, memoryHook = null, resetConfig = null, booted = false;
 const agentDb = {};
 async function boot() {
@@ -318,7 +335,7 @@ function writeConfig(dir, workspace, reset, byChannel, byType) {
       models: [{ id: "echo", name: "Echo", reasoning: false, input: ["text"], cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 }, contextWindow: 128000, maxTokens: 4096 }] } } },
     session: { dmScope: "per-channel-peer", reset, ...(Object.keys(byChannel).length ? { resetByChannel: byChannel } : {}), ...(Object.keys(byType).length ? { resetByType: byType } : {}) },
     hooks: { internal: { enabled: true, entries: { "session-memory": { enabled: true } } } },
-    plugins: { allow: ["sg-recorder"], load: { paths: [path.join(HERE, "sg-recorder")] }, entries: { "sg-recorder": { enabled: true } } },
+    plugins: { allow: ["sg-recorder"], load: { paths: [path.join(HERE, "sg-recorder")] }, entries: { "sg-recorder": { enabled: true, hooks: { allowConversationAccess: true } } } },
   };
   const file = path.join(dir, "openclaw.json");
   fs.writeFileSync(file, JSON.stringify(cfg, null, 2));
@@ -342,7 +359,7 @@ async function start(req) {
   resetConfig();
   const { getRuntimeConfig } = await import("openclaw/plugin-sdk/config-runtime");
   scenario = { dir, stateDir: path.join(dir, "state"), workspace, cfg: getRuntimeConfig(), open: [], memorySeen: new Set(), ended: new Map(),
-    rank: new Map(), keys: new Map(), resetRows: new Map(), mid: 0 };
+    rank: new Map(), keys: new Map(), resetRows: new Map() };
   if (req.resume) { // a respawn after a crash: what this process must know of the dead one's, from the store alone
     for (const file of fs.existsSync(path.join(workspace, "memory")) ? fs.readdirSync(path.join(workspace, "memory")) : []) scenario.memorySeen.add(file);
     for (const chat of req.resume.chats ?? []) scenario.keys.set(chat.name, sessionKeyOf(chat));
@@ -357,15 +374,17 @@ const sessionKeyOf = (chat) => `agent:main:${channelOf(chat)}:direct:${chat.name
 function deliver(chat, text) {
   const turn = { chat: chat.name, text, done: false, asked: false };
   for (const tag of tagsOf(text)) turnChat.set(tag, chat.name);
-  scenario.mid++;
+  messageCount++; // unique in the process: OpenClaw drops a message id it saw (its inbound dedupe outlives a scenario)
   const channel = channelOf(chat);
   const promise = inbound.dispatchInboundDirectDm({
     cfg: scenario.cfg, channel, channelLabel: channel, accountId: "default",
     peer: { kind: "direct", id: chat.name }, senderId: chat.name, senderAddress: `${channel}:${chat.name}`, recipientAddress: `${channel}:${chat.name}`,
-    conversationLabel: chat.name, rawBody: text, messageId: `m${scenario.mid}`, timestamp: Date.now(), commandAuthorized: true,
+    conversationLabel: chat.name, rawBody: text, messageId: `m${messageCount}`, timestamp: Date.now(), commandAuthorized: true,
     deliver: async (payload) => {
       activity++;
+      if (process.env.SG_OC_DEBUG) log(`deliver to ${chat.name}: ${JSON.stringify(payload).slice(0, 400)}`);
       if (!payload?.text) return;
+      await collectMemoryFiles(false);
       const session = labelOf(await currentSessionOf(chat.name));
       await call("platform.send_reply", { chat: chat.name, session, text: payload.text });
     },
@@ -379,7 +398,10 @@ function deliver(chat, text) {
 }
 /** A step is over when every turn is done, waiting for its model reply, or queued behind one. */
 async function endStep(what) {
-  await settle(what, (quiet) => scenario.open.every((t) => t.done || t.asked) || quiet >= BLOCKED_MS);
+  // A turn neither done nor asking the model is still being worked on (OpenClaw's SQLite workers
+  // take seconds of CPU the adapter cannot see), unless it queues behind a turn of its chat that is.
+  const queued = (t) => scenario.open.some((o) => o !== t && o.chat === t.chat && o.asked && !o.done);
+  await settle(what, (quiet) => scenario.open.every((t) => t.done || t.asked || (queued(t) && quiet >= BLOCKED_MS)));
   await collectMemoryFiles();
   await calls;
   const failed = scenario.open.find((t) => t.error);
