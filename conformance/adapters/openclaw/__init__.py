@@ -10,6 +10,8 @@ OpenClaw onto the contract and what it cannot drive.
 
 from __future__ import annotations
 
+import atexit
+import itertools
 import os
 import shutil
 import tempfile
@@ -82,6 +84,7 @@ def _adapter_dir(root: Path) -> Path:
 
 
 _children: dict[tuple[str, str], ExecGateway] = {}  # one OpenClaw process per (release, memory) and run
+_agents = itertools.count(1)  # each scenario is an OpenClaw agent of its own in the process's state dir
 
 
 def _child(release: str, memory: str) -> ExecGateway:
@@ -89,20 +92,23 @@ def _child(release: str, memory: str) -> ExecGateway:
     if key not in _children:
         root = installed(release)
         adapter = _adapter_dir(root)
+        state = tempfile.mkdtemp(prefix="sg-openclaw-")  # the process's state dir; a respawn after a crash gets it back
+        if not os.environ.get("SG_OC_KEEP"):
+            atexit.register(shutil.rmtree, state, True)
         argv = [str(node_binary(release)), "--no-warnings", "--import", str(adapter / "clock.mjs"), str(adapter / "gateway.mjs")]
-        env = {"SG_OC_ROOT": str(root), "SG_OC_MEMORY": memory, "NO_COLOR": "1", "FORCE_COLOR": "0"}
+        env = {"SG_OC_ROOT": str(root), "SG_OC_MEMORY": memory, "SG_OC_STATE": state, "NO_COLOR": "1", "FORCE_COLOR": "0"}
         _children[key] = ExecGateway(argv, step_timeout=STEP_TIMEOUT, env=env, reuse=True)
     return _children[key]
 
 
 class OpenClawGateway:
-    """One scenario on the shared OpenClaw process: its own state dir; a crash kills the process
-    for real and the restart respawns it on the same state dir."""
+    """One scenario on the shared OpenClaw process, as an agent of its own (own workspace and
+    store); a crash kills the process for real and the restart respawns it on the same state dir."""
 
     def __init__(self, release: str, memory: str) -> None:
         self.release, self.memory = release, memory
         self.exec = _child(release, memory)
-        self.state_dir: str | None = None
+        self.agent = f"sg{next(_agents)}"
         self.config: GatewayConfig | None = None
         self.chats: dict[str, Any] = {}
 
@@ -113,15 +119,13 @@ class OpenClawGateway:
         return self.exec.profile(config)
 
     def start(self, config: GatewayConfig, harness: Harness, resume: bool = False) -> None:
-        if self.state_dir is None:
-            self.state_dir = tempfile.mkdtemp(prefix="sg-openclaw-")
         self.config = config
         if self.exec.proc is None:
             self.exec._spawn()
         self.exec.h = harness
         extra: dict[str, Any] = {"resume": {"chats": list(self.chats.values())}} if resume else {}
         self.exec._request("start", config=config_document(config), zone=harness.clock.zone.key,
-                           backends=sorted(harness.backends), seed=harness.seed, state_dir=self.state_dir, **extra)
+                           backends=sorted(harness.backends), seed=harness.seed, agent=self.agent, **extra)
 
     def deliver_message(self, message: Any) -> None:
         self.chats[message.chat.name] = chat_to_wire(message.chat)
@@ -144,9 +148,6 @@ class OpenClawGateway:
 
     def close(self) -> None:
         self.exec.close()
-        if self.state_dir is not None and not os.environ.get("SG_OC_KEEP"):
-            shutil.rmtree(self.state_dir, ignore_errors=True)
-        self.state_dir = None
 
 
 def openclaw(arg: str | None = None) -> OpenClawGateway:

@@ -143,15 +143,18 @@ function reply(res, request, text) {
 // Since 2026.8.1 a reset keeps the session id and appends a `reset` transcript row: a sessiongate
 // session is one segment between resets, named `ocN` (N: the id's rank by its session_windows
 // row, so names are the same in every run) and `ocN.K` for its K-th segment.
-let scenario = null; // {dir, stateDir, workspace, cfg, open: [], memorySeen: Set, ended: Map, segments: Map}
-const dbPath = () => path.join(scenario.stateDir, "agents/main/agent/openclaw-agent.sqlite");
-const legacyDir = () => path.join(scenario.stateDir, "agents/main/sessions");
+// Each scenario is an OpenClaw agent of its own (agents.list, `default: true`), with its own
+// workspace and store under the process's state dir: OpenClaw cannot move its state dir in a
+// running process (its shared state database and leases stay bound to the first one).
+let scenario = null; // {agent, stateDir, workspace, cfg, open, memorySeen, ended, rank, keys, resetRows}
+const dbPath = () => path.join(scenario.stateDir, `agents/${scenario.agent}/agent/openclaw-agent.sqlite`);
+const legacyDir = () => path.join(scenario.stateDir, `agents/${scenario.agent}/sessions`);
 function readStore() {
   const store = { ids: [], segments: new Map(), routing: [] }; // segments: id -> [[role, content]...] per segment
   if (fs.existsSync(dbPath())) {
     // OpenClaw's own open handle when it has one: a second connection's sidecars trip its WAL
     // split-brain guard (src/infra/sqlite-wal-split-brain.ts), which SIGKILLs the process.
-    const own = agentDb.ifOpen?.({ agentId: "main", env: process.env })?.db;
+    const own = agentDb.ifOpen?.({ agentId: scenario.agent, env: process.env })?.db;
     const db = own ?? new DatabaseSync(dbPath(), { readOnly: true });
     try {
       const tables = new Set(db.prepare("select name from sqlite_master where type = 'table'").all().map((r) => r.name));
@@ -276,14 +279,15 @@ async function boot() {
   if (booted) return;
   const dist = fs.realpathSync(path.join(ROOT, "node_modules/openclaw/dist"));
   const regions = new Regions(dist, path.join(ROOT, "regions.json"));
-  const bootDir = fs.mkdtempSync(path.join(process.env.SG_OC_TMP || "/tmp", "sg-openclaw-boot-"));
+  const bootDir = process.env.SG_OC_STATE;
+  if (!bootDir) throw new Error("gateway.mjs needs SG_OC_STATE, the process's state dir (the Python side makes one per process)");
+  Object.assign(process.env, { HOME: path.join(bootDir, "home"), OPENCLAW_STATE_DIR: path.join(bootDir, "state"), OPENCLAW_CONFIG_PATH: path.join(bootDir, "openclaw.json") });
+  fs.mkdirSync(path.join(bootDir, "home"), { recursive: true });
   const workspace = path.join(bootDir, "workspace");
   fs.mkdirSync(workspace, { recursive: true });
   await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
   agentDb.ifOpen = await regions.load("src/state/openclaw-agent-db.ts", "getOpenClawAgentDatabaseIfOpen");
-  agentDb.closeAll = await regions.load("src/state/openclaw-agent-db.ts", "closeOpenClawAgentDatabasesForTest");
-  agentDb.closeState = await regions.load("src/state/openclaw-state-db-cache.ts", "closeOpenClawStateDatabase");
-  const cfg = writeConfig(bootDir, workspace, { mode: "none" }, {}, {});
+  const cfg = writeConfig("main", workspace, { mode: "none" }, {}, {});
   resetConfig = await regions.load("src/config/runtime-snapshot.ts", "resetConfigRuntimeState");
   const { getRuntimeConfig } = await import("openclaw/plugin-sdk/config-runtime");
   const config = getRuntimeConfig();
@@ -327,38 +331,37 @@ function policyOf(p) {
   if (p.mode === "daily") return { mode: "daily", atHour: p.at_hour ?? 4 };
   return { mode: "daily", atHour: p.at_hour ?? 4, idleMinutes: p.idle_minutes ?? 1440 };
 }
-function writeConfig(dir, workspace, reset, byChannel, byType) {
+function writeConfig(agent, workspace, reset, byChannel, byType) {
   const port = server.address()?.port ?? 9;
   const cfg = {
-    agents: { defaults: { model: { primary: "fake/echo" }, workspace, userTimezone: process.env.TZ || "UTC", skipBootstrap: true } },
+    agents: { defaults: { model: { primary: "fake/echo" }, workspace, userTimezone: process.env.TZ || "UTC", skipBootstrap: true },
+      list: [{ id: agent, default: true, workspace }] },
     models: { mode: "replace", providers: { fake: { baseUrl: `http://127.0.0.1:${port}/v1`, apiKey: "sk-fake", api: "openai-completions",
       models: [{ id: "echo", name: "Echo", reasoning: false, input: ["text"], cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 }, contextWindow: 128000, maxTokens: 4096 }] } } },
     session: { dmScope: "per-channel-peer", reset, ...(Object.keys(byChannel).length ? { resetByChannel: byChannel } : {}), ...(Object.keys(byType).length ? { resetByType: byType } : {}) },
     hooks: { internal: { enabled: true, entries: { "session-memory": { enabled: true } } } },
     plugins: { allow: ["sg-recorder"], load: { paths: [path.join(HERE, "sg-recorder")] }, entries: { "sg-recorder": { enabled: true, hooks: { allowConversationAccess: true } } } },
   };
-  const file = path.join(dir, "openclaw.json");
-  fs.writeFileSync(file, JSON.stringify(cfg, null, 2));
-  Object.assign(process.env, { HOME: path.join(dir, "home"), OPENCLAW_STATE_DIR: path.join(dir, "state"), OPENCLAW_CONFIG_PATH: file });
-  fs.mkdirSync(path.join(dir, "home"), { recursive: true });
+  fs.writeFileSync(process.env.OPENCLAW_CONFIG_PATH, JSON.stringify(cfg, null, 2));
   return cfg;
 }
 
 // ---------- the steps ----------------------------------------------------------------------------
 const PROFILE_UNSUPPORTED = ["delegate", "delete_parent", "db_locked", "muted", "daily_min_idle_minutes", "/resume"];
 async function start(req) {
-  const dir = req.state_dir;
-  if (!dir) throw new Error("start needs state_dir (the Python side, conformance/adapters/openclaw, passes it)");
+  const agent = req.agent;
+  if (!/^[a-z][a-z0-9-]*$/.test(agent ?? "")) throw new Error("start needs agent, the scenario's agent id (the Python side, conformance/adapters/openclaw, passes it)");
+  const dir = path.join(process.env.SG_OC_STATE, "scenarios", agent);
   process.env.TZ = req.zone;
   clock.setSystemTime(req.now);
   const workspace = path.join(dir, "workspace");
   fs.mkdirSync(workspace, { recursive: true });
   const byChannel = Object.fromEntries(Object.entries(req.config.reset_by_platform ?? {}).map(([k, p]) => [k, policyOf(p)]));
   const byType = Object.fromEntries(Object.entries(req.config.reset_by_chat_type ?? {}).map(([k, p]) => [CHAT_TYPES[k] ?? k, policyOf(p)]));
-  writeConfig(dir, workspace, policyOf(req.config.reset), byChannel, byType);
+  writeConfig(agent, workspace, policyOf(req.config.reset), byChannel, byType);
   resetConfig();
   const { getRuntimeConfig } = await import("openclaw/plugin-sdk/config-runtime");
-  scenario = { dir, stateDir: path.join(dir, "state"), workspace, cfg: getRuntimeConfig(), open: [], memorySeen: new Set(), ended: new Map(),
+  scenario = { agent, stateDir: process.env.OPENCLAW_STATE_DIR, workspace, cfg: getRuntimeConfig(), open: [], memorySeen: new Set(), ended: new Map(),
     rank: new Map(), keys: new Map(), resetRows: new Map() };
   if (req.resume) { // a respawn after a crash: what this process must know of the dead one's, from the store alone
     for (const file of fs.existsSync(path.join(workspace, "memory")) ? fs.readdirSync(path.join(workspace, "memory")) : []) scenario.memorySeen.add(file);
@@ -370,7 +373,7 @@ async function start(req) {
 }
 const channelOf = (chat) => (chat.platform === "cli" ? "telegram" : chat.platform);
 /** The key OpenClaw routes a DM by (dmScope per-channel-peer; src/routing/session-key.ts). */
-const sessionKeyOf = (chat) => `agent:main:${channelOf(chat)}:direct:${chat.name.toLowerCase()}`;
+const sessionKeyOf = (chat) => `agent:${scenario.agent}:${channelOf(chat)}:direct:${chat.name.toLowerCase()}`;
 function deliver(chat, text) {
   const turn = { chat: chat.name, text, done: false, asked: false };
   for (const tag of tagsOf(text)) turnChat.set(tag, chat.name);
@@ -433,11 +436,7 @@ async function handle(req) {
     case "delete_session_row": deleteSession(req.session); return null;
     case "durable_state": return durableState();
     case "resources": return { cached: [], running: 0 };
-    case "reset": // the scenario is over: OpenClaw lets go of its store before the state dir is removed
-      if (scenario) {
-        try { agentDb.closeAll(scenario.stateDir); agentDb.closeState({ env: process.env }); } catch (e) { log("closing the store:", e.message); }
-        await waitFor(Promise.resolve(), "closing the store");
-      }
+    case "reset": // the scenario is over; its agent's store stays until the process ends
       scenario = null;
       return null;
     default: throw new Error(`unknown op ${req.op}`);
