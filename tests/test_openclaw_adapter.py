@@ -108,3 +108,35 @@ events:
     assert "llm_request" in kinds and "on_session_end" in kinds
     final = [o for o in result.records if o.kind == "durable"][-1]
     assert [s["id"] for s in final.detail["sessions"]] == ["oc1", "oc1.2"]
+
+
+PROVIDERS = """
+name: providers-left-out
+start: 2026-03-02T09:00
+config: {reset: {mode: idle, idle_minutes: 30}, providers: [{name: hindsight, retain_every_n_turns: 3}]}
+events:
+  - message: alice
+  - advance: 31m
+  - message: alice
+"""
+
+
+class NoProviders(ReferenceGateway):
+    """The reference, declaring no memory providers of its own (as OpenClaw does): it ships
+    nothing to hindsight, and the scenario is judged with the recorder alone."""
+
+    def profile(self, config):  # type: ignore[no-untyped-def]
+        return replace(super().profile(config), unsupported=frozenset({"providers"}))
+
+    def start(self, config, harness):  # type: ignore[no-untyped-def]
+        assert config.providers == () and "hindsight" not in harness.backends
+        super().start(config, harness)
+
+
+def test_providers_declared_unsupported_are_left_out_and_said_so() -> None:
+    result = run_scenario(load_text(PROVIDERS), NoProviders())
+    skipped = [o.detail for o in result.records if o.kind == "skipped"]
+    assert skipped == [{"scope": "config", "features": ["providers"], "providers": ["hindsight"],
+                        "reason": "the gateway declares no memory providers: the scenario runs with the recorder alone"}]
+    assert all(v.status == "pass" for v in result.verdicts.values()), result.verdicts
+    assert not any(o.kind == "ingest" and o.detail.get("backend") == "hindsight" for o in result.records)

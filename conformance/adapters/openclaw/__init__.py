@@ -20,6 +20,7 @@ from typing import Any
 
 from conformance.adapter import Harness, Profile
 from conformance.exec_gateway import ExecGateway
+from conformance.observations import Resources
 from conformance.wire import chat_to_wire
 from sim.scenario import GatewayConfig
 from sim.writer import config_document
@@ -135,16 +136,36 @@ class OpenClawGateway:
         self.chats[chat.name] = chat_to_wire(chat)
         self.exec.deliver_command(chat, command)
 
+    def sigterm(self) -> None:
+        """OpenClaw's shutdown: its session-end drain, then the process exits (killed here)."""
+        self.exec.sigterm()
+        self.crash()
+
     def crash(self) -> None:
         """SIGKILL for real: the OpenClaw process and what it started die; the state dir stays."""
-        self.harness = self.exec.h
+        if self.exec.h is not None:
+            self.harness = self.exec.h
         self.exec.kill()
 
-    def restart(self) -> None:
-        if self.exec.proc is None:  # after a crash: a new OpenClaw process on the same state dir
+    def _respawned(self) -> None:
+        """A new OpenClaw process on the same state dir (after a stop or a crash), booted to read
+        the store or to restart; it takes no message before `restart`."""
+        if self.exec.proc is None:
             assert self.config is not None
             self.start(self.config, self.harness, resume=True)
+
+    def restart(self) -> None:
+        self._respawned()
         self.exec.restart()
+
+    def durable_state(self) -> Any:
+        self._respawned()
+        return self.exec.durable_state()
+
+    def resources(self) -> Any:
+        if self.exec.proc is None:  # nothing runs while it is down
+            return Resources(cached=(), running=0)
+        return self.exec.resources()
 
     def close(self) -> None:
         self.exec.close()

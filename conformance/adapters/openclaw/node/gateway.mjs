@@ -71,6 +71,13 @@ async function settle(what, ready) {
     const now = real.dateNow();
     if (activity !== seen) { seen = activity; quietSince = now; }
     if (now - quietSince >= QUIET_MS && ready(now - quietSince)) return;
+    if (now - quietSince >= BLOCKED_MS && clock.countTimers() > 0) {
+      // Stuck on one of OpenClaw's own timers (a retry backoff, a debounce): fire the next one,
+      // running OpenClaw's clock ahead of sessiongate's by its delay (docs/openclaw.md).
+      await clock.nextAsync();
+      quietSince = real.dateNow();
+      continue;
+    }
     if (process.env.SG_OC_DEBUG && now - quietSince >= 1000 && !settle.dumped) {
       settle.dumped = true;
       log(`quiet in ${what}; virtual timers:`, Object.values(clock.timers ?? {}).map((t) => `${t.callAt - clock.now}ms${t.interval ? "/" + t.interval : ""} ${String(t.func).slice(0, 160).replace(/\s+/g, " ")}`).join("\n  "));
@@ -222,7 +229,7 @@ globalThis.__sgHook = async (name, event, ctx) => {
   activity++;
   const id = event.sessionId ?? ctx.sessionId;
   if (process.env.SG_OC_DEBUG) log(`hook ${name}: id=${id} event=${JSON.stringify(event).slice(0, 600)} ctx=${JSON.stringify(ctx).slice(0, 300)}`);
-  if (name === "agent_end") { // the turn is over: what a memory provider's sync_turn sees
+  if (name === "agent_end" && event.success !== false) { // a turn answered: what a memory provider's sync_turn sees
     const messages = (event.messages || []).filter((m) => m.role === "user" || m.role === "assistant");
     const user = [...messages].reverse().find((m) => m.role === "user");
     const assistant = messages.at(-1)?.role === "assistant" ? messages.at(-1) : undefined;
@@ -273,7 +280,7 @@ const unquote = (s) => { try { return JSON.parse(s); } catch { return s; } };
 
 // ---------- boot (once per process) -----------------------------------------------------------
 let messageCount = 0;
-let inbound = null, memoryHook = null, resetConfig = null, booted = false;
+let inbound = null, memoryHook = null, resetConfig = null, drainForShutdown = null, booted = false;
 const agentDb = {};
 async function boot() {
   if (booted) return;
@@ -291,6 +298,12 @@ async function boot() {
   resetConfig = await regions.load("src/config/runtime-snapshot.ts", "resetConfigRuntimeState");
   const { getRuntimeConfig } = await import("openclaw/plugin-sdk/config-runtime");
   const config = getRuntimeConfig();
+  // The gateway's own start-up sizes its command lanes from the config (maxConcurrent): without
+  // it the main lane runs one agent turn at a time, process-wide.
+  const resolveLanes = await regions.load("src/gateway/server-lanes.ts", "resolveGatewayLaneConcurrency");
+  const applyLanes = await regions.load("src/gateway/server-lanes.ts", "applyGatewayLaneConcurrency");
+  applyLanes(resolveLanes(config), { gatewayStart: true });
+  drainForShutdown = await regions.load("src/gateway/active-sessions-shutdown-drain.ts", "drainActiveSessionsForShutdown");
   const loadPlugins = await regions.load("src/plugins/loader.ts", "loadAndActivateRootPluginRegistry");
   await waitFor(Promise.resolve().then(() => loadPlugins({ config, workspaceDir: workspace })), "loading plugins");
   const prepareInternalHooks = await regions.load("src/hooks/loader.ts", "prepareInternalHooks");
@@ -335,7 +348,7 @@ function writeConfig(agent, workspace, reset, byChannel, byType) {
   const port = server.address()?.port ?? 9;
   const cfg = {
     agents: { defaults: { model: { primary: "fake/echo" }, workspace, userTimezone: process.env.TZ || "UTC", skipBootstrap: true },
-      list: [{ id: agent, default: true, workspace }] },
+      entries: { [agent]: { workspace } } }, // the only agent, so the one every message routes to
     models: { mode: "replace", providers: { fake: { baseUrl: `http://127.0.0.1:${port}/v1`, apiKey: "sk-fake", api: "openai-completions",
       models: [{ id: "echo", name: "Echo", reasoning: false, input: ["text"], cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 }, contextWindow: 128000, maxTokens: 4096 }] } } },
     session: { dmScope: "per-channel-peer", reset, ...(Object.keys(byChannel).length ? { resetByChannel: byChannel } : {}), ...(Object.keys(byType).length ? { resetByType: byType } : {}) },
@@ -347,7 +360,12 @@ function writeConfig(agent, workspace, reset, byChannel, byType) {
 }
 
 // ---------- the steps ----------------------------------------------------------------------------
-const PROFILE_UNSUPPORTED = ["delegate", "delete_parent", "db_locked", "muted", "daily_min_idle_minutes", "/resume"];
+// What OpenClaw cannot be driven through (docs/openclaw.md): no delegate child sessions on the
+// inbound path, no store lock to inject, no per-message visibility, no minimum quiet before a daily
+// reset, no memory providers of sessiongate's kind (so no backend to fail), no /resume; and every
+// chat is a Telegram DM (the only channel bundled with 2026.9.6), so no policy per platform or chat type.
+const PROFILE_UNSUPPORTED = ["delegate", "delete_parent", "db_locked", "muted", "daily_min_idle_minutes", "providers",
+  "backend_fail", "backend_slow", "/resume", "reset_by_platform", "reset_by_chat_type"];
 async function start(req) {
   const agent = req.agent;
   if (!/^[a-z][a-z0-9-]*$/.test(agent ?? "")) throw new Error("start needs agent, the scenario's agent id (the Python side, conformance/adapters/openclaw, passes it)");
@@ -371,18 +389,21 @@ async function start(req) {
   }
   turnChat = new Map();
 }
-const channelOf = (chat) => (chat.platform === "cli" ? "telegram" : chat.platform);
+const channelOf = () => "telegram"; // every chat, whatever its platform: the one channel OpenClaw bundles
 /** The key OpenClaw routes a DM by (dmScope per-channel-peer; src/routing/session-key.ts). */
 const sessionKeyOf = (chat) => `agent:${scenario.agent}:${channelOf(chat)}:direct:${chat.name.toLowerCase()}`;
 function deliver(chat, text) {
   const turn = { chat: chat.name, text, done: false, asked: false };
   for (const tag of tagsOf(text)) turnChat.set(tag, chat.name);
-  messageCount++; // unique in the process: OpenClaw drops a message id it saw (its inbound dedupe outlives a scenario)
+  messageCount++;
+  // OpenClaw drops a message id it has seen, and its dedupe outlives a process (it is in the
+  // store): ids name the scenario's agent, the virtual instant and a count.
+  const messageId = `${scenario.agent}:${tagsOf(text).join("") || text}:${Date.now()}:${messageCount}`;
   const channel = channelOf(chat);
   const promise = inbound.dispatchInboundDirectDm({
     cfg: scenario.cfg, channel, channelLabel: channel, accountId: "default",
     peer: { kind: "direct", id: chat.name }, senderId: chat.name, senderAddress: `${channel}:${chat.name}`, recipientAddress: `${channel}:${chat.name}`,
-    conversationLabel: chat.name, rawBody: text, messageId: `m${messageCount}`, timestamp: Date.now(), commandAuthorized: true,
+    conversationLabel: chat.name, rawBody: text, messageId, timestamp: Date.now(), commandAuthorized: true,
     deliver: async (payload) => {
       activity++;
       if (process.env.SG_OC_DEBUG) log(`deliver to ${chat.name}: ${JSON.stringify(payload).slice(0, 400)}`);
@@ -402,8 +423,8 @@ function deliver(chat, text) {
 /** A step is over when every turn is done, waiting for its model reply, or queued behind one. */
 async function endStep(what) {
   // A turn neither done nor asking the model is still being worked on (OpenClaw's SQLite workers
-  // take seconds of CPU the adapter cannot see), unless it queues behind a turn of its chat that is.
-  const queued = (t) => scenario.open.some((o) => o !== t && o.chat === t.chat && o.asked && !o.done);
+  // take seconds of CPU the adapter cannot see), unless it queues behind a turn that is.
+  const queued = (t) => scenario.open.some((o) => o !== t && o.asked && !o.done); // its chat's, or a full lane
   await settle(what, (quiet) => scenario.open.every((t) => t.done || t.asked || (queued(t) && quiet >= BLOCKED_MS)));
   await collectMemoryFiles();
   await calls;
@@ -426,9 +447,8 @@ async function handle(req) {
       await endStep(`reply ${req.request}`);
       return null;
     }
-    case "sigterm": { // OpenClaw's embedded path has no shutdown of its own: what is in flight is cut off
-      for (const { res } of pendingReplies.values()) res.destroy();
-      pendingReplies.clear();
+    case "sigterm": { // the gateway's close runs its session-end drain first (src/gateway/server-close.ts); the Python side then kills the process
+      await waitFor(drainForShutdown({ reason: "shutdown", totalTimeoutMs: 2000 }), "the shutdown session-end drain");
       await endStep("sigterm");
       return null;
     }
