@@ -33,9 +33,9 @@ events:
 def test_release_and_memory_hook_are_read_from_the_name() -> None:
     assert openclaw.parse_name(None) == ("2026.9.6", "session-memory")
     assert openclaw.parse_name("2026.9.6/before-reset") == ("2026.9.6", "before-reset")
-    with pytest.raises(ValueError, match="no OpenClaw release '1.2.3'; known: .*2026.9.6"):
+    with pytest.raises(ValueError, match=r"no OpenClaw release '1\.2\.3'; known: .*2026\.9\.6"):
         openclaw.parse_name("1.2.3")
-    with pytest.raises(ValueError, match="no memory hook 'x'"):
+    with pytest.raises(ValueError, match=r"no memory hook 'x'"):
         openclaw.parse_name("2026.9.6/x")
 
 
@@ -53,7 +53,8 @@ def test_expectations_are_per_release_and_memory_hook() -> None:
 
 def test_a_missing_install_names_the_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SESSIONGATE_CACHE", str(tmp_path))
-    with pytest.raises(UnknownGateway, match=r"OpenClaw 2026\.9\.6 is not installed .*python -m conformance\.adapters\.openclaw install 2026\.9\.6"):
+    command = r"python -m conformance\.adapters\.openclaw install 2026\.9\.6"
+    with pytest.raises(UnknownGateway, match=rf"OpenClaw 2026\.9\.6 is not installed .*{command}"):
         resolve("openclaw:2026.9.6")()
 
 
