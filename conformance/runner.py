@@ -571,8 +571,7 @@ class Run:
             self.backends.pop(name, None)
             self.harness.backends.pop(name, None)
         self.config = replace(self.config, providers=())
-        self.scenario = replace(scenario, config=replace(scenario.config, providers=()))
-        return self.scenario
+        return replace(scenario, config=replace(scenario.config, providers=()))  # the run's result keeps the scenario given
 
     def _drive(self) -> GatewayFailure | None:
         scenario = self.scenario

@@ -141,3 +141,4 @@ def test_providers_declared_unsupported_are_left_out_and_said_so() -> None:
                         "reason": "the gateway declares no memory providers: the scenario runs with the recorder alone"}]
     assert all(v.status == "pass" for v in result.verdicts.values()), result.verdicts
     assert not any(o.kind == "ingest" and o.detail.get("backend") == "hindsight" for o in result.records)
+    assert result.scenario.config.providers, "the result keeps the scenario as given (a rerun leaves them out again)"
