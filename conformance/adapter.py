@@ -29,9 +29,15 @@ SETTINGS: dict[str, str] = {
     "muted": "a muted message is delivered as a plain one (logged unmuted, with a `skipped` record)",
     "daily_min_idle_minutes": "a scenario whose config uses it is skipped whole (outcome `skip`)",
     "restart_config": "a scenario with a `restart` that changes the configuration is skipped whole (outcome `skip`)",
+    "reset_by_platform": "a scenario whose config sets a policy per platform is skipped whole (outcome `skip`)",
+    "reset_by_chat_type": "a scenario whose config sets a policy per chat type is skipped whole (outcome `skip`)",
+    "providers": "the scenario's memory providers are left out: it runs, and is judged, with the recorder alone (a `skipped` record)",
 }
-FEATURES: frozenset[str] = EVENT_KINDS | frozenset(SETTINGS)
-"""Every name `Profile.unsupported` may hold: the event kinds and the settings of `SETTINGS`."""
+UNSUPPORTED_COMMANDS = frozenset({"/resume"})
+"""Commands a gateway may lack (OpenClaw has no /resume): each such command event is skipped."""
+FEATURES: frozenset[str] = EVENT_KINDS | frozenset(SETTINGS) | UNSUPPORTED_COMMANDS
+"""Every name `Profile.unsupported` may hold: the event kinds, the settings of `SETTINGS` and the
+commands of `UNSUPPORTED_COMMANDS`."""
 
 
 def config_features(config: GatewayConfig) -> frozenset[str]:
@@ -41,6 +47,10 @@ def config_features(config: GatewayConfig) -> frozenset[str]:
     policies = [config.reset, *(p for _, p in config.reset_by_platform), *(p for _, p in config.reset_by_chat_type)]
     if any(p.daily_min_idle_minutes > 0 and p.mode in ("daily", "both") for p in policies):
         used.add("daily_min_idle_minutes")
+    if config.reset_by_platform:
+        used.add("reset_by_platform")
+    if config.reset_by_chat_type:
+        used.add("reset_by_chat_type")
     return frozenset(used)
 
 

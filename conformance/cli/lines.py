@@ -34,8 +34,11 @@ def skipped_note(result: RunResult) -> str:
         return f" (not judged: {result.skipped})"
     unsupported = result.profile.unsupported
     why = []
+    left_out = ""
     for r in result.records:
-        if r.kind == "skipped":
+        if r.kind == "skipped" and r.d("scope") == "config":
+            left_out = f" (providers left out: {', '.join(r.d('providers'))})"
+        elif r.kind == "skipped":
             event = r.d("event")
             if event == "muted":
                 why.append("muted, unsupported: delivered plain")
@@ -48,8 +51,8 @@ def skipped_note(result: RunResult) -> str:
             else:
                 why.append(f"{event} while down")
     if not why:
-        return ""
-    return f" ({len(why)} event{'s' if len(why) != 1 else ''} skipped: {'; '.join(dict.fromkeys(why))})"
+        return left_out
+    return f"{left_out} ({len(why)} event{'s' if len(why) != 1 else ''} skipped: {'; '.join(dict.fromkeys(why))})"
 
 
 def scenario_line(result: RunResult, *, every_violation: bool = False, expectations: str = "") -> list[str]:

@@ -23,6 +23,7 @@ BUILTIN = {
     "exec": "conformance.transport.exec_gateway:exec_gateway",
     "selftest": "reference_impl.selftest:selftest",
     "hermes": "conformance.adapters.hermes:hermes",
+    "openclaw": "conformance.adapters.openclaw:openclaw",
 }
 # Entry points that need a distribution sessiongate does not install: checked by name before any
 # scenario, so a missing one is one line, not an import error in every scenario.

@@ -462,6 +462,9 @@ class Run:
         if kind in self.profile.unsupported:
             self.log.add("skipped", event=kind, reason="the gateway declares it cannot take this event")
             return
+        if isinstance(event, Command) and event.name in self.profile.unsupported:
+            self.log.add("skipped", event=event.name, reason="the gateway declares it has no such command")
+            return
         with suppress(_Died):  # a crash point killed it mid-event: the run goes on as after any crash
             self._apply_event(event, kind)
         self._sample_resources()
@@ -619,6 +622,15 @@ class Run:
         scenario = with_fires(self.scenario, self.swarm.fires) if self.swarm is not None and self.swarm.fires else self.scenario
         return RunResult(scenario, self.name, self.profile, self.log.records, failure=failure)
 
+    def _without_providers(self, scenario: Scenario, names: list[str]) -> Scenario:
+        """A gateway with no memory providers of its own (OpenClaw) runs the scenario with the
+        recorder alone, and the log says so; its checks then judge the recorder only."""
+        for name in names:
+            self.backends.pop(name, None)
+            self.harness.backends.pop(name, None)
+        self.config = replace(self.config, providers=())
+        return replace(scenario, config=replace(scenario.config, providers=()))  # the run's result keeps the scenario given
+
     def _drive(self) -> GatewayFailure | None:
         scenario = self.scenario
         failure: GatewayFailure | None = None
@@ -626,7 +638,13 @@ class Run:
             self.profile = self._answer("profile", values.profile, self.gateway.profile, copy.deepcopy(scenario.config))
         except _GatewayRaised as raised:
             failure = raised.failure
+        left_out = [spec.name for spec in scenario.config.providers] if failure is None and "providers" in self.profile.unsupported else []
+        if left_out:
+            scenario = self._without_providers(scenario, left_out)
         self.log.add("scenario", **scenario_detail(scenario, self.profile))
+        if left_out:
+            self.log.add("skipped", scope="config", features=["providers"], providers=left_out,
+                         reason="the gateway declares no memory providers: the scenario runs with the recorder alone")
         if failure is None and (unjudged := sorted(scenario_features(scenario) & self.profile.unsupported)):
             # Judging it would judge a feature the gateway says it does not have: not run at all.
             self.log.add("skipped", scope="scenario", features=unjudged,

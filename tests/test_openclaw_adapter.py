@@ -1,0 +1,144 @@
+"""The OpenClaw adapter's pure-Python parts (names, install command, registry, the /resume
+feature), without Node; one real scenario when a release is installed, skipped otherwise."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from conformance.adapter import FEATURES
+from conformance.adapters import openclaw
+from conformance.adapters.openclaw.__main__ import main as install_main
+from conformance.harness.registry import UnknownGateway, expectation_names, resolve
+from conformance.harness.runner import run_scenario
+from reference_impl.gateway import ReferenceGateway
+from sim.loader import load_text
+
+RESUME = """
+name: resume-skipped
+start: 2026-03-02T09:00
+config: {reset: {mode: none}}
+events:
+  - message: alice
+  - command: /new
+    chat: alice
+  - message: alice
+  - command: /resume
+    chat: alice
+"""
+
+
+def test_release_and_memory_hook_are_read_from_the_name() -> None:
+    assert openclaw.parse_name(None) == ("2026.9.6", "session-memory")
+    assert openclaw.parse_name("2026.9.6/before-reset") == ("2026.9.6", "before-reset")
+    with pytest.raises(ValueError, match=r"no OpenClaw release '1\.2\.3'; known: .*2026\.9\.6"):
+        openclaw.parse_name("1.2.3")
+    with pytest.raises(ValueError, match=r"no memory hook 'x'"):
+        openclaw.parse_name("2026.9.6/x")
+
+
+def test_every_release_pins_its_lockfile() -> None:
+    assert "2026.9.6" in openclaw.RELEASES
+    for release in openclaw.RELEASES:
+        lock = (openclaw.NODE_DIR / "releases" / release / "package-lock.json").read_text()
+        assert f'"node_modules/openclaw": {{\n      "version": "{release}"' in lock
+
+
+def test_expectations_are_per_release_and_memory_hook() -> None:
+    assert expectation_names("openclaw") == ["openclaw-2026.9.6"]
+    assert expectation_names("openclaw:2026.9.6/before-reset") == ["openclaw-2026.9.6-before-reset"]
+
+
+def test_a_missing_install_names_the_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SESSIONGATE_CACHE", str(tmp_path))
+    command = r"python -m conformance\.adapters\.openclaw install 2026\.9\.6"
+    with pytest.raises(UnknownGateway, match=rf"OpenClaw 2026\.9\.6 is not installed .*{command}"):
+        resolve("openclaw:2026.9.6")()
+
+
+def test_install_refuses_an_unknown_release(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        install_main(["install", "0.0.1"])
+    assert exit_.value.code == 2
+    assert "invalid choice: '0.0.1'" in capsys.readouterr().err
+
+
+def test_install_without_npm_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("SESSIONGATE_CACHE", str(tmp_path))
+    assert install_main(["install", "2026.9.6", "--npm", "no-such-npm"]) == 2
+    assert "no-such-npm not found" in capsys.readouterr().err
+    assert (tmp_path / "openclaw" / "2026.9.6" / "package-lock.json").is_file()  # copied from the repo, pinned
+
+
+class NoResume(ReferenceGateway):
+    def profile(self, config):  # type: ignore[no-untyped-def]
+        return replace(super().profile(config), unsupported=frozenset({"/resume"}))
+
+
+def test_a_command_declared_unsupported_is_skipped() -> None:
+    assert "/resume" in FEATURES
+    result = run_scenario(load_text(RESUME), NoResume())
+    skipped = [o for o in result.records if o.kind == "skipped"]
+    assert [o.detail["event"] for o in skipped] == ["/resume"]
+    assert [o.detail.get("command") for o in result.records if o.kind == "command"] == ["/new"]
+
+
+def _installed() -> bool:
+    try:
+        openclaw.installed(openclaw.DEFAULT_RELEASE)
+    except openclaw.OpenClawNotInstalled:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _installed(), reason="OpenClaw 2026.9.6 is not installed (python -m conformance.adapters.openclaw install)")
+def test_a_real_openclaw_turn_is_stored_and_ended() -> None:
+    scenario = load_text("""
+name: openclaw-smoke
+start: 2026-03-02T09:00
+config: {reset: {mode: idle, idle_minutes: 30}, watcher_interval: lazy}
+events:
+  - message: alice
+  - message: alice
+    at: "10:00"
+""")
+    result = run_scenario(scenario, resolve("openclaw")())
+    kinds = [o.kind for o in result.records]
+    assert "llm_request" in kinds and "on_session_end" in kinds
+    final = [r for r in result.records if r.kind == "durable" and r.d("label") == "final"]
+    assert len(final) == 1 and sorted(final[0].d("sessions")) == ["oc1", "oc1.2"]  # one OpenClaw id, split at its reset row
+
+
+PROVIDERS = """
+name: providers-left-out
+start: 2026-03-02T09:00
+config: {reset: {mode: idle, idle_minutes: 30}, providers: [{name: hindsight, retain_every_n_turns: 3}]}
+events:
+  - message: alice
+  - advance: 31m
+  - message: alice
+"""
+
+
+class NoProviders(ReferenceGateway):
+    """The reference, declaring no memory providers of its own (as OpenClaw does): it ships
+    nothing to hindsight, and the scenario is judged with the recorder alone."""
+
+    def profile(self, config):  # type: ignore[no-untyped-def]
+        return replace(super().profile(config), unsupported=frozenset({"providers"}))
+
+    def start(self, config, harness):  # type: ignore[no-untyped-def]
+        assert config.providers == () and "hindsight" not in harness.backends
+        super().start(config, harness)
+
+
+def test_providers_declared_unsupported_are_left_out_and_said_so() -> None:
+    result = run_scenario(load_text(PROVIDERS), NoProviders())
+    skipped = [o.detail for o in result.records if o.kind == "skipped"]
+    assert skipped == [{"scope": "config", "features": ["providers"], "providers": ["hindsight"],
+                        "reason": "the gateway declares no memory providers: the scenario runs with the recorder alone"}]
+    assert all(v.status == "pass" for v in result.verdicts.values()), result.verdicts
+    assert not any(o.kind == "ingest" and o.detail.get("backend") == "hindsight" for o in result.records)
+    assert result.scenario.config.providers, "the result keeps the scenario as given (a rerun leaves them out again)"
