@@ -57,6 +57,7 @@ from sim.scenario import Chat, GatewayConfig
 from sim.writer import config_document
 
 T = TypeVar("T")
+LIVE_CHILDREN: set[int] = set()  # pids of the children this process runs now (`leftovers` leaves them be)
 DEFAULT_STEP_TIMEOUT = 10.0
 STARTUP_TIMEOUT = 30.0  # for `hello`: starting an interpreter on a loaded machine is not a gateway step
 MAX_LINE = 64 * 1024 * 1024  # a longer line is a protocol error, not a parent out of memory
@@ -151,6 +152,7 @@ class ExecGateway:
         except OSError as err:
             raise RemoteGatewayError(f"cannot start {shlex.join(self.argv)}: {err.strerror}") from None
         self._ender = weakref.finalize(self, _end_process, self.proc, group, os.getpid())
+        LIVE_CHILDREN.add(self.proc.pid)
         # `hello` goes out inside the first call the runner makes (profile, or start): say that it was
         # the start-up that failed, or the user reads it as a fault of that step.
         try:
@@ -182,6 +184,8 @@ class ExecGateway:
 
     def kill(self) -> None:
         """End the child and every process it started (its process group), and reap it."""
+        if self.proc is not None:
+            LIVE_CHILDREN.discard(self.proc.pid)
         if self._ender is not None:
             self._ender()  # also when the child has exited: what it started may still run
         self.proc, self._ender, self.h, self._buffer = None, None, None, bytearray()
