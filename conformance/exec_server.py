@@ -16,6 +16,7 @@ from typing import IO, Any
 
 from conformance import exec_gateway, values
 from conformance.adapter import BackendBusy, BackendUnavailable, CrashPointFired, Gateway, Harness, Inbound
+from conformance.observations import Resources
 from conformance.registry import resolve
 from conformance.runner import close_gateway, exception_text
 from conformance.wire import (
@@ -166,6 +167,8 @@ def serve(factory: Callable[[], Gateway], reader: IO[str], writer: IO[str]) -> N
                 value: Any = None
                 if op == "hello":  # the version asked, if this end speaks it (a v1 parent gets v1)
                     value = {"version": request.get("version") if request.get("version") in VERSIONS else VERSION}
+                    if hasattr(gateway, "resources_delta"):
+                        value["resources_delta"] = True
                 elif op == "profile":
                     value = values.profile(gateway.profile(config_from_document(request["config"]))).to_detail()
                 elif op == "start":
@@ -189,6 +192,9 @@ def serve(factory: Callable[[], Gateway], reader: IO[str], writer: IO[str]) -> N
                     value = state_to_wire(values.durable_state(gateway.durable_state()))
                 elif op == "resources":
                     value = resources_to_wire(values.resources(gateway.resources()))
+                elif op == "resources_delta":
+                    change = values.resources_change(gateway.resources_delta())  # type: ignore[attr-defined]
+                    value = resources_to_wire(change) if isinstance(change, Resources) else change
                 elif op == "reset":  # the next scenario: a fresh gateway in this same process
                     close_gateway(gateway)
                     gateway, harness = factory(), None
