@@ -79,7 +79,7 @@ class AgentCache:
         # A plain dict in use order (re-inserted to move to the end): iterating it, as the cap
         # and the watcher do after every turn, costs a fraction of an OrderedDict's walk.
         self.agents: dict[str, Agent] = {}
-        self.reported: list[str] | None = None  # the sessions at the last report, in order (None: none yet)
+        self.reported: dict[str, None] | None = None  # the sessions at the last report, in order (None: none yet)
         self.left: dict[str, bool] = {}  # session listed at the last report -> its flag then: each one moved or gone since
 
     def get(self, session: str) -> Agent | None:
@@ -107,7 +107,7 @@ class AgentCache:
 
     def rebase(self) -> None:
         """The cache as it is now has been reported: journal from here."""
-        self.reported = list(self.agents)
+        self.reported = dict.fromkeys(self.agents)
         self.left.clear()
 
     def changes(self) -> dict[str, Any] | None:
@@ -126,32 +126,32 @@ class AgentCache:
             agent = next(reversed(agents.values()))
             sid = agent.session
             if not left:
-                reported.append(sid)
+                reported[sid] = None
                 return {"add": [[sid, agent.busy]]}
             was = left.get(sid)
             if was is not None:  # that agent, moved to the end
                 left.clear()
-                place = reported.index(sid)
-                if place == len(reported) - 1:
+                if next(reversed(reported)) == sid:
                     return {} if was == agent.busy else {"busy" if agent.busy else "idle": [sid]}
-                del reported[place]
-                reported.append(sid)
+                del reported[sid]
+                reported[sid] = None
                 return {"add": [[sid, agent.busy]], "drop": [sid]}
         elif not left and kept == len(agents):
             return {}
         moved = list(islice(reversed(agents.values()), len(agents) - kept))[::-1]  # at the end, in order
-        places = sorted(map(reported.index, left))  # a few, each found by a C scan
+        listed = list(reported)
+        places = sorted(map(listed.index, left))  # a few, each found by a C scan
         last = len(reported) - 1  # the last agent listed that stayed in place
         split = len(places)
         while split and places[split - 1] == last:
             split, last = split - 1, last - 1
         if split >= 8:
             return None
-        drop = [reported[place] for place in places[:split]]  # before the last one in place: gone or moved
+        drop = [listed[place] for place in places[:split]]  # before the last one in place: gone or moved
         changes = split
         busy: list[str] = []
         idle: list[str] = []
-        rest = [reported[place] for place in places[split:]]  # after it: matched against the end, as the diff walks
+        rest = [listed[place] for place in places[split:]]  # after it: matched against the end, as the diff walks
         i = j = 0
         while i < len(rest) and j < len(moved):
             sid, agent = rest[i], moved[j]
@@ -178,7 +178,7 @@ class AgentCache:
             detail["busy"] = busy
         if idle:
             detail["idle"] = idle
-        self.reported = list(agents)
+        self.reported = dict.fromkeys(agents)
         left.clear()
         return detail
 

@@ -294,7 +294,8 @@ class ReferenceGateway:
     def resources_delta(self) -> dict[str, Any] | Resources | None:
         """The optional hook `Gateway.resources_delta`: what changed since the last call, from
         the cache's journal (`AgentCache.changes`), so the runner's sample after every event
-        walks no agent; the whole state (`resources()`) when the journal cannot say."""
+        walks no agent; the whole state (`resources()`) when the journal cannot say. A subclass
+        that changes `resources()` sets `resources_delta = None` (the runner then diffs)."""
         if self.running:
             cache = self.cache
             detail = cache.changes()
