@@ -167,7 +167,7 @@ def serve(factory: Callable[[], Gateway], reader: IO[str], writer: IO[str]) -> N
                 value: Any = None
                 if op == "hello":  # the version asked, if this end speaks it (a v1 parent gets v1)
                     value = {"version": request.get("version") if request.get("version") in VERSIONS else VERSION}
-                    if hasattr(gateway, "resources_delta"):
+                    if getattr(gateway, "resources_delta", None) is not None:
                         value["resources_delta"] = True
                 elif op == "profile":
                     value = values.profile(gateway.profile(config_from_document(request["config"]))).to_detail()
