@@ -440,10 +440,12 @@ class ExecGateway:
     def resources(self) -> Resources:
         return self._decoded("resources", resources_from_wire)
 
-    def resources_delta(self) -> dict[str, Any] | Resources | None:
-        """The optional hook, for a child that said so in its hello; from any other, `resources()`."""
-        if not self.deltas:
-            return self.resources()
+    @property
+    def resources_delta(self) -> Callable[[], dict[str, Any] | Resources | None] | None:
+        """The optional hook, if the child said in its hello that it answers it (else None)."""
+        return self._resources_delta if self.deltas else None
+
+    def _resources_delta(self) -> dict[str, Any] | Resources | None:
         return self._decoded("resources_delta", _change_from_wire)
 
 

@@ -212,6 +212,19 @@ def scenario_detail(scenario: Scenario, profile: Profile) -> dict[str, Any]:
 VERIFY_EVERY = 64  # samples through `resources_delta` between two checks of it against `resources()`
 
 
+def resources_hook(gateway: object) -> Callable[[], Any] | None:
+    """The gateway's optional `resources_delta`, unless a subclass redefines `resources()` below
+    the class that defines the hook: its changes would not be what its `resources()` says."""
+    hook = getattr(gateway, "resources_delta", None)
+    if hook is None:
+        return None
+    mro = type(gateway).__mro__
+    said, hooked = (next((k for k in mro if name in vars(k)), None) for name in ("resources", "resources_delta"))
+    if said is not None and hooked is not None and said is not hooked and issubclass(said, hooked):
+        return None
+    return hook  # type: ignore[no-any-return]
+
+
 class ResourcesChanges:
     """The runner's side of the optional `Gateway.resources_delta` hook: the cache as its
     answers rebuild it (`CacheReplay`), and whether it moved since the last whole state."""
@@ -219,7 +232,7 @@ class ResourcesChanges:
     __slots__ = ("hook", "moved", "replay", "samples")
 
     def __init__(self, gateway: Gateway) -> None:
-        self.hook: Callable[[], Any] | None = getattr(gateway, "resources_delta", None)
+        self.hook = resources_hook(gateway)
         self.replay = CacheReplay()
         self.moved = False
         self.samples = 0
@@ -239,7 +252,7 @@ class Run:
         self.up = False
         self.inbox: deque[tuple[Event, Any]] = deque()  # what arrived while the gateway was down
         self.resources = ResourcesDeltas()  # what changed since the last sample
-        self.changes = ResourcesChanges(gateway)  # the gateway's own account of them, if it gives one
+        self.changes: ResourcesChanges | None = None  # the gateway's own account of them: known after start
         self.current_event = "start"
         self.final = False  # the final SIGTERM of quiescence: no crash point fires in it
         self.chats = {chat.name: chat for chat in reversed(scenario.chats)}  # the first of a name, as Scenario.chat
@@ -350,6 +363,8 @@ class Run:
             self._call(f"reply {request_id}", self.gateway.deliver_reply, request_id, text)
 
     def _sample_resources(self) -> None:
+        if self.changes is None:  # an exec: child says in its hello whether it has the hook
+            self.changes = ResourcesChanges(self.gateway)
         if self.changes.hook is not None:
             self._sample_changes()
             return
@@ -364,6 +379,7 @@ class Run:
         and the last are held to `resources()`: a hook that disagrees with it is the gateway's
         error, so it can never hide what `resources()` would show."""
         changes = self.changes
+        assert changes is not None and changes.hook is not None
         answer = self._answer("resources_delta", self._valid_change, changes.hook)
         if type(answer) is dict:
             if answer:
@@ -394,6 +410,7 @@ class Run:
         if not isinstance(answer, Resources):
             return values.resources_change(answer)
         changes = self.changes
+        assert changes is not None
         if changes.moved:
             self.resources.last, self.resources.last_repeats = changes.replay.resources(), changes.replay.listed is not None
             changes.moved = False

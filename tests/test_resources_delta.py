@@ -10,7 +10,7 @@ import pytest
 
 from conformance import values
 from conformance.observations import Resources
-from conformance.runner import run_scenario
+from conformance.runner import resources_hook, run_scenario
 from conformance.suite import catalog_paths
 from reference_impl import ReferenceGateway
 from sim.clock import HOUR, MINUTE, SECOND
@@ -91,3 +91,14 @@ def test_a_change_is_copied_and_its_empty_parts_left_out() -> None:
         values.resources_change({"cached": []})
     with pytest.raises(values.BadValue, match=r"add\[0\]"):
         values.resources_change({"add": [["s2", 1]]})
+
+
+class SaysLess(ReferenceGateway):
+    def resources(self) -> Resources:
+        return Resources()
+
+
+def test_a_subclass_that_redefines_resources_is_diffed_not_hooked() -> None:
+    assert resources_hook(ReferenceGateway()) is not None
+    assert resources_hook(SaysLess()) is None  # its inherited changes would not be what it says
+    assert resources_hook(Snapshots()) is None
