@@ -423,7 +423,8 @@ class Gateway(Protocol):
     the run held (a child process, a database); and `resources_delta()`, asked instead of
     `resources()` after every event and timer: what changed since its last answer, as a dict
     in the `resources` record's delta form (`values.resources_change`), None for nothing, or a
-    whole `Resources` (always right). The runner holds it to `resources()` every 64th sample."""
+    whole `Resources` (always right). The runner holds it to `resources()` every 64th sample,
+    and ignores it in a subclass that redefines `resources()` below the class defining it."""
 
     def profile(self, config: GatewayConfig) -> Profile:
         """What this gateway claims under `config` (see `Profile`)."""
