@@ -42,7 +42,7 @@ from conformance.adapter import (
 )
 from conformance.observations import DurableState, Resources
 from conformance.registry import resolve
-from conformance.values import BadValue
+from conformance.values import BadValue, resources_change
 from conformance.wire import (
     VERSION,
     VERSIONS,
@@ -127,6 +127,7 @@ class ExecGateway:
         self._answered = True  # the last request got its done/fail: the child is between requests
         self._op = ""  # the request in flight, or the last one
         self.version = VERSION  # what the child answered hello with
+        self.deltas = False  # whether it said it answers `resources_delta`
         self._crashed: str | None = None  # the crash point that fired in the request in flight (v2)
         # The child's stderr, append-only so the parent can truncate it under the child; its tail
         # is kept in memory when it is trimmed, so a chatty child costs STDERR_KEEP of disk at most.
@@ -166,6 +167,7 @@ class ExecGateway:
             raise RemoteGatewayError(f"{HANDSHAKE}: {shlex.join(self.argv)} does not speak protocol version {VERSION} "
                                      f"(or {', '.join(map(str, VERSIONS[:-1]))}): it answered hello with {_clip(repr(hello))}")
         self.version = hello["version"]  # 1: no crash points, no ingest keys
+        self.deltas = hello.get("resources_delta") is True  # the child answers `resources_delta` (optional)
 
     def close(self) -> None:
         """End of a scenario: kill the child, or with `reuse` ready a healthy one for the next."""
@@ -444,6 +446,21 @@ class ExecGateway:
 
     def resources(self) -> Resources:
         return self._decoded("resources", resources_from_wire)
+
+    @property
+    def resources_delta(self) -> Callable[[], dict[str, Any] | Resources | None] | None:
+        """The optional hook, if the child said in its hello that it answers it (else None)."""
+        return self._resources_delta if self.deltas else None
+
+    def _resources_delta(self) -> dict[str, Any] | Resources | None:
+        return self._decoded("resources_delta", _change_from_wire)
+
+
+def _change_from_wire(value: Any) -> dict[str, Any] | Resources | None:
+    """A `resources_delta` answer: null, a whole state (it has `cached`), or the changes."""
+    if isinstance(value, dict) and "cached" in value:
+        return resources_from_wire(value)
+    return resources_change(value)
 
 
 def exec_gateway(command: str) -> ExecGateway:

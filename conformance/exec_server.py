@@ -16,8 +16,9 @@ from typing import IO, Any
 
 from conformance import exec_gateway, values
 from conformance.adapter import BackendBusy, BackendUnavailable, CrashPointFired, Gateway, Harness, Inbound
+from conformance.observations import Resources
 from conformance.registry import resolve
-from conformance.runner import close_gateway, exception_text
+from conformance.runner import close_gateway, exception_text, resources_hook
 from conformance.wire import (
     VERSION,
     VERSIONS,
@@ -166,6 +167,8 @@ def serve(factory: Callable[[], Gateway], reader: IO[str], writer: IO[str]) -> N
                 value: Any = None
                 if op == "hello":  # the version asked, if this end speaks it (a v1 parent gets v1)
                     value = {"version": request.get("version") if request.get("version") in VERSIONS else VERSION}
+                    if resources_hook(gateway) is not None:
+                        value["resources_delta"] = True
                 elif op == "profile":
                     value = values.profile(gateway.profile(config_from_document(request["config"]))).to_detail()
                 elif op == "start":
@@ -191,6 +194,10 @@ def serve(factory: Callable[[], Gateway], reader: IO[str], writer: IO[str]) -> N
                     value = state_to_wire(values.durable_state(gateway.durable_state()))
                 elif op == "resources":
                     value = resources_to_wire(values.resources(gateway.resources()))
+                elif op == "resources_delta":
+                    hook = resources_hook(gateway)
+                    change = values.resources_change(hook() if hook is not None else gateway.resources())
+                    value = resources_to_wire(change) if isinstance(change, Resources) else change
                 elif op == "reset":  # the next scenario: a fresh gateway in this same process
                     close_gateway(gateway)
                     gateway, harness = factory(), None
