@@ -147,6 +147,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{row['events']:>10,}{row['records']:>11,}{row['log']:>8}{row['wall']:>9.2f}s{row['cpu']:>9.2f}s"
               f"{row['wall'] / row['events'] * 1e6:>10.1f}{row['cpu'] / row['events'] * 1e6:>10.1f}{row['peak_mb']:>7.0f} MB")
     first, last = rows[0], rows[-1]
+    print(f"peak RSS at 10^{exponents[-1]}: {last['peak_mb']:.0f} MB (target 300 MB at 10^6)")
     cpu_ratio = (last["cpu"] / last["events"]) / (first["cpu"] / first["events"])
     print(f"CPU µs/event ratio 10^{exponents[-1]} vs 10^{exponents[0]}: {cpu_ratio:.2f}")
     ratio = (last["wall"] / last["events"]) / (first["wall"] / first["events"])

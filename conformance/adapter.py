@@ -445,7 +445,11 @@ class Gateway(Protocol):
 
     Optional, outside the protocol: `close()`, called once when the run is over (after its
     last `durable_state`, or after a failure) and before the log is judged, to release what
-    the run held (a child process, a database)."""
+    the run held (a child process, a database); and `resources_delta()`, asked instead of
+    `resources()` after every event and timer: what changed since its last answer, as a dict
+    in the `resources` record's delta form (`values.resources_change`), None for nothing, or a
+    whole `Resources` (always right). The runner holds it to `resources()` every 64th sample,
+    and ignores it in a subclass that redefines `resources()` below the class defining it."""
 
     def profile(self, config: GatewayConfig) -> Profile:
         """What this gateway claims under `config` (see `Profile`)."""

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import filterfalse
+from itertools import filterfalse, islice
 from operator import attrgetter
-from typing import overload
+from typing import Any, overload
 
 from reference_impl.store import Row
 
@@ -71,24 +71,116 @@ _busy, _last_activity = attrgetter("busy"), attrgetter("last_activity")
 
 
 class AgentCache:
+    """Live agents in use order, and a journal of what moved since the last report
+    (`changes`): the gateway's `resources_delta` reads it instead of listing every agent."""
+
     def __init__(self, cap: int, idle_ttl: int) -> None:
         self.cap, self.idle_ttl = cap, idle_ttl
         # A plain dict in use order (re-inserted to move to the end): iterating it, as the cap
         # and the watcher do after every turn, costs a fraction of an OrderedDict's walk.
         self.agents: dict[str, Agent] = {}
+        self.reported: dict[str, None] | None = None  # the sessions at the last report, in order (None: none yet)
+        self.left: dict[str, bool] = {}  # session listed at the last report -> its flag then: each one moved or gone since
 
     def get(self, session: str) -> Agent | None:
         agent = self.agents.pop(session, None)
         if agent is not None:
+            self._leaving(session, agent)
             self.agents[session] = agent
         return agent
 
     def put(self, agent: Agent) -> None:
-        self.agents.pop(agent.session, None)
+        old = self.agents.pop(agent.session, None)
+        if old is not None:
+            self._leaving(agent.session, old)
         self.agents[agent.session] = agent
 
     def pop(self, session: str) -> Agent | None:
-        return self.agents.pop(session, None)
+        agent = self.agents.pop(session, None)
+        if agent is not None:
+            self._leaving(session, agent)
+        return agent
+
+    def _leaving(self, session: str, agent: Agent) -> None:
+        if session not in self.left and self.reported is not None and session in self.reported:
+            self.left[session] = agent.busy
+
+    def rebase(self) -> None:
+        """The cache as it is now has been reported: journal from here."""
+        self.reported = dict.fromkeys(self.agents)
+        self.left.clear()
+
+    def changes(self) -> dict[str, Any] | None:
+        """What changed since the last report, in the `resources` record's delta form and
+        exactly as `conformance.observations` diffs two lists (drop, busy, idle, add), without
+        walking the agents: every agent that moved or went is in `left`, and the others kept
+        their place and their flag (the gateway flips a flag only on an agent it fetched for
+        the step: `get` or `put`; the runner holds this to `resources()` every few samples).
+        None when that cannot be said cheaply (no report yet, eight changes or more): the
+        caller reports the whole state. Rebased when it answers."""
+        reported, left, agents = self.reported, self.left, self.agents
+        if reported is None:
+            return None
+        kept = len(reported) - len(left)
+        if len(agents) - kept == 1 and len(left) <= 1:  # the usual step: one agent used, or one loaded
+            agent = next(reversed(agents.values()))
+            sid = agent.session
+            if not left:
+                reported[sid] = None
+                return {"add": [[sid, agent.busy]]}
+            was = left.get(sid)
+            if was is not None:  # that agent, moved to the end
+                left.clear()
+                if next(reversed(reported)) == sid:
+                    return {} if was == agent.busy else {"busy" if agent.busy else "idle": [sid]}
+                del reported[sid]
+                reported[sid] = None
+                return {"add": [[sid, agent.busy]], "drop": [sid]}
+        elif not left and kept == len(agents):
+            return {}
+        moved = list(islice(reversed(agents.values()), len(agents) - kept))[::-1]  # at the end, in order
+        listed = list(reported)
+        places = sorted(map(listed.index, left))  # a few, each found by a C scan
+        last = len(reported) - 1  # the last agent listed that stayed in place
+        split = len(places)
+        while split and places[split - 1] == last:
+            split, last = split - 1, last - 1
+        if split >= 8:
+            return None
+        drop = [listed[place] for place in places[:split]]  # before the last one in place: gone or moved
+        changes = split
+        busy: list[str] = []
+        idle: list[str] = []
+        rest = [listed[place] for place in places[split:]]  # after it: matched against the end, as the diff walks
+        i = j = 0
+        while i < len(rest) and j < len(moved):
+            sid, agent = rest[i], moved[j]
+            if sid == agent.session:
+                was = left[sid]
+                j += 1
+                if was == agent.busy:
+                    i += 1
+                    continue
+                (idle if was else busy).append(sid)
+            else:
+                drop.append(sid)
+            i += 1
+            changes += 1
+            if changes >= 8:
+                return None
+        drop += rest[i:]
+        detail: dict[str, Any] = {}
+        if j < len(moved):
+            detail["add"] = [[a.session, a.busy] for a in moved[j:]]
+        if drop:
+            detail["drop"] = drop
+        if busy:
+            detail["busy"] = busy
+        if idle:
+            detail["idle"] = idle
+        self.reported = dict.fromkeys(agents)
+        left.clear()
+        return detail
 
     def over_cap(self) -> list[Agent]:
         """Idle agents past the cap, least recently used first (asked after every turn: the

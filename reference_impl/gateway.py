@@ -295,6 +295,25 @@ class ReferenceGateway:
         cached = tuple([(a.session, a.busy) for a in self.cache.agents.values()])
         return Resources(cached, 1 + len(self.timers) - sum(map(_cancelled, self.timers)))  # the watcher, and retries
 
+    def resources_delta(self) -> dict[str, Any] | Resources | None:
+        """The optional hook `Gateway.resources_delta`: what changed since the last call, from
+        the cache's journal (`AgentCache.changes`), so the runner's sample after every event
+        walks no agent; the whole state (`resources()`) when the journal cannot say. A subclass
+        that changes `resources()` sets `resources_delta = None` (the runner then diffs)."""
+        if self.running:
+            cache = self.cache
+            detail = cache.changes()
+            if detail is not None:
+                running = 1 + len(self.timers) - sum(map(_cancelled, self.timers))
+                if running != self.reported_running:
+                    detail["running"] = self.reported_running = running
+                return detail or None
+        now = self.resources()
+        if self.running:
+            cache.rebase()
+            self.reported_running = now.running
+        return now
+
     # -- turns ------------------------------------------------------------------------
 
     def route_key(self, chat: Chat) -> str:

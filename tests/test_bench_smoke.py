@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from importlib import metadata
@@ -51,6 +52,14 @@ def test_gateway_day_bench_quick_ends_with_the_hypothesis_ratio() -> None:
 def test_scaling_bench_quick_ends_with_the_per_event_ratio() -> None:
     out = run_quick("scaling.py")
     assert re.fullmatch(r"µs/event ratio 10\^3 vs 10\^2: \d+\.\d\d", last_line(out)), out
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="bench/instructions.py counts with valgrind")
+def test_instructions_bench_quick_prints_each_ratio() -> None:
+    out = run_quick("instructions.py")
+    for ratio in ("runner / gateway", "checks / gateway"):
+        assert re.search(rf"^{ratio} instructions per turn: \d+\.\d\d$", out, re.MULTILINE), out
+    assert re.fullmatch(r"harness\+checks / gateway instructions per turn: \d+\.\d\d", last_line(out)), out
 
 
 def test_sweep_bench_quick_ends_with_scenarios_per_second() -> None:

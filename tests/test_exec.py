@@ -130,7 +130,8 @@ def validate_all(gateway: Recording) -> tuple[set[str], set[str]]:
     jsonschema.Draft202012Validator.check_schema(schema)
     line = jsonschema.Draft202012Validator(schema)
     value_of = {op: jsonschema.Draft202012Validator({"$defs": schema["$defs"], "$ref": f"#/$defs/{kind}_value"})
-                for op, kind in (("profile", "profile"), ("durable_state", "state"), ("resources", "resources"))}
+                for op, kind in (("profile", "profile"), ("durable_state", "state"), ("resources", "resources"),
+                                 ("resources_delta", "resources_delta"))}
     samples: dict[str, Any] = {}
     for message in gateway.lines:
         samples.setdefault(json.dumps(shape(message), sort_keys=True), message)
@@ -155,7 +156,8 @@ def test_every_line_of_a_catalog_run_fits_the_schema() -> None:
         gateway.kill()
     ops, calls = validate_all(gateway)
     assert ops == {"hello", "profile", "start", "deliver_message", "deliver_command", "deliver_reply", "delegate", "sigterm",
-                   "crash", "restart", "delete_session_row", "lock_store", "durable_state", "resources", "fire_timer", "reset"}
+                   "crash", "restart", "delete_session_row", "lock_store", "durable_state", "resources", "resources_delta",
+                   "fire_timer", "reset"}
     assert calls == {"llm.request", "platform.send_reply", "recorder.sync_turn", "recorder.on_session_end",
                      "recorder.on_session_switch", "recorder.shutdown", "backend.ingest", "hooks.on_session_finalize",
                      "hooks.on_session_reset", "scheduler.call_at", "timer.cancel", "note", "crash_point"}

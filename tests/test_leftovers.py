@@ -69,3 +69,21 @@ def test_descendants_reads_this_process_tree() -> None:
     finally:
         child.kill()
         child.wait()
+
+
+def test_an_exec_child_kept_for_the_next_scenario_is_not_the_gateways_leftover() -> None:
+    """The OpenClaw adapter keeps one exec: child for a whole run; it is ended with its process
+    group when its gateway goes, and was reported (and killed) as left running before."""
+    from conformance.transport import exec_gateway
+
+    before = leftovers.descendants()
+    kept = subprocess.Popen(["sleep", "300"])
+    exec_gateway.LIVE_CHILDREN.add(kept.pid)
+    try:
+        time.sleep(0.05)
+        assert leftovers.end_new(before) == {}
+        assert kept.poll() is None
+    finally:
+        exec_gateway.LIVE_CHILDREN.discard(kept.pid)
+        kept.kill()
+        kept.wait()

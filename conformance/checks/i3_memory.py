@@ -34,9 +34,21 @@ def check(m: RunModel) -> Verdict:
     backends = ["recorder", *(p.name for p in m.config.providers)]
     ingested: dict[str, tuple[set[str], set[str]]] = {b: (set(), set()) for b in backends}  # (user messages, replies)
     foreign: list[Violation] = []
+    whole: dict[str, dict[str, tuple[int, int]]] = {b: {} for b in backends}  # backend -> turn -> (index, t) both halves in
+    seen: dict[str, tuple[set[str], set[str]]] = {}
     for index, r in m.of("ingest"):
-        mine = ingested.setdefault(r.d("backend"), (set(), set()))
-        for half, ids in enumerate(ingested_halves(r)):
+        backend = r.d("backend")
+        mine = ingested.setdefault(backend, (set(), set()))
+        halves = ingested_halves(r)
+        users, replies = halves
+        both = seen.setdefault(backend, (set(), set()))
+        both[0].update(users)
+        both[1].update(replies)
+        arrived = whole.setdefault(backend, {})
+        for turn_id in dict.fromkeys((*users, *replies)):  # a turn reaches a backend when its second half does
+            if turn_id in both[0] and turn_id in both[1]:
+                arrived.setdefault(turn_id, (index, r.t))
+        for half, ids in enumerate(halves):
             for turn_id in ids:
                 turn = m.turns.get(turn_id)
                 if turn is None or turn.session is None or turn.session == r.session:
@@ -68,7 +80,7 @@ def check(m: RunModel) -> Verdict:
         for half, have in ((0, replies), (1, users)):
             if partial := [t for t in missing if t.id in have]:
                 violations.append(_half_missing(m, backend, partial, _HALF[half]))
-    violations.extend(_late(m, backends))
+    violations.extend(_late(m, backends, whole, moments))
     violations.extend(_unacknowledged(m, ingested))
     return Verdict("I3", "fail" if violations else "pass", tuple(violations), examined=examined)
 
@@ -161,19 +173,10 @@ def _moments(m: RunModel) -> list[tuple[int, int, list[str]]]:
     return sorted(moments)
 
 
-def _late(m: RunModel, backends: list[str]) -> list[Violation]:
-    """Turns that reached a backend only after the session end or SIGTERM that owed them."""
-    first: dict[str, dict[str, tuple[int, int]]] = {backend: {} for backend in backends}  # backend -> turn -> (index, t)
-    halves_seen: dict[str, tuple[set[str], set[str]]] = {}
-    for index, r in m.of("ingest"):  # a turn reaches a backend when its second half does
-        mine = first.setdefault(r.d("backend"), {})
-        seen = halves_seen.setdefault(r.d("backend"), (set(), set()))
-        users, replies = ingested_halves(r)
-        seen[0].update(users)
-        seen[1].update(replies)
-        for turn in dict.fromkeys((*users, *replies)):
-            if turn in seen[0] and turn in seen[1]:
-                mine.setdefault(turn, (index, r.t))
+def _late(m: RunModel, backends: list[str], first: dict[str, dict[str, tuple[int, int]]],
+          moments: list[tuple[int, int, list[str]]]) -> list[Violation]:
+    """Turns that reached a backend (`first`: when each turn was in whole) only after the
+    session end or SIGTERM (`moments`) that owed them."""
     down = _failing(m)
     in_flight: dict[str, dict[str, list[tuple[int, int]]]] = {}  # backend -> turn -> [(sent, ready)]
     for _index, r in m.of("ingest_busy"):
@@ -193,7 +196,7 @@ def _late(m: RunModel, backends: list[str]) -> list[Violation]:
 
     out: list[Violation] = []
     reported: dict[str, set[str]] = {backend: set() for backend in backends}
-    for index, t, owed in _moments(m):
+    for index, t, owed in moments:
         stop = m.records[index].kind == "sigterm"
         for backend in backends:
             if down(backend, t) or (stop and slow(backend, t)):  # a stop cannot wait virtual time

@@ -63,13 +63,14 @@ def _replay(m: RunModel, indexes: Sequence[int], wanted: set[int]
     present: set[str] = set()  # watched sessions whose agent is in the cache
     loads: dict[str, list[int]] = {}  # session -> times its agent entered the cache
     flying: dict[str, int] = {}  # session -> turns in flight
+    cached_flying: set[str] = set()  # cached sessions with a turn in flight: the cap needs no walk below the cap
     replay = CacheReplay()
     flights = in_flight(m)
     pending = NEVER  # an instant that left an agent idle, judged once it is over
 
     def judge_cap(index: int, t: int) -> None:
         entries = replay.listed if replay.listed is not None else replay.cached
-        if over or len(entries) <= cap:
+        if over or len(entries) <= cap or (replay.listed is None and len(entries) - len(cached_flying) <= cap):
             return
         idle = [sid for sid, _busy in replay.entries() if not flying.get(sid)]
         if len(idle) > cap:
@@ -79,6 +80,13 @@ def _replay(m: RunModel, indexes: Sequence[int], wanted: set[int]
             over.append(Violation(
                 f"the agent cache held {len(idle)} idle agents at {m.at(t)} (cap {cap}): {', '.join(idle)}{claim}",
                 (index,), t))
+
+    def in_flight_now(sid: str) -> None:
+        """Keep `cached_flying` (cached sessions with a turn in flight) current for `sid`."""
+        if flying.get(sid) and sid in replay.cached:
+            cached_flying.add(sid)
+        else:
+            cached_flying.discard(sid)
 
     def settle(sid: str, index: int, t: int) -> None:
         idle = sid in replay.cached and not flying.get(sid)
@@ -95,6 +103,7 @@ def _replay(m: RunModel, indexes: Sequence[int], wanted: set[int]
             judge_cap(f_index, pending)
             pending = NEVER
         flying[sid] = flying.get(sid, 0) + step
+        in_flight_now(sid)
         if step < 0:
             pending = min(pending, f_t)
         if sid in watched:
@@ -111,6 +120,8 @@ def _replay(m: RunModel, indexes: Sequence[int], wanted: set[int]
         pending = NEVER
         t = r.t
         touched = replay.apply(r.detail)
+        for sid in touched:
+            in_flight_now(sid)
         judge_cap(index, t)
         if index in wanted:
             held[index] = replay.resources()

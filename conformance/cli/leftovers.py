@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 from pathlib import Path
 
 PROC = Path("/proc")
@@ -56,9 +57,14 @@ def descendants(root: int | None = None) -> dict[int, str]:
 
 
 def _ours() -> set[int]:
-    """Helpers of sessiongate's own that outlive a command by design (multiprocessing's resource
-    tracker and forkserver, started by a `spawn` or `forkserver` pool)."""
+    """Processes of sessiongate's own that outlive a command by design: multiprocessing's
+    resource tracker and forkserver (started by a `spawn` or `forkserver` pool), and the exec:
+    gateway children it keeps for the next scenario, each ended with its process group when its
+    gateway goes (`exec_gateway`), with what they started."""
     pids: set[int] = set()
+    exec_gateway = sys.modules.get("conformance.transport.exec_gateway")
+    for child in getattr(exec_gateway, "LIVE_CHILDREN", ()):
+        pids |= {child, *descendants(child)}
     try:
         from multiprocessing import forkserver, resource_tracker
     except ImportError:  # pragma: no cover

@@ -41,7 +41,7 @@ from conformance.adapter import (
 from conformance.harness import values
 from conformance.harness.spill import SPILL_AT, ObservationLog
 from conformance.harness.verdict import GatewayFailure, Verdict
-from conformance.observations import DurableState, Obs, Resources, ResourcesDeltas, log_text
+from conformance.observations import CacheReplay, DurableState, Obs, Resources, ResourcesDeltas, log_text
 from sim.clock import TZDATA, VirtualClock
 from sim.engine import Engine, EventBudgetExceeded
 from sim.scenario import (
@@ -205,6 +205,35 @@ def scenario_detail(scenario: Scenario, profile: Profile) -> dict[str, Any]:
     }
 
 
+VERIFY_EVERY = 64  # samples through `resources_delta` between two checks of it against `resources()`
+
+
+def resources_hook(gateway: object) -> Callable[[], Any] | None:
+    """The gateway's optional `resources_delta`, unless a subclass redefines `resources()` below
+    the class that defines the hook: its changes would not be what its `resources()` says."""
+    hook = getattr(gateway, "resources_delta", None)
+    if hook is None:
+        return None
+    mro = type(gateway).__mro__
+    said, hooked = (next((k for k in mro if name in vars(k)), None) for name in ("resources", "resources_delta"))
+    if said is not None and hooked is not None and said is not hooked and issubclass(said, hooked):
+        return None
+    return hook  # type: ignore[no-any-return]
+
+
+class ResourcesChanges:
+    """The runner's side of the optional `Gateway.resources_delta` hook: the cache as its
+    answers rebuild it (`CacheReplay`), and whether it moved since the last whole state."""
+
+    __slots__ = ("hook", "moved", "replay", "samples")
+
+    def __init__(self, gateway: Gateway) -> None:
+        self.hook = resources_hook(gateway)
+        self.replay = CacheReplay()
+        self.moved = False
+        self.samples = 0
+
+
 class Run:
     """One scenario in flight. Use `run_scenario`."""
 
@@ -219,6 +248,7 @@ class Run:
         self.up = False
         self.inbox: deque[tuple[Event, Any]] = deque()  # what arrived while the gateway was down
         self.resources = ResourcesDeltas()  # what changed since the last sample
+        self.changes: ResourcesChanges | None = None  # the gateway's own account of them: known after start
         self.current_event = "start"
         # The log's step: the scenario event being applied (1..N; 0 boot, N+1 quiescence), or
         # "k.n" for the n-th callback (a timer, an LLM answer, a crash point's restart) that ran
@@ -346,9 +376,58 @@ class Run:
             self._call(f"reply {request_id}", self.gateway.deliver_reply, request_id, text)
 
     def _sample_resources(self) -> None:
+        if self.changes is None:  # an exec: child says in its hello whether it has the hook
+            self.changes = ResourcesChanges(self.gateway)
+        if self.changes.hook is not None:
+            self._sample_changes()
+            return
         detail = self.resources.detail(self._answer("resources", self._valid_resources, self.gateway.resources))
         if detail is not None:
             self.log.add("resources", **detail)
+
+    def _sample_changes(self) -> None:
+        """`_sample_resources` through the gateway's `resources_delta` hook: the changes it
+        answers are logged as they come (validated), a whole state is diffed as a `resources()`
+        sample. While changes have come since the last whole state, every `VERIFY_EVERY`th sample
+        and the last are held to `resources()`: a hook that disagrees with it is the gateway's
+        error, so it can never hide what `resources()` would show."""
+        changes = self.changes
+        assert changes is not None and changes.hook is not None
+        answer = self._answer("resources_delta", self._valid_change, changes.hook)
+        if type(answer) is dict:
+            if answer:
+                if not changes.moved:  # from the last whole state on
+                    changes.replay = CacheReplay()
+                    changes.replay.apply((self.resources.last or Resources()).to_detail())
+                    changes.moved = True
+                changes.replay.apply(answer)
+                self.log.add("resources", **answer)
+        elif answer is not None and (detail := self.resources.detail(answer)) is not None:
+            self.log.add("resources", **detail)
+        changes.samples += 1
+        if changes.moved and (changes.samples % VERIFY_EVERY == 0 or self.final):
+            said = changes.replay.resources()
+            now = self._answer("resources", values.resources, self.gateway.resources)
+            if now != said:
+                differ = [f"{sid} {'busy' if busy else 'idle'}" for sid, busy in sorted(set(said.cached) ^ set(now.cached))]
+                what = ", ".join(differ[:3]) + (", …" if len(differ) > 3 else "") if differ else "the order of the agents"
+                if now.running != said.running:
+                    what = f"running {said.running} against {now.running}" + (f"; {what}" if differ else "")
+                raise _GatewayRaised(GatewayFailure("error", self.log.step, "resources_delta",
+                                                    f"the changes resources_delta() answered disagree with resources() "
+                                                    f"({what})"))
+
+    def _valid_change(self, answer: Any) -> dict[str, Any] | Resources | None:
+        """`values.resources_change`; a whole state as `_valid_resources`, diffed against the
+        cache the changes since the last one built."""
+        if not isinstance(answer, Resources):
+            return values.resources_change(answer)
+        changes = self.changes
+        assert changes is not None
+        if changes.moved:
+            self.resources.last, self.resources.last_repeats = changes.replay.resources(), changes.replay.listed is not None
+            changes.moved = False
+        return self._valid_resources(answer)
 
     def _valid_resources(self, answer: Any) -> Resources:
         """`values.resources`, skipped when the cache is the last sample's (compared in C): it is

@@ -204,3 +204,44 @@ def _pairs_of(items: tuple[Any, ...], first: type, second: type) -> bool:
         return False
     left, right = zip(*items, strict=True)
     return set(map(type, left)) == {first} and set(map(type, right)) == {second}
+
+
+_CHANGE_LISTS = ("drop", "busy", "idle")
+
+
+def resources_change(value: object) -> dict[str, Any] | Resources | None:
+    """An answer of the optional `resources_delta` hook: None (nothing changed), a `Resources`
+    (the whole state, as `resources`), or a dict of what changed in the `resources` record's
+    delta form, `drop`/`busy`/`idle` (lists of sessions), `add` ([session, busy] pairs) and
+    `running`. The dict comes back as fresh lists with its empty entries left out, so the log
+    holds nothing the gateway can still change; anything else is a `BadValue`."""
+    if value is None:
+        return None
+    if isinstance(value, Resources):
+        return resources(value)
+    if type(value) is not dict:
+        raise BadValue(f"expected None, a Resources or a dict of changes, got {type(value).__name__} {_show(value)}")
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        if key in _CHANGE_LISTS:
+            if type(item) not in SEQUENCES or (item and set(map(type, item)) != {str}):
+                raise BadValue(f"{key}: expected a list of session ids, got {_show(item)}")
+            if item:
+                out[key] = list(item)
+        elif key == "add":
+            if type(item) not in SEQUENCES:
+                raise BadValue(f"add: expected a list of [session, busy] pairs, got {_show(item)}")
+            pairs = []
+            for i, pair in enumerate(item):
+                if not (type(pair) in SEQUENCES and len(pair) == 2 and type(pair[0]) is str and type(pair[1]) is bool):
+                    raise BadValue(f"add[{i}]: expected a [session, busy] pair of a str and a bool, got {_show(pair)}")
+                pairs.append([pair[0], pair[1]])
+            if pairs:
+                out["add"] = pairs
+        elif key == "running":
+            if type(item) is not int or item < 0:
+                raise BadValue(f"running: expected a non-negative int, got {_show(item)}")
+            out["running"] = item
+        else:
+            raise BadValue(f"unknown key {key!r}: a change has drop, busy, idle, add and running")
+    return out

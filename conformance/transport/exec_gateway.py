@@ -41,7 +41,7 @@ from conformance.adapter import (
     RemoteGatewayError,
 )
 from conformance.harness.registry import resolve
-from conformance.harness.values import BadValue
+from conformance.harness.values import BadValue, resources_change
 from conformance.observations import DurableState, Resources
 from conformance.transport.wire import (
     VERSION,
@@ -57,6 +57,7 @@ from sim.scenario import Chat, GatewayConfig
 from sim.writer import config_document
 
 T = TypeVar("T")
+LIVE_CHILDREN: set[int] = set()  # pids of the children this process runs now (`leftovers` leaves them be)
 DEFAULT_STEP_TIMEOUT = 10.0
 STARTUP_TIMEOUT = 30.0  # for `hello`: starting an interpreter on a loaded machine is not a gateway step
 MAX_LINE = 64 * 1024 * 1024  # a longer line is a protocol error, not a parent out of memory
@@ -126,6 +127,7 @@ class ExecGateway:
         self._answered = True  # the last request got its done/fail: the child is between requests
         self._op = ""  # the request in flight, or the last one
         self.version = VERSION  # what the child answered hello with
+        self.deltas = False  # whether it said it answers `resources_delta`
         self._crashed: str | None = None  # the crash point that fired in the request in flight (v2)
         # The child's stderr, append-only so the parent can truncate it under the child; its tail
         # is kept in memory when it is trimmed, so a chatty child costs STDERR_KEEP of disk at most.
@@ -151,6 +153,7 @@ class ExecGateway:
         except OSError as err:
             raise RemoteGatewayError(f"cannot start {shlex.join(self.argv)}: {err.strerror}") from None
         self._ender = weakref.finalize(self, _end_process, self.proc, group, os.getpid())
+        LIVE_CHILDREN.add(self.proc.pid)
         # `hello` goes out inside the first call the runner makes (profile, or start): say that it was
         # the start-up that failed, or the user reads it as a fault of that step.
         try:
@@ -164,6 +167,7 @@ class ExecGateway:
             raise RemoteGatewayError(f"{HANDSHAKE}: {shlex.join(self.argv)} does not speak protocol version {VERSION} "
                                      f"(or {', '.join(map(str, VERSIONS[:-1]))}): it answered hello with {_clip(repr(hello))}")
         self.version = hello["version"]  # 1: no crash points, no ingest keys
+        self.deltas = hello.get("resources_delta") is True  # the child answers `resources_delta` (optional)
 
     def close(self) -> None:
         """End of a scenario: kill the child, or with `reuse` ready a healthy one for the next."""
@@ -182,6 +186,8 @@ class ExecGateway:
 
     def kill(self) -> None:
         """End the child and every process it started (its process group), and reap it."""
+        if self.proc is not None:
+            LIVE_CHILDREN.discard(self.proc.pid)
         if self._ender is not None:
             self._ender()  # also when the child has exited: what it started may still run
         self.proc, self._ender, self.h, self._buffer = None, None, None, bytearray()
@@ -440,6 +446,21 @@ class ExecGateway:
 
     def resources(self) -> Resources:
         return self._decoded("resources", resources_from_wire)
+
+    @property
+    def resources_delta(self) -> Callable[[], dict[str, Any] | Resources | None] | None:
+        """The optional hook, if the child said in its hello that it answers it (else None)."""
+        return self._resources_delta if self.deltas else None
+
+    def _resources_delta(self) -> dict[str, Any] | Resources | None:
+        return self._decoded("resources_delta", _change_from_wire)
+
+
+def _change_from_wire(value: Any) -> dict[str, Any] | Resources | None:
+    """A `resources_delta` answer: null, a whole state (it has `cached`), or the changes."""
+    if isinstance(value, dict) and "cached" in value:
+        return resources_from_wire(value)
+    return resources_change(value)
 
 
 def exec_gateway(command: str) -> ExecGateway:

@@ -17,7 +17,8 @@ from typing import IO, Any
 from conformance.adapter import BackendBusy, BackendUnavailable, CrashPointFired, Gateway, Harness, Inbound
 from conformance.harness import values
 from conformance.harness.registry import resolve
-from conformance.harness.runner import close_gateway, exception_text
+from conformance.harness.runner import close_gateway, exception_text, resources_hook
+from conformance.observations import Resources
 from conformance.transport import exec_gateway
 from conformance.transport.wire import (
     VERSION,
@@ -167,6 +168,8 @@ def serve(factory: Callable[[], Gateway], reader: IO[str], writer: IO[str]) -> N
                 value: Any = None
                 if op == "hello":  # the version asked, if this end speaks it (a v1 parent gets v1)
                     value = {"version": request.get("version") if request.get("version") in VERSIONS else VERSION}
+                    if resources_hook(gateway) is not None:
+                        value["resources_delta"] = True
                 elif op == "profile":
                     value = values.profile(gateway.profile(config_from_document(request["config"]))).to_detail()
                 elif op == "start":
@@ -192,6 +195,10 @@ def serve(factory: Callable[[], Gateway], reader: IO[str], writer: IO[str]) -> N
                     value = state_to_wire(values.durable_state(gateway.durable_state()))
                 elif op == "resources":
                     value = resources_to_wire(values.resources(gateway.resources()))
+                elif op == "resources_delta":
+                    hook = resources_hook(gateway)
+                    change = values.resources_change(hook() if hook is not None else gateway.resources())
+                    value = resources_to_wire(change) if isinstance(change, Resources) else change
                 elif op == "reset":  # the next scenario: a fresh gateway in this same process
                     close_gateway(gateway)
                     gateway, harness = factory(), None

@@ -1,0 +1,118 @@
+"""Instruction counts of the harness against the gateway it drives: ratios that load does not move.
+
+Each figure is the difference of two child processes run under `valgrind --tool=cachegrind
+--cache-sim=no` (PYTHONHASHSEED=0), so interpreter start-up, imports and first-use caches
+cancel out:
+
+- per turn, on bench/gateway_day.py's day (100 chats, cap 50), the 2-hour day minus the 1-hour
+  day (1,214 turns): the reference gateway alone driven by a plain loop (the harness objects it
+  needs: clock, engine, fake LLM, recorders, the log they write), the same day through
+  `run_scenario` without the checks, and with every check;
+- per generated seed, `conformance.search.fuzz.run_seed` over seeds 0..N-1 serially minus 0 seeds.
+
+The 10,000-seed figure is an estimate for an idle machine, made without one: instructions a
+seed, times 10,000, over two workers at `--ips` instructions per second and worker. The
+default, 9.1e9, is this machine's own idle sweep: commit a1635a5 costs 110.9 M instructions a
+seed (seeds 0-39, counted here) and its `bench/sweep.py --seeds 10000` ran in 60.6-60.9 s on
+the idle 2-vCPU machine (docs/performance.md), pool start-up and result passing included.
+
+Run: python bench/instructions.py [--quick] [--seeds N] [--ips I]. One line per ratio; the last
+is `harness+checks / gateway instructions per turn: X.XX`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve()
+
+
+def child(what: str, size: int) -> None:
+    """In this process (under valgrind): one workload of `size` (hours of the day, or seeds)."""
+    sys.path.insert(0, str(HERE.parent))
+    import gateway_day  # the bench next to this one
+
+    from conformance.harness.runner import run_scenario
+    from conformance.search.fuzz import SeedTask, run_seed
+    from reference_impl import ReferenceGateway
+
+    if what == "seeds":
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as out:
+            for seed in range(size):
+                outcome = run_seed(SeedTask(seed, "reference", "default", out, shrink=False))
+                if outcome.failing:
+                    raise SystemExit(f"seed {seed} failed on the reference")
+        return
+    day = gateway_day.gateway_day(hours=size) if size else None
+    if day is None:
+        return
+    if what == "gateway":
+        gateway_day.run_manual(day, invariants=False)
+    elif what == "run":
+        run_scenario(day, ReferenceGateway(), "reference", check=False)
+    elif what == "checked":
+        gateway_day.run_sessiongate(day)
+    else:
+        raise SystemExit(f"unknown workload {what!r}")
+
+
+def instructions(what: str, size: int) -> int:
+    """Instructions valgrind counted for one child process."""
+    env = dict(os.environ, PYTHONHASHSEED="0")
+    done = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
+                           sys.executable, str(HERE), "--child", what, str(size)],
+                          capture_output=True, text=True, env=env)
+    if done.returncode:
+        raise SystemExit(f"{what} {size} failed:\n{done.stderr[-2000:]}")
+    match = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
+    if match is None:
+        raise SystemExit(f"no instruction count from valgrind:\n{done.stderr[-2000:]}")
+    return int(match.group(1).replace(",", ""))
+
+
+def turns(hours: int) -> int:
+    sys.path.insert(0, str(HERE.parent))
+    import gateway_day
+
+    return len(gateway_day.gateway_day(hours=hours).events)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="20 minutes minus 10 of the day, 4 seeds (smoke test)")
+    parser.add_argument("--seeds", type=int, default=40, help="generated seeds counted (default 40)")
+    parser.add_argument("--ips", type=float, default=9.1e9, help="instructions per second of one idle worker (default 9.1e9)")
+    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        child(args.child[0], int(args.child[1]))
+        return
+    from common import machine
+
+    small, large = (0, 1) if args.quick else (1, 2)
+    seeds = 4 if args.quick else args.seeds
+    n = turns(large) - turns(small) if small else turns(large)
+    per_turn = {what: (instructions(what, large) - instructions(what, small)) / n for what in ("gateway", "run", "checked")}
+    per_seed = (instructions("seeds", seeds) - instructions("seeds", 0)) / seeds
+    gateway, run, checked = per_turn["gateway"], per_turn["run"], per_turn["checked"]
+    print(machine())
+    print(f"gateway day, {n:,} turns ({large} h minus {small} h), instructions per turn:")
+    print(f"  gateway alone (plain loop)   {gateway:>12,.0f}")
+    print(f"  run_scenario, no checks      {run:>12,.0f}")
+    print(f"  run_scenario, every check    {checked:>12,.0f}")
+    print(f"generated seed, run_seed, instructions per seed ({seeds} seeds): {per_seed:,.0f}")
+    print(f"10,000 seeds on 2 idle workers at {args.ips:.2g} instructions/s each: {per_seed * 10_000 / 2 / args.ips:.0f} s (target 45 s)")
+    print(f"runner / gateway instructions per turn: {(run - gateway) / gateway:.2f}")
+    print(f"checks / gateway instructions per turn: {(checked - run) / gateway:.2f}")
+    print(f"harness+checks / gateway instructions per turn: {(checked - gateway) / gateway:.2f}")
+
+
+if __name__ == "__main__":
+    main()
