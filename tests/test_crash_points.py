@@ -265,3 +265,38 @@ def test_coverage_lists_declared_points_no_scenario_fired() -> None:
     assert cover.crash_points["batch-shipped"] == ["48-crash-between-ship-and-watermark"]
     assert cover.unfired() == sorted(CRASH_POINTS - {"batch-shipped"})
     assert lifecycle_coverage([list(run_scenario(load_text(BASE), Minimal(), "m", check=False).records)]).unfired() == ["p"]
+
+
+class UnwiredCrashPoints(ReferenceGateway):
+    """Declares its crash points but never passes them (the mutants that delete the wiring)."""
+
+    def start(self, config, harness):  # type: ignore[no-untyped-def]
+        super().start(config, harness)
+        self.store.crash_point = lambda point: None
+        self.h = replace_crash_point(harness)
+
+
+def replace_crash_point(harness: Harness) -> Harness:
+    harness.crash_point = lambda point: None  # type: ignore[method-assign]
+    return harness
+
+
+CATALOG_CRASHES = sorted(Path(__file__).resolve().parent.parent.glob("conformance/catalog/4[89]-*.yaml")) + sorted(
+    Path(__file__).resolve().parent.parent.glob("conformance/catalog/50-*.yaml"))
+
+
+@pytest.mark.parametrize("path", CATALOG_CRASHES, ids=[p.stem for p in CATALOG_CRASHES])
+def test_a_crash_at_that_never_fires_is_an_error_not_a_pass(path: Path) -> None:
+    """A scenario whose crash never happened tested no crash: it must not pass."""
+    assert run_scenario(load_file(path), ReferenceGateway(), "reference").passed
+    result = run_scenario(load_file(path), UnwiredCrashPoints(), "unwired")
+    assert result.failure is not None and result.failure.kind == "error"
+    assert result.failure.event.startswith("crash_at (line ")
+    assert "was reached 0 times after it: the scenario crashed nothing there" in result.failure.message
+
+
+def test_a_hit_the_run_never_reaches_is_an_error() -> None:
+    path = next(p for p in CATALOG_CRASHES if p.stem.startswith("48-"))
+    text = path.read_text(encoding="utf-8").replace("crash_at: {point: batch-shipped,", "crash_at: {point: batch-shipped, hit: 99,")
+    result = run_scenario(load_text(text, "x.yaml"), ReferenceGateway(), "reference")
+    assert result.failure is not None and "armed for its hit 99, was reached 1 time after it" in result.failure.message

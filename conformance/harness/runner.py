@@ -256,6 +256,7 @@ class Run:
         self.event_step = 0
         self.timer_steps = 0  # callbacks since event `event_step` began
         self.final = False  # the final SIGTERM of quiescence: no crash point fires in it
+        self.crash_ats: list[tuple[CrashAt, list[Any]]] = []  # each armed `crash_at`, with its entry in `points.armed`
         self.chats = {chat.name: chat for chat in reversed(scenario.chats)}  # the first of a name, as Scenario.chat
         backends = {"recorder": MemoryBackend("recorder", self.log, self.clock.now)}
         for spec in scenario.config.providers:
@@ -516,6 +517,20 @@ class Run:
     def _misaimed(self, why: str) -> None:
         raise _GatewayRaised(GatewayFailure("error", self.log.step, self.current_event, f"{why}: the deletion cannot be aimed"))
 
+    def _verify_fired(self) -> None:
+        """Every `crash_at` the gateway declared a point for fired: one that never did crashed
+        nothing, and its scenario would pass having tested no crash (a gateway whose
+        `crash_point` call is missing, or a `hit` the run never reaches). Checked at the end."""
+        armed = self.harness.points.armed
+        for event, entry in self.crash_ats:
+            if any(entry is left for left in armed):
+                reached = event.hit - entry[1]
+                where = f"crash_at (line {event.line})" if event.line else "crash_at"
+                raise _GatewayRaised(GatewayFailure(
+                    "error", self.log.step, where, f"crash point {event.point!r}, armed for its hit {event.hit}, was reached "
+                    f"{reached} time{'s' if reached != 1 else ''} after it: the scenario crashed nothing there (a declared "
+                    "point must be passed with harness.crash_point)"))
+
     def _verify_locked(self, since: int, until: int, before: Counter[tuple[str, str, str | None]], step: int,
                        event: str) -> None:
         """A lock the harness injects is verified as applied (a `durable_state` read at its
@@ -556,6 +571,7 @@ class Run:
                 extra = {} if event.restart_after is None else {"restart_after": event.restart_after}
                 self.log.add("crash_at", point=event.point, hit=event.hit, **extra)
                 self.harness.points.arm(event.point, event.hit, event.restart_after)
+                self.crash_ats.append((event, self.harness.points.armed[-1]))
         elif isinstance(event, Message):
             muted = event.muted
             if muted and "muted" in self.profile.unsupported:
@@ -771,6 +787,7 @@ class Run:
             if leaked:  # harness-observed: threads the gateway started and left running
                 self.log.add("threads", running=len(leaked))
             self._snapshot("final")
+            self._verify_fired()
         except _GatewayRaised as raised:
             failure = raised.failure
         except EventBudgetExceeded as err:
