@@ -74,15 +74,15 @@ def test_findings_ok_counts_refused_seeds_apart(capsys: pytest.CaptureFixture[st
     assert out.strip().splitlines()[-1] == "2 scenarios, 0 passed, 0 failed, 2 refused"
 
 
-def test_an_interrupted_run_reports_what_finished(capsys: pytest.CaptureFixture[str], tmp_path: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def _sigterm_at_the_third_gateway(monkeypatch: pytest.MonkeyPatch) -> None:
+    """fuzz's gateway factory, as `interrupting`: SIGTERM arrives while it builds the third."""
     import signal
 
     from conformance.harness.registry import resolve
 
-    made = []
+    made: list[int] = []
 
-    def interrupting() -> object:  # the third seed's gateway is never built: SIGTERM arrives
+    def interrupting() -> object:
         made.append(1)
         if len(made) == 3:
             raise KeyboardInterrupt(signal.SIGTERM)
@@ -91,6 +91,11 @@ def test_an_interrupted_run_reports_what_finished(capsys: pytest.CaptureFixture[
     monkeypatch.setattr("conformance.search.fuzz.factory", lambda *_: interrupting)
     monkeypatch.setattr("conformance.cli.fuzz.resolve", lambda name: interrupting)
     monkeypatch.setattr("conformance.cli.fuzz.factory", lambda *_: interrupting)
+
+
+def test_an_interrupted_run_reports_what_finished(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    _sigterm_at_the_third_gateway(monkeypatch)  # the third seed's gateway is never built
     code, out, failed = _fuzz(capsys, tmp_path, "--seeds", "0:5", "--gateway", "interrupting")
     assert code == 143
     *_, counts, last = out.strip().splitlines()
@@ -184,24 +189,10 @@ def test_a_stopped_run_leaves_files_only_for_the_seeds_it_counted(capsys: pytest
 def test_an_interrupted_run_keeps_the_files_an_earlier_run_wrote(capsys: pytest.CaptureFixture[str], tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """Only what this run's workers wrote for seeds it did not count goes; an earlier run's files stay."""
-    import signal
-
-    from conformance.harness.registry import resolve
-
     _, _, earlier = _fuzz(capsys, tmp_path, "--seeds", "0:5", "--gateway", VARIANT)
     files = {p.name: p.read_text() for p in (tmp_path / "out").glob("gen-*.yaml")}
     assert {int(name[4:].removesuffix(".yaml")) for name in files} == earlier and max(earlier) >= 2
-    made = []
-
-    def interrupting() -> object:  # SIGTERM while building the third seed's gateway
-        made.append(1)
-        if len(made) == 3:
-            raise KeyboardInterrupt(signal.SIGTERM)
-        return resolve(VARIANT)()
-
-    monkeypatch.setattr("conformance.search.fuzz.factory", lambda *_: interrupting)
-    monkeypatch.setattr("conformance.cli.fuzz.resolve", lambda name: interrupting)
-    monkeypatch.setattr("conformance.cli.fuzz.factory", lambda *_: interrupting)
+    _sigterm_at_the_third_gateway(monkeypatch)
     code, _, _ = _fuzz(capsys, tmp_path, "--seeds", "0:5", "--gateway", "interrupting")
     assert code == 143
     assert {p.name: p.read_text() for p in (tmp_path / "out").glob("gen-*.yaml")}.keys() == files.keys()
