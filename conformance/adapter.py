@@ -31,6 +31,7 @@ SETTINGS: dict[str, str] = {
     "restart_config": "a scenario with a `restart` that changes the configuration is skipped whole (outcome `skip`)",
     "reset_by_platform": "a scenario whose config sets a policy per platform is skipped whole (outcome `skip`)",
     "reset_by_chat_type": "a scenario whose config sets a policy per chat type is skipped whole (outcome `skip`)",
+    "finalization_by_chat": "a scenario whose config gives some chats their own finalization is skipped whole (outcome `skip`)",
     "providers": "the scenario's memory providers are left out: it runs, and is judged, with the recorder alone (a `skipped` record)",
 }
 UNSUPPORTED_COMMANDS = frozenset({"/resume"})
@@ -51,6 +52,8 @@ def config_features(config: GatewayConfig) -> frozenset[str]:
         used.add("reset_by_platform")
     if config.reset_by_chat_type:
         used.add("reset_by_chat_type")
+    if config.finalization_by_chat:
+        used.add("finalization_by_chat")
     return frozenset(used)
 
 

@@ -8,7 +8,7 @@ found through PYTHONPATH; no registration is needed for MODULE:FACTORY):
 
 It implements the protocol of conformance/adapter.py in one class and keeps the contract of
 docs/contract.md: routing and reset policy (idle, daily with DST, both, none; per platform, then
-chat type), /new /reset /resume queued behind a turn in flight and /stop, one virtual-time timer
+chat type; eager or lazy per chat), /new /reset /resume queued behind a turn in flight and /stop, one virtual-time timer
 for the expiry watcher and the idle sweep, an LRU cap on idle agents, the memory hooks (the
 recorder, plus batching providers whose buffer is durable), delegate children, SIGTERM, crash
 and restart, and healing a session row another surface deleted. docs/gateway-authors.md walks
@@ -108,7 +108,9 @@ class Pending:
 class MinimalGateway:
     def profile(self, config: GatewayConfig) -> Profile:
         if config.watcher_interval is None:  # lazy: the chat's next message notices an expiry
-            return Profile("lazy", 0, crash_durable=True, sweep_interval=LAZY_SWEEP, unsupported=UNSUPPORTED)
+            # A chat configured eager is watched by the sweep's timer: its end is owed within one period.
+            latency = LAZY_SWEEP if any(mode == "eager" for _, mode in config.finalization_by_chat) else 0
+            return Profile("lazy", latency, crash_durable=True, sweep_interval=LAZY_SWEEP, unsupported=UNSUPPORTED)
         every = config.watcher_interval  # a boundary is acted on by the first tick after it
         return Profile("eager", every, crash_durable=True, sweep_interval=every, unsupported=UNSUPPORTED)
 
@@ -297,14 +299,21 @@ class MinimalGateway:
     def tick_every(self) -> int:
         return self.config.watcher_interval or LAZY_SWEEP
 
+    def watched(self, chat: str) -> bool:
+        """Whether the watcher ends this chat's sessions (eager) or its next message does (lazy):
+        the chat's own mode (`config.finalization_by_chat`), else the gateway-wide one."""
+        mode = self.config.finalization_for(chat)
+        return self.config.watcher_interval is not None if mode is None else mode == "eager"
+
     def tick(self) -> None:
-        """The expiry watcher (eager mode), the idle sweep, retries of refused buffers."""
+        """The expiry watcher (of the eager chats), the idle sweep, retries of refused buffers."""
         now = self.h.clock.now()
-        if self.config.watcher_interval is not None:
-            for name, route in self.disk.routes.items():
-                expiry = self.expiry(route)
-                if expiry is not None and now >= expiry[0] and name not in self.busy_chats:  # a turn in flight defers it
-                    self.end_session(route, expiry[1])
+        for name, route in self.disk.routes.items():
+            if not self.watched(name):
+                continue
+            expiry = self.expiry(route)
+            if expiry is not None and now >= expiry[0] and name not in self.busy_chats:  # a turn in flight defers it
+                self.end_session(route, expiry[1])
         for agent in [agent for agent in self.cache.values() if not agent.busy]:
             if now - agent.last_activity > self.config.idle_ttl:
                 self.evict(agent)

@@ -68,7 +68,9 @@ class ReferenceGateway:
         # (docs/scenarios.md, Defaults: {mode: none}). Reported only when asked: other logs read as before.
         default = ResetPolicy() if config.reset_default else None
         if config.watcher_interval is None:
-            return Profile("lazy", 0, crash_durable=True, sweep_interval=SWEEP_INTERVAL, reply_within=reply_within,
+            # An eager chat in a lazy gateway is watched by the idle sweep's timer: owed within its period.
+            latency = SWEEP_INTERVAL if any(mode == "eager" for _, mode in config.finalization_by_chat) else 0
+            return Profile("lazy", latency, crash_durable=True, sweep_interval=SWEEP_INTERVAL, reply_within=reply_within,
                            reset_default=default, crash_points=CRASH_POINTS)
         return Profile("eager", config.watcher_interval, crash_durable=True, sweep_interval=config.watcher_interval,
                        reply_within=reply_within, reset_default=default, crash_points=CRASH_POINTS)
@@ -215,14 +217,19 @@ class ReferenceGateway:
             due.append(expiry)
         return min(due, default=None)
 
+    def watched(self, route: Route) -> bool:
+        """Whether the watcher ends this chat's session at its boundary (eager), or leaves it
+        to the chat's next message (lazy): the chat's own mode, else the gateway's."""
+        mode = self.config.finalization_for(route.chat)
+        return self.config.watcher_interval is not None if mode is None else mode == "eager"
+
     def track_expiries(self, routes: list[Route]) -> None:
-        """Keep `expiries` current with the routes written since it last looked (eager mode:
-        in lazy mode no watcher ends sessions, so no expiry is due)."""
-        if self.config.watcher_interval is None:
-            return
+        """Keep `expiries` current with the routes written since it last looked (watched
+        chats only: no watcher ends a lazy chat's session, so no expiry of its is due)."""
         for route in routes:
             instant = None
-            if route.session_id and not route.ended and route.anchor is not None and route.last_user is not None:
+            if self.watched(route) and route.session_id and not route.ended and route.anchor is not None \
+                    and route.last_user is not None:
                 instant = self.policy.expiry_instant(self.policy_for(route), route.anchor, route.last_user)
             self.expiries.set(route.chat_key, instant)
 
@@ -551,18 +558,18 @@ class ReferenceGateway:
                 self.store.save_route(route)
 
     def tick(self) -> None:
-        """The expiry watcher (eager mode), the idle sweep and retries of failed writes."""
+        """The expiry watcher (of the watched chats), the idle sweep and retries of failed writes."""
         if not self.running:
             return
-        if self.config.watcher_interval is not None:
-            for route in self.store.routes():
-                if route.session_id is None or route.ended:
-                    continue
-                if route.chat_key in self.busy_chats or self.queues.get(route.chat_key):
-                    continue  # a turn in flight defers the rotation
-                reason = self.expiry_reason(route)
-                if reason:
-                    self.end_session(route, reason)
+        watching = self.config.watcher_interval is not None or bool(self.config.finalization_by_chat)
+        for route in self.store.routes() if watching else []:
+            if route.session_id is None or route.ended or not self.watched(route):
+                continue
+            if route.chat_key in self.busy_chats or self.queues.get(route.chat_key):
+                continue  # a turn in flight defers the rotation
+            reason = self.expiry_reason(route)
+            if reason:
+                self.end_session(route, reason)
         now = self.h.clock.now()
         for agent in self.cache.stale(now):
             self.evict(agent, "idle_ttl")

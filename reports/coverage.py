@@ -223,7 +223,7 @@ def _background_instants(m: RunModel) -> dict[int, list[str]]:
                 and records[loud[0]].kind not in _INPUTS:
             sweep = any(records[i].kind == "note" and records[i].d("what") == "evict" and records[i].d("why") == "idle_ttl"
                         for i in loud)
-            events = ["watcher tick"] if m.eager else []
+            events = ["watcher tick"] if m.watched else []
             if sweep or not m.eager:
                 events.append("sweep")
             out[loud[0]] = events

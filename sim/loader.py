@@ -9,7 +9,7 @@ Unknown keys are errors; so are oversized timelines and times outside the years 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -24,6 +24,7 @@ from sim.scenario import (
     CHAT_TYPES,
     COMMANDS,
     CRASH_POINT_NAME,
+    FINALIZATIONS,
     ORDERS,
     PLATFORMS,
     RESET_MODES,
@@ -43,6 +44,7 @@ from sim.scenario import (
     DeleteParent,
     DeleteSession,
     Event,
+    Finalization,
     GatewayConfig,
     Message,
     ProviderSpec,
@@ -175,6 +177,28 @@ def _policy_table(f: _Fields, key: str, options: tuple[str, ...]) -> tuple[tuple
     return tuple(sorted(entries))
 
 
+def _finalization_table(f: _Fields) -> tuple[tuple[str, Finalization], ...]:
+    """`finalization_by_chat: {bob: lazy}`: chats finalized otherwise than the watcher says
+    (whether each names a chat of the scenario is checked once the events are read)."""
+    if not f.has("finalization_by_chat"):
+        return ()
+    table = f.sub("finalization_by_chat")
+    for name in table.data:
+        if not isinstance(name, str) or not CHAT_NAME.fullmatch(name):
+            raise table.error(str(name), CHAT_NAME_RULE)
+    entries = [(name, table.get(name, "str", check=_one_of(FINALIZATIONS))) for name in table.data]
+    table.done()
+    return tuple(sorted(entries))
+
+
+def _check_finalization_chats(f: _Fields, config: GatewayConfig, chats: Iterable[str]) -> None:
+    known = set(chats)
+    for name, _ in config.finalization_by_chat:
+        if name not in known:
+            table = f.sub("config").sub("finalization_by_chat")
+            raise table.error(name, f"no chat named {name!r} in the scenario (its chats: {', '.join(sorted(known))})")
+
+
 def _config(f: _Fields) -> GatewayConfig:
     defaults = GatewayConfig()
     reset_default = f.has("reset") and f.data["reset"] == "default"  # the gateway's own default applies
@@ -212,6 +236,7 @@ def _config(f: _Fields) -> GatewayConfig:
         cache_cap=f.get("cache_cap", "int", defaults.cache_cap, check=_at_least(1)),
         idle_ttl=f.get("idle_ttl", "pos_duration", defaults.idle_ttl),
         watcher_interval=watcher,
+        finalization_by_chat=_finalization_table(f),
         providers=tuple(providers),
         turn_latency=f.get("turn_latency", "duration", defaults.turn_latency),
         usage=_usage(f, "usage") if f.has("usage") else defaults.usage,
@@ -499,6 +524,7 @@ def load_text(text: str, source: str = "<scenario>") -> Scenario:
     if not f.has("events"):
         raise ScenarioError(source, f.line, "events", "required")
     events, chats = _events(f.raw("events"), source, f.line_of("events"), zone, start, chats, implicit, {p.name for p in config.providers})
+    _check_finalization_chats(f, config, chats)
     if max((event.t for event in events), default=start) + max_horizon(config, events) >= END_OF_TIME:
         raise f.error("config", f"its idle times and intervals run the timeline past the year {LAST_YEAR}")
     f.raw("catches")  # zoo metadata: the variants this scenario exists to catch

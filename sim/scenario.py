@@ -27,6 +27,10 @@ window), or a whole number of prompt tokens. Gateways that never read usage igno
 CRASH_POINT_NAME = re.compile(r"[a-z][a-z0-9_-]*")  # a crash point's name: lowercase, like a provider's
 AFTER_TIMERS, BEFORE_TIMERS = "after-timers", "before-timers"
 ORDERS: tuple[str, ...] = (AFTER_TIMERS, BEFORE_TIMERS)
+Finalization = Literal["eager", "lazy"]
+FINALIZATIONS: tuple[str, ...] = ("eager", "lazy")
+"""How a policy boundary is acted on: `eager`, by a watcher within the declared latency;
+`lazy`, by the chat's next message (docs/contract.md, What a gateway declares)."""
 """Where an event runs among the timers due at its own instant (sim.engine, rule 3): after
 them (the default, and the only order before it could be chosen) or before them."""
 
@@ -59,6 +63,10 @@ class GatewayConfig:
     cache_cap: int = 64
     idle_ttl: int = HOUR
     watcher_interval: int | None = 5 * MINUTE  # None: lazy, expiry noticed by the next message
+    # Chats finalized otherwise than the gateway-wide mode (the watcher's, above): (chat name,
+    # mode), sorted. A lazy chat beside a watcher is left to its next message; an eager chat in
+    # a lazy gateway is owed its end within the gateway's declared latency.
+    finalization_by_chat: tuple[tuple[str, Finalization], ...] = ()
     providers: tuple[ProviderSpec, ...] = ()
     turn_latency: int = 2 * SECOND
     usage: Usage = "small"  # what every answer reports, unless its message says otherwise
@@ -80,6 +88,13 @@ class GatewayConfig:
             if name == chat_type:
                 return policy
         return self.reset
+
+    def finalization_for(self, chat: str) -> Finalization | None:
+        """The chat's own finalization mode, or None: the gateway-wide one."""
+        for name, mode in self.finalization_by_chat:
+            if name == chat:
+                return mode
+        return None
 
     def horizon(self) -> int:
         """How far past the last event every boundary, watcher tick and sweep has happened."""

@@ -115,14 +115,21 @@ def _uses(event: Event, chat: str) -> bool:
     return isinstance(event, (Message, Command, Delegate, DeleteSession, DeleteParent)) and event.chat == chat
 
 
+def _only_chats(s: Scenario, chats: tuple[Chat, ...]) -> Scenario:
+    """`s` with only these chats: the others' events and their own finalization modes go."""
+    names = {c.name for c in chats}
+    modes = tuple(entry for entry in s.config.finalization_by_chat if entry[0] in names)
+    return replace(s, chats=chats, config=replace(s.config, finalization_by_chat=modes),
+                   events=_tidy([e for e in s.events if not any(_uses(e, c.name) for c in s.chats if c.name not in names)]))
+
+
 def _simplifications(s: Scenario) -> Iterator[Scenario]:
     """Each candidate is one simpler scenario; the first that still fails is kept."""
     config = s.config
     for chat in s.chats[1:] if len(s.chats) > 1 else ():
-        yield replace(s, chats=tuple(c for c in s.chats if c != chat), events=_tidy([e for e in s.events if not _uses(e, chat.name)]))
+        yield _only_chats(s, tuple(c for c in s.chats if c != chat))
     if len(s.chats) > 1:
-        kept = s.chats[-1]
-        yield replace(s, chats=(kept,), events=_tidy([e for e in s.events if not any(_uses(e, c.name) for c in s.chats if c != kept)]))
+        yield _only_chats(s, (s.chats[-1],))
     for provider in config.providers:
         yield replace(s, config=replace(config, providers=tuple(p for p in config.providers if p != provider)),
                       events=_tidy([e for e in s.events
@@ -136,6 +143,11 @@ def _simplifications(s: Scenario) -> Iterator[Scenario]:
         yield replace(s, config=replace(config, reset_by_platform=()))
     if config.reset_by_chat_type:
         yield replace(s, config=replace(config, reset_by_chat_type=()))
+    modes = config.finalization_by_chat
+    if modes:  # every chat in the gateway's mode, else one back at a time
+        yield replace(s, config=replace(config, finalization_by_chat=()))
+        for entry in modes if len(modes) > 1 else ():
+            yield replace(s, config=replace(config, finalization_by_chat=tuple(e for e in modes if e != entry)))
     for policy in _simpler_policies(config.reset):
         yield replace(s, config=replace(config, reset=policy))
     defaults = GatewayConfig()

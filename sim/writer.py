@@ -58,6 +58,8 @@ def config_document(config: GatewayConfig) -> dict[str, Any]:
     cfg["cache_cap"] = config.cache_cap
     cfg["idle_ttl"] = format_duration(config.idle_ttl)
     cfg["watcher_interval"] = "lazy" if config.watcher_interval is None else format_duration(config.watcher_interval)
+    if config.finalization_by_chat:
+        cfg["finalization_by_chat"] = dict(config.finalization_by_chat)
     if config.providers:
         cfg["providers"] = [{"name": p.name, "retain_every_n_turns": p.retain_every_n_turns} for p in config.providers]
     if config.turn_latency != default.turn_latency:

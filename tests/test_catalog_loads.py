@@ -51,6 +51,8 @@ KNOWN_VARIANTS = frozenset({
     "new-ends-ended-session",
     "restart-keeps-old-policy",
     "group-shares-one-session",
+    "lazy-chat-stops-the-watcher",
+    "eager-chat-left-lazy",
 })
 FILE_NAME = re.compile(r"\d\d-[a-z0-9]+(-[a-z0-9]+)*\.yaml")
 PATHS = catalog_paths()

@@ -139,8 +139,8 @@ def _check_segment(m: RunModel, seg: Segment, segments: list[Segment]) -> list[V
 
 
 def _lazy(m: RunModel, seg: Segment) -> bool:
-    """A policy boundary of a lazy gateway: the end is owed at the chat's next message."""
-    return not m.eager and seg.reason in ("idle", "daily")
+    """A policy boundary of a lazy chat: the end is owed at the chat's next message."""
+    return seg.reason in ("idle", "daily") and m.finalization(seg.chat) == "lazy"
 
 
 def _next_request(seg: Segment, segments: list[Segment]) -> int:

@@ -185,7 +185,18 @@ class RunModel:
 
     @property
     def eager(self) -> bool:
+        """The gateway-wide mode the gateway declared (a chat may have its own: `finalization`)."""
         return self.profile.get("finalization") == "eager"
+
+    def finalization(self, chat: str) -> str:
+        """How the chat's policy boundaries are acted on: its own mode in the config, else the
+        gateway's declared one."""
+        return self.config.finalization_for(chat) or ("eager" if self.eager else "lazy")
+
+    @property
+    def watched(self) -> bool:
+        """Some chat's boundaries are acted on by a watcher: the gateway is eager, or a chat is."""
+        return self.eager or any(mode == "eager" for _, mode in self.config.finalization_by_chat)
 
     @property
     def latency(self) -> int:

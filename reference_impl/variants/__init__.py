@@ -42,7 +42,9 @@ from reference_impl.variants.memory import (
 from reference_impl.variants.policy import (
     CommandMovesIdleClock,
     DailyBoundaryInUtc,
+    EagerChatLeftLazy,
     GroupSharesOneSession,
+    LazyChatStopsTheWatcher,
     MessageResetFiresNoHooks,
     NewEndsEndedSession,
     ResetMidTurn,
@@ -89,6 +91,8 @@ VARIANTS: dict[str, type[ReferenceGateway]] = {
     "new-ends-ended-session": NewEndsEndedSession,
     "restart-keeps-old-policy": RestartKeepsOldPolicy,
     "group-shares-one-session": GroupSharesOneSession,
+    "lazy-chat-stops-the-watcher": LazyChatStopsTheWatcher,
+    "eager-chat-left-lazy": EagerChatLeftLazy,
 }
 
 

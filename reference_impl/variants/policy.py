@@ -12,6 +12,7 @@ from dataclasses import replace
 from conformance.adapter import Inbound
 from reference_impl.gateway import ReferenceGateway
 from reference_impl.policy import ResetPolicyEvaluator, chat_key
+from reference_impl.store import Route
 from sim.clock import load_zone
 from sim.scenario import Chat, GatewayConfig
 
@@ -138,3 +139,33 @@ class GroupSharesOneSession(ReferenceGateway):
 
     def route_key(self, chat: Chat) -> str:
         return chat_key(replace(chat, user=None) if chat.chat_type in ("group", "channel") else chat)
+
+
+class LazyChatStopsTheWatcher(ReferenceGateway):
+    """lazy-chat-stops-the-watcher — issue #21 (format gaps: per-chat eager or lazy):
+
+    A gateway that keeps one process-wide "watch" switch and turns it off when any chat is
+    configured lazy: every other chat's expiry then waits for that chat's next message too,
+    and an end owed within the watcher's interval comes hours late, or never.
+
+    Here: once one chat is lazy, the watcher watches no chat.
+    """
+
+    def watched(self, route: Route) -> bool:
+        if any(mode == "lazy" for _, mode in self.config.finalization_by_chat):
+            return False
+        return super().watched(route)
+
+
+class EagerChatLeftLazy(ReferenceGateway):
+    """eager-chat-left-lazy — issue #21 (format gaps: per-chat eager or lazy):
+
+    A lazy gateway that reads the per-chat mode only to turn watching off, never on: a chat
+    configured eager in a gateway with no watcher waits for its next message like the rest,
+    although the gateway declares the latency it owes such a chat.
+
+    Here: without a gateway-wide watcher, no chat is watched.
+    """
+
+    def watched(self, route: Route) -> bool:
+        return self.config.watcher_interval is not None and super().watched(route)

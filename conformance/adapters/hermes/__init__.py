@@ -32,6 +32,7 @@ UNSUPPORTED = frozenset({
     "delegate", "delete_parent",  # a delegate child needs the agent's delegate_task tool: an LLM that emits tool calls
     "muted",  # no per-message visibility in any release (messages has no such column; gateway/session.py)
     "daily_min_idle_minutes",  # gateway/config.py:SessionResetPolicy has no such knob: it would be ignored
+    "finalization_by_chat",  # one watcher over every session (gateway/run.py:_session_expiry_watcher): no mode per chat
 })
 CLEARING_COMMANDS = ("/stop", "/new", "/reset")  # mid-turn, these discard the queued follow-ups
 # Hermes's own boundaries where a crash can part durable from volatile state, fired through the

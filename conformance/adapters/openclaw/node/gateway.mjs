@@ -363,9 +363,10 @@ function writeConfig(agent, workspace, reset, byChannel, byType) {
 // What OpenClaw cannot be driven through (docs/openclaw.md): no delegate child sessions on the
 // inbound path, no store lock to inject, no per-message visibility, no minimum quiet before a daily
 // reset, no memory providers of sessiongate's kind (so no backend to fail), no /resume; and every
-// chat is a Telegram DM (the only channel bundled with 2026.9.6), so no policy per platform or chat type.
+// chat is a Telegram DM (the only channel bundled with 2026.9.6), so no policy per platform or chat type; and
+// freshness is judged only when a message arrives (lazy for every chat), so no chat of its own can be eager.
 const PROFILE_UNSUPPORTED = ["delegate", "delete_parent", "db_locked", "muted", "daily_min_idle_minutes", "providers",
-  "backend_fail", "backend_slow", "/resume", "reset_by_platform", "reset_by_chat_type"];
+  "backend_fail", "backend_slow", "/resume", "reset_by_platform", "reset_by_chat_type", "finalization_by_chat"];
 async function start(req) {
   const agent = req.agent;
   if (!/^[a-z][a-z0-9-]*$/.test(agent ?? "")) throw new Error("start needs agent, the scenario's agent id (the Python side, conformance/adapters/openclaw, passes it)");
