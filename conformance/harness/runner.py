@@ -20,28 +20,14 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from conformance.adapter import (
-    CrashPointFired,
-    FakeLLM,
-    Gateway,
-    GatewayTimeout,
-    Harness,
-    HookBus,
-    Inbound,
-    Interrupted,
-    MemoryBackend,
-    Platform,
-    Profile,
-    RecordingProvider,
-    RemoteGatewayError,
-    Scheduler,
-    raise_interrupted,
-    scenario_features,
-)
+from conformance.adapter import CrashPointFired, Gateway, Harness, Inbound, Profile, Scheduler
+from conformance.features import scenario_features
 from conformance.harness import values
+from conformance.harness.errors import GatewayTimeout, Interrupted, RemoteGatewayError, raise_interrupted
 from conformance.harness.spill import SPILL_AT, ObservationLog
 from conformance.harness.verdict import GatewayFailure, Verdict
 from conformance.observations import CacheReplay, DurableState, Obs, Resources, ResourcesDeltas, log_text
+from conformance.observers import FakeLLM, HookBus, MemoryBackend, Platform, RecordingProvider
 from sim.clock import TZDATA, VirtualClock
 from sim.engine import Engine, EventBudgetExceeded
 from sim.scenario import (

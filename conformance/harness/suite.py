@@ -16,7 +16,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import cast
 
-from conformance.adapter import Gateway, Interrupted
+from conformance.adapter import Gateway
+from conformance.harness.errors import Interrupted
 from conformance.harness.registry import UnknownGateway, expectation_names
 from conformance.harness.runner import DEFAULT_BUDGET, RunResult, exception_text, run_scenario
 from conformance.harness.verdict import CHECK_IDS, CHECKER_ERROR, Verdict

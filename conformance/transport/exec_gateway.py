@@ -29,17 +29,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from conformance.adapter import (
-    BackendBusy,
-    BackendUnavailable,
-    CrashPointFired,
-    Gateway,
-    GatewayTimeout,
-    Harness,
-    Inbound,
-    Profile,
-    RemoteGatewayError,
-)
+from conformance.adapter import BackendBusy, BackendUnavailable, CrashPointFired, Gateway, Harness, Inbound, Profile
+from conformance.harness.errors import GatewayTimeout, RemoteGatewayError
 from conformance.harness.registry import resolve
 from conformance.harness.values import BadValue, resources_change
 from conformance.observations import DurableState, Resources
