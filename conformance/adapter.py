@@ -109,7 +109,7 @@ class CrashPointFired(BaseException):
 class CrashPoints:
     """When the gateway's crash points fire: each `hit(point)` counts, and answers whether the
     process dies there. Armed by `crash_at` events (the n-th hit after the event), or, for
-    `fuzz --crash-points`, by a seeded `swarm` (see `conformance.harness.runner.Swarm`)."""
+    `fuzz --crash-points`, by a seeded `swarm` (see `conformance.harness.swarm.Swarm`)."""
 
     def __init__(self) -> None:
         self.declared: frozenset[str] = frozenset()

@@ -8,10 +8,7 @@ from typing import Any
 
 from sim.clock import parse_duration
 from sim.document import ScenarioError, show
-from sim.scenario import (
-    USAGES,
-    Usage,
-)
+from sim.scenario import USAGES, Usage
 
 
 class _Fields:

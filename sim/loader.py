@@ -19,11 +19,7 @@ from sim.document import MAX_FILE_BYTES, ScenarioError, parse_document, show
 from sim.fields import _at_least, _Fields
 from sim.load_config import _chats, _config
 from sim.load_events import END_OF_TIME, LAST_YEAR, _events, _instant
-from sim.scenario import (
-    GatewayConfig,
-    Scenario,
-    max_horizon,
-)
+from sim.scenario import GatewayConfig, Scenario, max_horizon
 
 
 def load_text(text: str, source: str = "<scenario>") -> Scenario:
