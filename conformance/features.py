@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+from sim.kinds import KINDS
 from sim.scenario import GatewayConfig, Restart, Scenario
 
-EVENT_KINDS = frozenset(
-    {"message", "command", "delegate", "sigterm", "crash", "restart", "delete_session",
-     "delete_parent", "db_locked", "backend_fail", "backend_slow"}
-)
+EVENT_KINDS: frozenset[str] = frozenset(name for name, kind in KINDS.items() if kind.optional)
+"""The event kinds a gateway may lack (`sim.kinds.KINDS`, column `optional`)."""
 SETTINGS: dict[str, str] = {
     # A feature of the contract a gateway may not have, and what the runner does about it.
     "muted": "a muted message is delivered as a plain one (logged unmuted, with a `skipped` record)",

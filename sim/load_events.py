@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, date, datetime
 from typing import Any
@@ -11,6 +12,7 @@ from zoneinfo import ZoneInfo
 from sim.clock import format_duration, from_ms, local_instant, repeated_instant, to_ms
 from sim.document import LocatedList, ScenarioError, show
 from sim.fields import _at_least, _Fields, _one_of, _usage
+from sim.kinds import KINDS, covered
 from sim.load_config import CHAT_NAME, CHAT_NAME_RULE, _config_change
 from sim.scenario import (
     AFTER_TIMERS,
@@ -81,23 +83,6 @@ def _instant(text: Any, zone: ZoneInfo, start_day: date | None) -> int:
     return second_pass + offset
 
 
-_PRIMARY = {
-    "message": "chat",
-    "command": "name",
-    "delegate": "chat",
-    "advance": "duration",
-    "sigterm": None,
-    "crash": None,
-    "restart": None,
-    "delete_session": "chat",
-    "delete_parent": "chat",
-    "db_locked": "duration",
-    "backend_fail": "provider",
-    "backend_slow": "provider",
-    "checkpoint": "name",
-    "crash_at": "point",
-}
-
 # The keys an event may carry beside its kind (when, and each kind's own fields).
 _MODIFIERS = frozenset({"at", "after", "order", "text", "muted", "usage", "chat", "for", "delay", "config"})
 
@@ -128,6 +113,131 @@ def _crash_at(f: _Fields, t: int, line: int) -> CrashAt:
     return event
 
 
+class _Reading:
+    """What reading one event needs beyond its own fields: the chats (declared, or made as named
+    when `implicit`), the configured providers, and the turns numbered so far (in file order)."""
+
+    def __init__(self, chats: dict[str, Chat], implicit: bool, providers: set[str]) -> None:
+        self.chats, self.implicit, self.providers = chats, implicit, providers
+        self.turns = 0
+
+    def turn(self) -> str:
+        self.turns += 1
+        return f"t{self.turns}"
+
+    def chat_ref(self, f: _Fields, key: str) -> str:
+        name = f.get(key, "str")
+        if name not in self.chats:
+            if not self.implicit:
+                raise f.error(key, f"unknown chat {show(name)}; declared chats: {', '.join(sorted(self.chats)) or 'none'}")
+            if not CHAT_NAME.fullmatch(name):  # the same rule as a declared chat's: a written file loads again
+                raise f.error(key, f"{CHAT_NAME_RULE}, got {show(name)}")
+            self.chats[name] = Chat(name)
+        return name
+
+
+_Reader = Callable[[_Fields, int, int, _Reading], Event]  # (the event's fields, its time, its line, the reading so far)
+
+
+def _message(f: _Fields, t: int, line: int, r: _Reading) -> Event:
+    turn = r.turn()
+    text = f.get("text", "str", "hello", check=_no_turn_tag)
+    usage = _usage(f, "usage") if f.has("usage") else None
+    return Message(t, line, chat=r.chat_ref(f, "message"), turn=turn, text=text, muted=f.get("muted", "bool", False), usage=usage)
+
+
+def _command(f: _Fields, t: int, line: int, r: _Reading) -> Event:
+    name = f.get("command", "str", check=_one_of(COMMANDS))
+    if not f.has("chat"):
+        raise f.error("command", "a command needs 'chat'")
+    return Command(t, line, chat=r.chat_ref(f, "chat"), name=name)
+
+
+def _delegate(f: _Fields, t: int, line: int, r: _Reading) -> Event:
+    turn = r.turn()
+    return Delegate(t, line, chat=r.chat_ref(f, "delegate"), turn=turn)
+
+
+def _advance(f: _Fields, t: int, line: int, r: _Reading) -> Event:
+    return Advance(t + f.get("advance", "pos_duration"), line)
+
+
+def _no_value(kind: str, f: _Fields) -> None:
+    value = f.raw(kind)
+    if value not in (None, True, {}):
+        raise f.error(kind, f"takes no value, got {show(value)}")
+
+
+def _sigterm(f: _Fields, t: int, line: int, r: _Reading) -> Event:
+    _no_value("sigterm", f)
+    return Sigterm(t, line)
+
+
+def _crash(f: _Fields, t: int, line: int, r: _Reading) -> Event:
+    _no_value("crash", f)
+    return Crash(t, line)
+
+
+def _restart(f: _Fields, t: int, line: int, r: _Reading) -> Event:
+    _no_value("restart", f)
+    return Restart(t, line, change=_config_change(f.sub("config"))) if f.has("config") else Restart(t, line)
+
+
+def _delete_session(f: _Fields, t: int, line: int, r: _Reading) -> Event:
+    return DeleteSession(t, line, chat=r.chat_ref(f, "delete_session"))
+
+
+def _delete_parent(f: _Fields, t: int, line: int, r: _Reading) -> Event:
+    return DeleteParent(t, line, chat=r.chat_ref(f, "delete_parent"))
+
+
+def _db_locked(f: _Fields, t: int, line: int, r: _Reading) -> Event:
+    return DbLocked(t, line, duration=f.get("db_locked", "pos_duration"))
+
+
+def _backend(kind: str, f: _Fields, r: _Reading) -> str:
+    """The provider a backend fault names, which must be configured, and its `for`."""
+    provider = f.get(kind, "str")
+    if provider == "recorder":
+        what = "failed" if kind == "backend_fail" else "slowed"
+        raise f.error(kind, f"'recorder' is the harness's own provider; its backend cannot be {what}")
+    if provider not in r.providers:
+        known = ", ".join(sorted(r.providers)) or "none"
+        raise f.error(kind, f"unknown provider {show(provider)}; configured providers: {known}")
+    if not f.has("for"):
+        raise f.error(kind, "needs 'for', a duration")
+    return str(provider)
+
+
+def _backend_fail(f: _Fields, t: int, line: int, r: _Reading) -> Event:
+    provider = _backend("backend_fail", f, r)
+    return BackendFail(t, line, provider=provider, duration=f.get("for", "pos_duration"))
+
+
+def _backend_slow(f: _Fields, t: int, line: int, r: _Reading) -> Event:
+    provider = _backend("backend_slow", f, r)
+    if not f.has("delay"):
+        raise f.error("backend_slow", "needs 'delay', a duration")
+    return BackendSlow(t, line, provider=provider, duration=f.get("for", "pos_duration"), delay=f.get("delay", "pos_duration"))
+
+
+def _checkpoint(f: _Fields, t: int, line: int, r: _Reading) -> Event:
+    return Checkpoint(t, line, name=f.get("checkpoint", "str"))
+
+
+def _crash_at_event(f: _Fields, t: int, line: int, r: _Reading) -> Event:
+    return _crash_at(f.sub("crash_at"), t, line)
+
+
+_READERS: dict[str, _Reader] = {
+    "message": _message, "command": _command, "delegate": _delegate, "advance": _advance, "sigterm": _sigterm,
+    "crash": _crash, "restart": _restart, "delete_session": _delete_session, "delete_parent": _delete_parent,
+    "db_locked": _db_locked, "backend_fail": _backend_fail, "backend_slow": _backend_slow, "checkpoint": _checkpoint,
+    "crash_at": _crash_at_event,
+}
+covered("load", _READERS)
+
+
 def _events(
     items: Any, source: str, line: int, zone: ZoneInfo, start: int, chats: dict[str, Chat], implicit: bool, providers: set[str]
 ) -> tuple[tuple[Event, ...], dict[str, Chat]]:
@@ -137,20 +247,20 @@ def _events(
         raise ScenarioError(source, line, "events", f"{len(items)} events is over the limit of {MAX_EVENTS}")
     start_day = from_ms(start, zone).date()
     cursor = start
-    turns = 0
+    reading = _Reading(chats, implicit, providers)
     events: list[Event] = []
     for index, item in enumerate(items):
         item_line = items.lines[index] if isinstance(items, LocatedList) else line
         f = _Fields(source, item, f"events[{index}]", item_line)
-        kinds = [key for key in f.data if key in _PRIMARY]
+        kinds = [key for key in f.data if key in KINDS]
         if len(kinds) != 1:
-            unknown = [key for key in f.data if key not in _PRIMARY and key not in _MODIFIERS]
+            unknown = [key for key in f.data if key not in KINDS and key not in _MODIFIERS]
             if not kinds and unknown:  # most likely a misspelt or invented kind: name it
                 keys = ", ".join(repr(key) for key in unknown)
                 raise ScenarioError(source, f.line_of(unknown[0]), f.path,
-                                    f"unknown key{'s' if len(unknown) > 1 else ''} {keys}; expected exactly one of {', '.join(_PRIMARY)}")
+                                    f"unknown key{'s' if len(unknown) > 1 else ''} {keys}; expected exactly one of {', '.join(KINDS)}")
             what = "none" if not kinds else " and ".join(kinds)
-            raise ScenarioError(source, f.line, f.path, f"expected exactly one of {', '.join(_PRIMARY)}; found {what}")
+            raise ScenarioError(source, f.line, f.path, f"expected exactly one of {', '.join(KINDS)}; found {what}")
         kind = kinds[0]
         if f.has("config") and kind != "restart":
             raise f.error("config", "only a restart can change the configuration")
@@ -168,68 +278,8 @@ def _events(
         elif f.has("after"):
             t = cursor + f.get("after", "duration")
 
-        def chat_ref(key: str, f: _Fields = f) -> str:
-            name = f.get(key, "str")
-            if name not in chats:
-                if not implicit:
-                    raise f.error(key, f"unknown chat {show(name)}; declared chats: {', '.join(sorted(chats)) or 'none'}")
-                if not CHAT_NAME.fullmatch(name):  # the same rule as a declared chat's: a written file loads again
-                    raise f.error(key, f"{CHAT_NAME_RULE}, got {show(name)}")
-                chats[name] = Chat(name)
-            return name
-
-        event: Event
-        if kind == "message":
-            turns += 1
-            text = f.get("text", "str", "hello", check=_no_turn_tag)
-            usage = _usage(f, "usage") if f.has("usage") else None
-            event = Message(t, item_line, chat=chat_ref("message"), turn=f"t{turns}", text=text,
-                            muted=f.get("muted", "bool", False), usage=usage)
-        elif kind == "command":
-            name = f.get("command", "str", check=_one_of(COMMANDS))
-            if not f.has("chat"):
-                raise f.error("command", "a command needs 'chat'")
-            event = Command(t, item_line, chat=chat_ref("chat"), name=name)
-        elif kind == "delegate":
-            turns += 1
-            event = Delegate(t, item_line, chat=chat_ref("delegate"), turn=f"t{turns}")
-        elif kind == "advance":
-            t = t + f.get("advance", "pos_duration")
-            event = Advance(t, item_line)
-        elif kind in ("sigterm", "crash", "restart"):
-            value = f.raw(kind)
-            if value not in (None, True, {}):
-                raise f.error(kind, f"takes no value, got {show(value)}")
-            event = {"sigterm": Sigterm, "crash": Crash, "restart": Restart}[kind](t, item_line)
-            if kind == "restart" and f.has("config"):
-                event = Restart(t, item_line, change=_config_change(f.sub("config")))
-        elif kind == "delete_session":
-            event = DeleteSession(t, item_line, chat=chat_ref("delete_session"))
-        elif kind == "delete_parent":
-            event = DeleteParent(t, item_line, chat=chat_ref("delete_parent"))
-        elif kind == "db_locked":
-            event = DbLocked(t, item_line, duration=f.get("db_locked", "pos_duration"))
-        elif kind in ("backend_fail", "backend_slow"):
-            provider = f.get(kind, "str")
-            if provider == "recorder":
-                what = "failed" if kind == "backend_fail" else "slowed"
-                raise f.error(kind, f"'recorder' is the harness's own provider; its backend cannot be {what}")
-            if provider not in providers:
-                known = ", ".join(sorted(providers)) or "none"
-                raise f.error(kind, f"unknown provider {show(provider)}; configured providers: {known}")
-            if not f.has("for"):
-                raise f.error(kind, "needs 'for', a duration")
-            if kind == "backend_fail":
-                event = BackendFail(t, item_line, provider=provider, duration=f.get("for", "pos_duration"))
-            else:
-                if not f.has("delay"):
-                    raise f.error(kind, "needs 'delay', a duration")
-                event = BackendSlow(t, item_line, provider=provider, duration=f.get("for", "pos_duration"),
-                                    delay=f.get("delay", "pos_duration"))
-        elif kind == "crash_at":
-            event = _crash_at(f.sub("crash_at"), t, item_line)
-        else:
-            event = Checkpoint(t, item_line, name=f.get("checkpoint", "str"))
+        event = _READERS[kind](f, t, item_line, reading)
+        t = event.t  # an advance moves time on by its duration
         order = f.get("order", "str", AFTER_TIMERS, check=_one_of(ORDERS))
         if order != AFTER_TIMERS:  # where it runs among the timers due at its instant (sim.engine, rule 3)
             event = replace(event, order=order)
@@ -242,5 +292,5 @@ def _events(
             raise f.error(key, f"the timeline runs past the year {LAST_YEAR}")
         events.append(event)
         cursor = t
-    return tuple(events), chats
+    return tuple(events), reading.chats
 

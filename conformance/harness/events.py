@@ -4,6 +4,7 @@ injects was applied (a gateway that ignored one would pass its scenarios vacuous
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import replace
 from typing import Any
@@ -12,6 +13,7 @@ from conformance.adapter import Inbound
 from conformance.harness.calls import Died, GatewayCalls, GatewayRaised
 from conformance.harness.verdict import GatewayFailure
 from conformance.observations import DurableState
+from sim.kinds import covered
 from sim.scenario import (
     Advance,
     BackendFail,
@@ -149,64 +151,79 @@ class EventSteps(GatewayCalls):
         self._sample_resources()
 
     def _apply_event(self, event: Event, kind: str) -> None:
-        if isinstance(event, CrashAt):
-            if event.point not in self.profile.crash_points:
-                self.log.add("skipped", event=kind, reason=f"the gateway declares no crash point {event.point!r}")
-            else:
-                extra = {} if event.restart_after is None else {"restart_after": event.restart_after}
-                self.log.add("crash_at", point=event.point, hit=event.hit, **extra)
-                self.harness.points.arm(event.point, event.hit, event.restart_after)
-                self.crash_ats.append((event, self.harness.points.armed[-1]))
-        elif isinstance(event, Message):
-            muted = event.muted
-            if muted and "muted" in self.profile.unsupported:
-                # Still a user turn (the rest of the scenario relies on it), but a plain one: the
-                # log says what the gateway was given, so no check judges a visibility it lacks.
-                self.log.add("skipped", event="muted", turns=(event.turn,),
-                             reason="the gateway declares no muted messages: delivered as a plain message")
-                event = replace(event, muted=False)
-            self.log.add("message", chat=event.chat, turns=(event.turn,), muted=event.muted, queued=not self.up)
-            self._to_gateway(event, f"[{event.turn}] {event.text}")
-        elif isinstance(event, Command):
-            self.log.add("command", chat=event.chat, command=event.name, queued=not self.up)
-            self._to_gateway(event, None)
-        elif isinstance(event, Delegate):
-            self.log.add("delegate", chat=event.chat, turns=(event.turn,), queued=not self.up)
-            self._to_gateway(event, None)
-        elif isinstance(event, Advance):
-            self.log.add("advance")
-        elif isinstance(event, Checkpoint):
-            self.log.add("checkpoint", name=event.name)
-            self._snapshot(event.name)
-        elif isinstance(event, Sigterm):
-            self._stop("sigterm")
-        elif isinstance(event, Crash):
-            self._stop("crash")
-        elif isinstance(event, Restart):
-            self._restart(event.change)
-        elif isinstance(event, (DeleteSession, DeleteParent)):
-            before = self._durable()
-            session = dict(before.routing).get(event.chat)
-            self._verify_routed(event.chat, session)
-            cascade = [] if session is None else self._cascade(kind, session, before)
-            self.log.add(kind, chat=event.chat, session=session, **({"cascade": cascade} if kind == "delete_session" else {}))
-            if session is not None:
-                self._call(kind, self.gateway.delete_session_row, session, isinstance(event, DeleteParent))
-                self._verify_deleted(session, cascade, before)
-        elif isinstance(event, DbLocked):
-            until = event.t + event.duration
-            self.log.add("db_locked", until=until)
-            before = _row_counts(self._durable())
-            self._call("db_locked", self.gateway.lock_store, until)
-            if until - 1 > event.t:  # the last instant still locked: nothing may have been written
-                self.engine.timer(until - 1, self._verify_locked, event.t, until, before, self.log.step, self.current_event)
-        elif isinstance(event, BackendFail):
-            self.log.add("backend_fail", backend=event.provider, until=event.t + event.duration)
-            self.backends[event.provider].down_until = event.t + event.duration
-        elif isinstance(event, BackendSlow):
-            self.log.add("backend_slow", backend=event.provider, until=event.t + event.duration, delay=event.delay)
-            backend = self.backends[event.provider]
-            backend.slow_until, backend.slow_delay = event.t + event.duration, event.delay
+        APPLY[kind](self, event, kind)
+
+    # -- one handler per kind (`APPLY`) ----------------------------------------------------
+
+    def _crash_at(self, event: CrashAt, kind: str) -> None:
+        if event.point not in self.profile.crash_points:
+            self.log.add("skipped", event=kind, reason=f"the gateway declares no crash point {event.point!r}")
+        else:
+            extra = {} if event.restart_after is None else {"restart_after": event.restart_after}
+            self.log.add("crash_at", point=event.point, hit=event.hit, **extra)
+            self.harness.points.arm(event.point, event.hit, event.restart_after)
+            self.crash_ats.append((event, self.harness.points.armed[-1]))
+
+    def _message(self, event: Message, kind: str) -> None:
+        muted = event.muted
+        if muted and "muted" in self.profile.unsupported:
+            # Still a user turn (the rest of the scenario relies on it), but a plain one: the
+            # log says what the gateway was given, so no check judges a visibility it lacks.
+            self.log.add("skipped", event="muted", turns=(event.turn,),
+                         reason="the gateway declares no muted messages: delivered as a plain message")
+            event = replace(event, muted=False)
+        self.log.add("message", chat=event.chat, turns=(event.turn,), muted=event.muted, queued=not self.up)
+        self._to_gateway(event, f"[{event.turn}] {event.text}")
+
+    def _command(self, event: Command, kind: str) -> None:
+        self.log.add("command", chat=event.chat, command=event.name, queued=not self.up)
+        self._to_gateway(event, None)
+
+    def _delegate(self, event: Delegate, kind: str) -> None:
+        self.log.add("delegate", chat=event.chat, turns=(event.turn,), queued=not self.up)
+        self._to_gateway(event, None)
+
+    def _advance(self, event: Advance, kind: str) -> None:
+        self.log.add("advance")
+
+    def _checkpoint(self, event: Checkpoint, kind: str) -> None:
+        self.log.add("checkpoint", name=event.name)
+        self._snapshot(event.name)
+
+    def _stop_event(self, event: Sigterm | Crash, kind: str) -> None:
+        self._stop(kind)
+
+    def _restart_event(self, event: Restart, kind: str) -> None:
+        self._restart(event.change)
+
+    def _delete(self, event: DeleteSession | DeleteParent, kind: str) -> None:
+        before = self._durable()
+        session = dict(before.routing).get(event.chat)
+        self._verify_routed(event.chat, session)
+        cascade = [] if session is None else self._cascade(kind, session, before)
+        self.log.add(kind, chat=event.chat, session=session, **({"cascade": cascade} if kind == "delete_session" else {}))
+        if session is not None:
+            self._call(kind, self.gateway.delete_session_row, session, isinstance(event, DeleteParent))
+            self._verify_deleted(session, cascade, before)
+
+    def _db_locked(self, event: DbLocked, kind: str) -> None:
+        until = event.t + event.duration
+        self.log.add("db_locked", until=until)
+        before = _row_counts(self._durable())
+        self._call("db_locked", self.gateway.lock_store, until)
+        if until - 1 > event.t:  # the last instant still locked: nothing may have been written
+            self.engine.timer(until - 1, self._verify_locked, event.t, until, before, self.log.step, self.current_event)
+
+    def _backend_fail(self, event: BackendFail, kind: str) -> None:
+        self.log.add("backend_fail", backend=event.provider, until=event.t + event.duration)
+        self.backends[event.provider].down_until = event.t + event.duration
+
+    def _backend_slow(self, event: BackendSlow, kind: str) -> None:
+        self.log.add("backend_slow", backend=event.provider, until=event.t + event.duration, delay=event.delay)
+        backend = self.backends[event.provider]
+        backend.slow_until, backend.slow_delay = event.t + event.duration, event.delay
+
+    # -- the gateway's inbox ---------------------------------------------------------------
 
     def _to_gateway(self, event: Event, payload: Any) -> None:
         if not self.up:
@@ -221,6 +238,18 @@ class EventSteps(GatewayCalls):
             self._call(self.current_event, self.gateway.deliver_command, self._chat(event.chat), event.name)
         elif isinstance(event, Delegate):
             self._call(self.current_event, self.gateway.delegate, self._chat(event.chat), f"[{event.turn}] delegated task")
+
+
+APPLY: dict[str, Callable[[EventSteps, Any, str], None]] = {
+    # What the harness does with each kind of event (`EventSteps._apply`, once the gateway's
+    # `Profile.unsupported` has not skipped it).
+    "message": EventSteps._message, "command": EventSteps._command, "delegate": EventSteps._delegate,
+    "advance": EventSteps._advance, "sigterm": EventSteps._stop_event, "crash": EventSteps._stop_event,
+    "restart": EventSteps._restart_event, "delete_session": EventSteps._delete, "delete_parent": EventSteps._delete,
+    "db_locked": EventSteps._db_locked, "backend_fail": EventSteps._backend_fail, "backend_slow": EventSteps._backend_slow,
+    "checkpoint": EventSteps._checkpoint, "crash_at": EventSteps._crash_at,
+}
+covered("apply", APPLY)
 
 
 def _row_counts(state: DurableState) -> Counter[tuple[str, str, str | None]]:
