@@ -38,9 +38,10 @@ from common import machine, timed
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
-from conformance.adapter import FakeLLM, Harness, HookBus, Inbound, MemoryBackend, Platform, RecordingProvider, Scheduler
+from conformance.adapter import Harness, Inbound, Scheduler
 from conformance.harness.runner import run_scenario
 from conformance.harness.spill import ObservationLog
+from conformance.observers import FakeLLM, HookBus, MemoryBackend, Platform, RecordingProvider
 from reference_impl import ReferenceGateway
 from sim.clock import HOUR, MINUTE, SECOND, VirtualClock
 from sim.engine import Engine

@@ -4,69 +4,28 @@ Events go in through `Gateway` methods; observations come out through the observ
 `Harness` (a fake LLM, the platform outbox, a recording memory provider, recording memory
 backends, a plugin-hook bus). Background work (expiry watcher ticks, idle sweeps) runs as
 timers the gateway sets on `Harness.scheduler`, so the simulator decides when it happens and
-every tick lands in the log at its exact virtual time.
+every tick lands in the log at its exact virtual time. The observers live in
+`conformance.observers`, the names `Profile.unsupported` may hold in `conformance.features`;
+everything a gateway implementation imports is importable from here (`__all__`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from conformance.harness.spill import ObservationLog
-from conformance.observations import DurableState, Resources, halves, reply_text, turn_ids
-from sessiongate import SessiongateError
+from conformance.observations import DurableState, Resources
+from conformance.observers import BackendBusy, BackendUnavailable, FakeLLM, HookBus, MemoryBackend, Platform, RecordingProvider
 from sim.clock import VirtualClock
 from sim.engine import Engine, Timer
-from sim.scenario import Chat, GatewayConfig, ResetPolicy, Restart, Scenario, Usage
+from sim.scenario import Chat, GatewayConfig, ResetPolicy
 
-EVENT_KINDS = frozenset(
-    {"message", "command", "delegate", "sigterm", "crash", "restart", "delete_session",
-     "delete_parent", "db_locked", "backend_fail", "backend_slow"}
-)
-SETTINGS: dict[str, str] = {
-    # A feature of the contract a gateway may not have, and what the runner does about it.
-    "muted": "a muted message is delivered as a plain one (logged unmuted, with a `skipped` record)",
-    "daily_min_idle_minutes": "a scenario whose config uses it is skipped whole (outcome `skip`)",
-    "restart_config": "a scenario with a `restart` that changes the configuration is skipped whole (outcome `skip`)",
-    "reset_by_platform": "a scenario whose config sets a policy per platform is skipped whole (outcome `skip`)",
-    "reset_by_chat_type": "a scenario whose config sets a policy per chat type is skipped whole (outcome `skip`)",
-    "finalization_by_chat": "a scenario whose config gives some chats their own finalization is skipped whole (outcome `skip`)",
-    "providers": "the scenario's memory providers are left out: it runs, and is judged, with the recorder alone (a `skipped` record)",
-}
-UNSUPPORTED_COMMANDS = frozenset({"/resume"})
-"""Commands a gateway may lack (OpenClaw has no /resume): each such command event is skipped."""
-FEATURES: frozenset[str] = EVENT_KINDS | frozenset(SETTINGS) | UNSUPPORTED_COMMANDS
-"""Every name `Profile.unsupported` may hold: the event kinds, the settings of `SETTINGS` and the
-commands of `UNSUPPORTED_COMMANDS`."""
-
-
-def config_features(config: GatewayConfig) -> frozenset[str]:
-    """The optional settings of `SETTINGS` that `config` uses (a gateway without one cannot be
-    judged on a scenario that relies on it)."""
-    used: set[str] = set()
-    policies = [config.reset, *(p for _, p in config.reset_by_platform), *(p for _, p in config.reset_by_chat_type)]
-    if any(p.daily_min_idle_minutes > 0 and p.mode in ("daily", "both") for p in policies):
-        used.add("daily_min_idle_minutes")
-    if config.reset_by_platform:
-        used.add("reset_by_platform")
-    if config.reset_by_chat_type:
-        used.add("reset_by_chat_type")
-    if config.finalization_by_chat:
-        used.add("finalization_by_chat")
-    return frozenset(used)
-
-
-def scenario_features(scenario: Scenario) -> frozenset[str]:
-    """The optional settings of `SETTINGS` that `scenario` uses: its config's, those of the
-    configurations its restarts change to, and `restart_config` if any restart changes it."""
-    used = set(config_features(scenario.config))
-    config = scenario.config
-    for event in scenario.events:
-        if isinstance(event, Restart) and event.change is not None:
-            config = event.change.apply(config)
-            used |= config_features(config) | {"restart_config"}
-    return frozenset(used)
+__all__ = [  # what a gateway implementation needs, all importable from here
+    "BackendBusy", "BackendUnavailable", "CrashPointFired", "Gateway", "Harness", "Inbound", "MemoryBackend", "Profile",
+    "RecordingProvider", "policy_detail", "policy_from_detail",
+]
 
 
 @dataclass(frozen=True)
@@ -136,21 +95,6 @@ class Inbound:
     muted: bool = False
 
 
-class BackendUnavailable(RuntimeError):
-    """A memory backend refused a call (an injected `backend_fail` fault)."""
-
-
-class BackendBusy(BackendUnavailable):
-    """A slow memory backend (an injected `backend_slow` fault) has not completed the call yet:
-    the same call made again at `ready_at` or later completes. A synchronous call cannot take
-    virtual time, so the backend says when it will be done and the waiting is the gateway's;
-    a gateway that knows only failures treats it as one."""
-
-    def __init__(self, message: str, ready_at: int) -> None:
-        super().__init__(message)
-        self.ready_at = ready_at
-
-
 class CrashPointFired(BaseException):
     """The process dies at a crash point (harness-private). Raised by `Harness.crash_point` to
     unwind the gateway's step; a BaseException, like SystemExit, so an `except Exception` in
@@ -165,7 +109,7 @@ class CrashPointFired(BaseException):
 class CrashPoints:
     """When the gateway's crash points fire: each `hit(point)` counts, and answers whether the
     process dies there. Armed by `crash_at` events (the n-th hit after the event), or, for
-    `fuzz --crash-points`, by a seeded `swarm` (see `conformance.harness.runner.Swarm`)."""
+    `fuzz --crash-points`, by a seeded `swarm` (see `conformance.harness.swarm.Swarm`)."""
 
     def __init__(self) -> None:
         self.declared: frozenset[str] = frozenset()
@@ -195,30 +139,6 @@ class CrashPoints:
         if fire:
             self.fired = point
         return fire
-
-
-class GatewayTimeout(SessiongateError):
-    """A gateway step took longer than the wall-clock step timeout (isolated gateways)."""
-
-
-class Interrupted(KeyboardInterrupt):
-    """sessiongate itself was told to stop: its own SIGINT/SIGTERM handler (`raise_interrupted`)
-    raises this, and only this stops a run. A KeyboardInterrupt (or SystemExit…) that a gateway
-    raises is that gateway's error at its step; a KeyboardInterrupt, so every `except
-    KeyboardInterrupt` outside the runner still reads it as Ctrl-C."""
-
-
-def raise_interrupted(signum: int, _frame: object) -> None:
-    """The harness's signal handler: `Interrupted(signum)`, distinguishable from the gateway's own."""
-    raise Interrupted(signum)
-
-
-class RemoteGatewayError(SessiongateError):
-    """A gateway in another process failed a step, died, or broke the wire protocol."""
-
-    def __init__(self, message: str, traceback: tuple[str, ...] = ()) -> None:
-        super().__init__(message)
-        self.traceback = traceback
 
 
 class Scheduler:
@@ -254,163 +174,6 @@ class Scheduler:
             callback(*args)
         else:
             self._guard("timer", callback, *args)
-
-
-class FakeLLM:
-    """Answers every request after the configured latency with '[<turn>] reply', <turn> the
-    newest turn id of the prompt's last message.
-
-    Each answer also reports token usage (`sim.scenario.Usage`): the credited turn's
-    message says what (`usage:`), else the scenario's config; 'small' by default. A gateway
-    that reads usage asks `usage_of(request_id)` when the answer arrives; the `llm_request`
-    record names any usage other than 'small', so the log says what each answer reported."""
-
-    def __init__(self, log: ObservationLog, engine: Engine, latency: int, deliver: Callable[[str, str], None],
-                 usage: Usage = "small", usage_by_turn: dict[str, Usage] | None = None) -> None:
-        self._log, self._engine, self._latency, self._deliver = log, engine, latency, deliver
-        self._count = 0
-        self._usage, self._usage_by_turn = usage, usage_by_turn or {}
-        self._reported: dict[str, Usage] = {}  # request id -> its answer's usage, other than 'small', until answered
-        self.epoch = 0  # bumped when the gateway process dies: replies to the dead one are lost
-
-    def request(self, chat: str, session: str, prompt: Sequence[str]) -> str:
-        """Send the prompt (the session's texts, last one the user's); returns a request id."""
-        self._count += 1
-        request_id = f"r{self._count}"
-        # The reply answers the newest turn of the last message, the one whose arrival made the
-        # gateway ask; one that folds unanswered messages into that prompt ("[t3] …\n[t5] …")
-        # answers them with it too. The record lists every turn carried, the credited one first.
-        carried = tuple(dict.fromkeys(turn_ids(prompt[-1]))) if prompt else ()
-        turn = carried[-1] if carried else None
-        credited = (*carried[-1:], *carried[:-1])
-        usage = self._usage_by_turn.get(turn, self._usage) if turn else self._usage
-        if usage == "small":  # the default is left out of the record: logs from before usage read alike
-            self._log.add("llm_request", chat=chat, session=session, turns=credited, request=request_id)
-        else:
-            self._reported[request_id] = usage
-            self._log.add("llm_request", chat=chat, session=session, turns=credited, request=request_id, usage=usage)
-        self._engine.call_later(self._latency, self._reply, self.epoch, request_id, turn)
-        return request_id
-
-    def usage_of(self, request_id: str) -> Usage:
-        """What the answer to `request_id` reports about token usage (see `sim.scenario.Usage`)."""
-        return self._reported.get(request_id, "small")
-
-    def _reply(self, epoch: int, request_id: str, turn: str | None) -> None:
-        try:
-            if epoch == self.epoch:
-                self._deliver(request_id, reply_text(turn) if turn else "reply")
-        finally:
-            self._reported.pop(request_id, None)
-
-
-class Platform:
-    """The chat platform's outbox: a reply delivered here acknowledges its turn."""
-
-    def __init__(self, log: ObservationLog) -> None:
-        self._log = log
-
-    def send_reply(self, chat: str, session: str, text: str) -> None:
-        self._log.add("reply", chat=chat, session=session, turns=turn_ids(text))
-
-
-class MemoryBackend:
-    """Where a memory provider ships turns; 'ingested' is counted here."""
-
-    def __init__(self, name: str, log: ObservationLog, now: Callable[[], int]) -> None:
-        self.name, self._log, self._now = name, log, now
-        self.down_until = -1
-        self.slow_until, self.slow_delay = -1, 0
-        self._ready: dict[tuple[str, str], int] = {}  # (session, turn) -> when its slow call completes
-
-        self._keys: set[str] = set()  # idempotency keys taken: the backend outlives the gateway's crashes
-
-    def ingest(self, session: str, texts: Sequence[str], keys: Sequence[str] | None = None) -> None:
-        """Store the texts of turns of `session`. Raises BackendUnavailable while failing,
-        BackendBusy while a slow call is not complete.
-
-        The record names the turns whose user message the texts carry (`turns`) and those whose
-        reply they carry (`replies`, `observations.halves`): a turn ingested is both halves.
-        `keys` (one per text, optional): idempotency keys, as a document id is to Hindsight's
-        retain; a text whose key the backend already took is acknowledged and not stored again
-        (a re-ship after a crash between shipping and saving the watermark is no double ingest).
-        A call whose every text was a repeat is logged `ingest_repeated`."""
-        taken: list[str] = []
-        if keys is not None:
-            if len(keys) != len(texts):
-                raise ValueError(f"ingest: {len(keys)} keys for {len(texts)} texts")
-            if self._now() >= self.down_until:
-                fresh = [i for i, key in enumerate(keys) if key not in self._keys]
-                if len(fresh) < len(texts):
-                    repeated = [texts[i] for i in range(len(texts)) if i not in set(fresh)]
-                    users, replies = halves(repeated)
-                    self._log.add("ingest_repeated", session=session, turns=users, backend=self.name, replies=list(replies))
-                if not fresh:
-                    return
-                texts, taken = [texts[i] for i in fresh], [keys[i] for i in fresh]
-        users, replies = halves(texts)
-        if self._now() < self.down_until:
-            self._log.add("ingest_failed", session=session, turns=users, backend=self.name, replies=list(replies))
-            raise BackendUnavailable(f"memory backend {self.name!r} is unavailable")
-        self._complete_slow(session, users, replies)
-        self._log.add("ingest", session=session, turns=users, backend=self.name, replies=list(replies))
-        self._keys.update(taken)  # only once stored: a busy or failed call is taken when it is made again
-
-    def _complete_slow(self, session: str, users: Sequence[str], replies: Sequence[str]) -> None:
-        """A turn first sent while the backend is slow completes `slow_delay` after that first
-        call; a call completes when all its turns have (else BackendBusy, logged `ingest_busy`)."""
-        now = self._now()
-        ready = now
-        for turn in dict.fromkeys((*users, *replies)):
-            key = (session, turn)
-            if key not in self._ready and now < self.slow_until:
-                self._ready[key] = now + self.slow_delay
-            ready = max(ready, self._ready.get(key, now))
-        if ready > now:
-            self._log.add("ingest_busy", session=session, turns=users, backend=self.name, replies=list(replies), ready=ready)
-            raise BackendBusy(f"memory backend {self.name!r} is slow: the call completes at {ready}", ready)
-
-
-class RecordingProvider:
-    """sessiongate's own memory provider: records every hook and ships each turn at once.
-
-    Every gateway loads it beside its own providers; it is how the checks see `sync_turn`,
-    `on_session_end`, `on_session_switch` and `shutdown` in the order the gateway calls them.
-    """
-
-    name = "recorder"
-
-    def __init__(self, log: ObservationLog, backend: MemoryBackend) -> None:
-        self._log, self._backend = log, backend
-
-    def sync_turn(self, session: str, user: str, assistant: str) -> None:
-        self._log.add("sync_turn", session=session, turns=turn_ids(user))
-        self._backend.ingest(session, [user, assistant])
-
-    def on_session_end(self, session: str, transcript: Sequence[tuple[str, str]]) -> None:
-        """`turns`: the turns whose user message it carries; `replies`: those whose reply it carries."""
-        turns = [turn for role, content in transcript if role == "user" for turn in turn_ids(content)]  # a folded message carries two
-        replies = [turn for role, content in transcript if role == "assistant" for turn in turn_ids(content)]
-        self._log.add("on_session_end", session=session, turns=turns, messages=len(transcript), replies=replies)
-
-    def on_session_switch(self, old: str | None, new: str) -> None:
-        self._log.add("on_session_switch", session=new, previous=old)
-
-    def shutdown(self) -> None:
-        self._log.add("memory_shutdown")
-
-
-class HookBus:
-    """The plugin-hook bus: records `on_session_finalize` and `on_session_reset`."""
-
-    def __init__(self, log: ObservationLog) -> None:
-        self._log = log
-
-    def on_session_finalize(self, session: str, reason: str) -> None:
-        self._log.add("on_session_finalize", session=session, reason=reason)
-
-    def on_session_reset(self, session: str) -> None:
-        self._log.add("on_session_reset", session=session)
 
 
 @dataclass

@@ -12,7 +12,7 @@ hours, faults are rarer, and every fault ends in time to be healed before quiesc
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import date
 from operator import itemgetter
@@ -22,6 +22,7 @@ from zoneinfo import ZoneInfo
 
 from sim.clock import MINUTE, SECOND, load_zone, local_instant, next_daily_boundary_after
 from sim.engine import derive_seed
+from sim.kinds import covered
 from sim.scenario import (
     AFTER_TIMERS,
     BEFORE_TIMERS,
@@ -276,46 +277,70 @@ class _Timeline:
         self.add(Message(t, chat=chat.name, turn=f"t{self.turns}", text="hello", muted=muted))
         self.last_user[chat.name] = t
 
-    def step(self, kind: str) -> None:
-        """One draw from EVENT_WEIGHTS: one event, or a stop with its restart."""
-        if kind == "backend_fail" and not self.config.providers:
-            kind = "message"
-        chat = self.chat() if kind in ("message", "/new", "/reset", "/stop", "/resume", "delegate", "delete_session") else None
-        if kind == "delete_parent":
+    def step(self, draw: str) -> None:
+        """One draw from EVENT_WEIGHTS (a kind, or a command by its name): one event, or a stop with its restart."""
+        if draw == "backend_fail" and not self.config.providers:
+            draw = "message"
+        chat = self.chat() if draw in ("message", "/new", "/reset", "/stop", "/resume", "delegate", "delete_session") else None
+        if draw == "delete_parent":
             chat = self.chat() if not self.delegated else self.chat_named(self.delegated[-1])
-        t = self.gap(chat)
-        if kind == "message":
-            assert chat is not None
-            self.message(t, chat)
-        elif kind.startswith("/"):
-            assert chat is not None
-            self.add(Command(t, chat=chat.name, name=kind))
-        elif kind == "delegate":
-            assert chat is not None
-            self.turns += 1
-            self.delegated.append(chat.name)
-            self.add(Delegate(t, chat=chat.name, turn=f"t{self.turns}"))
-        elif kind == "advance":
-            self.add(Advance(max(t, self.cursor + SECOND)))
-        elif kind in ("sigterm", "crash"):
-            self.add(Sigterm(t) if kind == "sigterm" else Crash(t))
-            back = t + self.seconds(weighted(self.choices, DOWNTIME))
-            if chance(self.choices, HELD_MESSAGE_PERCENT):
-                self.message(self.choices.integer(t, back), self.chat())
-            self.add(Restart(back))
-        elif kind in ("delete_session", "delete_parent"):
-            assert chat is not None
-            self.add(DeleteSession(t, chat=chat.name) if kind == "delete_session" else DeleteParent(t, chat=chat.name))
-        elif kind == "db_locked":
-            self.add(DbLocked(t, duration=self.seconds(weighted(self.choices, LOCK_SECONDS))))
-        elif kind == "backend_fail":
-            provider = self.config.providers[self.choices.integer(0, len(self.config.providers) - 1)]
-            self.add(BackendFail(t, provider=provider.name, duration=self.seconds(weighted(self.choices, BACKEND_FAIL_SECONDS))))
-        else:
-            self.add(Checkpoint(t, name=f"c{sum(isinstance(e, Checkpoint) for e in self.events) + 1}"))
+        step = _STEPS["command" if draw.startswith("/") else draw]
+        assert step is not None, draw
+        step(self, self.gap(chat), chat, draw)
+
+    def _message(self, t: int, chat: Chat | None, draw: str) -> None:
+        assert chat is not None
+        self.message(t, chat)
+
+    def _command(self, t: int, chat: Chat | None, draw: str) -> None:
+        assert chat is not None
+        self.add(Command(t, chat=chat.name, name=draw))
+
+    def _delegate(self, t: int, chat: Chat | None, draw: str) -> None:
+        assert chat is not None
+        self.turns += 1
+        self.delegated.append(chat.name)
+        self.add(Delegate(t, chat=chat.name, turn=f"t{self.turns}"))
+
+    def _advance(self, t: int, chat: Chat | None, draw: str) -> None:
+        self.add(Advance(max(t, self.cursor + SECOND)))
+
+    def _stop(self, t: int, chat: Chat | None, draw: str) -> None:
+        """A sigterm or crash, maybe a message held while down, then the restart."""
+        self.add(Sigterm(t) if draw == "sigterm" else Crash(t))
+        back = t + self.seconds(weighted(self.choices, DOWNTIME))
+        if chance(self.choices, HELD_MESSAGE_PERCENT):
+            self.message(self.choices.integer(t, back), self.chat())
+        self.add(Restart(back))
+
+    def _delete(self, t: int, chat: Chat | None, draw: str) -> None:
+        assert chat is not None
+        self.add(DeleteSession(t, chat=chat.name) if draw == "delete_session" else DeleteParent(t, chat=chat.name))
+
+    def _db_locked(self, t: int, chat: Chat | None, draw: str) -> None:
+        self.add(DbLocked(t, duration=self.seconds(weighted(self.choices, LOCK_SECONDS))))
+
+    def _backend_fail(self, t: int, chat: Chat | None, draw: str) -> None:
+        provider = self.config.providers[self.choices.integer(0, len(self.config.providers) - 1)]
+        self.add(BackendFail(t, provider=provider.name, duration=self.seconds(weighted(self.choices, BACKEND_FAIL_SECONDS))))
+
+    def _checkpoint(self, t: int, chat: Chat | None, draw: str) -> None:
+        self.add(Checkpoint(t, name=f"c{sum(isinstance(e, Checkpoint) for e in self.events) + 1}"))
 
     def chat_named(self, name: str) -> Chat:
         return next(c for c in self.chats if c.name == name)
+
+
+_Step = Callable[[_Timeline, int, Chat | None, str], None]  # (the timeline, the event's time, its chat, the draw)
+_STEPS: dict[str, _Step | None] = {
+    # What `_Timeline.step` does for a draw of each kind; None: never drawn on its own (how it is
+    # made instead: `sim.kinds.KINDS`, column `generated`).
+    "message": _Timeline._message, "command": _Timeline._command, "delegate": _Timeline._delegate,
+    "advance": _Timeline._advance, "sigterm": _Timeline._stop, "crash": _Timeline._stop, "restart": None,
+    "delete_session": _Timeline._delete, "delete_parent": _Timeline._delete, "db_locked": _Timeline._db_locked,
+    "backend_fail": _Timeline._backend_fail, "backend_slow": None, "checkpoint": _Timeline._checkpoint, "crash_at": None,
+}
+covered("generate", _STEPS)
 
 
 def build_scenario(choices: Choices, name: str, seed: int, profile: str = "default") -> Scenario:

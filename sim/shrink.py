@@ -18,17 +18,12 @@ from pathlib import Path
 from typing import TypeVar
 
 from sim.clock import HOUR, MINUTE, SECOND
+from sim.kinds import covered
 from sim.loader import load_text
 from sim.scenario import (
     AFTER_TIMERS,
     Advance,
-    BackendFail,
-    BackendSlow,
     Chat,
-    Command,
-    Delegate,
-    DeleteParent,
-    DeleteSession,
     Event,
     GatewayConfig,
     Message,
@@ -111,8 +106,18 @@ def _with_events(scenario: Scenario, events: Sequence[Event]) -> Scenario:
     return replace(scenario, events=_tidy(events))
 
 
+_NAMES: dict[str, str | None] = {
+    # What an event of each kind names that the shrinker may remove, taking the event with it: a
+    # chat (its `chat`), a provider (its `provider`), or nothing (ddmin alone removes it).
+    "message": "chat", "command": "chat", "delegate": "chat", "advance": None, "sigterm": None, "crash": None,
+    "restart": None, "delete_session": "chat", "delete_parent": "chat", "db_locked": None, "backend_fail": "provider",
+    "backend_slow": "provider", "checkpoint": None, "crash_at": None,
+}
+covered("shrink", _NAMES)
+
+
 def _uses(event: Event, chat: str) -> bool:
-    return isinstance(event, (Message, Command, Delegate, DeleteSession, DeleteParent)) and event.chat == chat
+    return _NAMES[event.kind] == "chat" and event.chat == chat  # type: ignore[attr-defined]
 
 
 def _only_chats(s: Scenario, chats: tuple[Chat, ...]) -> Scenario:
@@ -133,7 +138,7 @@ def _simplifications(s: Scenario) -> Iterator[Scenario]:
     for provider in config.providers:
         yield replace(s, config=replace(config, providers=tuple(p for p in config.providers if p != provider)),
                       events=_tidy([e for e in s.events
-                                    if not (isinstance(e, (BackendFail, BackendSlow)) and e.provider == provider.name)]))
+                                    if not (_NAMES[e.kind] == "provider" and e.provider == provider.name)]))  # type: ignore[attr-defined]
     for index, provider in enumerate(config.providers):
         if provider.retain_every_n_turns > 1:
             providers = list(config.providers)

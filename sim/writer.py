@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import fields
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -14,26 +15,17 @@ import yaml
 
 from sim.clock import SECOND_PASS, format_duration, from_ms, load_zone
 from sim.document import FLOAT_TEXT, INT_TEXT
+from sim.kinds import covered
 from sim.scenario import (
     AFTER_TIMERS,
     Advance,
-    BackendFail,
-    BackendSlow,
-    Checkpoint,
-    Command,
     ConfigChange,
-    Crash,
     CrashAt,
-    DbLocked,
-    Delegate,
-    DeleteParent,
-    DeleteSession,
     GatewayConfig,
     Message,
     ResetPolicy,
     Restart,
     Scenario,
-    Sigterm,
 )
 
 
@@ -89,6 +81,56 @@ def start_text(t: int, zone: ZoneInfo) -> str:
     return text + (SECOND_PASS if moment.fold else "")
 
 
+def _message(e: Message, gap: int) -> dict[str, Any]:
+    item: dict[str, Any] = {"message": e.chat}
+    if e.text != "hello":
+        item["text"] = e.text
+    if e.muted:
+        item["muted"] = True
+    if e.usage is not None:
+        item["usage"] = e.usage
+    return item
+
+
+def _advance(e: Advance, gap: int) -> dict[str, Any]:
+    return {"advance": format_duration(gap)} if gap > 0 else {"checkpoint": "advance"}
+
+
+def _restart(e: Restart, gap: int) -> dict[str, Any]:
+    item: dict[str, Any] = {"restart": True}
+    if e.change is not None:
+        item["config"] = change_document(e.change)
+    return item
+
+
+def _crash_at(e: CrashAt, gap: int) -> dict[str, Any]:
+    item: dict[str, Any] = {"crash_at": {"point": e.point, "hit": e.hit}}
+    if e.restart_after is not None:
+        item["crash_at"]["restart_after"] = format_duration(e.restart_after)
+    return item
+
+
+_WRITERS: dict[str, Callable[[Any, int], dict[str, Any]]] = {
+    # Each kind's item, as `sim.load_events` reads it back (`gap`: the time since the previous event).
+    "message": _message,
+    "command": lambda e, gap: {"command": e.name, "chat": e.chat},
+    "delegate": lambda e, gap: {"delegate": e.chat},
+    "advance": _advance,
+    "sigterm": lambda e, gap: {"sigterm": True},
+    "crash": lambda e, gap: {"crash": True},
+    "restart": _restart,
+    "delete_session": lambda e, gap: {"delete_session": e.chat},
+    "delete_parent": lambda e, gap: {"delete_parent": e.chat},
+    "db_locked": lambda e, gap: {"db_locked": format_duration(e.duration)},
+    "backend_fail": lambda e, gap: {"backend_fail": e.provider, "for": format_duration(e.duration)},
+    "backend_slow": lambda e, gap: {"backend_slow": e.provider, "for": format_duration(e.duration),
+                                    "delay": format_duration(e.delay)},
+    "checkpoint": lambda e, gap: {"checkpoint": e.name},
+    "crash_at": _crash_at,
+}
+covered("write", _WRITERS)
+
+
 def scenario_document(scenario: Scenario) -> dict[str, Any]:
     """The scenario as plain data that `load_text` reads back to an equal scenario."""
     zone = load_zone(scenario.zone)
@@ -106,48 +148,9 @@ def scenario_document(scenario: Scenario) -> dict[str, Any]:
     events = []
     cursor = scenario.start
     for event in scenario.events:
-        item: dict[str, Any]
         gap = event.t - cursor
-        if isinstance(event, Advance):
-            item = {"advance": format_duration(gap)} if gap > 0 else {"checkpoint": "advance"}
-            if event.order != AFTER_TIMERS:
-                item["order"] = event.order
-            events.append(item)
-            cursor = event.t
-            continue
-        if isinstance(event, Message):
-            item = {"message": event.chat}
-            if event.text != "hello":
-                item["text"] = event.text
-            if event.muted:
-                item["muted"] = True
-            if event.usage is not None:
-                item["usage"] = event.usage
-        elif isinstance(event, Command):
-            item = {"command": event.name, "chat": event.chat}
-        elif isinstance(event, Delegate):
-            item = {"delegate": event.chat}
-        elif isinstance(event, (Sigterm, Crash, Restart)):
-            item = {event.kind: True}
-            if isinstance(event, Restart) and event.change is not None:
-                item["config"] = change_document(event.change)
-        elif isinstance(event, (DeleteSession, DeleteParent)):
-            item = {event.kind: event.chat}
-        elif isinstance(event, DbLocked):
-            item = {"db_locked": format_duration(event.duration)}
-        elif isinstance(event, BackendFail):
-            item = {"backend_fail": event.provider, "for": format_duration(event.duration)}
-        elif isinstance(event, BackendSlow):
-            item = {"backend_slow": event.provider, "for": format_duration(event.duration), "delay": format_duration(event.delay)}
-        elif isinstance(event, Checkpoint):
-            item = {"checkpoint": event.name}
-        elif isinstance(event, CrashAt):
-            item = {"crash_at": {"point": event.point, "hit": event.hit}}
-            if event.restart_after is not None:
-                item["crash_at"]["restart_after"] = format_duration(event.restart_after)
-        else:  # pragma: no cover - every event type is listed above
-            raise TypeError(type(event).__name__)
-        if gap:
+        item = _WRITERS[event.kind](event, gap)
+        if gap and event.kind != "advance":  # an advance's own value is its gap
             item["after"] = format_duration(gap)
         if event.order != AFTER_TIMERS:  # the default is left out: files written before orders read alike
             item["order"] = event.order

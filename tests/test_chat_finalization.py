@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from conformance.adapter import config_features
 from conformance.checks import judge
+from conformance.features import config_features
 from conformance.harness.runner import run_scenario
 from conformance.harness.suite import catalog_paths, outcome
 from conformance.observations import Obs

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from conformance.adapter import CrashPointFired, Harness, Profile
-from conformance.harness.runner import RunResult, run_scenario, with_fires
+from conformance.harness.runner import RunResult, run_scenario
+from conformance.harness.swarm import with_fires
 from conformance.observations import DurableState, Resources
 from conformance.search.fuzz import SeedTask, run_seed, shrink_distinct
 from conformance.transport.exec_gateway import ExecGateway

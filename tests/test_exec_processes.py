@@ -22,6 +22,7 @@ import pytest
 
 from conformance.harness.runner import RunResult, run_scenario
 from conformance.harness.suite import catalog_paths
+from conformance.transport import child as child_process
 from conformance.transport import exec_gateway
 from conformance.transport.exec_gateway import ExecGateway, isolated
 from sim.loader import load_file
@@ -282,7 +283,7 @@ def test_a_chatty_childs_stderr_is_bounded_and_its_tail_quoted(tmp_path: Path, m
                                                                reaper: list[int]) -> None:
     """8 MiB of stderr in one step (300 MB was seen) leaves at most STDERR_KEEP on disk; the error
     still quotes the child's last line."""
-    monkeypatch.setattr(exec_gateway, "STDERR_POLL", 0.05)
+    monkeypatch.setattr(child_process, "STDERR_POLL", 0.05)
     chatter = 'for i in range(8192):\n    sys.stderr.write("x" * 1023 + "\\n")\nsys.stderr.flush()\ntime.sleep(0.5)\n'
     argv, pids = child(tmp_path, on_message=chatter + 'sys.stderr.write("ValueError: the last word\\n")\nsys.exit(3)')
     gateway = ExecGateway(argv, step_timeout=10.0)
@@ -299,6 +300,6 @@ def test_a_chatty_childs_stderr_is_bounded_and_its_tail_quoted(tmp_path: Path, m
     reaper += recorded(pids)
     assert result.failure is not None
     assert result.failure.message == "gateway process exited with status 3: ValueError: the last word"
-    assert max(before for before, _ in sizes) > exec_gateway.STDERR_KEEP  # the bound was needed, and held
-    assert max(after for _, after in sizes) <= exec_gateway.STDERR_KEEP
-    assert os.fstat(gateway._stderr.fileno()).st_size <= exec_gateway.STDERR_KEEP
+    assert max(before for before, _ in sizes) > child_process.STDERR_KEEP  # the bound was needed, and held
+    assert max(after for _, after in sizes) <= child_process.STDERR_KEEP
+    assert os.fstat(gateway._stderr.fileno()).st_size <= child_process.STDERR_KEEP

@@ -168,7 +168,7 @@ def test_daily_min_idle_is_a_skip_not_a_failure() -> None:
 
 def test_reset_default_is_the_release_default_and_logged() -> None:
     from conformance.adapters.hermes import home as hermes_home
-    from conformance.adapters.hermes import release_default_policy
+    from conformance.adapters.hermes.terms import release_default_policy
 
     result = run_scenario(load_text(UNSUPPORTED.replace("{reset: {mode: idle, idle_minutes: 30}", "{reset: default")),
                           hermes(), "hermes")

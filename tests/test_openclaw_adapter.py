@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from conformance.adapter import FEATURES
 from conformance.adapters import openclaw
 from conformance.adapters.openclaw.__main__ import main as install_main
+from conformance.features import FEATURES
 from conformance.harness.registry import UnknownGateway, expectation_names, resolve
 from conformance.harness.runner import run_scenario
 from reference_impl.gateway import ReferenceGateway

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from conformance.harness.runner import run_scenario, with_fires
+from conformance.harness.runner import run_scenario
+from conformance.harness.swarm import with_fires
 from conformance.observations import Obs, event_of
 from reference_impl.registry import reference, variant
 from sim.clock import VirtualClock

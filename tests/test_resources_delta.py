@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from conformance.harness import values
-from conformance.harness.runner import resources_hook, run_scenario
+from conformance.harness.calls import resources_hook
+from conformance.harness.runner import run_scenario
 from conformance.harness.suite import catalog_paths
 from conformance.observations import Resources
 from reference_impl import ReferenceGateway

@@ -7,8 +7,9 @@ from dataclasses import replace
 
 import pytest
 
-from conformance.adapter import FEATURES, Profile
+from conformance.adapter import Profile
 from conformance.cli.lines import skipped_note, summary_line
+from conformance.features import FEATURES
 from conformance.harness.runner import run_scenario
 from conformance.harness.suite import outcome
 from reference_impl.gateway import ReferenceGateway

@@ -77,8 +77,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
             reconfigure(errors="backslashreplace")
-    from conformance.adapter import raise_interrupted
     from conformance.cli import leftovers
+    from conformance.harness.errors import raise_interrupted
 
     # The harness's own handler for both: a gateway's KeyboardInterrupt is its error, not a Ctrl-C.
     previous = {signum: signal.signal(signum, raise_interrupted) for signum in (signal.SIGINT, signal.SIGTERM)}

@@ -13,7 +13,8 @@ from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, distribution, entry_points
 from typing import Any
 
-from conformance.adapter import Gateway, Interrupted
+from conformance.adapter import Gateway
+from conformance.harness.errors import Interrupted
 from sessiongate import UsageError
 
 GROUP = "sessiongate.gateways"

@@ -16,9 +16,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import cast
 
-from conformance.adapter import Gateway, Interrupted
+from conformance.adapter import Gateway
+from conformance.harness.calls import exception_text
+from conformance.harness.errors import Interrupted
 from conformance.harness.registry import UnknownGateway, expectation_names
-from conformance.harness.runner import DEFAULT_BUDGET, RunResult, exception_text, run_scenario
+from conformance.harness.runner import DEFAULT_BUDGET, RunResult, run_scenario
 from conformance.harness.verdict import CHECK_IDS, CHECKER_ERROR, Verdict
 from sessiongate import SessiongateError
 from sim.document import ScenarioError

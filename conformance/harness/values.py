@@ -21,7 +21,8 @@ from functools import cache
 from operator import attrgetter
 from typing import Any
 
-from conformance.adapter import FEATURES, Profile
+from conformance.adapter import Profile
+from conformance.features import FEATURES
 from conformance.observations import DurableState, Resources, StoredMessage, StoredSession
 from sessiongate import SessiongateError
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from conformance.adapter import Interrupted, raise_interrupted
+from conformance.harness.errors import Interrupted, raise_interrupted
 from conformance.harness.runner import RunResult, cyclic_gc_paused, run_scenario
 from conformance.harness.shell import command
 from conformance.harness.verdict import CHECKER_ERROR, FAILING, Violation

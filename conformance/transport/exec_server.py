@@ -16,8 +16,9 @@ from typing import IO, Any
 
 from conformance.adapter import BackendBusy, BackendUnavailable, CrashPointFired, Gateway, Harness, Inbound
 from conformance.harness import values
+from conformance.harness.calls import exception_text, resources_hook
 from conformance.harness.registry import resolve
-from conformance.harness.runner import close_gateway, exception_text, resources_hook
+from conformance.harness.runner import close_gateway
 from conformance.observations import Resources
 from conformance.transport import exec_gateway
 from conformance.transport.wire import (
@@ -34,7 +35,7 @@ from sim.loader import config_from_document
 
 class ParentGone(SystemExit):
     """The parent closed the pipe: this child exits. Any other SystemExit is the gateway's, and
-    its error at that step, as in process (`runner.Run._call`)."""
+    its error at that step, as in process (`calls.GatewayCalls._call`)."""
 
 
 class Channel:

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import random
-import sqlite3
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -21,13 +19,13 @@ from typing import Any
 from conformance.adapter import CrashPointFired, Harness, Inbound, Profile
 from conformance.adapters.hermes import forks as hermes_forks
 from conformance.adapters.hermes import home as hermes_home
+from conformance.adapters.hermes import terms as hermes_terms
 from conformance.adapters.hermes.clock import WATCHER_DELAY, FrozenClock
-from conformance.observations import DurableState, Resources, StoredMessage, StoredSession
+from conformance.observations import DurableState, Resources
 from sim.clock import SECOND
 from sim.engine import Timer
-from sim.scenario import RESET_MODES, Chat, GatewayConfig, ResetPolicy
+from sim.scenario import Chat, GatewayConfig, ResetPolicy
 
-WATCHER_INTERVAL = 300 * SECOND  # gateway/run.py:_session_expiry_watcher(interval=300), what start() passes
 UNSUPPORTED = frozenset({
     "delegate", "delete_parent",  # a delegate child needs the agent's delegate_task tool: an LLM that emits tool calls
     "muted",  # no per-message visibility in any release (messages has no such column; gateway/session.py)
@@ -79,8 +77,8 @@ class HermesGateway:
         fire-and-forget and Hindsight buffers in RAM, so no crash durability; what it lacks is
         `UNSUPPORTED`, and a fork without Hindsight has no backend to fail
         (`hermes_forks.unsupported_events`). With `reset: default`, the release's own default policy."""
-        interval = watcher_interval(config)
-        self.reported_default = release_default_policy() if config.reset_default else None
+        interval = hermes_terms.watcher_interval(config)
+        self.reported_default = hermes_terms.release_default_policy() if config.reset_default else None
         return Profile("eager", interval + config.turn_latency, crash_durable=False, sweep_interval=interval,
                        unsupported=UNSUPPORTED | hermes_forks.unsupported_events(), reset_default=self.reported_default,
                        crash_points=CRASH_POINTS)
@@ -97,10 +95,10 @@ class HermesGateway:
     def open(self, config: GatewayConfig) -> None:
         hermes_home.prepare(config)
         from conformance.adapters.hermes import patches as hermes_patches  # imports Hermes: HERMES_HOME is set by now
-        from conformance.adapters.hermes import seams as hermes_seams
+        from conformance.adapters.hermes import speed as hermes_speed
 
         hermes_patches.install()
-        self.fast_yaml = hermes_seams.fast_yaml
+        self.fast_yaml = hermes_speed.fast_yaml
         import gateway.run
         import gateway.session
 
@@ -132,7 +130,7 @@ class HermesGateway:
                                      self.jitter, self.wake_at)
         self.generation.boot(lambda: GatewayRunner(load_gateway_config()), hermes_home.home())
         if self.config.reset_default:  # the policy the profile reported must be the one Hermes applies
-            in_force = contract_policy(self.generation.runner.config.default_reset_policy)
+            in_force = hermes_terms.contract_policy(self.generation.runner.config.default_reset_policy)
             if in_force != self.reported_default:
                 raise RuntimeError(f"Hermes applies {in_force} by default, not the {self.reported_default} its profile reported")
         self.schedule_tick(self.h.clock.now() + WATCHER_DELAY)
@@ -146,7 +144,7 @@ class HermesGateway:
         self.clock.sync()
         self.generation.tick()
         self.observe_routing()
-        self.schedule_tick(self.h.clock.now() + watcher_interval(self.config))
+        self.schedule_tick(self.h.clock.now() + hermes_terms.watcher_interval(self.config))
 
     def end(self, how: str) -> None:
         """SIGTERM (the real stop()) or SIGKILL; either way the process, its timer and its
@@ -346,30 +344,8 @@ class HermesGateway:
         self.settle()
 
     def durable_state(self) -> DurableState:
-        """state.db read directly, as another surface would: user/assistant rows in order,
-        and the routing index (`gateway_routing`) mapped back to chat names."""
-        path = hermes_home.home() / "state.db"
-        if not path.exists():
-            return DurableState()
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        try:
-            columns = {row[1] for row in con.execute("PRAGMA table_info(messages)")}
-            visibility = "visibility" if "visibility" in columns else "'visible'"
-            sessions = []
-            for sid, parent in con.execute("SELECT id, parent_session_id FROM sessions ORDER BY started_at, id").fetchall():
-                rows = con.execute(
-                    f"SELECT role, content, {visibility} FROM messages WHERE session_id = ? "
-                    "AND role IN ('user', 'assistant') ORDER BY id", (sid,)).fetchall()
-                messages = tuple(StoredMessage(role, content or "", vis or "visible") for role, content, vis in rows)
-                sessions.append(StoredSession(sid, parent, messages))
-            routing = []
-            for key, entry in _routing_entries(con):
-                chat, session = self.chat_by_key.get(key), entry.get("session_id")
-                if chat is not None and session:
-                    routing.append((chat.name, session))
-        finally:
-            con.close()
-        return DurableState(tuple(sessions), tuple(sorted(routing)))
+        """state.db read directly, as another surface would (`hermes_terms.durable_state`)."""
+        return hermes_terms.durable_state(self.chat_by_key)
 
     def resources(self) -> Resources:
         generation = self.generation
@@ -378,50 +354,8 @@ class HermesGateway:
         runner = generation.runner
         with runner._agent_cache_lock:
             entries = list(runner._agent_cache.items())
-        cached = tuple((_cached_session(entry), key in runner._running_agents) for key, entry in entries)
+        cached = tuple((hermes_terms.cached_session(entry), key in runner._running_agents) for key, entry in entries)
         return Resources(cached, len(self.busy) + sum(1 for w in generation.works if w.kind == "watcher"))
-
-
-def watcher_interval(config: GatewayConfig) -> int:
-    """The scenario's watcher interval, as `_session_expiry_watcher(interval=N)` takes it (whole
-    seconds, at least 1); `lazy`: Hermes's own 300 s (it has no lazy mode)."""
-    if config.watcher_interval is None:
-        return WATCHER_INTERVAL
-    return max(SECOND, config.watcher_interval // SECOND * SECOND)
-
-
-def release_default_policy() -> ResetPolicy:
-    """The installed release's default reset policy: what `load_gateway_config()` keeps when
-    config.yaml has no `session_reset` (gateway/config.py:GatewayConfig.default_reset_policy,
-    a `SessionResetPolicy()`; 'none' from 0.18.1, 'both' before)."""
-    hermes_home.home()  # HERMES_HOME before the first Hermes import: Hermes binds paths at import
-    from gateway.config import GatewayConfig as HermesConfig
-
-    return contract_policy(HermesConfig().default_reset_policy)
-
-
-def contract_policy(policy: Any) -> ResetPolicy:
-    """A Hermes `SessionResetPolicy` in the contract's terms (it has no daily_min_idle_minutes)."""
-    if policy.mode not in RESET_MODES:
-        raise NotImplementedError(f"Hermes's reset mode {policy.mode!r} has no contract equivalent")
-    return ResetPolicy(policy.mode, int(policy.idle_minutes), int(policy.at_hour))
-
-
-def _routing_entries(con: sqlite3.Connection) -> list[tuple[str, dict[str, Any]]]:
-    """Hermes's durable routing index: state.db's `gateway_routing` table (0.18.1 on), else
-    the `sessions/sessions.json` file SessionStore._save writes (0.13.0-0.18.0)."""
-    if con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'gateway_routing'").fetchone():
-        return [(key, json.loads(entry)) for key, entry in
-                con.execute("SELECT session_key, entry_json FROM gateway_routing").fetchall()]
-    index = hermes_home.home() / "sessions" / "sessions.json"
-    entries = json.loads(index.read_text(encoding="utf-8")) if index.exists() else {}
-    return [(key, entry) for key, entry in entries.items() if not key.startswith("_")]  # '_README' (0.18.0)
-
-
-def _cached_session(entry: Any) -> str:
-    if isinstance(entry, tuple):
-        return str(entry[3] if len(entry) > 3 else entry[0].session_id)
-    return str(entry.session_id)
 
 
 def hermes(version: str | None = None) -> HermesGateway:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-import sqlite3
 import threading
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -27,6 +26,8 @@ from conformance.adapter import CrashPointFired, Harness
 from conformance.adapters.hermes import forks as hermes_forks
 from conformance.adapters.hermes import seams
 from conformance.adapters.hermes.clock import WATCHER_DELAY
+from conformance.adapters.hermes.loop import InlineLoop, task_order
+from conformance.adapters.hermes.store_waits import StoreWaits, WriterState
 from sim.clock import SECOND
 from sim.scenario import Chat, Usage
 
@@ -64,16 +65,6 @@ class Park:
     until: int | None = None  # a timed park (a write waiting on the locked store): woken at this virtual time
 
 
-class _Writer(threading.local):
-    """One thread's account of the lock it is waiting on (`Generation.lock_attempt`)."""
-
-    offset = 0  # ms of lock waiting this (loop) thread has done at virtual time `base` without time passing
-    base = -1
-    owed = 0  # ms the next retry sleep waits before its jitter: the failed attempt's busy wait
-    exact = False  # the lock ends within that wait: the retry comes at its end, with no jitter
-    failures = 0  # attempts failed in a row (SessionDB._WRITE_MAX_RETRIES in all)
-
-
 class AgentExecutor(ThreadPoolExecutor):
     """Hermes's agent executor (`GatewayRunner._get_executor`): a job submitted from the loop
     runs while the loop waits, until it parks in the LLM call or ends. With every worker
@@ -109,43 +100,7 @@ class AgentExecutor(ThreadPoolExecutor):
         return future
 
 
-class InlineLoop(asyncio.SelectorEventLoop):
-    """The runner's event loop. Work for the default executor while none is set
-    (`asyncio.to_thread`: `AsyncSessionStore`) runs at once, on the loop, and its result is
-    set one callback later, in the order a worker that had finished at once would set it,
-    without the thread-safe hand-off (a concurrent future chained to this loop through its
-    self-pipe: a tenth of the catalog's CPU, mostly in watcher sweeps)."""
-
-    def run_in_executor(self, executor: Any, func: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
-        if executor is not None or self._default_executor is not None:  # type: ignore[attr-defined]
-            return super().run_in_executor(executor, func, *args)
-        self._check_closed()
-        future = self.create_future()
-        try:
-            result, error = func(*args), None
-        except BaseException as raised:  # concurrent.futures' worker hands every exception over
-            result, error = None, raised
-        self.call_soon(_settle_future, future, result, error)
-        return future
-
-
-def _task_order(task: asyncio.Task[Any]) -> int:
-    """Creation order ('Task-12' is the 12th task this process made)."""
-    name = task.get_name()
-    return int(name[5:]) if name.startswith("Task-") and name[5:].isdigit() else 0
-
-
-def _settle_future(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
-    """asyncio.futures._chain_future's _set_state, for a worker's outcome."""
-    if future.cancelled():
-        return
-    if error is not None:
-        future.set_exception(asyncio.futures._convert_future_exc(error))  # type: ignore[attr-defined]
-    else:
-        future.set_result(result)
-
-
-class Generation:
+class Generation(StoreWaits):
     """Everything one Hermes process holds; a crash or SIGTERM ends it, a restart makes another."""
 
     def __init__(self, harness: Harness, on_done: Callable[[Work], None], uuid_counter: list[int],
@@ -153,7 +108,7 @@ class Generation:
                  jitter: random.Random, wake_at: Callable[[int, Park], Any]) -> None:
         self.harness, self.on_done, self.uuid_counter = harness, on_done, uuid_counter
         self.chat_of_key, self.lock_until, self.jitter, self.wake_at = chat_of_key, lock_until, jitter, wake_at
-        self.writer = _Writer()
+        self.writer = WriterState()
         self.alive = True
         self.crashed: str | None = None  # the crash point this process died at (`crash_point`)
         self.loop = InlineLoop()
@@ -186,7 +141,7 @@ class Generation:
         self.settle()
         # interval=1: its between-sweep loop (`for _ in range(interval): await asyncio.sleep(1)`)
         # sleeps once instead of 300 times; that one sleep lasts until the harness's next tick,
-        # which comes one watcher interval (the scenario's, hermes.watcher_interval) later.
+        # which comes one watcher interval (the scenario's, hermes_terms.watcher_interval) later.
         watcher = self.start("watcher", None, hermes_forks.expiry_watcher(self.runner))
         if getattr(self.runner, "_background_tasks", None) is None:
             self.runner._background_tasks = set()
@@ -351,60 +306,7 @@ class Generation:
         park.event.set()
         self.wait_quiet(f"woken with {outcome!r}")
 
-    # -- the locked store (hermes_state.SessionDB._execute_write) -----------------------------
-
-    def lock_attempt(self, busy_ms: int) -> None:
-        """A write starts (BEGIN IMMEDIATE) while the scenario may hold the lock. SQLite would
-        wait up to the busy timeout: a lock ending within it lets the write through at its end,
-        else the attempt fails after the whole wait. The wait is charged to the retry sleep
-        that follows (outside `SessionDB._lock`, which a parked thread must not hold while
-        virtual time passes); the last attempt has no sleep after it and fails (or lands) at once."""
-        w = self._writer_state()
-        now = self.harness.clock.now() + w.offset
-        remaining = self.lock_until() - now
-        w.owed, w.exact = 0, False
-        if remaining <= 0:
-            w.failures = 0
-            return
-        last = w.failures >= self._retries() - 1
-        if last:
-            w.failures = 0
-            if remaining <= busy_ms:
-                return  # it would have landed inside this wait, up to busy_ms later
-            raise sqlite3.OperationalError("database is locked")
-        w.failures += 1
-        w.owed, w.exact = (remaining, True) if remaining <= busy_ms else (busy_ms, False)
-        raise sqlite3.OperationalError("database is locked")
-
-    def retry_sleep(self, seconds: float) -> None:
-        """`_execute_write`'s backoff: the failed attempt's busy wait, then its jitter, in virtual time."""
-        w = self._writer_state()
-        wait = w.owed if w.exact else w.owed + round(seconds * 1000)
-        w.owed, w.exact = 0, False
-        self.pass_time(wait)
-
-    def pass_time(self, ms: int) -> None:
-        """An agent thread parks until the harness's clock has moved `ms` on, so its write lands
-        at the right virtual time (and its reply after it). Code on the loop thread cannot wait
-        for the clock it is driving: its waits add up, so the retries end as Hermes's would,
-        but what it writes lands at once."""
-        work = seams.OWNER.get()
-        if work is not None and work.kind == "message" and threading.get_ident() != self.main_thread \
-                and threading.current_thread().name != seams.REVIEW_THREAD:
-            self.timed_park(work, self.harness.clock.now() + ms)
-        else:
-            self._writer_state().offset += ms
-
-    def _writer_state(self) -> _Writer:
-        w = self.writer
-        if w.base != self.harness.clock.now():  # time has moved on since its last wait
-            w.base, w.offset = self.harness.clock.now(), 0
-        return w
-
-    def _retries(self) -> int:
-        import hermes_state
-
-        return int(hermes_state.SessionDB._WRITE_MAX_RETRIES)
+    # -- the locked store (hermes_state.SessionDB._execute_write): `StoreWaits`, and -----------
 
     def timed_park(self, work: Work, until: int) -> None:
         """Block this agent thread until virtual time `until` (a harness timer wakes it)."""
@@ -475,7 +377,7 @@ class Generation:
             if conn is not None:
                 conn.close()
         self.loop.set_exception_handler(lambda loop, context: None)  # its pending tasks die unheard
-        for task in sorted(asyncio.all_tasks(self.loop), key=_task_order):
+        for task in sorted(asyncio.all_tasks(self.loop), key=task_order):
             with contextlib.suppress(BaseException):  # unwound now, deaf and refused, not by the GC at exit
                 task.get_coro().close()
         self.loop.close()

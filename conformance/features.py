@@ -1,0 +1,52 @@
+"""What `Profile.unsupported` may name (event kinds, settings, commands), and which a scenario uses."""
+
+from __future__ import annotations
+
+from sim.kinds import KINDS
+from sim.scenario import GatewayConfig, Restart, Scenario
+
+EVENT_KINDS: frozenset[str] = frozenset(name for name, kind in KINDS.items() if kind.optional)
+"""The event kinds a gateway may lack (`sim.kinds.KINDS`, column `optional`)."""
+SETTINGS: dict[str, str] = {
+    # A feature of the contract a gateway may not have, and what the runner does about it.
+    "muted": "a muted message is delivered as a plain one (logged unmuted, with a `skipped` record)",
+    "daily_min_idle_minutes": "a scenario whose config uses it is skipped whole (outcome `skip`)",
+    "restart_config": "a scenario with a `restart` that changes the configuration is skipped whole (outcome `skip`)",
+    "reset_by_platform": "a scenario whose config sets a policy per platform is skipped whole (outcome `skip`)",
+    "reset_by_chat_type": "a scenario whose config sets a policy per chat type is skipped whole (outcome `skip`)",
+    "finalization_by_chat": "a scenario whose config gives some chats their own finalization is skipped whole (outcome `skip`)",
+    "providers": "the scenario's memory providers are left out: it runs, and is judged, with the recorder alone (a `skipped` record)",
+}
+UNSUPPORTED_COMMANDS = frozenset({"/resume"})
+"""Commands a gateway may lack (OpenClaw has no /resume): each such command event is skipped."""
+FEATURES: frozenset[str] = EVENT_KINDS | frozenset(SETTINGS) | UNSUPPORTED_COMMANDS
+"""Every name `Profile.unsupported` may hold: the event kinds, the settings of `SETTINGS` and the
+commands of `UNSUPPORTED_COMMANDS`."""
+
+
+def config_features(config: GatewayConfig) -> frozenset[str]:
+    """The optional settings of `SETTINGS` that `config` uses (a gateway without one cannot be
+    judged on a scenario that relies on it)."""
+    used: set[str] = set()
+    policies = [config.reset, *(p for _, p in config.reset_by_platform), *(p for _, p in config.reset_by_chat_type)]
+    if any(p.daily_min_idle_minutes > 0 and p.mode in ("daily", "both") for p in policies):
+        used.add("daily_min_idle_minutes")
+    if config.reset_by_platform:
+        used.add("reset_by_platform")
+    if config.reset_by_chat_type:
+        used.add("reset_by_chat_type")
+    if config.finalization_by_chat:
+        used.add("finalization_by_chat")
+    return frozenset(used)
+
+
+def scenario_features(scenario: Scenario) -> frozenset[str]:
+    """The optional settings of `SETTINGS` that `scenario` uses: its config's, those of the
+    configurations its restarts change to, and `restart_config` if any restart changes it."""
+    used = set(config_features(scenario.config))
+    config = scenario.config
+    for event in scenario.events:
+        if isinstance(event, Restart) and event.change is not None:
+            config = event.change.apply(config)
+            used |= config_features(config) | {"restart_config"}
+    return frozenset(used)

@@ -1,0 +1,325 @@
+"""Calling the gateway under test: every call guarded (what it raises is its error at that step),
+crash points, timer steps, resource samples, durable-state reads, and stopping and restarting it."""
+
+from __future__ import annotations
+
+import copy
+import traceback
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from conformance.adapter import CrashPointFired, Gateway, Harness, Profile, Scheduler
+from conformance.harness import values
+from conformance.harness.errors import GatewayTimeout, Interrupted, RemoteGatewayError
+from conformance.harness.spill import SPILL_AT, ObservationLog
+from conformance.harness.swarm import Swarm
+from conformance.harness.verdict import GatewayFailure
+from conformance.observations import CacheReplay, DurableState, Resources, ResourcesDeltas
+from conformance.observers import FakeLLM, HookBus, MemoryBackend, Platform, RecordingProvider
+from sim.clock import VirtualClock
+from sim.engine import Engine, EventBudgetExceeded
+from sim.scenario import Chat, ConfigChange, CrashAt, Event, Message, Scenario
+
+
+class Died(Exception):
+    """A crash point fired and the runner has crashed the gateway: unwinds the runner's own
+    step (a timer, an event, a restart) to where the run goes on."""
+
+
+# Not steps where a crash point fires: views, crash itself, and boot (start, restart). A crash
+# inside a restart's recovery would leave the platform's held messages held past the `restart`
+# record, where the checks take them as delivered: that needs the oracle's say first.
+_NO_POINTS = frozenset({"profile", "resources", "durable_state", "close", "crash", "start", "restart"})
+
+
+class GatewayRaised(Exception):
+    """The gateway failed a call: carries its GatewayFailure out to `Run.execute`."""
+
+    def __init__(self, failure: GatewayFailure) -> None:
+        super().__init__(failure.describe())
+        self.failure = failure
+
+
+def exception_text(err: BaseException) -> str:
+    """`Type: message`, even for an exception of the gateway's whose `__str__` raises."""
+    try:
+        message = str(err)
+    except Exception as broken:
+        message = f"<its message raised {type(broken).__name__}>"
+    return f"{type(err).__name__}: {message}"
+
+
+def _short_traceback(err: BaseException) -> tuple[str, ...]:
+    frames = traceback.extract_tb(err.__traceback__)[-4:]
+    lines = [f"{frame.filename.rsplit('/', 2)[-1]}:{frame.lineno} in {frame.name}" for frame in frames]
+    return (*lines, exception_text(err))
+
+
+VERIFY_EVERY = 64  # samples through `resources_delta` between two checks of it against `resources()`
+
+
+def resources_hook(gateway: object) -> Callable[[], Any] | None:
+    """The gateway's optional `resources_delta`, unless a subclass redefines `resources()` below
+    the class that defines the hook: its changes would not be what its `resources()` says."""
+    hook = getattr(gateway, "resources_delta", None)
+    if hook is None:
+        return None
+    mro = type(gateway).__mro__
+    said, hooked = (next((k for k in mro if name in vars(k)), None) for name in ("resources", "resources_delta"))
+    if said is not None and hooked is not None and said is not hooked and issubclass(said, hooked):
+        return None
+    return hook  # type: ignore[no-any-return]
+
+
+class ResourcesChanges:
+    """The runner's side of the optional `Gateway.resources_delta` hook: the cache as its
+    answers rebuild it (`CacheReplay`), and whether it moved since the last whole state."""
+
+    __slots__ = ("hook", "moved", "replay", "samples")
+
+    def __init__(self, gateway: Gateway) -> None:
+        self.hook = resources_hook(gateway)
+        self.replay = CacheReplay()
+        self.moved = False
+        self.samples = 0
+
+class GatewayCalls:
+    """The state of one scenario in flight, and every call to its gateway (`Run` drives it)."""
+
+    def __init__(self, scenario: Scenario, gateway: Gateway, name: str, budget: int, spill_at: int | None = SPILL_AT) -> None:
+        self.scenario = scenario
+        self.gateway = gateway
+        self.name = name
+        self.clock = VirtualClock(scenario.start, scenario.zone)
+        self.engine = Engine(self.clock, seed=scenario.seed, budget=budget)
+        self.log = ObservationLog(self.clock.now, spill_at)
+        self.profile = Profile()  # replaced by what the gateway declares, first thing in execute()
+        self.up = False
+        self.inbox: deque[tuple[Event, Any]] = deque()  # what arrived while the gateway was down
+        self.resources = ResourcesDeltas()  # what changed since the last sample
+        self.changes: ResourcesChanges | None = None  # the gateway's own account of them: known after start
+        self.current_event = "start"
+        # The log's step: the scenario event being applied (1..N; 0 boot, N+1 quiescence), or
+        # "k.n" for the n-th callback (a timer, an LLM answer, a crash point's restart) that ran
+        # since event k began: a record a timer produced carries its own step, not event k's.
+        self.event_step = 0
+        self.timer_steps = 0  # callbacks since event `event_step` began
+        self.final = False  # the final SIGTERM of quiescence: no crash point fires in it
+        self.crash_ats: list[tuple[CrashAt, list[Any]]] = []  # each armed `crash_at`, with its entry in `points.armed`
+        self.chats = {chat.name: chat for chat in reversed(scenario.chats)}  # the first of a name, as Scenario.chat
+        backends = {"recorder": MemoryBackend("recorder", self.log, self.clock.now)}
+        for spec in scenario.config.providers:
+            backends[spec.name] = MemoryBackend(spec.name, self.log, self.clock.now)
+        self.backends = backends  # the harness's own: a gateway may rebind what `Harness.backends` holds
+        usage_by_turn = {e.turn: e.usage for e in scenario.events if isinstance(e, Message) and e.usage is not None}
+        self.llm = FakeLLM(self.log, self.engine, scenario.config.turn_latency, self._deliver_reply,
+                           scenario.config.usage, usage_by_turn)
+        self.harness = Harness(
+            clock=self.clock,
+            scheduler=Scheduler(self.engine, self._timer),
+            llm=self.llm,
+            platform=Platform(self.log),
+            recorder=RecordingProvider(self.log, backends["recorder"]),
+            backends=dict(backends),
+            hooks=HookBus(self.log),
+            log=self.log,
+            seed=scenario.seed,
+        )
+        self.config = scenario.config  # with the gateway's default reset policy in force, once it is known
+        self.swarm: Swarm | None = None  # the seeded crash-point swarm of `fuzz --crash-points`, if any
+        self.swarm_seed: int | None = None
+
+    # -- calling the gateway -------------------------------------------------------------
+
+    def _call(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """`fn(*args)` for the gateway: whatever it raises, SystemExit, KeyboardInterrupt and any
+        other BaseException included, is its error at this step, never a crash or an exit of the
+        run. Only the harness's own `Interrupted` (its signal handler) and budget pass through."""
+        points = self.harness.points
+        points.live = what not in _NO_POINTS and not self.final
+        try:
+            result = fn(*args)
+        except CrashPointFired as fired:
+            points.live = False
+            if fired.point != points.fired:  # raised by the gateway itself, not the harness: its error
+                raise GatewayRaised(GatewayFailure("error", self.log.step, what, exception_text(fired))) from None
+            self._died_at(fired.point)
+            raise Died(fired.point) from None
+        except (EventBudgetExceeded, GatewayRaised, Interrupted, Died):
+            raise
+        except GatewayTimeout as err:
+            raise GatewayRaised(GatewayFailure("timeout", self.log.step, what, str(err))) from err
+        except RemoteGatewayError as err:
+            raise GatewayRaised(GatewayFailure("error", self.log.step, what, str(err), err.traceback)) from err
+        except BaseException as err:  # the gateway under test raised: an error verdict, never a crash
+            if points.fired is not None:
+                raise self._went_on(what, err) from err
+            raise GatewayRaised(
+                GatewayFailure("error", self.log.step, what, exception_text(err), _short_traceback(err))
+            ) from err
+        finally:
+            points.live = False
+        if points.fired is not None:
+            raise self._went_on(what, None)
+        return result
+
+    def _went_on(self, what: str, err: BaseException | None) -> GatewayRaised:
+        """A dead process does not run on: a gateway that caught its crash point's exception."""
+        how = f"raised {exception_text(err)} instead" if err is not None else "returned normally"
+        return GatewayRaised(GatewayFailure("error", self.log.step, what,
+                                             f"crash point {self.harness.points.fired!r} fired, and the gateway caught "
+                                             f"CrashPointFired and {how}: a gateway must let it unwind the step"))
+
+    def _died_at(self, point: str) -> None:
+        """The process died at `point`: exactly a `crash` at this instant (the gateway's
+        `crash()` drops what the dead process held), logged with the point's name."""
+        self.log.add("crash", point=point)
+        self.llm.epoch += 1
+        self.harness.scheduler.void()
+        self.up = False
+        points = self.harness.points
+        points.fired = None
+        if points.restart_after is not None:
+            self.engine.call_later(points.restart_after, self._restart_after_point)
+        self._call("crash", self.gateway.crash)
+        self._snapshot("crash")
+
+    def _restart_after_point(self) -> None:
+        """`crash_at`'s `restart_after`: the process is back (unless a scripted restart was first)."""
+        if not self.up:
+            self._timer_step()
+            self._restart()
+
+    def _timer_step(self) -> None:
+        """A callback is about to call the gateway: its records get a step of their own ("k.n")."""
+        self.timer_steps += 1
+        self.log.step = f"{self.event_step}.{self.timer_steps}"
+
+    def _timer(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """The scheduler's guard: a gateway timer fires in a step of its own, then runs as `_call`."""
+        self._timer_step()
+        return self._call(what, fn, *args)
+
+    def _answer(self, what: str, check: Callable[[Any], Any], fn: Callable[..., Any], *args: Any) -> Any:
+        """`_call`, and the answer validated (`conformance.harness.values`, as over the wire): a value of
+        the wrong shape is the gateway's error at this step, naming the method and what was wrong."""
+        answer = self._call(what, fn, *args)
+        try:
+            return check(answer)
+        except values.BadValue as err:
+            message = f"bad value in answer to {what}: {err}"
+        except Exception as err:  # an answer whose own methods raise (a __eq__, an __iter__)
+            message = f"bad value in answer to {what}: {exception_text(err)}"
+        raise GatewayRaised(GatewayFailure("error", self.log.step, what, message))
+
+    def _chat(self, name: str) -> Chat:
+        """A copy of the chat for each call, as a child process decodes one: what a gateway
+        changes in it never reaches the harness, the log or the gateway's next call."""
+        chat = self.chats[name]
+        fresh = object.__new__(Chat)  # copy.copy, without its reduce protocol: a copy per message
+        fresh.__dict__.update(chat.__dict__)
+        return fresh
+
+    def _deliver_reply(self, request_id: str, text: str) -> None:
+        if self.up:
+            self._timer_step()
+            self._call(f"reply {request_id}", self.gateway.deliver_reply, request_id, text)
+
+    def _sample_resources(self) -> None:
+        if self.changes is None:  # an exec: child says in its hello whether it has the hook
+            self.changes = ResourcesChanges(self.gateway)
+        if self.changes.hook is not None:
+            self._sample_changes()
+            return
+        detail = self.resources.detail(self._answer("resources", self._valid_resources, self.gateway.resources))
+        if detail is not None:
+            self.log.add("resources", **detail)
+
+    def _sample_changes(self) -> None:
+        """`_sample_resources` through the gateway's `resources_delta` hook: the changes it
+        answers are logged as they come (validated), a whole state is diffed as a `resources()`
+        sample. While changes have come since the last whole state, every `VERIFY_EVERY`th sample
+        and the last are held to `resources()`: a hook that disagrees with it is the gateway's
+        error, so it can never hide what `resources()` would show."""
+        changes = self.changes
+        assert changes is not None and changes.hook is not None
+        answer = self._answer("resources_delta", self._valid_change, changes.hook)
+        if type(answer) is dict:
+            if answer:
+                if not changes.moved:  # from the last whole state on
+                    changes.replay = CacheReplay()
+                    changes.replay.apply((self.resources.last or Resources()).to_detail())
+                    changes.moved = True
+                changes.replay.apply(answer)
+                self.log.add("resources", **answer)
+        elif answer is not None and (detail := self.resources.detail(answer)) is not None:
+            self.log.add("resources", **detail)
+        changes.samples += 1
+        if changes.moved and (changes.samples % VERIFY_EVERY == 0 or self.final):
+            said = changes.replay.resources()
+            now = self._answer("resources", values.resources, self.gateway.resources)
+            if now != said:
+                differ = [f"{sid} {'busy' if busy else 'idle'}" for sid, busy in sorted(set(said.cached) ^ set(now.cached))]
+                what = ", ".join(differ[:3]) + (", …" if len(differ) > 3 else "") if differ else "the order of the agents"
+                if now.running != said.running:
+                    what = f"running {said.running} against {now.running}" + (f"; {what}" if differ else "")
+                raise GatewayRaised(GatewayFailure("error", self.log.step, "resources_delta",
+                                                    f"the changes resources_delta() answered disagree with resources() "
+                                                    f"({what})"))
+
+    def _valid_change(self, answer: Any) -> dict[str, Any] | Resources | None:
+        """`values.resources_change`; a whole state as `_valid_resources`, diffed against the
+        cache the changes since the last one built."""
+        if not isinstance(answer, Resources):
+            return values.resources_change(answer)
+        changes = self.changes
+        assert changes is not None
+        if changes.moved:
+            self.resources.last, self.resources.last_repeats = changes.replay.resources(), changes.replay.listed is not None
+            changes.moved = False
+        return self._valid_resources(answer)
+
+    def _valid_resources(self, answer: Any) -> Resources:
+        """`values.resources`, skipped when the cache is the last sample's (compared in C): it is
+        asked after every event and timer."""
+        last = self.resources.last
+        if (last is not None and type(answer) is Resources and type(answer.cached) is tuple
+                and answer.cached == last.cached and type(answer.running) is int and answer.running >= 0):
+            return last if answer.running == last.running else Resources(last.cached, answer.running)
+        return values.resources(answer)
+
+    def _snapshot(self, label: str) -> None:
+        self.log.add("durable", label=label, **self._durable().to_detail())
+
+    def _durable(self) -> DurableState:
+        state: DurableState = self._answer("durable_state", values.durable_state, self.gateway.durable_state)
+        return state
+
+    def _stop(self, how: str) -> None:
+        if not self.up:
+            self.log.add("skipped", event=how, reason="the gateway is not running")
+            return
+        self.log.add(how)
+        self.llm.epoch += 1  # replies to the stopped process never arrive
+        self._call(how, getattr(self.gateway, how))  # a crash point in a SIGTERM's flushes: `Died`
+        self.up = False
+        self._snapshot(how)
+
+    def _restart(self, change: ConfigChange | None = None) -> None:
+        if self.up:
+            self.log.add("skipped", event="restart", reason="the gateway is already running")
+            return
+        if change is None:
+            self.log.add("restart", held=len(self.inbox))
+            self._call("restart", self.gateway.restart)
+        else:  # the configuration it comes back with, in the record: the checks judge by it
+            from sim.writer import config_document
+
+            self.config = change.apply(self.config)
+            self.log.add("restart", held=len(self.inbox), config=config_document(self.config))
+            self._call("restart", self.gateway.restart, copy.deepcopy(self.config))
+        self.up = True
+        while self.inbox:
+            event, payload = self.inbox.popleft()
+            self._dispatch(event, payload)

@@ -1,0 +1,30 @@
+"""How a step fails other than by the gateway raising: a wall-clock timeout, a remote gateway's
+failure, and sessiongate itself told to stop."""
+
+from __future__ import annotations
+
+from sessiongate import SessiongateError
+
+
+class GatewayTimeout(SessiongateError):
+    """A gateway step took longer than the wall-clock step timeout (isolated gateways)."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """sessiongate itself was told to stop: its own SIGINT/SIGTERM handler (`raise_interrupted`)
+    raises this, and only this stops a run. A KeyboardInterrupt (or SystemExit…) that a gateway
+    raises is that gateway's error at its step; a KeyboardInterrupt, so every `except
+    KeyboardInterrupt` outside the runner still reads it as Ctrl-C."""
+
+
+def raise_interrupted(signum: int, _frame: object) -> None:
+    """The harness's signal handler: `Interrupted(signum)`, distinguishable from the gateway's own."""
+    raise Interrupted(signum)
+
+
+class RemoteGatewayError(SessiongateError):
+    """A gateway in another process failed a step, died, or broke the wire protocol."""
+
+    def __init__(self, message: str, traceback: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.traceback = traceback
