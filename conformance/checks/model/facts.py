@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any, NamedTuple
 from zoneinfo import ZoneInfo
 
@@ -177,6 +177,13 @@ class Facts:
     derived: dict[Callable[[Any], Any], Any] = field(default_factory=dict)
 
 
+# The hot named tuples built without their Python-level `__new__` (tuple's own, in C): the
+# oracle makes several per turn, and that call cost more than the tuple.
+new_moment = partial(tuple.__new__, Moment)
+new_expiry = partial(tuple.__new__, Expiry)
+new_command = partial(tuple.__new__, CommandAt)
+
+
 def time_text(t: int | None, zone: ZoneInfo, start: int | None) -> str:
     """`t` as a person reads it in `zone`: a time of day, with the weekday when not `start`'s day."""
     if t is None:
@@ -193,10 +200,10 @@ _next_boundary = lru_cache(maxsize=4096)(next_daily_boundary_after)  # asked per
 
 def expiry_instant(policy: ResetPolicy, anchor: int, last_user: int, zone: ZoneInfo) -> Expiry | None:
     """The first instant the entry is past a policy boundary, if no user message comes."""
-    options: list[Expiry] = []
+    options: list[tuple[int, str]] = []
     if policy.mode in ("idle", "both"):
-        options.append(Expiry(last_user + policy.idle_minutes * MINUTE + 1, "idle"))
+        options.append((last_user + policy.idle_minutes * MINUTE + 1, "idle"))
     if policy.mode in ("daily", "both"):
         boundary = _next_boundary(anchor, policy.at_hour, zone)
-        options.append(Expiry(max(boundary, last_user + policy.daily_min_idle_minutes * MINUTE), "daily"))
-    return min(options) if options else None
+        options.append((max(boundary, last_user + policy.daily_min_idle_minutes * MINUTE), "daily"))
+    return new_expiry(min(options)) if options else None

@@ -18,29 +18,40 @@ def verify(view: LogView, turns: dict[str, Turn], segments: dict[str, list[Segme
     size = len(view.records)
     if sum(map(len, view.by_kind.values())) != size:
         raise OracleError(f"the index by kind holds {sum(map(len, view.by_kind.values()))} records of {size}")
-    _turns_are_placed(turns, size)
-    _segments_partition_turns(turns, segments)
+    admitted, replied = _turns_are_placed(turns, size, segments)
+    _segments_partition_turns(segments, admitted)
     for chat, chat_segments in segments.items():
         _segments_do_not_overlap(chat, chat_segments)
         _windows_are_ordered(chat, chat_segments, size)
-    _acked_in_reply_order(turns, acked)
+    _acked_in_reply_order(acked, replied)
 
 
-def _turns_are_placed(turns: dict[str, Turn], size: int) -> None:
-    """Every turn's records follow its input, inside the log; every admitted turn is done."""
+def _turns_are_placed(turns: dict[str, Turn], size: int, segments: dict[str, list[Segment]]) -> tuple[int, int]:
+    """Every turn's records follow its input, inside the log; every admitted turn is done.
+    Returns how many admitted chat turns the segments must hold, and how many turns were replied
+    in a session (one pass over the turns for every invariant that counts them)."""
+    admitted = replied = 0
     for turn in turns.values():
-        if not 0 <= turn.index < size:
-            raise OracleError(f"turn {turn.id}'s input is record {turn.index}, outside the log of {size}")
+        index = turn.index
+        if not 0 <= index < size:
+            raise OracleError(f"turn {turn.id}'s input is record {index}, outside the log of {size}")
         if turn.request is not None:
-            if not turn.index < turn.request_index < size:
+            if not index < turn.request_index < size:
                 raise OracleError(f"turn {turn.id} was asked at record {turn.request_index}, not after its input")
             if turn.done == UNDONE:
                 raise OracleError(f"admitted turn {turn.id} has no end")
-        if turn.reply is not None and not turn.index < turn.reply_index < size:
-            raise OracleError(f"turn {turn.id} was replied at record {turn.reply_index}, not after its input")
+            if not turn.delegate and turn.chat in segments:
+                admitted += 1
+        reply = turn.reply
+        if reply is not None:
+            if not index < turn.reply_index < size:
+                raise OracleError(f"turn {turn.id} was replied at record {turn.reply_index}, not after its input")
+            if reply.session:
+                replied += 1
+    return admitted, replied
 
 
-def _segments_partition_turns(turns: dict[str, Turn], segments: dict[str, list[Segment]]) -> None:
+def _segments_partition_turns(segments: dict[str, list[Segment]], admitted: int) -> None:
     """Every admitted chat turn is in exactly one segment, its chat's, and the chat's segments
     hold its turns in the order they were asked."""
     placed = 0
@@ -57,11 +68,8 @@ def _segments_partition_turns(turns: dict[str, Turn], segments: dict[str, list[S
                     raise OracleError(f"turn {turn.id} is in segment {seg.label()} out of order, or twice")
                 last = turn.request_index
             placed += len(seg.turns)
-    admitted = sum(1 for t in turns.values() if t.request is not None and not t.delegate and t.chat in segments)
     if placed != admitted:
         raise OracleError(f"the segments hold {placed} turns of {admitted} admitted")
-
-
 def _segments_do_not_overlap(chat: str, segments: list[Segment]) -> None:
     """Each segment starts where (or after) the one before it ended: only the last may be
     unended, and none starts before the last turn of the one before it was asked."""
@@ -89,16 +97,16 @@ def _windows_are_ordered(chat: str, segments: list[Segment], size: int) -> None:
         last_hi[seg.session] = hi
 
 
-def _acked_in_reply_order(turns: dict[str, Turn], acked: dict[str, list[Turn]]) -> None:
+def _acked_in_reply_order(acked: dict[str, list[Turn]], replied: int) -> None:
     """Each acknowledged turn is listed once, under its session, in reply order."""
     listed = 0
     for session, session_turns in acked.items():
         last = -1
         for turn in session_turns:
-            if turn.session != session or turn.reply is None or turn.reply_index <= last:
+            reply = turn.reply
+            if reply is None or reply.session != session or turn.reply_index <= last:
                 raise OracleError(f"turn {turn.id} is listed as acknowledged in {session} out of order, or wrongly")
             last = turn.reply_index
         listed += len(session_turns)
-    if listed != sum(1 for t in turns.values() if t.reply is not None and t.session):
-        raise OracleError(f"{listed} acknowledged turns are listed by session, of "
-                          f"{sum(1 for t in turns.values() if t.reply is not None and t.session)}")
+    if listed != replied:
+        raise OracleError(f"{listed} acknowledged turns are listed by session, of {replied}")

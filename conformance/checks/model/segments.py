@@ -6,7 +6,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from typing import NamedTuple
 
-from conformance.checks.model.facts import NEVER, CommandAt, Effective, Moment, Segment, Turn, Window
+from conformance.checks.model.facts import NEVER, CommandAt, Effective, Moment, Segment, Turn, Window, new_moment
 from conformance.checks.model.log import LogView
 
 
@@ -43,10 +43,10 @@ def mark_done(m: LogView, chat_turns: dict[str, list[Turn]], commands: dict[str,
             if turn.reply is not None:
                 k = bisect_right(indexes, turn.request_index)
                 if not turn.delegate and k < len(ends) and ends[k].by == "/stop" and ends[k].index < turn.reply_index:
-                    turn.stopped = turn.done = Moment(ends[k].t, ends[k].index)
+                    turn.stopped = turn.done = new_moment((ends[k].t, ends[k].index))
                     turn.ended_by = "/stop"
                     continue
-                turn.done, turn.ended_by = Moment(turn.reply.t, turn.reply_index), "reply"
+                turn.done, turn.ended_by = new_moment((turn.reply.t, turn.reply_index)), "reply"
                 continue
             assert turn.request is not None
             answer = turn.asked + m.config.turn_latency
@@ -56,13 +56,13 @@ def mark_done(m: LogView, chat_turns: dict[str, list[Turn]], commands: dict[str,
             mine, at = (plain, plain_indexes) if turn.delegate else (ends, indexes)
             k = bisect_right(at, turn.request_index)
             if k < len(mine) and mine[k].t <= answer:
-                turn.done, turn.ended_by = Moment(mine[k].t, mine[k].index), mine[k].by
+                turn.done, turn.ended_by = new_moment((mine[k].t, mine[k].index)), mine[k].by
                 if turn.ended_by == "/stop":
                     turn.stopped = turn.done
                 continue
             if not times:
                 times = [r.t for r in m.records]
-            turn.done, turn.ended_by = Moment(answer, bisect_right(times, answer)), "dropped"
+            turn.done, turn.ended_by = new_moment((answer, bisect_right(times, answer))), "dropped"
 
 
 def _effective(m: LogView, admitted: list[Turn], commands: list[CommandAt]) -> list[Effective]:

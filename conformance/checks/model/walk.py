@@ -20,6 +20,7 @@ from conformance.checks.model.facts import (
     PolicyChange,
     Stamp,
     Turn,
+    new_command,
 )
 from conformance.checks.model.log import LogView
 from conformance.observations import Obs
@@ -97,7 +98,7 @@ def walk_log(records: Sequence[Obs]) -> Walked:
             if r.d("queued"):
                 held_commands.append(HeldCommand(r.chat or "", index, r.d("command")))
             else:
-                commands[r.chat or ""].append(CommandAt(r.t, index, r.d("command"), index))
+                commands[r.chat or ""].append(new_command((r.t, index, r.d("command"), index)))
         elif kind == "restart":
             if r.d("config") is not None:  # the restart changed the configuration (sim.scenario.ConfigChange)
                 changed = config_from_document(r.d("config")).with_default(config.reset)
