@@ -34,7 +34,7 @@ class ResumeLoadsTheAgent(ReferenceGateway):
     def resume_previous(self, route: Any) -> None:
         before = route.session_id
         super().resume_previous(route)
-        if route.session_id and route.session_id != before and not self.cache.get(route.session_id):
+        if route.session_id and route.session_id != before and not self.volatile.cache.get(route.session_id):
             self.load_agent(route.session_id, route.chat, route.chat_key)
             self.enforce_cap()
 

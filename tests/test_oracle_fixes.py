@@ -19,7 +19,7 @@ class InterruptsOnNew(ReferenceGateway):
 
     def deliver_command(self, chat, command):  # type: ignore[no-untyped-def]
         key = chat_key(chat)
-        if command == "/new" and key in self.busy_chats:
+        if command == "/new" and key in self.volatile.busy_chats:
             self.stop_turn(key)
         super().deliver_command(chat, command)
 

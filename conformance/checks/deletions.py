@@ -14,7 +14,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
-from conformance.checks.model import NEVER, RunModel, Turn
+from conformance.checks.model import NEVER, RunModel, Segment, Turn
 from conformance.observations import CacheReplay
 
 
@@ -98,10 +98,7 @@ def excused_from_store(m: RunModel, turn: Turn, at_index: int) -> str | None:
 
 
 def _cuts(m: RunModel) -> _Cuts:
-    if "cuts" not in m.memo:
-        m.memo["cuts"] = _derive(m)
-    cuts: _Cuts = m.memo["cuts"]
-    return cuts
+    return m.derived(_derive)
 
 
 def _derive(m: RunModel) -> _Cuts:
@@ -217,16 +214,19 @@ def _live(m: RunModel, session: str, index: int) -> bool:
     """Whether `session` was the live session of some chat at record `index`."""
     if session in m.delegate_sessions():
         return True
-    lives = m.memo.get("lives")
-    if lives is None:
-        lives = m.memo["lives"] = {}
-        for segments in m.segments.values():
-            for seg in segments:
-                lives.setdefault(seg.session, []).append(seg)
     return any(
         seg.start_index <= index and not m.of_session("on_session_end", session, seg.start_index, index)
-        for seg in lives.get(session, [])
+        for seg in m.derived(_lives).get(session, [])
     )
+
+
+def _lives(m: RunModel) -> dict[str | None, list[Segment]]:
+    """Session -> its lives (segments), in chat order."""
+    lives: dict[str | None, list[Segment]] = {}
+    for segments in m.segments.values():
+        for seg in segments:
+            lives.setdefault(seg.session, []).append(seg)
+    return lives
 
 
 def _chat_session_at(m: RunModel, chat: str, index: int) -> str | None:

@@ -168,12 +168,12 @@ def _dangling(m: RunModel, cut: Deletion, owed_at: int) -> list[Violation]:
 def _parent_links(m: RunModel) -> list[tuple[int, dict[str, str | None]]]:
     """Each snapshot's sessions and their parents, read once (a snapshot holds every stored
     row: the largest records of a long run, read from its file when the log spilled)."""
-    if "parent_links" not in m.memo:
-        m.memo["parent_links"] = [
-            (index, {sid: body.get("parent") for sid, body in snap.d("sessions", {}).items()})
+    return m.derived(_read_parent_links)
+
+
+def _read_parent_links(m: RunModel) -> list[tuple[int, dict[str, str | None]]]:
+    return [(index, {sid: body.get("parent") for sid, body in snap.d("sessions", {}).items()})
             for index, snap in m.of("durable")]
-    links: list[tuple[int, dict[str, str | None]]] = m.memo["parent_links"]
-    return links
 
 
 def _resurrected(m: RunModel, cuts: list[Deletion]) -> list[Violation]:

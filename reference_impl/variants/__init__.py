@@ -1,6 +1,6 @@
 """The bug zoo: the reference gateway with one real-world bug put back per variant.
 
-Each variant overrides one method of `ReferenceGateway` (or of `BatchingProvider`, via
+Each variant overrides one small step (a method) of `ReferenceGateway` (or of `BatchingProvider`, via
 `make_provider`) and quotes its report. The checks must catch every one; catalog
 scenarios name the variants they exist to catch in `catches:`.
 """

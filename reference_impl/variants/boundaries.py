@@ -7,7 +7,7 @@ had it. The docstring quotes the report.
 from __future__ import annotations
 
 from reference_impl.cache import Agent
-from reference_impl.gateway import FLUSH_RETRY, ReferenceGateway
+from reference_impl.gateway import ReferenceGateway
 from reference_impl.memory import Turn
 from reference_impl.store import Route
 
@@ -57,18 +57,13 @@ class EndAfterSwitch(ReferenceGateway):
     after it.
     """
 
-    def resume_previous(self, route: Route) -> None:
-        target, left = route.previous_id, route.session_id
-        if target is None or left is None or route.ended:  # nothing left behind: no end to misorder
-            super().resume_previous(route)
+    def switch_back(self, route: Route, left: str | None, target: str) -> None:
+        if left is None:  # nothing left behind: no end to misorder
+            super().switch_back(route, left, target)
             return
-        self.memory.switch(left, target)  # the successor is announced first...
-        if not route.ended:
-            self.end_session(route, "switch")  # ...and the left session's end comes after it
-        self.store.bump_life(target)
-        now = self.h.clock.now()
-        route.previous_id, route.session_id, route.ended, route.anchor, route.last_user = left, target, False, now, now
-        self.store.save_route(route)
+        self.volatile.memory.switch(left, target)  # the successor is announced first...
+        self.end_session(route, "switch")  # ...and the left session's end comes after it
+        self.enter_life(route, left, target)
 
 
 class ShutdownEndsSessions(ReferenceGateway):
@@ -84,9 +79,9 @@ class ShutdownEndsSessions(ReferenceGateway):
     """
 
     def sigterm(self) -> None:
-        for agent in list(self.cache.agents.values()):
+        for agent in list(self.volatile.cache.agents.values()):
             if agent.kind == "chat":
-                self.memory.end_session(agent.session, agent.rows)
+                self.volatile.memory.end_session(agent.session, agent.rows)
         super().sigterm()
 
 
@@ -97,24 +92,10 @@ class SyncAfterEnd(ReferenceGateway):
     commit_session_boundary_async. A gateway that hands the chat's queue on (a /new waiting
     behind the turn) before its memory sync delivers the turn's sync_turn after the end.
 
-    Here: a completed turn drains the chat's queue first and syncs memory after.
+    Here: a completed turn hands the chat's queue on first and syncs memory after.
     """
 
-    def complete_turn(self, request_id: str) -> None:
-        pending = self.inflight[request_id]
-        if pending.delegate:
-            super().complete_turn(request_id)
-            return
-        agent = self.agent_of(pending)
-        if not self.flush(agent):
-            self.timers.append(self.h.scheduler.call_at(self.h.clock.now() + FLUSH_RETRY, self.retry_turn, request_id))
-            return
-        del self.inflight[request_id]
-        assert pending.reply is not None
-        self.h.platform.send_reply(pending.chat.name, pending.session, pending.reply)
-        agent.busy, agent.last_activity = False, self.h.clock.now()
-        user = next(r.content for r in reversed(agent.rows) if r.role == "user" and r.turn == pending.turn)
-        del self.busy_chats[pending.key]
-        self.drain_queue(pending.key)  # a queued /new ends the session here...
-        self.memory.sync_turn(Turn(pending.session, pending.turn, user, pending.reply))  # ...before this
-        self.enforce_cap()
+    def hand_on(self, key: str, turn: Turn) -> None:
+        del self.volatile.busy_chats[key]
+        self.drain_queue(key)  # a queued /new ends the session here...
+        self.volatile.memory.sync_turn(turn)  # ...before this

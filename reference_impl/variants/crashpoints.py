@@ -41,21 +41,10 @@ class RotateBeforeEndRecorded(ReferenceGateway):
     session never gets `on_session_end` (I1). The fix records the end first.
     """
 
-    def end_session(self, route: Route, reason: str) -> None:
-        session = route.session_id
-        assert session is not None
-        route.ended = True
-        self.store.save_route(route)
+    def record_and_rotate(self, route: Route, session: str, reason: str) -> bool:
+        self.rotate(route)
         self.h.crash_point("route-rotated")
-        if not self.store.record_end(session, reason):
-            return
-        agent = self.cache.pop(session) or self.unflushed.pop(session, None)
-        if agent is not None and not self.release(agent):
-            self.unflushed[session] = agent
-        self.end_memory(session, reason, agent)
-        self.store.mark_end_done(session, "memory_done")
-        self.finalize(session, reason)
-        self.store.mark_end_done(session, "finalize_done")
+        return self.store.record_end(session, reason)
 
 
 class CrashForgetsCommands(ReferenceGateway):

@@ -22,14 +22,12 @@ class LruEvictDropsUnflushed(ReferenceGateway):
     buffered turns go with it (in hermes the provider lives on the agent).
     """
 
-    def evict(self, agent: Agent, why: str) -> None:
+    def let_go(self, agent: Agent, why: str) -> None:
         if why != "lru_cap":
-            super().evict(agent, why)
+            super().let_go(agent, why)
             return
-        self.cache.pop(agent.session)
-        for provider in self.memory.providers:
+        for provider in self.volatile.memory.providers:
             provider.buffers.pop(agent.session, None)  # released, not flushed
-        self.h.note("evict", session=agent.session, why=why)
 
 
 class IdleSweepEvictsBeforeDailyExpiry(ReferenceGateway):
@@ -46,7 +44,7 @@ class IdleSweepEvictsBeforeDailyExpiry(ReferenceGateway):
     """
 
     def end_memory(self, session: str, reason: str, agent: Agent | None) -> None:
-        self.memory.end_session(session, agent.rows if agent is not None else [])  # no store fallback
+        self.volatile.memory.end_session(session, agent.rows if agent is not None else [])  # no store fallback
 
 
 class IdleSweepNeverReapsNone(ReferenceGateway):
@@ -86,5 +84,5 @@ class EvictCommitThenExpiryDoubleEnd(ReferenceGateway):
         live = route is not None and route.session_id == agent.session and not route.ended
         finalizable = live and route is not None and self.policy_for(route).mode != "none"
         if why == "lru_cap" and finalizable and route is not None and not self.expiry_reason(route):
-            self.memory.end_session(agent.session, agent.rows)  # commit before the soft evict
+            self.volatile.memory.end_session(agent.session, agent.rows)  # commit before the soft evict
         super().evict(agent, why)

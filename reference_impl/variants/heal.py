@@ -14,6 +14,7 @@ import sqlite3
 from reference_impl.cache import Agent
 from reference_impl.gateway import ReferenceGateway
 from reference_impl.store import StoreLocked, is_foreign_key_error
+from reference_impl.transcripts import WriteOutcome
 
 
 class DeletedRowDropsTurns(ReferenceGateway):
@@ -27,19 +28,12 @@ class DeletedRowDropsTurns(ReferenceGateway):
     written; no heal.
     """
 
-    def flush(self, agent: Agent) -> bool:
-        if not agent.dirty:
-            return True
-        try:
-            self.write(agent)
-        except StoreLocked:
-            return False
-        except sqlite3.IntegrityError as err:
-            if not is_foreign_key_error(err):
-                return False
-            self.h.note("flush_failed", session=agent.session, error="FOREIGN KEY constraint failed")
-            agent.flushed = len(agent.rows)  # the batch is dropped; the agent keeps answering
-        return True
+    def write_failed(self, agent: Agent, err: sqlite3.Error) -> WriteOutcome:
+        if isinstance(err, StoreLocked) or not is_foreign_key_error(err):
+            return "owed"
+        self.h.note("flush_failed", session=agent.session, error="FOREIGN KEY constraint failed")
+        agent.flushed = len(agent.rows)  # the batch is dropped; the agent keeps answering
+        return "written"
 
 
 class HealReplaysTailOnly(ReferenceGateway):
@@ -53,12 +47,8 @@ class HealReplaysTailOnly(ReferenceGateway):
     Here: the heal recreates the row but leaves the flush cursor, so only the tail lands.
     """
 
-    def heal(self, agent: Agent) -> bool:
-        if self.store.session_exists(agent.session):
-            return False
+    def plan_replay(self, agent: Agent) -> None:
         agent.created = False  # recreate the row; the history prefix still counts as durable
-        self.h.note("heal", session=agent.session)
-        return True
 
 
 class HealOnAnyFkDuplicates(ReferenceGateway):
@@ -73,17 +63,10 @@ class HealOnAnyFkDuplicates(ReferenceGateway):
     deleted row: the live child row is re-created and the whole transcript replayed into it.
     """
 
-    def create_row(self, agent: Agent) -> None:
-        now = self.h.clock.now()
-        try:
-            self.store.upsert_session(agent.session, agent.chat, agent.parent, agent.kind, now)
-        except sqlite3.IntegrityError as err:
-            if not is_foreign_key_error(err):
-                raise
-            self.h.note("heal", session=agent.session)  # no check that the row is gone
-            self.store.upsert_session(agent.session, agent.chat, None, agent.kind, now)
-            agent.replay_pending = True
-        agent.created = True
+    def parent_refused(self, agent: Agent, now: int, err: sqlite3.IntegrityError) -> None:
+        self.h.note("heal", session=agent.session)  # no check that the row is gone
+        self.store.upsert_session(agent.session, agent.chat, None, agent.kind, now)
+        agent.replay_pending = True
 
 
 class HealMutedHidesHistory(ReferenceGateway):
@@ -118,19 +101,12 @@ class HealForgetsPendingReplay(ReferenceGateway):
     as locked forgets the replay, so the recreated row gets the tail only.
     """
 
-    def flush(self, agent: Agent) -> bool:
-        if not agent.dirty:
-            return True
-        try:
-            self.write(agent)
-            return True
-        except StoreLocked:
+    def write_failed(self, agent: Agent, err: sqlite3.Error) -> WriteOutcome:
+        if isinstance(err, StoreLocked):
             agent.replay_pending = False  # the replay rode on this retry alone
-            return False
-        except sqlite3.IntegrityError as err:
-            if is_foreign_key_error(err) and self.heal(agent):
-                self.create_row(agent)  # the row is back; the replay waits for the retry
-            return False
+        elif is_foreign_key_error(err) and self.heal(agent):
+            self.create_row(agent)  # the row is back; the replay waits for the retry
+        return "owed"
 
 
 class OrphanChildNeverRecreated(ReferenceGateway):
@@ -144,9 +120,8 @@ class OrphanChildNeverRecreated(ReferenceGateway):
     fails every flush and its turn never completes.
     """
 
-    def create_row(self, agent: Agent) -> None:
-        self.store.upsert_session(agent.session, agent.chat, agent.parent, agent.kind, self.h.clock.now())
-        agent.created = True
+    def parent_refused(self, agent: Agent, now: int, err: sqlite3.IntegrityError) -> None:
+        raise err  # the parent key stays: every flush fails it
 
 
 class EvictDropsDeletedTranscript(ReferenceGateway):
@@ -179,16 +154,10 @@ class ParentResurrectedForChild(ReferenceGateway):
     another surface deleted returns as a side effect of another session's write.
     """
 
-    def create_row(self, agent: Agent) -> None:
-        now = self.h.clock.now()
-        try:
-            self.store.upsert_session(agent.session, agent.chat, agent.parent, agent.kind, now)
-        except sqlite3.IntegrityError as err:
-            if not (is_foreign_key_error(err) and agent.parent and not self.store.session_exists(agent.parent)):
-                raise
-            parent = self.cache.agents.get(agent.parent)
-            self.store.upsert_session(agent.parent, agent.chat, None, "chat", now)
-            if parent is not None:
-                self.store.append(agent.parent, parent.rows[: parent.flushed])
-            self.store.upsert_session(agent.session, agent.chat, agent.parent, agent.kind, now)
-        agent.created = True
+    def orphan_row(self, agent: Agent, now: int) -> None:
+        assert agent.parent is not None  # only a delegate child has a parent row to lose
+        parent = self.volatile.cache.agents.get(agent.parent)
+        self.store.upsert_session(agent.parent, agent.chat, None, "chat", now)
+        if parent is not None:
+            self.store.append(agent.parent, parent.rows[: parent.flushed])
+        self.store.upsert_session(agent.session, agent.chat, agent.parent, agent.kind, now)

@@ -94,7 +94,7 @@ class BatchLostOnShutdown(ReferenceGateway):
     """
 
     def sigterm(self) -> None:
-        for provider in self.memory.providers:
+        for provider in self.volatile.memory.providers:
             provider.shutting_down = True  # the flag goes up first...
         super().sigterm()  # ...so every flush below refuses to ship
 

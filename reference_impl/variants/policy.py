@@ -29,14 +29,14 @@ class ResetMidTurn(ReferenceGateway):
     """
 
     def deliver_command(self, chat: Chat, command: str) -> None:
-        request = self.busy_chats.get(chat_key(chat))
+        request = self.volatile.busy_chats.get(chat_key(chat))
         if command not in ("/new", "/reset") or request is None:
             super().deliver_command(chat, command)
             return
-        running = self.cache.get(self.inflight[request].session)
+        running = self.volatile.cache.get(self.volatile.inflight[request].session)
         self.run_command(chat, command)  # no deferral
         if running is not None:
-            self.cache.put(running)  # the running agent carries on with its turn
+            self.volatile.cache.put(running)  # the running agent carries on with its turn
 
 
 class CommandMovesIdleClock(ReferenceGateway):

@@ -1,0 +1,209 @@
+"""The oracle's types: what it derives from a log (turns, segments) and the small named tuples
+they are made of. No logic here beyond reading the policy's next boundary, which both the
+building and the checks ask."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import lru_cache, partial
+from typing import Any, NamedTuple
+from zoneinfo import ZoneInfo
+
+from sessiongate import SessiongateError
+from sim.clock import MINUTE, from_ms, next_daily_boundary_after
+from sim.scenario import GatewayConfig, ResetPolicy
+
+NEVER = 1 << 62
+# The kinds `RunModel.of_session` answers for: indexing every record by session cost more
+# than the checks that read it.
+SESSION_KINDS = frozenset({"on_session_end", "on_session_finalize", "on_session_switch", "on_session_reset", "sync_turn"})
+
+
+class OracleError(SessiongateError):
+    """The oracle broke one of its own invariants on a log: a sessiongate bug, never the
+    gateway's. Raised while the model builds, so `judge` turns it into a checker-error verdict
+    for every check instead of a verdict drawn from a wrong model."""
+
+
+class Stamp(NamedTuple):
+    """When and in which session an LLM request or reply was logged: all a turn keeps of it
+    (not the record, which a spilled log would hand over as a fresh copy per turn)."""
+
+    t: int
+    session: str | None
+
+
+class Moment(NamedTuple):
+    """An instant in the log: its virtual time and the record index where it takes its place."""
+
+    t: int
+    index: int
+
+
+UNDONE = Moment(NEVER, NEVER)
+
+
+class CommandAt(NamedTuple):
+    """A command as the model orders it. `index` is where it takes its place and `arrival` the
+    record of its arrival: they differ only for a command held while the gateway was down
+    (`walk._delivered`)."""
+
+    t: int
+    index: int
+    name: str
+    arrival: int
+
+
+class HeldCommand(NamedTuple):
+    """A command the platform held while the gateway was down: its chat, arrival record, name."""
+
+    chat: str
+    index: int
+    name: str
+
+
+class Delivery(NamedTuple):
+    """A restart that delivered what the platform held: its record, time, turns and commands."""
+
+    restart: int
+    t: int
+    turns: list[Turn]
+    held: list[HeldCommand]
+
+
+class Effective(NamedTuple):
+    """When a command takes effect (after the turns ahead of it in its chat are done)."""
+
+    t: int
+    index: int
+    name: str
+
+
+class Downtime(NamedTuple):
+    """A stretch the gateway was down, index-free: from its stop to its restart (NEVER: not restarted)."""
+
+    down: int
+    up: int
+
+
+class PolicyChange(NamedTuple):
+    """A restart that changed the configuration: in force from `since` (the stop before it)."""
+
+    since: int
+    config: GatewayConfig
+
+
+class Expiry(NamedTuple):
+    """The first instant an entry is past a policy boundary, and which boundary it is."""
+
+    at: int
+    reason: str
+
+
+class Window(NamedTuple):
+    """Record indexes [lo, hi) of one life of a session."""
+
+    lo: int
+    hi: int
+
+
+WHOLE_LOG = Window(0, NEVER)
+
+
+@dataclass(slots=True)
+class Turn:
+    """One user turn as the log shows it."""
+
+    id: str
+    chat: str
+    arrival: int  # when the gateway could first see it (restart time if the platform held it)
+    index: int  # record index of the input
+    delegate: bool = False
+    muted: bool = False
+    request: Stamp | None = None  # admission: the LLM request
+    request_index: int = -1
+    asked: int = 0  # the last LLM request for it before its reply: when the answer it got was asked
+    reply: Stamp | None = None  # acknowledgment
+    reply_index: int = -1
+    replies: int = 0
+    done: Moment = UNDONE  # when the turn ended: its reply, or a /stop or stop abandoning it
+    ended_by: str = ""  # what ended it: 'reply', '/stop', 'sigterm', 'crash', or 'dropped' (answered by the LLM, never replied)
+    stopped: Moment | None = None  # the /stop that abandoned it (a reply after it is owed to no one)
+
+    @property
+    def acked(self) -> bool:
+        return self.reply is not None
+
+    @property
+    def session(self) -> str | None:
+        if self.reply is not None:
+            return self.reply.session
+        return self.request.session if self.request is not None else None
+
+
+@dataclass(slots=True)
+class Segment:
+    """Turns of one chat that must share one session, and the boundary that ends them."""
+
+    chat: str
+    number: int
+    turns: list[Turn] = field(default_factory=list)
+    session: str | None = None  # observed: the session of its first admitted turn
+    start: int = 0
+    start_index: int = 0
+    anchor: int = 0
+    last_user: int = 0
+    boundary: int | None = None  # when it ended, per the contract
+    reason: str | None = None  # idle, daily, new, switch
+    resumes: int | None = None  # for /resume: the number of the segment whose session it reopens
+    reopens: bool = False  # that segment is the one just before: it had ended and nothing was left behind
+    window: Window = WHOLE_LOG  # record indexes of this life of its session (set by the build)
+
+    def label(self) -> str:
+        return self.session or f"{self.chat}#{self.number}"
+
+
+@dataclass(slots=True)
+class Facts:
+    """Views the checks ask of a model, derived on first use and kept (each a scan of the log
+    or the turns; a check that never asks costs nothing). `derived` holds the checks' own
+    views, keyed by the function that derives them (`RunModel.derived`)."""
+
+    chat_sessions: set[str] | None = None
+    delegate_sessions: set[str] | None = None
+    folded: dict[str, int] | None = None  # turn folded into another's request -> when it was answered
+    ack_indexes: dict[str, list[int]] = field(default_factory=dict)  # session -> reply indexes of acked_by_session
+    derived: dict[Callable[[Any], Any], Any] = field(default_factory=dict)
+
+
+# The hot named tuples built without their Python-level `__new__` (tuple's own, in C): the
+# oracle makes several per turn, and that call cost more than the tuple.
+new_moment = partial(tuple.__new__, Moment)
+new_expiry = partial(tuple.__new__, Expiry)
+new_command = partial(tuple.__new__, CommandAt)
+
+
+def time_text(t: int | None, zone: ZoneInfo, start: int | None) -> str:
+    """`t` as a person reads it in `zone`: a time of day, with the weekday when not `start`'s day."""
+    if t is None:
+        return "never"
+    moment = from_ms(t, zone)
+    first = from_ms(start, zone) if start is not None else moment
+    if moment.date() == first.date():
+        return moment.strftime("%H:%M:%S" if moment.second else "%H:%M")
+    return moment.strftime("%a %H:%M:%S" if moment.second else "%a %H:%M")
+
+
+_next_boundary = lru_cache(maxsize=4096)(next_daily_boundary_after)  # asked per turn with the segment's anchor
+
+
+def expiry_instant(policy: ResetPolicy, anchor: int, last_user: int, zone: ZoneInfo) -> Expiry | None:
+    """The first instant the entry is past a policy boundary, if no user message comes."""
+    options: list[tuple[int, str]] = []
+    if policy.mode in ("idle", "both"):
+        options.append((last_user + policy.idle_minutes * MINUTE + 1, "idle"))
+    if policy.mode in ("daily", "both"):
+        boundary = _next_boundary(anchor, policy.at_hour, zone)
+        options.append((max(boundary, last_user + policy.daily_min_idle_minutes * MINUTE), "daily"))
+    return new_expiry(min(options)) if options else None

@@ -1,0 +1,113 @@
+"""The log as the oracle reads it: the records, their indexes by kind and session, the
+configuration in force when. What the building of segments needs, and the checks after it."""
+
+from __future__ import annotations
+
+import heapq
+from array import array
+from bisect import bisect_left
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from conformance.checks.model.facts import NEVER, SESSION_KINDS, Expiry, PolicyChange, expiry_instant, time_text
+from conformance.observations import Obs
+from sim.scenario import GatewayConfig, ResetPolicy
+
+
+@dataclass(slots=True, kw_only=True)
+class LogView:
+    records: Sequence[Obs]  # a list, or a spilled log read back from its file (conformance.harness.spill)
+    name: str
+    zone: ZoneInfo
+    config: GatewayConfig
+    chats: dict[str, dict[str, Any]]
+    profile: dict[str, Any]
+    final_stop: int | None
+    final_index: int = -1  # the final durable snapshot's record (`final`), or -1
+    # Record indexes, ascending, as 8-byte arrays (a list of ints costs 36 bytes an index).
+    by_kind: dict[str, array[int]] = field(default_factory=dict, repr=False)
+    by_session: dict[tuple[str, str], array[int]] = field(default_factory=dict, repr=False)  # (kind, session), SESSION_KINDS
+    # The configurations restarts changed to: from the stop before the restart (a down gateway
+    # fires nothing; the restarted one judges its downtime by the configuration it came back
+    # with). Empty: `config` throughout.
+    changes: list[PolicyChange] = field(default_factory=list, repr=False)
+
+    # -- rendering --------------------------------------------------------------------
+
+    def at(self, t: int | None) -> str:
+        """A virtual time as a person reads it, in the scenario's zone (to the second)."""
+        return time_text(t, self.zone, self.records[0].t if self.records else t)
+
+    # -- the configuration in force -----------------------------------------------------
+
+    def policy(self, chat: str, t: int | None = None) -> ResetPolicy:
+        """The chat's reset policy in force at `t` (None: the scenario's own, before any change)."""
+        config = self.config
+        for since, changed in self.changes:
+            if t is None or since > t:
+                break
+            config = changed
+        info = self.chats.get(chat, {})
+        return config.policy_for(info.get("platform", "telegram"), info.get("chat_type", "dm"))
+
+    def policies(self, chat: str) -> list[ResetPolicy]:
+        """Every reset policy the chat is under in the run, in order."""
+        return [self.policy(chat), *(self.policy(chat, since) for since, _ in self.changes)]
+
+    def expiry(self, chat: str, anchor: int, last_user: int) -> Expiry | None:
+        """The first instant the chat's entry is past a boundary of the policy in force then,
+        if no user message comes: under each policy from when it is in force (a policy that
+        finds the entry already past when it comes in force ends it at that instant)."""
+        if not self.changes:
+            return expiry_instant(self.policy(chat), anchor, last_user, self.zone)
+        starts = [0, *(since for since, _ in self.changes)]
+        for k, since in enumerate(starts):
+            until = starts[k + 1] if k + 1 < len(starts) else NEVER
+            expiry = expiry_instant(self.policy(chat, since if k else None), anchor, last_user, self.zone)
+            if expiry is not None and max(expiry.at, since) < until:
+                return Expiry(max(expiry.at, since), expiry.reason)
+        return None
+
+    @property
+    def eager(self) -> bool:
+        """The gateway-wide mode the gateway declared (a chat may have its own: `finalization`)."""
+        return self.profile.get("finalization") == "eager"
+
+    def finalization(self, chat: str) -> str:
+        """How the chat's policy boundaries are acted on: its own mode in the config, else the
+        gateway's declared one."""
+        return self.config.finalization_for(chat) or ("eager" if self.eager else "lazy")
+
+    @property
+    def watched(self) -> bool:
+        """Some chat's boundaries are acted on by a watcher: the gateway is eager, or a chat is."""
+        return self.eager or any(mode == "eager" for _, mode in self.config.finalization_by_chat)
+
+    @property
+    def latency(self) -> int:
+        return int(self.profile.get("latency", 0))
+
+    # -- looking records up -------------------------------------------------------------
+
+    def of(self, *kinds: str) -> Iterator[tuple[int, Obs]]:
+        """Records of these kinds, in log order, with their indexes (streamed: a spilled log
+        reads them from its file in one forward pass, and none is kept)."""
+        lists = [self.by_kind.get(kind, ()) for kind in kinds]
+        indexes = lists[0] if len(lists) == 1 else list(heapq.merge(*lists))
+        pick = getattr(self.records, "pick", None)
+        return zip(indexes, pick(indexes) if pick is not None else map(self.records.__getitem__, indexes), strict=True)
+
+    def of_session(self, kind: str, session: str, lo: int = 0, hi: int = NEVER) -> list[tuple[int, Obs]]:
+        """Records of one kind (one of SESSION_KINDS) about one session, with index in [lo, hi)."""
+        if kind not in SESSION_KINDS:
+            raise ValueError(f"records of kind {kind!r} are not indexed by session")
+        indexes = self.by_session.get((kind, session), [])
+        return [(i, self.records[i]) for i in indexes[bisect_left(indexes, lo):bisect_left(indexes, hi)]]
+
+    @property
+    def final(self) -> Obs | None:
+        """The final durable snapshot, read when asked: it holds every stored row, the largest
+        record of a long run, which the model does not keep."""
+        return self.records[self.final_index] if self.final_index >= 0 else None

@@ -1,0 +1,127 @@
+"""`RunModel`: the log's view plus what the oracle derived from it (turns, segments), and the
+questions the checks ask of both."""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from conformance.checks.model.facts import Downtime, Facts, Segment, Turn
+from conformance.checks.model.invariants import verify
+from conformance.checks.model.log import LogView
+from conformance.checks.model.segments import chat_segments, mark_done, set_windows
+from conformance.checks.model.walk import walk_log
+from conformance.observations import Obs
+
+T = TypeVar("T")
+
+
+@dataclass(slots=True, kw_only=True)
+class RunModel(LogView):
+    turns: dict[str, Turn]
+    segments: dict[str, list[Segment]]
+    failure: Obs | None
+    stopped_at: list[Downtime]  # index-free times
+    acked_by_session: dict[str, list[Turn]] = field(default_factory=dict, repr=False)  # in reply order
+    facts: Facts = field(default_factory=Facts, repr=False)
+
+    @staticmethod
+    def build(records: Sequence[Obs]) -> RunModel:
+        """The model of one log, its own invariants asserted (`invariants.verify`: an
+        `OracleError` here is a sessiongate bug, which `judge` reports as a checker error)."""
+        walked = walk_log(records)
+        view = walked.view
+        model = RunModel(records=view.records, name=view.name, zone=view.zone, config=view.config, chats=view.chats,
+                         profile=view.profile, final_stop=view.final_stop, final_index=view.final_index,
+                         by_kind=view.by_kind, by_session=view.by_session, changes=view.changes, turns=walked.turns,
+                         segments={}, failure=walked.failure, stopped_at=walked.stopped_at,
+                         acked_by_session=walked.acked_by_session)
+        by_chat: dict[str, list[Turn]] = defaultdict(list)
+        for turn in model.turns.values():
+            if turn.request is not None:
+                by_chat[turn.chat].append(turn)
+        mark_done(model, by_chat, walked.commands)
+        for chat in by_chat:
+            by_chat[chat] = [t for t in by_chat[chat] if not t.delegate]
+        for chat in sorted(model.chats):
+            model.segments[chat] = chat_segments(model, chat, by_chat.get(chat, []), walked.commands.get(chat, []))
+            set_windows(model, model.segments[chat])
+        verify(model, model.turns, model.segments, model.acked_by_session)
+        return model
+
+    # -- derived views ------------------------------------------------------------------
+
+    def derived(self, derive: Callable[[RunModel], T]) -> T:
+        """A view a check derives from the model (`deletions`' cuts, say), computed once per
+        model: named, and typed, by the function that derives it."""
+        views = self.facts.derived
+        if derive not in views:
+            views[derive] = derive(self)
+        return views[derive]  # type: ignore[no-any-return]
+
+    def ends_in(self, seg: Segment) -> list[tuple[int, Obs]]:
+        """The on_session_end calls that belong to this life of the segment's session."""
+        return self.of_session("on_session_end", seg.session or "", *seg.window)
+
+    def chat_sessions(self) -> set[str]:
+        facts = self.facts
+        if facts.chat_sessions is None:
+            facts.chat_sessions = {t.session for t in self.turns.values() if not t.delegate and t.session}
+        return facts.chat_sessions
+
+    def delegate_sessions(self) -> set[str]:
+        facts = self.facts
+        if facts.delegate_sessions is None:
+            facts.delegate_sessions = {t.session for t in self.turns.values() if t.delegate and t.session}
+        return facts.delegate_sessions
+
+    def folded(self) -> dict[str, int]:
+        """When each turn a gateway folded into another turn's request (its prompt's last message
+        carried both) was answered: at that request's reply. The reply is credited to the
+        request's first turn; the others are answered by it too (I9), and are no turn left
+        unacknowledged (I1, I2, I3)."""
+        facts = self.facts
+        if facts.folded is not None:
+            return facts.folded
+        replies: dict[str, list[tuple[int, int]]] = defaultdict(list)  # credited turn -> (index, t) of its replies
+        for index, r in self.of("reply"):
+            if r.turns:
+                replies[r.turns[0]].append((index, r.t))
+        out: dict[str, int] = {}
+        for index, r in self.of("llm_request"):
+            if len(r.turns) < 2:
+                continue
+            answer = next((t for i, t in replies.get(r.turns[0], ()) if i > index), None)
+            if answer is not None:
+                for turn in r.turns[1:]:
+                    out[turn] = min(out.get(turn, answer), answer)
+        facts.folded = out
+        return out
+
+    def unacknowledged(self, turn: Turn) -> bool:
+        """A turn that must leave nothing behind: never replied, nor answered folded into another."""
+        return turn.reply is None and turn.id not in self.folded()
+
+    # -- acknowledged turns by session --------------------------------------------------
+
+    def acked_in(self, session: str, before: int | None = None) -> list[Turn]:
+        """Acknowledged turns of `session`, in acknowledgment order (optionally before an index)."""
+        turns = self.acked_by_session.get(session, [])
+        if before is None:
+            return list(turns)
+        return turns[: bisect_left(self._ack_indexes(session), before)]
+
+    def next_ack(self, session: str, after: int) -> Turn | None:
+        """The first turn of `session` acknowledged after record `after` (its next flush)."""
+        turns = self.acked_by_session.get(session, [])
+        k = bisect_right(self._ack_indexes(session), after)
+        return turns[k] if k < len(turns) else None
+
+    def _ack_indexes(self, session: str) -> list[int]:
+        table = self.facts.ack_indexes
+        if session not in table:
+            table[session] = [t.reply_index for t in self.acked_by_session.get(session, [])]
+        return table[session]

@@ -1,0 +1,209 @@
+"""Where the contract cuts each chat's turns into sessions: when each turn is done, when each
+command takes effect, the segments, and the record window of each life of a session."""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from typing import NamedTuple
+
+from conformance.checks.model.facts import NEVER, CommandAt, Effective, Moment, Segment, Turn, Window, new_moment
+from conformance.checks.model.log import LogView
+
+
+class _Ending(NamedTuple):
+    """What can abandon a turn in flight: a /stop in its chat, a SIGTERM or a crash."""
+
+    t: int
+    index: int
+    by: str
+
+
+class _Lock(NamedTuple):
+    start: int
+    until: int
+
+
+def mark_done(m: LogView, chat_turns: dict[str, list[Turn]], commands: dict[str, list[CommandAt]]) -> None:
+    """Each admitted turn's end: the /stop in its chat that found it in flight (a reply after it
+    does not undo it), else its reply, else the stop (sigterm, crash) that abandoned it, else,
+    if none came before the LLM answered (a locked store holding the write until the lock
+    ends), the moment the gateway dropped it: its answer. A /stop abandons chat turns only: a
+    delegate runs on."""
+    stops = [_Ending(m.records[i].t, i, m.records[i].kind)
+             for i in sorted([*m.by_kind.get("sigterm", ()), *m.by_kind.get("crash", ())])]
+    locks = sorted(_Lock(r.t, int(r.d("until", r.t))) for _i, r in m.of("db_locked"))
+    times: list[int] = []  # record times, read only if a turn was dropped
+    for chat, turns in chat_turns.items():
+        slash = [_Ending(c.t, c.index, "/stop") for c in commands.get(chat, []) if c.name == "/stop"]
+        ends = sorted(slash + stops, key=lambda s: s.index)
+        indexes = [e.index for e in ends]
+        plain = [end for end in ends if end.by != "/stop"]  # what ends a delegate
+        plain_indexes = [e.index for e in plain]
+        for turn in turns:
+            if turn.reply is not None:
+                k = bisect_right(indexes, turn.request_index)
+                if not turn.delegate and k < len(ends) and ends[k].by == "/stop" and ends[k].index < turn.reply_index:
+                    turn.stopped = turn.done = new_moment((ends[k].t, ends[k].index))
+                    turn.ended_by = "/stop"
+                    continue
+                turn.done, turn.ended_by = new_moment((turn.reply.t, turn.reply_index)), "reply"
+                continue
+            assert turn.request is not None
+            answer = turn.asked + m.config.turn_latency
+            for locked, until in locks:
+                if locked <= answer <= until:
+                    answer = until + m.config.turn_latency  # the write waits out the lock, then one more try
+            mine, at = (plain, plain_indexes) if turn.delegate else (ends, indexes)
+            k = bisect_right(at, turn.request_index)
+            if k < len(mine) and mine[k].t <= answer:
+                turn.done, turn.ended_by = new_moment((mine[k].t, mine[k].index)), mine[k].by
+                if turn.ended_by == "/stop":
+                    turn.stopped = turn.done
+                continue
+            if not times:
+                times = [r.t for r in m.records]
+            turn.done, turn.ended_by = new_moment((answer, bisect_right(times, answer))), "dropped"
+
+
+def _effective(m: LogView, admitted: list[Turn], commands: list[CommandAt]) -> list[Effective]:
+    """When each command takes effect: on arrival, or once every turn that arrived before it in
+    the chat is done (never mid-turn; the chat is served in arrival order). Behind a turn that
+    ends after the log, never."""
+    by_arrival = sorted(admitted, key=lambda t: t.index)
+    arrivals = [t.index for t in by_arrival]
+    done: list[Moment] = []  # done[k]: the latest end among the first k+1 arrivals
+    latest = Moment(-1, -1)
+    for turn in by_arrival:
+        latest = max(latest, turn.done)
+        done.append(latest)
+    effective: list[tuple[int, int, int, str]] = []  # (time, index, arrival, name): sorted, ties keep arrival order
+    for t, index, name, arrival in commands:
+        k = bisect_left(arrivals, arrival)
+        when = max((t, index), done[k - 1] if k else (t, index))
+        if when[1] >= len(m.records):
+            continue  # queued behind a turn that ends after the log does (never, or cut by a gateway error)
+        if when != (t, index) and m.records[when[1]].kind in ("sigterm", "crash"):
+            continue  # queued behind a turn the process died with: lost with the process, like that turn
+        effective.append((*when, arrival, name))
+    return [Effective(t, index, name) for t, index, _arrival, name in sorted(effective)]
+
+
+def chat_segments(model: LogView, chat: str, turns: list[Turn], commands: list[CommandAt]) -> list[Segment]:
+    """Walk the chat's admitted turns and commands in order; cut where the contract cuts."""
+    admitted = sorted(turns, key=lambda t: t.request_index)
+    effective = _effective(model, admitted, commands)
+    segments: list[Segment] = []
+    current: Segment | None = None
+    cursor = 0
+
+    def close(at: int, reason: str) -> None:
+        nonlocal current
+        if current is not None and current.boundary is None:
+            current.boundary, current.reason = at, reason
+        current = None
+
+    def apply_commands(until: int, until_index: int) -> None:
+        nonlocal cursor, current
+        while cursor < len(effective) and (effective[cursor].t, effective[cursor].index) <= (until, until_index):
+            when, index, name = effective[cursor]
+            cursor += 1
+            if current is not None and current.boundary is None:
+                expiry = model.expiry(chat, current.anchor, current.last_user)
+                if expiry is not None and expiry.at <= when:
+                    close(*expiry)
+            if name in ("/new", "/reset") and current is not None:
+                close(when, "new")
+            elif name == "/resume":
+                reopens = current is None
+                if reopens:  # past a boundary, its successor not begun: back to the session that ended
+                    target = segments[-1] if segments else None
+                else:
+                    target = _previous_distinct(segments, current) if current.number else None
+                    if target is not None:
+                        close(when, "switch")
+                if target is None:
+                    continue  # nothing before it to return to
+                current = Segment(chat, len(segments), session=target.session, start=when, start_index=index,
+                                  anchor=when, last_user=when, resumes=target.number, reopens=reopens)
+                segments.append(current)
+
+    for turn in admitted:
+        assert turn.request is not None
+        x = turn.request.t
+        apply_commands(x, turn.request_index)
+        if current is not None:
+            expiry = model.expiry(chat, current.anchor, current.last_user)
+            if expiry is not None and expiry.at <= x:
+                close(*expiry)
+        if current is None:
+            current = Segment(chat, len(segments), start=x, start_index=turn.request_index, anchor=turn.arrival)
+            segments.append(current)
+        if current.session is None:
+            current.session = turn.session
+        current.turns.append(turn)
+        current.last_user = turn.arrival
+    apply_commands(NEVER, NEVER)
+    if current is not None and current.boundary is None:
+        expiry = model.expiry(chat, current.anchor, current.last_user)
+        horizon = model.final_stop if model.final_stop is not None else (model.records[-1].t if model.records else 0)
+        if expiry is not None and expiry.at <= horizon:
+            close(*expiry)
+    return segments
+
+
+def _previous_distinct(segments: list[Segment], left: Segment) -> Segment | None:
+    """The segment /resume returns to: the last one before `left` with another session."""
+    for segment in reversed(segments[: left.number]):
+        if segment.session != left.session or segment.session is None:
+            return segment
+    return None
+
+
+def _after_ending(m: LogView, session: str, start: int, since: int) -> int:
+    """Where a reopened life begins: at the /resume, or, if the life before it (from `since`)
+    had not ended by then, after that end and its finalize, which the gateway delivered at the
+    /resume itself (a command past a boundary notices it; commands queued together run so)."""
+    if m.of_session("on_session_end", session, since, start):
+        return start
+    t, lo = m.records[start].t, start
+    for kind in ("on_session_end", "on_session_finalize"):
+        first = m.of_session(kind, session, start)[:1]
+        if first and (first[0][1].t == t or _died_taking(m, start, first[0][0])):
+            lo = max(lo, first[0][0] + 1)
+    return lo
+
+
+def _died_taking(m: LogView, command: int, end: int) -> bool:
+    """The gateway died at a crash point while it took the command (the `crash` record naming
+    the point comes in the command's own step, before `end`): the platform hands the command
+    over again at the restart, where the end it noticed is finished."""
+    step = m.records[command].step
+    return any(m.records[i].step == step and m.records[i].d("point") for i, _ in m.of("crash") if command < i < end)
+
+
+def set_windows(m: LogView, segments: list[Segment]) -> None:
+    """Each segment's life of its session: from its start (from the log's start for the
+    session's first life in the chat) to the start of the session's next life. A /resume's
+    life starts at the gateway's first switch into it that began no earlier life, so resumes
+    that take effect at the same record (queued behind one turn, even back to one session
+    twice) keep their lives apart."""
+    starts = []
+    seen: set[str | None] = set()
+    taken: dict[str, int] = {}  # session -> the last switch into it that began one of its lives
+    for seg in segments:
+        lo = 0
+        if seg.session in seen:
+            lo = seg.start_index
+            if seg.reopens and seg.session and seg.resumes is not None:
+                lo = _after_ending(m, seg.session, seg.start_index, starts[seg.resumes])
+            elif seg.resumes is not None and seg.session:
+                switches = m.by_session.get(("on_session_switch", seg.session), [])
+                k = bisect_left(switches, max(seg.start_index, taken.get(seg.session, -1) + 1))
+                if k < len(switches):
+                    lo = taken[seg.session] = switches[k]
+        seen.add(seg.session)
+        starts.append(lo)
+    next_start: dict[str | None, int] = {}
+    for seg, lo in zip(reversed(segments), reversed(starts), strict=True):
+        seg.window = Window(lo, next_start.get(seg.session, len(m.records)))
+        next_start[seg.session] = lo if lo else seg.start_index

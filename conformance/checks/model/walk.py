@@ -1,0 +1,182 @@
+"""The oracle's one pass over the log: the turns, the commands in their places, the stops, and
+the indexes by kind and session the checks look records up with."""
+
+from __future__ import annotations
+
+from array import array
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from functools import partial
+from operator import attrgetter
+
+from conformance.checks.model.facts import (
+    NEVER,
+    SESSION_KINDS,
+    CommandAt,
+    Delivery,
+    Downtime,
+    HeldCommand,
+    PolicyChange,
+    Stamp,
+    Turn,
+    new_command,
+)
+from conformance.checks.model.log import LogView
+from conformance.observations import Obs
+from sim.clock import load_zone
+from sim.loader import config_from_document
+
+
+@dataclass(slots=True)
+class Walked:
+    """What the pass read besides the view: the inputs the segments are derived from."""
+
+    view: LogView
+    turns: dict[str, Turn]
+    commands: dict[str, list[CommandAt]]  # chat -> its commands, held ones in their delivered places
+    failure: Obs | None
+    stopped_at: list[Downtime]
+    acked_by_session: dict[str, list[Turn]]  # in reply order
+
+
+_indexes = partial(array, "q")
+
+# Kinds the walk only indexes (the frequent outputs): it skips its other cases.
+_PASSIVE = frozenset({"resources", "ingest", "sync_turn", "on_session_end", "on_session_finalize", "on_session_switch",
+                      "on_session_reset", "note"})
+# Of those, the kinds the walk needs nothing of but the kind: a spilled log leaves them unparsed.
+_UNREAD = _PASSIVE - SESSION_KINDS
+_kind = attrgetter("kind")
+
+
+def walk_log(records: Sequence[Obs]) -> Walked:
+    """Read the log once, in order (a spilled log streams from its file)."""
+    if not records or records[0].kind != "scenario":
+        raise ValueError("an observation log starts with its 'scenario' record")
+    head = records[0]
+    config = config_from_document(head.d("config"))
+    if config.reset_default:  # the policy in force is the one the gateway reported (Profile.reset_default)
+        from conformance.adapter import policy_from_detail
+
+        default = (head.d("profile") or {}).get("reset_default")
+        if default is not None:  # None: the runner refused the scenario (its `error` record says so)
+            config = config.with_default(policy_from_detail(default))
+    zone = load_zone(head.d("zone"))
+    turns: dict[str, Turn] = {}
+    held: list[Turn] = []
+    commands: dict[str, list[CommandAt]] = defaultdict(list)
+    held_commands: list[HeldCommand] = []
+    deliveries: list[Delivery] = []  # see `_delivered`
+    stopped: list[Downtime] = []
+    changes: list[PolicyChange] = []
+    by_kind: dict[str, array[int]] = defaultdict(_indexes)
+    by_session: dict[tuple[str, str], array[int]] = defaultdict(_indexes)
+    down_since: int | None = None
+    failure = None
+    final_stop = None
+    final_index = -1
+    # Chat and session names, one copy each: a record read back from a spilled log brings
+    # its own copy of every string, and a turn keeps three.
+    names: dict[str | None, str | None] = {}
+    for index, (kind, r) in enumerate(_pairs(records)):
+        by_kind[kind].append(index)
+        if r is None:
+            continue
+        if kind in SESSION_KINDS and r.session is not None:
+            by_session[(kind, r.session)].append(index)
+        if kind in _PASSIVE:
+            continue
+        if kind in ("message", "delegate"):
+            chat = r.chat or ""
+            turn = Turn(r.turns[0], names.setdefault(chat, chat), r.t, index, delegate=kind == "delegate",
+                        muted=bool(r.d("muted")))
+            turns[turn.id] = turn
+            if r.d("queued"):
+                held.append(turn)
+        elif kind == "command":
+            if r.d("queued"):
+                held_commands.append(HeldCommand(r.chat or "", index, r.d("command")))
+            else:
+                commands[r.chat or ""].append(new_command((r.t, index, r.d("command"), index)))
+        elif kind == "restart":
+            if r.d("config") is not None:  # the restart changed the configuration (sim.scenario.ConfigChange)
+                changed = config_from_document(r.d("config")).with_default(config.reset)
+                changes.append(PolicyChange(down_since if down_since is not None else r.t, changed))
+            for turn in held:
+                turn.arrival = r.t
+            if held_commands:
+                deliveries.append(Delivery(index, r.t, list(held), list(held_commands)))
+            held.clear()
+            held_commands.clear()
+            if down_since is not None:
+                stopped.append(Downtime(down_since, r.t))
+                down_since = None
+        elif kind in ("sigterm", "crash"):
+            if r.d("final"):
+                final_stop = r.t
+            elif down_since is None:
+                down_since = r.t
+        elif kind == "llm_request" and r.turns and r.turns[0] in turns:
+            turn = turns[r.turns[0]]
+            if turn.request is None:
+                turn.request, turn.request_index = Stamp(r.t, names.setdefault(r.session, r.session)), index
+            if turn.reply is None:  # a gateway that interrupts and asks again is answered at the last ask
+                turn.asked = r.t
+        elif kind == "reply" and r.turns and r.turns[0] in turns:
+            turn = turns[r.turns[0]]
+            turn.replies += 1
+            if turn.reply is None:
+                turn.reply, turn.reply_index = Stamp(r.t, names.setdefault(r.session, r.session)), index
+        elif kind == "durable" and r.d("label") == "final":
+            final_index = index
+        elif kind == "error":
+            failure = r
+    if down_since is not None:
+        stopped.append(Downtime(down_since, NEVER))
+    for delivery in deliveries:
+        for chat, command in _delivered(delivery):
+            commands[chat].append(command)
+    acked: dict[str, list[Turn]] = defaultdict(list)
+    for turn in sorted((t for t in turns.values() if t.acked and t.session), key=lambda t: t.reply_index):
+        acked[turn.session or ""].append(turn)
+    view = LogView(records=records, name=head.d("name"), zone=zone, config=config,
+                   chats=head.d("chats") or {}, profile=head.d("profile") or {}, final_stop=final_stop,
+                   final_index=final_index, by_kind=dict(by_kind), by_session=dict(by_session), changes=changes)
+    return Walked(view, turns, commands, failure, stopped, dict(acked))
+
+
+def _pairs(records: Sequence[Obs]) -> Iterator[tuple[str, Obs | None]]:
+    """(kind, record) for each record in order; the record is None where the walk reads
+    only the kind and the log is spilled (its file knows each line's kind)."""
+    walk = getattr(records, "walk", None)
+    if walk is None:
+        return zip(map(_kind, records), records, strict=True)
+    return walk(_UNREAD)  # type: ignore[no-any-return]
+
+
+def _delivered(delivery: Delivery) -> Iterator[tuple[str, CommandAt]]:
+    """Where the commands held while the gateway was down take their place in the log. The
+    platform delivers what it held at the restart, in arrival order, each chat's turns one at
+    a time (a turn waits behind the one in flight; `/stop` abandons that one and the next
+    starts). A command logs nothing when it is delivered, so its place is just after the
+    request of the turn in flight at that moment (the restart, if none was): a held `/stop`
+    abandons the turn it found running, not one its arrival record precedes."""
+    pending = sorted([(turn.index, turn) for turn in delivery.turns if not turn.delegate and turn.request is not None]
+                     + [(held.index, held) for held in delivery.held], key=lambda item: item[0])
+    running: dict[str, Turn] = {}
+    waiting: dict[str, list[Turn]] = defaultdict(list)
+    for arrival, item in pending:
+        if isinstance(item, Turn):
+            if item.chat in running:
+                waiting[item.chat].append(item)
+            else:
+                running[item.chat] = item
+            continue
+        chat, name = item.chat, item.name
+        now = running.get(chat)
+        yield chat, CommandAt(delivery.t, delivery.restart if now is None else now.request_index + 1, name, arrival)
+        if name == "/stop" and now is not None:
+            del running[chat]
+            if waiting[chat]:
+                running[chat] = waiting[chat].pop(0)
