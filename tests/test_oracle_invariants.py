@@ -115,3 +115,23 @@ def test_an_oracle_that_breaks_an_invariant_is_a_checker_error_for_every_check(m
 
 def test_the_same_log_judged_by_a_sound_oracle_passes() -> None:
     assert {v.status for v in judge(log("resume")).values()} <= {"pass"}
+
+
+@pytest.mark.parametrize(("variant", "seed"), [("drops-replies", 215), ("drops-replies", 279), ("answers-first-turn-only", 279)])
+def test_two_resumes_into_one_session_with_one_switch_keep_their_lives_in_order(variant: str, seed: int) -> None:
+    """The window invariant's first find: the second of two /resume lives into one session
+    that found no switch of its own fell back to its start, before the first life's switch
+    (s8 of bob: [0,548), [548,544), [544,994)). A life now begins no earlier than the last."""
+    from conformance.harness.runner import run_scenario
+    from reference_impl.variants import make
+    from sim.generate import scenario_for_seed
+
+    result = run_scenario(scenario_for_seed(seed), make(variant), f"reference:{variant}")
+    assert CHECKER_ERROR not in {v.status for v in result.verdicts.values()}
+    model = RunModel.build(result.records)
+    for segments in model.segments.values():
+        lives: dict[str | None, list[Window]] = {}
+        for seg in segments:
+            lives.setdefault(seg.session, []).append(seg.window)
+        for windows in lives.values():
+            assert all(w.lo <= w.hi for w in windows) and [w.lo for w in windows] == sorted(w.lo for w in windows)

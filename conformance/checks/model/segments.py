@@ -201,6 +201,8 @@ def set_windows(m: LogView, segments: list[Segment]) -> None:
                 k = bisect_left(switches, max(seg.start_index, taken.get(seg.session, -1) + 1))
                 if k < len(switches):
                     lo = taken[seg.session] = switches[k]
+                else:  # no switch left for it (one switch for two resumes): it cannot begin before the last life did
+                    lo = max(lo, taken.get(seg.session, -1))
         seen.add(seg.session)
         starts.append(lo)
     next_start: dict[str | None, int] = {}
