@@ -425,7 +425,7 @@ def first_changed_line(first: str, second: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     from conformance.cli.args import parse_workers
     from conformance.search.fuzz import in_order
-    from sim.generate import PROFILES
+    from sim.weights import PROFILES
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=300, help="generated seeds after the catalog (default 300)")

@@ -20,7 +20,7 @@ import time
 from common import machine
 
 from conformance.search.fuzz import SeedTask, in_order, run_seed, seed_chunk
-from sim.generate import PROFILES
+from sim.weights import PROFILES
 
 
 def cpu_seconds() -> float:

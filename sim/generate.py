@@ -4,7 +4,7 @@ One builder, `build_scenario`, makes every generated scenario. It asks a `Choice
 numbers and nothing else; `scenario_for_seed` answers from `random.Random` seeded by
 `derive_seed(seed, 'generate')` (the same on every machine, Python version and
 PYTHONHASHSEED), and `sim.strategies` answers from Hypothesis, so both share the weight
-tables below and Hypothesis can shrink every choice towards the first, plainest option.
+tables of `sim.weights` and Hypothesis can shrink every choice towards the first, plainest option.
 
 The tables keep scenarios realistic: most events are messages spaced by gaps of seconds to
 hours, faults are rarer, and every fault ends in time to be healed before quiescence.
@@ -13,11 +13,10 @@ hours, faults are rarer, and every fault ends in time to be healed before quiesc
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
-from datetime import date
+from dataclasses import replace
 from operator import itemgetter
 from random import Random
-from typing import Protocol, TypeVar
+from typing import Protocol
 from zoneinfo import ZoneInfo
 
 from sim.clock import MINUTE, SECOND, load_zone, local_instant, next_daily_boundary_after
@@ -25,9 +24,6 @@ from sim.engine import derive_seed
 from sim.kinds import covered
 from sim.scenario import (
     AFTER_TIMERS,
-    BEFORE_TIMERS,
-    CHAT_TYPES,
-    PLATFORMS,
     Advance,
     BackendFail,
     BackendSlow,
@@ -49,9 +45,44 @@ from sim.scenario import (
     Scenario,
     Sigterm,
 )
-
-T = TypeVar("T")
-Table = Sequence[tuple[T, int]]  # (value, weight); the first value is the plainest
+from sim.weights import (
+    BACKEND_FAIL_SECONDS,
+    BATCH_SIZES,
+    BOUNDARY_OFFSETS,
+    CACHE_CAPS,
+    CHAT_MODE_PERCENT,
+    CHAT_NAMES,
+    CHAT_TYPE_WEIGHTS,
+    DAILY_MIN_IDLE,
+    DOWNTIME,
+    EVENT_ORDERS,
+    EVENT_WEIGHTS,
+    GAP_WEIGHTS,
+    HELD_MESSAGE_PERCENT,
+    IDLE_MINUTES,
+    IDLE_TTLS,
+    LATENCIES,
+    LOCK_SECONDS,
+    MESSAGE_USAGES,
+    MODES,
+    MUTED_PERCENT,
+    ORDER_PERCENT,
+    OVERRIDE_PERCENT,
+    PLATFORM_WEIGHTS,
+    PROFILES,
+    PROVIDER_COUNT,
+    PROVIDER_NAMES,
+    SLOW_BACKEND_PERCENT,
+    SLOW_DELAY_SECONDS,
+    SLOW_SECONDS,
+    START_DAYS,
+    USAGE_PERCENT,
+    WATCHERS,
+    ZONES,
+    GenProfile,
+    T,
+    Table,
+)
 
 
 class Choices(Protocol):
@@ -88,103 +119,6 @@ def weighted(choices: Choices, table: Table[T]) -> T:
 
 def chance(choices: Choices, percent: int) -> bool:
     return choices.integer(0, 99) < percent
-
-
-# -- weight tables (shared by the seeded generator and the Hypothesis strategies) ---------
-
-@dataclass(frozen=True)
-class GenProfile:
-    """How big a generated scenario is."""
-
-    events: tuple[int, int]
-    chats: Table[int]
-
-
-CHAT_COUNTS: Table[int] = ((1, 2), (2, 3), (3, 3), (4, 1), (5, 1))  # how many chats a scenario has, by weight
-PROFILES: dict[str, GenProfile] = {
-    "default": GenProfile(events=(20, 200), chats=CHAT_COUNTS),
-    "small": GenProfile(events=(1, 24), chats=((1, 3), (2, 3), (3, 1))),
-    # About 200 events a seed: the size the sweep target is stated in (bench/sweep.py --profile long).
-    "long": GenProfile(events=(180, 220), chats=CHAT_COUNTS),
-}
-
-EVENT_WEIGHTS: Table[str] = (
-    ("message", 600),
-    ("advance", 40),
-    ("/new", 20),
-    ("/reset", 8),
-    ("/stop", 12),
-    ("/resume", 12),
-    ("delegate", 25),
-    ("sigterm", 12),  # sigterm, then restart
-    ("crash", 12),  # crash, then restart
-    ("delete_session", 12),
-    ("delete_parent", 6),
-    ("db_locked", 10),
-    ("backend_fail", 10),  # only with a configured provider; else a message
-    ("checkpoint", 10),
-)
-GAP_WEIGHTS: Table[tuple[str, int, int]] = (
-    (("seconds", 10, 120), 30),
-    (("burst", 0, 10), 15),  # arrives while the previous turn is still running
-    (("minutes", 120, 1800), 30),
-    (("hour", 1800, 7200), 12),
-    (("hours", 7200, 43200), 3),
-    (("boundary", 0, 0), 3),  # just before, at or just past the chat's next reset boundary
-)
-BOUNDARY_OFFSETS: Table[int] = ((1, 1), (0, 1), (-1, 1), (SECOND, 1), (-SECOND, 1), (MINUTE, 1))
-DOWNTIME: Table[tuple[int, int]] = (((5, 60), 3), ((60, 600), 3), ((600, 7200), 1))
-HELD_MESSAGE_PERCENT = 35  # a message arrives while the gateway is down
-LOCK_SECONDS: Table[tuple[int, int]] = (((1, 10), 3), ((10, 60), 2), ((60, 300), 1))
-BACKEND_FAIL_SECONDS: Table[tuple[int, int]] = (((10, 120), 2), ((120, 600), 2))  # <= 10m < any horizon
-MUTED_PERCENT = 3
-# Drawn after the whole timeline, so a seed's scenario is unchanged up to this draw: in most
-# seeds every answer reports a few tokens, as before usage could be chosen; in the others some
-# answers report none or a full context window (gateway compression and hygiene, #20).
-USAGE_PERCENT = 4
-MESSAGE_USAGES: Table[str | None] = ((None, 6), ("none", 1), ("large", 1))
-# A slow backend is drawn after the whole timeline (so every older seed keeps its events, at
-# most one gaining this fault): this share of scenarios with a provider, in this many.
-SLOW_BACKEND_PERCENT = 8
-SLOW_SECONDS: Table[tuple[int, int]] = (((30, 120), 2), ((120, 600), 1))
-SLOW_DELAY_SECONDS: Table[tuple[int, int]] = (((1, 10), 1), ((10, 90), 2))  # past Hermes's 5 s drain, mostly
-# Same-instant orderings (sim.engine, rule 3), drawn last of all (so every older seed keeps its
-# events and their times, and most keep their whole file): in this share of scenarios, each
-# event runs before the timers due at its instant with even odds, else after them as always.
-# It matters where an event meets a timer: a message 2 s after another with a 2 s turn latency
-# meets that turn's answer, an event on the watcher's grid meets its tick.
-ORDER_PERCENT = 10
-EVENT_ORDERS: Table[str] = ((AFTER_TIMERS, 1), (BEFORE_TIMERS, 1))
-# Chats finalized otherwise than the gateway-wide mode (`finalization_by_chat`), drawn after
-# the orderings (every older seed keeps its events; a few gain this setting): in this share
-# of scenarios, each chat takes the other mode with even odds.
-CHAT_MODE_PERCENT = 5
-
-ZONES: Table[str] = (("UTC", 3), ("Europe/Berlin", 3), ("America/New_York", 2), ("Asia/Kolkata", 1), ("Australia/Sydney", 1))
-START_DAYS: Table[date] = (
-    (date(2026, 1, 5), 4),
-    (date(2026, 6, 15), 2),
-    (date(2026, 3, 28), 1),  # the eve of Europe's spring-forward day
-    (date(2026, 3, 7), 1),  # the eve of the US spring-forward day
-    (date(2026, 10, 24), 1),  # the eve of Europe's fall-back day
-    (date(2026, 10, 31), 1),  # the eve of the US fall-back day
-    (date(2026, 4, 4), 1),  # the eve of Sydney's fall-back day
-)
-CHAT_NAMES = ("alice", "bob", "carol", "dave", "erin")
-PLATFORM_WEIGHTS: Table[str] = tuple((p, 4 if p == "telegram" else 2 if p in ("discord", "slack") else 1) for p in PLATFORMS)
-CHAT_TYPE_WEIGHTS: Table[str] = tuple((c, {"dm": 5, "group": 3}.get(c, 1)) for c in CHAT_TYPES)
-
-MODES: Table[str] = (("idle", 4), ("none", 1), ("daily", 2), ("both", 3))
-IDLE_MINUTES: Table[int] = ((30, 3), (1, 1), (5, 2), (15, 2), (60, 2), (240, 1), (1440, 1))
-DAILY_MIN_IDLE: Table[int] = ((0, 4), (10, 1), (60, 1))
-OVERRIDE_PERCENT = 20  # a per-platform (or per-chat-type) policy table
-PROVIDER_COUNT: Table[int] = ((0, 3), (1, 4), (2, 2))
-PROVIDER_NAMES = ("hindsight", "mem0")
-BATCH_SIZES: Table[int] = ((1, 3), (2, 2), (3, 2), (5, 1))
-CACHE_CAPS: Table[int] = ((64, 3), (1, 2), (2, 2), (3, 1))
-IDLE_TTLS: Table[int] = ((60 * MINUTE, 3), (10 * MINUTE, 1), (30 * MINUTE, 2), (360 * MINUTE, 1))
-WATCHERS: Table[int | None] = ((5 * MINUTE, 4), (None, 2), (30 * SECOND, 1), (MINUTE, 1), (10 * MINUTE, 2))
-LATENCIES: Table[int] = ((2 * SECOND, 4), (500, 1), (10 * SECOND, 2), (45 * SECOND, 1), (3 * MINUTE, 1))
 
 
 # -- the builder ----------------------------------------------------------------------

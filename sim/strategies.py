@@ -14,8 +14,9 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from sim.generate import PROFILES, build_scenario
+from sim.generate import build_scenario
 from sim.scenario import Scenario
+from sim.weights import PROFILES
 
 
 class DrawnChoices:

@@ -42,7 +42,7 @@ from conformance.search.fuzz import (
 )
 from conformance.transport.factory import check_gateway
 from sessiongate import ExitCode, UsageError, interrupted_code
-from sim.generate import PROFILES
+from sim.weights import PROFILES
 
 
 def _counted(outcome: SeedOutcome, out: Path) -> SeedOutcome:

@@ -15,8 +15,8 @@ from conformance.harness.verdict import FAILING
 from conformance.search.fuzz import in_order
 from conformance.search.zoo_generated import ZooTask, hunt_variant
 from sessiongate import ExitCode, UsageError, interrupted_code
-from sim.generate import PROFILES
 from sim.scenario import Scenario
+from sim.weights import PROFILES
 
 
 def _zoo_variants(scenarios: list[Scenario], all_results: list[RunResult]
