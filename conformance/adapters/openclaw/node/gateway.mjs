@@ -180,7 +180,8 @@ function readStore() {
   } else if (fs.existsSync(legacyDir())) { // before 2026.8: sessions.json plus one <id>.jsonl per session
     const index = path.join(legacyDir(), "sessions.json");
     const entries = fs.existsSync(index) ? JSON.parse(fs.readFileSync(index, "utf8")) : {};
-    const files = fs.readdirSync(legacyDir()).filter((f) => /\.jsonl(\.reset\..*)?$/.test(f)).sort();
+    // <id>.jsonl, renamed <id>.jsonl.reset.<instant> at a reset; not <id>.trajectory.jsonl (the run trace)
+    const files = fs.readdirSync(legacyDir()).filter((f) => /^[^.]+\.jsonl(\.reset\..*)?$/.test(f)).sort();
     for (const file of files) {
       const id = file.slice(0, file.indexOf(".jsonl"));
       const lines = fs.readFileSync(path.join(legacyDir(), file), "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l));
@@ -279,6 +280,35 @@ async function collectMemoryFiles(flush = true) {
 const unquote = (s) => { try { return JSON.parse(s); } catch { return s; } };
 
 // ---------- boot (once per process) -----------------------------------------------------------
+// Where the functions the adapter calls live, by release (source file, function): OpenClaw moves
+// them. A release not listed takes the newest layout and fails at boot naming what moved.
+const RELEASE = JSON.parse(fs.readFileSync(path.join(ROOT, "node_modules/openclaw/package.json"), "utf8")).version;
+const SEAMS = {
+  "2026.9.6": {
+    agentDbIfOpen: ["src/state/openclaw-agent-db.ts", "getOpenClawAgentDatabaseIfOpen"],
+    resolveLanes: true,
+    drain: ["src/gateway/active-sessions-shutdown-drain.ts", "drainActiveSessionsForShutdown"],
+    plugins: ["src/plugins/loader.ts", "loadAndActivateRootPluginRegistry"],
+    hooks: ["src/hooks/loader.ts", "prepareInternalHooks"],
+    inbound: ["openclaw/plugin-sdk/channel-inbound", "dispatchInboundDirectDm"],
+    noneMode: true, // session.reset.mode "none"
+    agentList: false, // agents.entries.<id>
+  },
+  // Before the 2026.8 store (sessions.json and <id>.jsonl: no agent database handle to share), the
+  // lanes sized straight from the config, the session-end drain in the reset service, plugins loaded
+  // (and activated) by loadOpenClawPlugins, internal hooks registered by loadInternalHooks.
+  "2026.7.35": {
+    agentDbIfOpen: null,
+    resolveLanes: false,
+    drain: ["src/gateway/session-reset-service.ts", "drainActiveSessionsForShutdown"],
+    plugins: ["src/plugins/loader.ts", "loadOpenClawPlugins"],
+    hooks: ["src/hooks/loader.ts", "loadInternalHooks"],
+    inbound: ["openclaw/plugin-sdk/direct-dm", "dispatchInboundDirectDmWithRuntime"], // src/channels/direct-dm.ts, with the plugin runtime
+    noneMode: false, // src/config/zod-schema.session.ts: daily | idle only
+    agentList: true, // src/config/zod-schema.agents.ts: agents.list [{id, default, workspace}]
+  },
+};
+const seamsOf = (release) => SEAMS[release] ?? SEAMS["2026.9.6"];
 let messageCount = 0;
 let inbound = null, memoryHook = null, resetConfig = null, drainForShutdown = null, booted = false;
 const agentDb = {};
@@ -293,22 +323,28 @@ async function boot() {
   const workspace = path.join(bootDir, "workspace");
   fs.mkdirSync(workspace, { recursive: true });
   await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
-  agentDb.ifOpen = await regions.load("src/state/openclaw-agent-db.ts", "getOpenClawAgentDatabaseIfOpen");
-  const cfg = writeConfig("main", workspace, { mode: "none" }, {}, {});
+  const seams = seamsOf(RELEASE);
+  agentDb.ifOpen = seams.agentDbIfOpen ? await regions.load(...seams.agentDbIfOpen) : null;
+  const cfg = writeConfig("main", workspace, policyOf({ mode: "none" }), {}, {});
   resetConfig = await regions.load("src/config/runtime-snapshot.ts", "resetConfigRuntimeState");
   const { getRuntimeConfig } = await import("openclaw/plugin-sdk/config-runtime");
   const config = getRuntimeConfig();
   // The gateway's own start-up sizes its command lanes from the config (maxConcurrent): without
   // it the main lane runs one agent turn at a time, process-wide.
-  const resolveLanes = await regions.load("src/gateway/server-lanes.ts", "resolveGatewayLaneConcurrency");
   const applyLanes = await regions.load("src/gateway/server-lanes.ts", "applyGatewayLaneConcurrency");
-  applyLanes(resolveLanes(config), { gatewayStart: true });
-  drainForShutdown = await regions.load("src/gateway/active-sessions-shutdown-drain.ts", "drainActiveSessionsForShutdown");
-  const loadPlugins = await regions.load("src/plugins/loader.ts", "loadAndActivateRootPluginRegistry");
+  if (seams.resolveLanes) applyLanes((await regions.load("src/gateway/server-lanes.ts", "resolveGatewayLaneConcurrency"))(config), { gatewayStart: true });
+  else applyLanes(config);
+  drainForShutdown = await regions.load(...seams.drain);
+  const loadPlugins = await regions.load(...seams.plugins);
   await waitFor(Promise.resolve().then(() => loadPlugins({ config, workspaceDir: workspace })), "loading plugins");
-  const prepareInternalHooks = await regions.load("src/hooks/loader.ts", "prepareInternalHooks");
-  const prepared = await waitFor(prepareInternalHooks(config, workspace, { failureMode: "best-effort" }), "loading internal hooks");
-  prepared.commit({ initial: true });
+  if (seams.hooks[1] === "prepareInternalHooks") {
+    const prepareInternalHooks = await regions.load(...seams.hooks);
+    const prepared = await waitFor(prepareInternalHooks(config, workspace, { failureMode: "best-effort" }), "loading internal hooks");
+    prepared.commit({ initial: true });
+  } else { // before 2026.8: the gateway's startGatewaySidecars (src/gateway/server-startup-post-attach.ts) calls loadInternalHooks
+    const loadInternalHooks = await regions.load(...seams.hooks);
+    await waitFor(loadInternalHooks(config, workspace), "loading internal hooks");
+  }
   memoryHook = await import(path.join(dist, "bundled/session-memory/handler.js"));
   const hooks = await import("openclaw/plugin-sdk/hook-runtime");
   for (const key of ["command", "session"]) {
@@ -318,8 +354,14 @@ async function boot() {
       await note(`openclaw internal hook ${e.type}:${e.action}`, { reason: String(e.context?.reason ?? e.context?.commandSource ?? "") });
     });
   }
-  inbound = await import("openclaw/plugin-sdk/channel-inbound");
-  if (typeof inbound.dispatchInboundDirectDm !== "function") throw new Error("OpenClaw moved dispatchInboundDirectDm: openclaw/plugin-sdk/channel-inbound no longer exports it");
+  const [entry, name] = seams.inbound;
+  const sdk = await import(entry);
+  if (typeof sdk[name] !== "function") throw new Error(`OpenClaw moved ${name}: ${entry} no longer exports it`);
+  if (name === "dispatchInboundDirectDmWithRuntime") { // a channel plugin passes its api.runtime (the recorder keeps it)
+    const runtime = globalThis.__sgPluginRuntime;
+    if (!runtime?.channel?.reply) throw new Error(`${name} needs a plugin runtime: the sg-recorder plugin was not registered with api.runtime.channel`);
+    inbound = (params) => sdk[name]({ ...params, runtime });
+  } else inbound = sdk[name];
   booted = Boolean(cfg);
 }
 async function waitFor(promise, what) {
@@ -336,10 +378,12 @@ async function waitFor(promise, what) {
 
 // ---------- sessiongate config -> openclaw.json -------------------------------------------------
 const CHAT_TYPES = { dm: "direct", group: "group", thread: "thread", channel: "group" };
+const NEVER_MINUTES = 100 * 365 * 24 * 60; // "none" before 2026.8: an idle timeout no scenario reaches (100 years)
 function policyOf(p) {
   // OpenClaw's modes (src/config/sessions/reset-policy.ts resolveSessionResetPolicy): none, daily,
-  // idle; idleMinutes applies under daily too, which is sessiongate's `both`.
-  if (p.mode === "none") return { mode: "none" };
+  // idle; idleMinutes applies under daily too, which is sessiongate's `both`. Before 2026.8 there
+  // is no `none` (src/config/zod-schema.session.ts SessionResetConfigSchema: daily | idle).
+  if (p.mode === "none") return seamsOf(RELEASE).noneMode ? { mode: "none" } : { mode: "idle", idleMinutes: NEVER_MINUTES };
   if (p.mode === "idle") return { mode: "idle", idleMinutes: p.idle_minutes ?? 1440 };
   if (p.mode === "daily") return { mode: "daily", atHour: p.at_hour ?? 4 };
   return { mode: "daily", atHour: p.at_hour ?? 4, idleMinutes: p.idle_minutes ?? 1440 };
@@ -348,7 +392,7 @@ function writeConfig(agent, workspace, reset, byChannel, byType) {
   const port = server.address()?.port ?? 9;
   const cfg = {
     agents: { defaults: { model: { primary: "fake/echo" }, workspace, userTimezone: process.env.TZ || "UTC", skipBootstrap: true },
-      entries: { [agent]: { workspace } } }, // the only agent, so the one every message routes to
+      ...(seamsOf(RELEASE).agentList ? { list: [{ id: agent, default: true, workspace }] } : { entries: { [agent]: { workspace } } }) }, // the only agent, so the one every message routes to
     models: { mode: "replace", providers: { fake: { baseUrl: `http://127.0.0.1:${port}/v1`, apiKey: "sk-fake", api: "openai-completions",
       models: [{ id: "echo", name: "Echo", reasoning: false, input: ["text"], cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 }, contextWindow: 128000, maxTokens: 4096 }] } } },
     session: { dmScope: "per-channel-peer", reset, ...(Object.keys(byChannel).length ? { resetByChannel: byChannel } : {}), ...(Object.keys(byType).length ? { resetByType: byType } : {}) },
@@ -401,7 +445,7 @@ function deliver(chat, text) {
   // store): ids name the scenario's agent, the virtual instant and a count.
   const messageId = `${scenario.agent}:${tagsOf(text).join("") || text}:${Date.now()}:${messageCount}`;
   const channel = channelOf(chat);
-  const promise = inbound.dispatchInboundDirectDm({
+  const promise = inbound({
     cfg: scenario.cfg, channel, channelLabel: channel, accountId: "default",
     peer: { kind: "direct", id: chat.name }, senderId: chat.name, senderAddress: `${channel}:${chat.name}`, recipientAddress: `${channel}:${chat.name}`,
     conversationLabel: chat.name, rawBody: text, messageId, timestamp: Date.now(), commandAuthorized: true,
