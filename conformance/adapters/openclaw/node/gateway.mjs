@@ -62,25 +62,44 @@ async function pump() {
   await clock.tickAsync(0);
   await new Promise((resolve) => real.setImmediate(resolve));
 }
-/** Pump the event loop, virtual time fixed, until `ready()` and nothing happened for QUIET_MS. */
+const realSleep = (ms) => new Promise((resolve) => real.setTimeout(resolve, ms));
+// Quiet is not idle: OpenClaw's SQLite and lease workers (and its main thread, between the events
+// the adapter sees) can compute for seconds on a busy machine. Whether the process is working is
+// read from its CPU time (process.cpuUsage covers every thread), so how fast the machine is
+// decides how long a step takes, never what happens in it.
+const BUSY_SHARE = Number(process.env.SG_OC_BUSY_SHARE || 0.2); // CPU per wall time above which the process is working
+const cpu = { mark: process.cpuUsage(), at: 0, idleSince: 0 };
+function sampleCpu(now) {
+  if (now - cpu.at < 100) return;
+  const used = process.cpuUsage(cpu.mark);
+  if ((used.user + used.system) / 1000 > (now - cpu.at) * BUSY_SHARE) cpu.idleSince = now;
+  cpu.mark = process.cpuUsage();
+  cpu.at = now;
+}
+/** Pump the event loop, virtual time fixed, until `ready(idle)` after QUIET_MS with nothing seen
+ * and no CPU used; `idle` is how long both have held. */
 async function settle(what, ready) {
   const start = real.dateNow();
-  let seen = activity, quietSince = real.dateNow();
+  let seen = activity, quietSince = start;
+  cpu.mark = process.cpuUsage(); cpu.at = start; cpu.idleSince = start;
   for (;;) {
     await pump();
-    const now = real.dateNow();
-    if (activity !== seen) { seen = activity; quietSince = now; }
-    if (now - quietSince >= QUIET_MS && ready(now - quietSince)) return;
-    if (now - quietSince >= BLOCKED_MS && clock.countTimers() > 0) {
+    let now = real.dateNow();
+    if (activity !== seen) { seen = activity; quietSince = now; cpu.idleSince = now; }
+    if (now - quietSince > 20) { await realSleep(5); now = real.dateNow(); } // a quiet loop costs no CPU of its own
+    sampleCpu(now);
+    const idle = now - Math.max(quietSince, cpu.idleSince);
+    if (idle >= QUIET_MS && ready(idle)) return;
+    if (idle >= BLOCKED_MS && clock.countTimers() > 0) {
       // Stuck on one of OpenClaw's own timers (a retry backoff, a debounce): fire the next one,
       // running OpenClaw's clock ahead of sessiongate's by its delay (docs/openclaw.md).
       await clock.nextAsync();
       quietSince = real.dateNow();
       continue;
     }
-    if (process.env.SG_OC_DEBUG && now - quietSince >= 1000 && !settle.dumped) {
+    if (process.env.SG_OC_DEBUG && idle >= 1000 && !settle.dumped) {
       settle.dumped = true;
-      log(`quiet in ${what}; virtual timers:`, Object.values(clock.timers ?? {}).map((t) => `${t.callAt - clock.now}ms${t.interval ? "/" + t.interval : ""} ${String(t.func).slice(0, 160).replace(/\s+/g, " ")}`).join("\n  "));
+      log(`idle in ${what}; virtual timers:`, Object.values(clock.timers ?? {}).map((t) => `${t.callAt - clock.now}ms${t.interval ? "/" + t.interval : ""} ${String(t.func).slice(0, 160).replace(/\s+/g, " ")}`).join("\n  "));
     }
     if (now - start > STEP_WALL_MS) throw new Error(`OpenClaw did not settle within ${STEP_WALL_MS} ms of wall clock: ${what}`);
   }
