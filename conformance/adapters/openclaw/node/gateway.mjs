@@ -212,11 +212,19 @@ function readStore() {
     store.ids = store.ids.sort().map(([, id]) => id);
     store.routing = Object.entries(entries).sort().map(([key, entry]) => ({ session_key: key, current_session_id: entry.sessionId }));
   }
-  for (const id of store.ids) if (!scenario.rank.has(id)) scenario.rank.set(id, scenario.rank.size + 1);
+  for (const id of store.ids) if (!scenario.rank.has(id)) rankId(id);
   return store;
 }
+/** Name the next OpenClaw session id `oc<N>`. The names are the adapter's bookkeeping and outlive a
+ * respawn (kept beside the scenario's workspace): a session deleted before a crash or a stop is
+ * gone from the store, and ranking the survivors again would rename them. */
+function rankId(id) {
+  scenario.rank.set(id, scenario.rank.size + 1);
+  fs.writeFileSync(ranksPath(), JSON.stringify([...scenario.rank.keys()]));
+}
+const ranksPath = () => path.join(path.dirname(scenario.workspace), "sg-session-names.json");
 const labelOf = ({ id, segment }) => {
-  if (!scenario.rank.has(id)) scenario.rank.set(id, scenario.rank.size + 1);
+  if (!scenario.rank.has(id)) rankId(id);
   return `oc${scenario.rank.get(id)}${segment ? `.${segment + 1}` : ""}`;
 };
 function currentSegment(id) {
@@ -448,6 +456,7 @@ async function start(req) {
   if (req.resume) { // a respawn after a crash: what this process must know of the dead one's, from the store alone
     for (const file of fs.existsSync(path.join(workspace, "memory")) ? fs.readdirSync(path.join(workspace, "memory")) : []) scenario.memorySeen.add(file);
     for (const chat of req.resume.chats ?? []) scenario.keys.set(chat.name, sessionKeyOf(chat));
+    if (fs.existsSync(ranksPath())) JSON.parse(fs.readFileSync(ranksPath(), "utf8")).forEach((id, i) => scenario.rank.set(id, i + 1));
     const store = readStore();
     for (const [id, segs] of store.segments) scenario.resetRows.set(id, segs.length - 1);
   }
@@ -507,7 +516,13 @@ async function handle(req) {
     case "deliver_command": deliver(req.chat, req.command); await endStep(`command ${req.command}`); return null;
     case "deliver_reply": {
       const pending = pendingReplies.get(req.request);
-      if (pending) { pendingReplies.delete(req.request); reply(pending.res, pending.request, req.text); }
+      if (pending) {
+        pendingReplies.delete(req.request);
+        // Its turn is no longer waiting for the model: the step waits until OpenClaw has
+        // delivered it (or asks the model again), however long a busy machine makes that.
+        for (const turn of scenario.open) if (turn.chat === pending.chat && !turn.done) turn.asked = false;
+        reply(pending.res, pending.request, req.text);
+      }
       await endStep(`reply ${req.request}`);
       return null;
     }
@@ -531,6 +546,17 @@ function deleteSession(label) {
   const store = readStore();
   const id = store.ids.find((candidate) => (store.segments.get(candidate) ?? [[]]).some((_, segment) => labelOf({ id: candidate, segment }) === label));
   if (!id) return;
+  if (!fs.existsSync(dbPath())) { // before 2026.8: the session's entry in sessions.json and its transcript files
+    const index = path.join(legacyDir(), "sessions.json");
+    if (fs.existsSync(index)) { // OpenClaw re-reads it when its size or mtime changes (src/config/sessions/store.ts readSessionStoreCache)
+      const entries = JSON.parse(fs.readFileSync(index, "utf8"));
+      for (const [key, entry] of Object.entries(entries)) if (entry?.sessionId === id) delete entries[key];
+      fs.writeFileSync(`${index}.sg-tmp`, JSON.stringify(entries, null, 2));
+      fs.renameSync(`${index}.sg-tmp`, index);
+    }
+    for (const file of fs.readdirSync(legacyDir())) if (file === `${id}.jsonl` || file.startsWith(`${id}.jsonl.reset.`)) fs.unlinkSync(path.join(legacyDir(), file));
+    return;
+  }
   const db = new DatabaseSync(dbPath());
   try {
     db.exec("pragma busy_timeout = 5000");
