@@ -167,7 +167,15 @@ class OpenClawGateway:
             assert self.config is not None
             self.start(self.config, self.harness, resume=True)
 
-    def restart(self) -> None:
+    def restart(self, config: GatewayConfig | None = None) -> None:
+        """The respawned process takes messages from now on; `config`, a restart that changes the
+        reset policy, is written to its openclaw.json first (as an operator edits it before the
+        restart). A process already respawned to read the store took no message: it is started
+        again on the new config."""
+        if config is not None:
+            self.config = config
+            if self.exec.proc is not None:
+                self.start(config, self.harness, resume=True)
         self._respawned()
         self.exec.restart()
 
