@@ -46,6 +46,17 @@ def test_every_release_pins_its_lockfile() -> None:
         assert f'"node_modules/openclaw": {{\n      "version": "{release}"' in lock
 
 
+def test_every_release_has_its_seams_and_expectations() -> None:
+    """gateway.mjs says where each release keeps the functions it calls (SEAMS), and each
+    release is judged against its own expectations file."""
+    gateway = (openclaw.NODE_DIR / "gateway.mjs").read_text()
+    assert "2026.7.35" in openclaw.RELEASES
+    for release in openclaw.RELEASES:
+        assert f'  "{release}": {{' in gateway, release
+        assert (Path(openclaw.__file__).parents[2] / "expectations" / f"openclaw-{release}.txt").is_file()
+    assert expectation_names("openclaw:2026.7.35") == ["openclaw-2026.7.35"]
+
+
 def test_expectations_are_per_release_and_memory_hook() -> None:
     assert expectation_names("openclaw") == ["openclaw-2026.9.6"]
     assert expectation_names("openclaw:2026.9.6/before-reset") == ["openclaw-2026.9.6-before-reset"]
@@ -85,17 +96,15 @@ def test_a_command_declared_unsupported_is_skipped() -> None:
     assert [o.detail.get("command") for o in result.records if o.kind == "command"] == ["/new"]
 
 
-def _installed() -> bool:
+def _installed(release: str = openclaw.DEFAULT_RELEASE) -> bool:
     try:
-        openclaw.installed(openclaw.DEFAULT_RELEASE)
+        openclaw.installed(release)
     except openclaw.OpenClawNotInstalled:
         return False
     return True
 
 
-@pytest.mark.skipif(not _installed(), reason="OpenClaw 2026.9.6 is not installed (python -m conformance.adapters.openclaw install)")
-def test_a_real_openclaw_turn_is_stored_and_ended() -> None:
-    scenario = load_text("""
+IDLE_RESET = """
 name: openclaw-smoke
 start: 2026-03-02T09:00
 config: {reset: {mode: idle, idle_minutes: 30}, watcher_interval: lazy}
@@ -103,12 +112,29 @@ events:
   - message: alice
   - message: alice
     at: "10:00"
-""")
-    result = run_scenario(scenario, resolve("openclaw")())
+"""
+
+
+@pytest.mark.skipif(not _installed(), reason="OpenClaw 2026.9.6 is not installed (python -m conformance.adapters.openclaw install)")
+def test_a_real_openclaw_turn_is_stored_and_ended() -> None:
+    result = run_scenario(load_text(IDLE_RESET), resolve("openclaw")())
     kinds = [o.kind for o in result.records]
     assert "llm_request" in kinds and "on_session_end" in kinds
     final = [r for r in result.records if r.kind == "durable" and r.d("label") == "final"]
     assert len(final) == 1 and sorted(final[0].d("sessions")) == ["oc1", "oc1.2"]  # one OpenClaw id, split at its reset row
+
+
+@pytest.mark.skipif(not _installed("2026.7.35"),
+                    reason="OpenClaw 2026.7.35 is not installed (python -m conformance.adapters.openclaw install 2026.7.35)")
+def test_before_2026_8_1_an_idle_reset_saves_no_memory() -> None:
+    """#37955 and its family: the session-memory hook listens to /new and /reset only, so the idle
+    reset ends the session (plugin session_end) with no memory written; the new session has a new id."""
+    result = run_scenario(load_text(IDLE_RESET), resolve("openclaw:2026.7.35")())
+    kinds = [o.kind for o in result.records]
+    assert "llm_request" in kinds and "on_session_finalize" in kinds and "on_session_end" not in kinds
+    final = [r for r in result.records if r.kind == "durable" and r.d("label") == "final"]
+    assert len(final) == 1 and sorted(final[0].d("sessions")) == ["oc1", "oc2"]
+    assert any("no on_session_end" in v.message for v in result.verdicts["I1"].violations)
 
 
 PROVIDERS = """

@@ -41,3 +41,25 @@ def test_failing_report_renders_its_timeline(tmp_path):
     assert dom.count("<svg") == 1
     assert f'aria-label="timeline of {result.scenario.name}"' in dom
     assert dom.count('fill="#d62728"') >= 1  # the numbered violation badge
+
+
+def test_compare_page_renders_its_table(tmp_path):
+    """`sessiongate compare` of two runs: the browser lays out one cell per scenario and run."""
+    from reportcase import mixed_results
+
+    from conformance.cli import main
+
+    results = mixed_results()
+    reports.write_all(results, str(tmp_path / "a"), "reference")
+    reports.write_all(results[:2], str(tmp_path / "b"), "reference")
+    page = tmp_path / "compare.html"
+    assert main(["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--label", "all", "--label", "two", "--out", str(page)]) == 0
+    png = tmp_path / "compare.png"
+    chromium(tmp_path / "profile", f"--screenshot={png}", "--window-size=1000,700", page.as_uri())
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    assert struct.unpack(">II", data[16:24]) == (1000, 700)
+    assert len(data) > 15_000  # coloured cells, not a blank page
+    dom = chromium(tmp_path / "profile", "--dump-dom", page.as_uri()).stdout
+    assert dom.count('id="c-') == len(results) * 2
+    assert dom.count(">not run</td>") == 2

@@ -5,6 +5,7 @@
     sessiongate zoo [--matrix] [--report DIR] [--generated --seeds A:B]   (every bug-zoo variant must be caught)
     sessiongate fuzz --seeds A:B [-n auto] [--shard I/N]                  (generated scenarios; failures shrunk)
     sessiongate shrink FILE | explore --depth D | report RUN_DIR | coverage | update-expectations
+    sessiongate compare RUN_DIR… [--out FILE]                            (saved runs side by side, one HTML page)
 
 Every command is listed in COMMANDS; its module (conformance/cli/<command>.py) adds its
 arguments and runs it. Only the command named is imported, so `sessiongate --help` imports no
@@ -40,6 +41,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                 "sessiongate explore --depth 4"),
     "report": ("conformance.cli.report", "re-render every report in RUN_DIR from its saved logs",
                "sessiongate report out/"),
+    "compare": ("conformance.cli.compare", "one HTML page comparing saved runs side by side (scenario × run)",
+                "sessiongate compare out/reference out/openclaw-2026.9.6 --out compare.html"),
     "coverage": ("conformance.cli.coverage", "lifecycle coverage of scenarios (default: the catalog)",
                  "sessiongate coverage --markdown"),
 }

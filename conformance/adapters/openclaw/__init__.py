@@ -11,6 +11,7 @@ OpenClaw onto the contract and what it cannot drive.
 from __future__ import annotations
 
 import atexit
+import hashlib
 import itertools
 import os
 import shutil
@@ -75,12 +76,24 @@ def installed(release: str) -> Path:
 
 def _adapter_dir(root: Path) -> Path:
     """The adapter's own files, copied beside the install's node_modules (so `openclaw/plugin-sdk/…`
-    resolves from them); never OpenClaw's code in the repo, never the repo's in OpenClaw's tree."""
-    target = root / "adapter"
-    target.mkdir(exist_ok=True)
-    for name in ADAPTER_FILES:
-        shutil.copyfile(NODE_DIR / name, target / name)
-    shutil.copytree(NODE_DIR / "sg-recorder", target / "sg-recorder", dirs_exist_ok=True)
+    resolves from them); never OpenClaw's code in the repo, never the repo's in OpenClaw's tree.
+    One folder per version of those files (named by their digest), so a run respawning OpenClaw
+    keeps the adapter it started with while another checkout runs its own."""
+    sources = [NODE_DIR / name for name in ADAPTER_FILES] + sorted((NODE_DIR / "sg-recorder").iterdir())
+    digest = hashlib.sha256()
+    for source in sources:
+        digest.update(source.name.encode() + b"\0" + source.read_bytes() + b"\0")
+    target = root / "adapter" / digest.hexdigest()[:12]
+    if not (target / "gateway.mjs").is_file():
+        staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=root))
+        for name in ADAPTER_FILES:
+            shutil.copyfile(NODE_DIR / name, staging / name)
+        shutil.copytree(NODE_DIR / "sg-recorder", staging / "sg-recorder")
+        target.parent.mkdir(exist_ok=True)
+        try:
+            staging.rename(target)
+        except OSError:  # another run made it first
+            shutil.rmtree(staging, ignore_errors=True)
     return target
 
 
@@ -154,7 +167,15 @@ class OpenClawGateway:
             assert self.config is not None
             self.start(self.config, self.harness, resume=True)
 
-    def restart(self) -> None:
+    def restart(self, config: GatewayConfig | None = None) -> None:
+        """The respawned process takes messages from now on; `config`, a restart that changes the
+        reset policy, is written to its openclaw.json first (as an operator edits it before the
+        restart). A process already respawned to read the store took no message: it is started
+        again on the new config."""
+        if config is not None:
+            self.config = config
+            if self.exec.proc is not None:
+                self.start(config, self.harness, resume=True)
         self._respawned()
         self.exec.restart()
 

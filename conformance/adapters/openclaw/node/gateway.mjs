@@ -62,25 +62,44 @@ async function pump() {
   await clock.tickAsync(0);
   await new Promise((resolve) => real.setImmediate(resolve));
 }
-/** Pump the event loop, virtual time fixed, until `ready()` and nothing happened for QUIET_MS. */
+const realSleep = (ms) => new Promise((resolve) => real.setTimeout(resolve, ms));
+// Quiet is not idle: OpenClaw's SQLite and lease workers (and its main thread, between the events
+// the adapter sees) can compute for seconds on a busy machine. Whether the process is working is
+// read from its CPU time (process.cpuUsage covers every thread), so how fast the machine is
+// decides how long a step takes, never what happens in it.
+const BUSY_SHARE = Number(process.env.SG_OC_BUSY_SHARE || 0.2); // CPU per wall time above which the process is working
+const cpu = { mark: process.cpuUsage(), at: 0, idleSince: 0 };
+function sampleCpu(now) {
+  if (now - cpu.at < 100) return;
+  const used = process.cpuUsage(cpu.mark);
+  if ((used.user + used.system) / 1000 > (now - cpu.at) * BUSY_SHARE) cpu.idleSince = now;
+  cpu.mark = process.cpuUsage();
+  cpu.at = now;
+}
+/** Pump the event loop, virtual time fixed, until `ready(idle)` after QUIET_MS with nothing seen
+ * and no CPU used; `idle` is how long both have held. */
 async function settle(what, ready) {
   const start = real.dateNow();
-  let seen = activity, quietSince = real.dateNow();
+  let seen = activity, quietSince = start;
+  cpu.mark = process.cpuUsage(); cpu.at = start; cpu.idleSince = start;
   for (;;) {
     await pump();
-    const now = real.dateNow();
-    if (activity !== seen) { seen = activity; quietSince = now; }
-    if (now - quietSince >= QUIET_MS && ready(now - quietSince)) return;
-    if (now - quietSince >= BLOCKED_MS && clock.countTimers() > 0) {
+    let now = real.dateNow();
+    if (activity !== seen) { seen = activity; quietSince = now; cpu.idleSince = now; }
+    if (now - quietSince > 20) { await realSleep(5); now = real.dateNow(); } // a quiet loop costs no CPU of its own
+    sampleCpu(now);
+    const idle = now - Math.max(quietSince, cpu.idleSince);
+    if (idle >= QUIET_MS && ready(idle)) return;
+    if (idle >= BLOCKED_MS && clock.countTimers() > 0) {
       // Stuck on one of OpenClaw's own timers (a retry backoff, a debounce): fire the next one,
       // running OpenClaw's clock ahead of sessiongate's by its delay (docs/openclaw.md).
       await clock.nextAsync();
       quietSince = real.dateNow();
       continue;
     }
-    if (process.env.SG_OC_DEBUG && now - quietSince >= 1000 && !settle.dumped) {
+    if (process.env.SG_OC_DEBUG && idle >= 1000 && !settle.dumped) {
       settle.dumped = true;
-      log(`quiet in ${what}; virtual timers:`, Object.values(clock.timers ?? {}).map((t) => `${t.callAt - clock.now}ms${t.interval ? "/" + t.interval : ""} ${String(t.func).slice(0, 160).replace(/\s+/g, " ")}`).join("\n  "));
+      log(`idle in ${what}; virtual timers:`, Object.values(clock.timers ?? {}).map((t) => `${t.callAt - clock.now}ms${t.interval ? "/" + t.interval : ""} ${String(t.func).slice(0, 160).replace(/\s+/g, " ")}`).join("\n  "));
     }
     if (now - start > STEP_WALL_MS) throw new Error(`OpenClaw did not settle within ${STEP_WALL_MS} ms of wall clock: ${what}`);
   }
@@ -180,7 +199,8 @@ function readStore() {
   } else if (fs.existsSync(legacyDir())) { // before 2026.8: sessions.json plus one <id>.jsonl per session
     const index = path.join(legacyDir(), "sessions.json");
     const entries = fs.existsSync(index) ? JSON.parse(fs.readFileSync(index, "utf8")) : {};
-    const files = fs.readdirSync(legacyDir()).filter((f) => /\.jsonl(\.reset\..*)?$/.test(f)).sort();
+    // <id>.jsonl, renamed <id>.jsonl.reset.<instant> at a reset; not <id>.trajectory.jsonl (the run trace)
+    const files = fs.readdirSync(legacyDir()).filter((f) => /^[^.]+\.jsonl(\.reset\..*)?$/.test(f)).sort();
     for (const file of files) {
       const id = file.slice(0, file.indexOf(".jsonl"));
       const lines = fs.readFileSync(path.join(legacyDir(), file), "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l));
@@ -192,11 +212,19 @@ function readStore() {
     store.ids = store.ids.sort().map(([, id]) => id);
     store.routing = Object.entries(entries).sort().map(([key, entry]) => ({ session_key: key, current_session_id: entry.sessionId }));
   }
-  for (const id of store.ids) if (!scenario.rank.has(id)) scenario.rank.set(id, scenario.rank.size + 1);
+  for (const id of store.ids) if (!scenario.rank.has(id)) rankId(id);
   return store;
 }
+/** Name the next OpenClaw session id `oc<N>`. The names are the adapter's bookkeeping and outlive a
+ * respawn (kept beside the scenario's workspace): a session deleted before a crash or a stop is
+ * gone from the store, and ranking the survivors again would rename them. */
+function rankId(id) {
+  scenario.rank.set(id, scenario.rank.size + 1);
+  fs.writeFileSync(ranksPath(), JSON.stringify([...scenario.rank.keys()]));
+}
+const ranksPath = () => path.join(path.dirname(scenario.workspace), "sg-session-names.json");
 const labelOf = ({ id, segment }) => {
-  if (!scenario.rank.has(id)) scenario.rank.set(id, scenario.rank.size + 1);
+  if (!scenario.rank.has(id)) rankId(id);
   return `oc${scenario.rank.get(id)}${segment ? `.${segment + 1}` : ""}`;
 };
 function currentSegment(id) {
@@ -279,6 +307,35 @@ async function collectMemoryFiles(flush = true) {
 const unquote = (s) => { try { return JSON.parse(s); } catch { return s; } };
 
 // ---------- boot (once per process) -----------------------------------------------------------
+// Where the functions the adapter calls live, by release (source file, function): OpenClaw moves
+// them. A release not listed takes the newest layout and fails at boot naming what moved.
+const RELEASE = JSON.parse(fs.readFileSync(path.join(ROOT, "node_modules/openclaw/package.json"), "utf8")).version;
+const SEAMS = {
+  "2026.9.6": {
+    agentDbIfOpen: ["src/state/openclaw-agent-db.ts", "getOpenClawAgentDatabaseIfOpen"],
+    resolveLanes: true,
+    drain: ["src/gateway/active-sessions-shutdown-drain.ts", "drainActiveSessionsForShutdown"],
+    plugins: ["src/plugins/loader.ts", "loadAndActivateRootPluginRegistry"],
+    hooks: ["src/hooks/loader.ts", "prepareInternalHooks"],
+    inbound: ["openclaw/plugin-sdk/channel-inbound", "dispatchInboundDirectDm"],
+    noneMode: true, // session.reset.mode "none"
+    agentList: false, // agents.entries.<id>
+  },
+  // Before the 2026.8 store (sessions.json and <id>.jsonl: no agent database handle to share), the
+  // lanes sized straight from the config, the session-end drain in the reset service, plugins loaded
+  // (and activated) by loadOpenClawPlugins, internal hooks registered by loadInternalHooks.
+  "2026.7.35": {
+    agentDbIfOpen: null,
+    resolveLanes: false,
+    drain: ["src/gateway/session-reset-service.ts", "drainActiveSessionsForShutdown"],
+    plugins: ["src/plugins/loader.ts", "loadOpenClawPlugins"],
+    hooks: ["src/hooks/loader.ts", "loadInternalHooks"],
+    inbound: ["openclaw/plugin-sdk/direct-dm", "dispatchInboundDirectDmWithRuntime"], // src/channels/direct-dm.ts, with the plugin runtime
+    noneMode: false, // src/config/zod-schema.session.ts: daily | idle only
+    agentList: true, // src/config/zod-schema.agents.ts: agents.list [{id, default, workspace}]
+  },
+};
+const seamsOf = (release) => SEAMS[release] ?? SEAMS["2026.9.6"];
 let messageCount = 0;
 let inbound = null, memoryHook = null, resetConfig = null, drainForShutdown = null, booted = false;
 const agentDb = {};
@@ -293,22 +350,28 @@ async function boot() {
   const workspace = path.join(bootDir, "workspace");
   fs.mkdirSync(workspace, { recursive: true });
   await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
-  agentDb.ifOpen = await regions.load("src/state/openclaw-agent-db.ts", "getOpenClawAgentDatabaseIfOpen");
-  const cfg = writeConfig("main", workspace, { mode: "none" }, {}, {});
+  const seams = seamsOf(RELEASE);
+  agentDb.ifOpen = seams.agentDbIfOpen ? await regions.load(...seams.agentDbIfOpen) : null;
+  const cfg = writeConfig("main", workspace, policyOf({ mode: "none" }), {}, {});
   resetConfig = await regions.load("src/config/runtime-snapshot.ts", "resetConfigRuntimeState");
   const { getRuntimeConfig } = await import("openclaw/plugin-sdk/config-runtime");
   const config = getRuntimeConfig();
   // The gateway's own start-up sizes its command lanes from the config (maxConcurrent): without
   // it the main lane runs one agent turn at a time, process-wide.
-  const resolveLanes = await regions.load("src/gateway/server-lanes.ts", "resolveGatewayLaneConcurrency");
   const applyLanes = await regions.load("src/gateway/server-lanes.ts", "applyGatewayLaneConcurrency");
-  applyLanes(resolveLanes(config), { gatewayStart: true });
-  drainForShutdown = await regions.load("src/gateway/active-sessions-shutdown-drain.ts", "drainActiveSessionsForShutdown");
-  const loadPlugins = await regions.load("src/plugins/loader.ts", "loadAndActivateRootPluginRegistry");
+  if (seams.resolveLanes) applyLanes((await regions.load("src/gateway/server-lanes.ts", "resolveGatewayLaneConcurrency"))(config), { gatewayStart: true });
+  else applyLanes(config);
+  drainForShutdown = await regions.load(...seams.drain);
+  const loadPlugins = await regions.load(...seams.plugins);
   await waitFor(Promise.resolve().then(() => loadPlugins({ config, workspaceDir: workspace })), "loading plugins");
-  const prepareInternalHooks = await regions.load("src/hooks/loader.ts", "prepareInternalHooks");
-  const prepared = await waitFor(prepareInternalHooks(config, workspace, { failureMode: "best-effort" }), "loading internal hooks");
-  prepared.commit({ initial: true });
+  if (seams.hooks[1] === "prepareInternalHooks") {
+    const prepareInternalHooks = await regions.load(...seams.hooks);
+    const prepared = await waitFor(prepareInternalHooks(config, workspace, { failureMode: "best-effort" }), "loading internal hooks");
+    prepared.commit({ initial: true });
+  } else { // before 2026.8: the gateway's startGatewaySidecars (src/gateway/server-startup-post-attach.ts) calls loadInternalHooks
+    const loadInternalHooks = await regions.load(...seams.hooks);
+    await waitFor(loadInternalHooks(config, workspace), "loading internal hooks");
+  }
   memoryHook = await import(path.join(dist, "bundled/session-memory/handler.js"));
   const hooks = await import("openclaw/plugin-sdk/hook-runtime");
   for (const key of ["command", "session"]) {
@@ -318,8 +381,14 @@ async function boot() {
       await note(`openclaw internal hook ${e.type}:${e.action}`, { reason: String(e.context?.reason ?? e.context?.commandSource ?? "") });
     });
   }
-  inbound = await import("openclaw/plugin-sdk/channel-inbound");
-  if (typeof inbound.dispatchInboundDirectDm !== "function") throw new Error("OpenClaw moved dispatchInboundDirectDm: openclaw/plugin-sdk/channel-inbound no longer exports it");
+  const [entry, name] = seams.inbound;
+  const sdk = await import(entry);
+  if (typeof sdk[name] !== "function") throw new Error(`OpenClaw moved ${name}: ${entry} no longer exports it`);
+  if (name === "dispatchInboundDirectDmWithRuntime") { // a channel plugin passes its api.runtime (the recorder keeps it)
+    const runtime = globalThis.__sgPluginRuntime;
+    if (!runtime?.channel?.reply) throw new Error(`${name} needs a plugin runtime: the sg-recorder plugin was not registered with api.runtime.channel`);
+    inbound = (params) => sdk[name]({ ...params, runtime });
+  } else inbound = sdk[name];
   booted = Boolean(cfg);
 }
 async function waitFor(promise, what) {
@@ -336,10 +405,12 @@ async function waitFor(promise, what) {
 
 // ---------- sessiongate config -> openclaw.json -------------------------------------------------
 const CHAT_TYPES = { dm: "direct", group: "group", thread: "thread", channel: "group" };
+const NEVER_MINUTES = 100 * 365 * 24 * 60; // "none" before 2026.8: an idle timeout no scenario reaches (100 years)
 function policyOf(p) {
   // OpenClaw's modes (src/config/sessions/reset-policy.ts resolveSessionResetPolicy): none, daily,
-  // idle; idleMinutes applies under daily too, which is sessiongate's `both`.
-  if (p.mode === "none") return { mode: "none" };
+  // idle; idleMinutes applies under daily too, which is sessiongate's `both`. Before 2026.8 there
+  // is no `none` (src/config/zod-schema.session.ts SessionResetConfigSchema: daily | idle).
+  if (p.mode === "none") return seamsOf(RELEASE).noneMode ? { mode: "none" } : { mode: "idle", idleMinutes: NEVER_MINUTES };
   if (p.mode === "idle") return { mode: "idle", idleMinutes: p.idle_minutes ?? 1440 };
   if (p.mode === "daily") return { mode: "daily", atHour: p.at_hour ?? 4 };
   return { mode: "daily", atHour: p.at_hour ?? 4, idleMinutes: p.idle_minutes ?? 1440 };
@@ -348,7 +419,7 @@ function writeConfig(agent, workspace, reset, byChannel, byType) {
   const port = server.address()?.port ?? 9;
   const cfg = {
     agents: { defaults: { model: { primary: "fake/echo" }, workspace, userTimezone: process.env.TZ || "UTC", skipBootstrap: true },
-      entries: { [agent]: { workspace } } }, // the only agent, so the one every message routes to
+      ...(seamsOf(RELEASE).agentList ? { list: [{ id: agent, default: true, workspace }] } : { entries: { [agent]: { workspace } } }) }, // the only agent, so the one every message routes to
     models: { mode: "replace", providers: { fake: { baseUrl: `http://127.0.0.1:${port}/v1`, apiKey: "sk-fake", api: "openai-completions",
       models: [{ id: "echo", name: "Echo", reasoning: false, input: ["text"], cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 }, contextWindow: 128000, maxTokens: 4096 }] } } },
     session: { dmScope: "per-channel-peer", reset, ...(Object.keys(byChannel).length ? { resetByChannel: byChannel } : {}), ...(Object.keys(byType).length ? { resetByType: byType } : {}) },
@@ -385,6 +456,7 @@ async function start(req) {
   if (req.resume) { // a respawn after a crash: what this process must know of the dead one's, from the store alone
     for (const file of fs.existsSync(path.join(workspace, "memory")) ? fs.readdirSync(path.join(workspace, "memory")) : []) scenario.memorySeen.add(file);
     for (const chat of req.resume.chats ?? []) scenario.keys.set(chat.name, sessionKeyOf(chat));
+    if (fs.existsSync(ranksPath())) JSON.parse(fs.readFileSync(ranksPath(), "utf8")).forEach((id, i) => scenario.rank.set(id, i + 1));
     const store = readStore();
     for (const [id, segs] of store.segments) scenario.resetRows.set(id, segs.length - 1);
   }
@@ -401,7 +473,7 @@ function deliver(chat, text) {
   // store): ids name the scenario's agent, the virtual instant and a count.
   const messageId = `${scenario.agent}:${tagsOf(text).join("") || text}:${Date.now()}:${messageCount}`;
   const channel = channelOf(chat);
-  const promise = inbound.dispatchInboundDirectDm({
+  const promise = inbound({
     cfg: scenario.cfg, channel, channelLabel: channel, accountId: "default",
     peer: { kind: "direct", id: chat.name }, senderId: chat.name, senderAddress: `${channel}:${chat.name}`, recipientAddress: `${channel}:${chat.name}`,
     conversationLabel: chat.name, rawBody: text, messageId, timestamp: Date.now(), commandAuthorized: true,
@@ -444,7 +516,13 @@ async function handle(req) {
     case "deliver_command": deliver(req.chat, req.command); await endStep(`command ${req.command}`); return null;
     case "deliver_reply": {
       const pending = pendingReplies.get(req.request);
-      if (pending) { pendingReplies.delete(req.request); reply(pending.res, pending.request, req.text); }
+      if (pending) {
+        pendingReplies.delete(req.request);
+        // Its turn is no longer waiting for the model: the step waits until OpenClaw has
+        // delivered it (or asks the model again), however long a busy machine makes that.
+        for (const turn of scenario.open) if (turn.chat === pending.chat && !turn.done) turn.asked = false;
+        reply(pending.res, pending.request, req.text);
+      }
       await endStep(`reply ${req.request}`);
       return null;
     }
@@ -468,6 +546,17 @@ function deleteSession(label) {
   const store = readStore();
   const id = store.ids.find((candidate) => (store.segments.get(candidate) ?? [[]]).some((_, segment) => labelOf({ id: candidate, segment }) === label));
   if (!id) return;
+  if (!fs.existsSync(dbPath())) { // before 2026.8: the session's entry in sessions.json and its transcript files
+    const index = path.join(legacyDir(), "sessions.json");
+    if (fs.existsSync(index)) { // OpenClaw re-reads it when its size or mtime changes (src/config/sessions/store.ts readSessionStoreCache)
+      const entries = JSON.parse(fs.readFileSync(index, "utf8"));
+      for (const [key, entry] of Object.entries(entries)) if (entry?.sessionId === id) delete entries[key];
+      fs.writeFileSync(`${index}.sg-tmp`, JSON.stringify(entries, null, 2));
+      fs.renameSync(`${index}.sg-tmp`, index);
+    }
+    for (const file of fs.readdirSync(legacyDir())) if (file === `${id}.jsonl` || file.startsWith(`${id}.jsonl.reset.`)) fs.unlinkSync(path.join(legacyDir(), file));
+    return;
+  }
   const db = new DatabaseSync(dbPath());
   try {
     db.exec("pragma busy_timeout = 5000");

@@ -8,6 +8,7 @@ export default definePluginEntry({
   name: "sessiongate recorder",
   description: "hands lifecycle hooks to sessiongate",
   register(api) {
+    globalThis.__sgPluginRuntime = api.runtime; // what a channel plugin passes to the SDK's inbound path (releases before 2026.8)
     for (const name of HOOKS) {
       api.on(name, async (event, ctx) => {
         await globalThis.__sgHook?.(name, event ?? {}, ctx ?? {});
