@@ -302,8 +302,7 @@ class MinimalGateway:
     def watched(self, chat: str) -> bool:
         """Whether the watcher ends this chat's sessions (eager) or its next message does (lazy):
         the chat's own mode (`config.finalization_by_chat`), else the gateway-wide one."""
-        mode = self.config.finalization_for(chat)
-        return self.config.watcher_interval is not None if mode is None else mode == "eager"
+        return self.config.finalization_of(chat) == "eager"
 
     def tick(self) -> None:
         """The expiry watcher (of the eager chats), the idle sweep, retries of refused buffers."""

@@ -193,8 +193,7 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
     def watched(self, route: Route) -> bool:
         """Whether the watcher ends this chat's session at its boundary (eager), or leaves it
         to the chat's next message (lazy): the chat's own mode, else the gateway's."""
-        mode = self.config.finalization_for(route.chat)
-        return self.config.watcher_interval is not None if mode is None else mode == "eager"
+        return self.config.finalization_of(route.chat) == "eager"
 
     def track_expiries(self, routes: list[Route]) -> None:
         """Keep `expiries` current with the routes written since it last looked (watched

@@ -96,6 +96,14 @@ class GatewayConfig:
                 return mode
         return None
 
+    def finalization_of(self, chat: str) -> Finalization:
+        """The mode this config gives the chat: its own, else the watcher's (eager with an
+        interval, lazy without). What a gateway follows; the checks hold it to its Profile."""
+        own = self.finalization_for(chat)
+        if own is not None:
+            return own
+        return "lazy" if self.watcher_interval is None else "eager"
+
     def horizon(self) -> int:
         """How far past the last event every boundary, watcher tick and sweep has happened."""
         policies = [self.reset, *(p for _, p in self.reset_by_platform), *(p for _, p in self.reset_by_chat_type)]

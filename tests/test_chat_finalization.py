@@ -108,3 +108,10 @@ def test_the_shrinker_drops_a_removed_chats_mode() -> None:
     shrunk = shrink(scenario, fails).scenario
     assert shrunk.config.finalization_by_chat == (("bob", "lazy"),) and "bob" in [c.name for c in shrunk.chats]
     assert load_text(dump(shrunk), "x.yaml").config == shrunk.config
+
+
+def test_a_chats_mode_is_its_own_else_the_watchers() -> None:
+    config = load_text(HEAD + "    bob: lazy\nchats: {alice: {}, bob: {}}\nevents: [{message: alice}]\n", "x.yaml").config
+    assert (config.finalization_of("alice"), config.finalization_of("bob")) == ("eager", "lazy")
+    lazy = replace(config, watcher_interval=None, finalization_by_chat=(("alice", "eager"),))
+    assert (lazy.finalization_of("alice"), lazy.finalization_of("bob")) == ("eager", "lazy")
