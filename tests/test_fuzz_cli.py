@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +16,7 @@ from conformance.cli.args import parse_seeds, shard
 from conformance.search.fuzz import in_order, seed_chunk
 from sessiongate import UsageError
 
+ROOT = Path(__file__).resolve().parents[1]
 VARIANT = "reference:idle-expiry-no-finalize"  # a zoo variant that fails some of seeds 0:5 and passes others
 
 
@@ -316,3 +320,34 @@ def test_shrink_writes_to_the_failure_folder_not_beside_its_input(capsys: pytest
     assert [p.name for p in (tmp_path / "tests").iterdir()] == ["gen-0.yaml"]
     assert main(["shrink", "tests/gen-0.yaml", "--gateway", "reference:never-replies", "--out", "elsewhere"]) == 0
     assert (tmp_path / "elsewhere" / "gen-0.shrunk.yaml").is_file()
+
+
+DEAF_GATEWAY = '''
+import signal
+from reference_impl.gateway import ReferenceGateway
+
+
+class DeafGateway(ReferenceGateway):
+    """Ignores SIGTERM, the signal a pool ends its workers with, and then fails to start."""
+
+    def start(self, config, harness):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise RuntimeError("cannot start")
+
+
+def make():
+    return DeafGateway()
+'''
+
+
+def test_a_worker_that_ignores_the_pools_sigterm_is_killed_and_the_run_ends(tmp_path: Path) -> None:
+    """A gateway that sets SIGTERM to be ignored in its worker (or a thread of its that takes the
+    signal while the worker waits in the pool's queue) once hung the pool's stop for good. In a
+    child with a deadline, so the bug is a failure here, not a hung suite."""
+    (tmp_path / "sg_deaf_gateway.py").write_text(DEAF_GATEWAY, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)]), "SESSIONGATE_FAILURE_DB": "off"}
+    done = subprocess.run([sys.executable, "-m", "conformance.cli", "fuzz", "--seeds", "0:6", "--gateway",
+                           "sg_deaf_gateway:make", "-n", "2"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "stopped: the gateway errored before the first event of seed 0; it cannot start" in done.stdout, done.stdout

@@ -13,7 +13,9 @@ import functools
 import multiprocessing
 import re
 import signal
+import threading
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -248,8 +250,40 @@ def in_order(fn: Callable[[T], R], items: Iterable[T], workers: int, chunksize: 
         return
     # spawn, not fork: a forked worker inherits whatever lock one of the parent's threads held
     # (a gateway's, a test runner's), and a stopped pool then waited on it for good.
-    with multiprocessing.get_context("spawn").Pool(workers, initializer=_worker_init) as pool:
+    pool = multiprocessing.get_context("spawn").Pool(workers, initializer=_worker_init)
+    try:
         yield from pool.imap(fn, items, chunksize=chunksize)
+    finally:
+        end_pool(pool)
+
+
+STOP_GRACE = 2.0  # seconds a worker has after a stop signal before the next, stronger one
+
+
+def end_pool(pool: Any) -> None:
+    """`Pool.terminate`, which SIGTERMs every worker and then waits for each for good, with a
+    watchdog that repeats the SIGTERM after STOP_GRACE and sends SIGKILL after twice that. A
+    worker can miss the first: the kernel handed it to a thread a gateway had started while the
+    worker's main thread sat in the pool's queue (a Python handler runs only in the main thread,
+    and that wait is not interrupted), or a gateway set SIGTERM to be ignored. Either hung the
+    run for good (seen in CI: a bench's pool waited 600 s)."""
+    done = threading.Event()
+    watchdog = threading.Thread(target=_escalate, args=(pool, done), name="sessiongate-pool-stop", daemon=True)
+    watchdog.start()
+    try:
+        pool.terminate()
+    finally:
+        done.set()
+        watchdog.join()
+
+
+def _escalate(pool: Any, done: threading.Event) -> None:
+    for stop in ("terminate", "kill"):
+        if done.wait(STOP_GRACE):
+            return
+        for worker in list(pool._pool):  # the pool's own worker list: Pool has no public one
+            with suppress(ValueError, OSError):  # reaped meanwhile: nothing to stop
+                getattr(worker, stop)()
 
 
 def seed_chunk(seeds: int, workers: int) -> int:
