@@ -240,11 +240,11 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
 
     def delegate(self, chat: Chat, text: str) -> None:
         key = self.route_key(chat)
-        route = self.store.route(key)
-        if route is None or route.session_id is None or route.ended:
+        parent = self.delegating_session(self.store.route(key))
+        if parent is None:
             self.h.note("delegate_skipped", chat=chat.name, reason="no live session to delegate from")
             return
-        child = self.child_agent(chat, key, route.session_id)
+        child = self.child_agent(chat, key, parent)
         child.rows.append(Row(first_turn(text), "user", text))
         child.busy, child.last_activity = True, self.h.clock.now()
         request = self.h.llm.request(chat.name, child.session, [text])

@@ -54,31 +54,52 @@ class BatchingProvider:
         buffer = self.buffers.get(session)
         if not buffer:
             return True
-        pending = [t for t in buffer if t.turn not in self.shipped]
+        pending = self.unshipped(buffer)
         if pending:
             if self.shutting_down:
                 return False
             try:
-                self.ship(session, pending)
+                self.deliver(session, pending)
             except BackendUnavailable as err:
                 self.owed.add(session)  # kept; retried at the next tick, flush or shutdown
                 if isinstance(err, BackendBusy) and self.retry_at is not None:
                     self.retry_at(err.ready_at)  # and the moment a slow backend is done: late is late (I3)
                 return False
-            self.store.crash_point("batch-shipped")  # the backend has them; the watermark not yet
-            self.store.mark_ingested(self.name, [t.turn for t in pending])
-            self.shipped.update(t.turn for t in pending)
-        self.store.outbox_done(self.name, [t.turn for t in buffer])
-        del self.buffers[session]
+        self.settle(session, buffer)
         self.owed.discard(session)
         return True
 
+    def unshipped(self, buffer: Sequence[Turn]) -> list[Turn]:
+        """The buffered turns the watermark does not list."""
+        return [t for t in buffer if t.turn not in self.shipped]
+
+    def deliver(self, session: str, pending: Sequence[Turn]) -> None:
+        """Ship the batch, then save the watermark (durably: it outlives a crash)."""
+        self.ship(session, pending)
+        self.store.mark_ingested(self.name, [t.turn for t in pending])
+        self.shipped.update(t.turn for t in pending)
+
     def ship(self, session: str, pending: Sequence[Turn]) -> None:
-        """One backend call, keyed by turn and half: a crash after it and before the watermark
-        re-ships the batch at the restart, and the backend takes each text once."""
+        """One backend call, keyed by turn and half (`keys`): a crash after it and before the
+        watermark (crash point `batch-shipped`) re-ships the batch at the restart, and the
+        backend takes each text once."""
         texts = [text for t in pending for text in (t.user, t.assistant)]
-        keys = [f"{self.name}/{t.turn}/{half}" for t in pending for half in ("user", "assistant")]
-        self.backend.ingest(session, texts, keys)
+        self.backend.ingest(session, texts, self.keys(pending))
+        self.store.crash_point("batch-shipped")  # the backend has them; the watermark not yet
+
+    def keys(self, pending: Sequence[Turn]) -> list[str] | None:
+        """The batch's idempotency keys, one per text: provider, turn and half."""
+        return [f"{self.name}/{t.turn}/{half}" for t in pending for half in ("user", "assistant")]
+
+    def settle(self, session: str, buffer: list[Turn]) -> None:
+        """After a flush: the turns the watermark lists leave the outbox and the buffer; any
+        other stays buffered for the next flush."""
+        kept = self.unshipped(buffer)
+        self.store.outbox_done(self.name, [t.turn for t in buffer if t.turn in self.shipped])
+        if kept:
+            self.buffers[session] = kept
+        else:
+            del self.buffers[session]
 
     def on_session_end(self, session: str) -> None:
         self.flush(session)

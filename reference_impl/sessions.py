@@ -5,7 +5,7 @@ A part of `ReferenceGateway` (`reference_impl.gateway`), which supplies the rest
 from __future__ import annotations
 
 from reference_impl.cache import Agent
-from reference_impl.store import Route
+from reference_impl.store import Route, Row
 from sim.scenario import Chat
 
 
@@ -147,7 +147,11 @@ class SessionBoundaries:
 
     def end_memory(self, session: str, reason: str, agent: Agent | None) -> None:
         """Memory on_session_end with the full transcript: the live agent's, else the store's."""
-        self.volatile.memory.end_session(session, agent.rows if agent is not None else self.store.transcript(session))
+        self.volatile.memory.end_session(session, agent.rows if agent is not None else self.stored_transcript(session))
+
+    def stored_transcript(self, session: str) -> list[Row]:
+        """An ending session's transcript when no agent holds it: the store's."""
+        return self.store.transcript(session)
 
     def finalize(self, session: str, reason: str) -> None:
         self.h.hooks.on_session_finalize(session, reason)

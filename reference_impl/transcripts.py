@@ -59,6 +59,10 @@ class AgentTranscripts:
             raise RuntimeError(f"agent of session {pending.session} vanished mid-turn")
         return agent
 
+    def delegating_session(self, route: Route | None) -> str | None:
+        """The session a delegate runs from: the chat's live one (None: the delegate is skipped)."""
+        return route.session_id if route is not None and not route.ended else None
+
     def child_agent(self, chat: Chat, key: str, parent: str) -> Agent:
         child = self.volatile.children.get(parent) or self.stored_child(parent)
         if child is not None:
@@ -100,16 +104,26 @@ class AgentTranscripts:
         agent dirty and a pending replay pending, for the retry."""
         if isinstance(err, StoreLocked) or not is_foreign_key_error(err):
             return "owed"
+        return self.foreign_key_failed(agent)
+
+    def foreign_key_failed(self, agent: Agent) -> WriteOutcome:
+        """A write refused by a foreign key: heal a row confirmed gone and write again at once;
+        a row still there leaves the write owed."""
         return "retry" if self.heal(agent) else "owed"
 
     def release(self, agent: Agent) -> bool:
         """The agent's memory is about to go (eviction, idle sweep, end, SIGTERM): the store is
         owed its whole transcript now, not at a next write that may never come (seed 003: a
         session deleted while its chat runs is recreated with the full in-memory transcript).
-        A clean agent's row is confirmed first; `heal` recreates and replays it if it is gone."""
+        A clean agent's row is confirmed first (`confirm_row`)."""
+        self.confirm_row(agent)
+        return self.flush(agent)
+
+    def confirm_row(self, agent: Agent) -> None:
+        """A clean agent's row is checked before its memory goes: `heal` recreates and replays
+        it if it is gone (a dirty agent's next write finds out by itself)."""
         if agent.rows and not agent.dirty:
             self.heal(agent)
-        return self.flush(agent)
 
     def write(self, agent: Agent) -> None:
         if not agent.created:

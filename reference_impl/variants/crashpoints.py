@@ -17,8 +17,8 @@ from sim.scenario import ProviderSpec
 class UnkeyedProvider(BatchingProvider):
     """Ships a batch with no idempotency keys: the backend cannot tell a re-ship from news."""
 
-    def ship(self, session: str, pending: Sequence[Turn]) -> None:
-        self.backend.ingest(session, [text for t in pending for text in (t.user, t.assistant)])
+    def keys(self, pending: Sequence[Turn]) -> None:
+        return None
 
 
 class BatchReshipAfterCrash(ReferenceGateway):

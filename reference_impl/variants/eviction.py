@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from reference_impl.cache import Agent
 from reference_impl.gateway import ReferenceGateway
+from reference_impl.store import Row
 
 
 class LruEvictDropsUnflushed(ReferenceGateway):
@@ -43,8 +44,8 @@ class IdleSweepEvictsBeforeDailyExpiry(ReferenceGateway):
     with an empty transcript.
     """
 
-    def end_memory(self, session: str, reason: str, agent: Agent | None) -> None:
-        self.volatile.memory.end_session(session, agent.rows if agent is not None else [])  # no store fallback
+    def stored_transcript(self, session: str) -> list[Row]:
+        return []  # no store fallback
 
 
 class IdleSweepNeverReapsNone(ReferenceGateway):

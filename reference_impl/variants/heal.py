@@ -28,9 +28,7 @@ class DeletedRowDropsTurns(ReferenceGateway):
     written; no heal.
     """
 
-    def write_failed(self, agent: Agent, err: sqlite3.Error) -> WriteOutcome:
-        if isinstance(err, StoreLocked) or not is_foreign_key_error(err):
-            return "owed"
+    def foreign_key_failed(self, agent: Agent) -> WriteOutcome:
         self.h.note("flush_failed", session=agent.session, error="FOREIGN KEY constraint failed")
         agent.flushed = len(agent.rows)  # the batch is dropped; the agent keeps answering
         return "written"
@@ -136,8 +134,8 @@ class EvictDropsDeletedTranscript(ReferenceGateway):
     drops the only copy of the transcript.
     """
 
-    def release(self, agent: Agent) -> bool:
-        return self.flush(agent)
+    def confirm_row(self, agent: Agent) -> None:
+        return  # a clean agent's row is never checked: the next save alone would notice
 
 
 class ParentResurrectedForChild(ReferenceGateway):

@@ -7,9 +7,10 @@ here takes one of those back; provider variants come in through `make_provider`.
 
 from __future__ import annotations
 
-from conformance.adapter import BackendUnavailable
+from collections.abc import Sequence
+
 from reference_impl.gateway import ReferenceGateway
-from reference_impl.memory import BatchingProvider
+from reference_impl.memory import BatchingProvider, Turn
 from sim.scenario import ProviderSpec
 
 
@@ -21,47 +22,19 @@ class NoEndFlushProvider(BatchingProvider):
 
 
 class NoWatermarkProvider(BatchingProvider):
-    """A provider whose buffer is the session's whole document, re-shipped by every flush."""
+    """A provider whose buffer is the session's whole document, re-shipped by every flush: it
+    ships each batch unkeyed and saves no watermark, so nothing leaves the buffer."""
 
-    def flush(self, session: str) -> bool:
-        buffer = self.buffers.get(session)
-        if not buffer:
-            return True
-        if self.shutting_down:
-            return False
-        try:
-            self.backend.ingest(session, [text for t in buffer for text in (t.user, t.assistant)])
-        except BackendUnavailable:
-            self.owed.add(session)
-            return False
-        self.store.mark_ingested(self.name, [t.turn for t in buffer])
-        self.shipped.update(t.turn for t in buffer)
-        self.owed.discard(session)  # the buffer is kept: no watermark, no clear
-        return True
+    def deliver(self, session: str, pending: Sequence[Turn]) -> None:
+        self.backend.ingest(session, [text for t in pending for text in (t.user, t.assistant)])
 
 
 class ReplyTwiceProvider(BatchingProvider):
-    """A provider that builds each shipped turn from the assistant message twice."""
+    """A provider that builds each shipped turn from the assistant message twice (unkeyed)."""
 
-    def flush(self, session: str) -> bool:
-        buffer = self.buffers.get(session)
-        if not buffer:
-            return True
-        pending = [t for t in buffer if t.turn not in self.shipped]
-        if pending:
-            if self.shutting_down:
-                return False
-            try:
-                self.backend.ingest(session, [text for t in pending for text in (t.assistant, t.assistant)])
-            except BackendUnavailable:
-                self.owed.add(session)
-                return False
-            self.store.mark_ingested(self.name, [t.turn for t in pending])
-            self.shipped.update(t.turn for t in pending)
-        self.store.outbox_done(self.name, [t.turn for t in buffer])
-        del self.buffers[session]
-        self.owed.discard(session)
-        return True
+    def ship(self, session: str, pending: Sequence[Turn]) -> None:
+        # Unkeyed and with no crash point, as this variant has always shipped (its flush predated both).
+        self.backend.ingest(session, [text for t in pending for text in (t.assistant, t.assistant)])
 
 
 class BatchNoFlushOnSessionEnd(ReferenceGateway):
@@ -111,8 +84,8 @@ class BatchFlushReshipsRetained(ReferenceGateway):
     """
 
     def make_provider(self, spec: ProviderSpec) -> BatchingProvider:
-        return NoWatermarkProvider(spec.name, spec.retain_every_n_turns, self.h.backends[spec.name], self.store,
-                                   self.retry_memory_at)
+        # No retry_at: this provider has never waited for a slow backend (its flush predated backend_slow).
+        return NoWatermarkProvider(spec.name, spec.retain_every_n_turns, self.h.backends[spec.name], self.store)
 
 
 class MemoryShipsReplyTwice(ReferenceGateway):
@@ -125,5 +98,5 @@ class MemoryShipsReplyTwice(ReferenceGateway):
     """
 
     def make_provider(self, spec: ProviderSpec) -> BatchingProvider:
-        return ReplyTwiceProvider(spec.name, spec.retain_every_n_turns, self.h.backends[spec.name], self.store,
-                                  self.retry_memory_at)
+        # No retry_at: this provider has never waited for a slow backend (its flush predated backend_slow).
+        return ReplyTwiceProvider(spec.name, spec.retain_every_n_turns, self.h.backends[spec.name], self.store)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from reference_impl.cache import Agent
 from reference_impl.gateway import ReferenceGateway
-from sim.scenario import Chat
+from reference_impl.store import Route
 
 
 class StopIgnored(ReferenceGateway):
@@ -63,5 +63,5 @@ class DelegateAlwaysSkipped(ReferenceGateway):
     session or not; a check that accepted the note saw nothing wrong.
     """
 
-    def delegate(self, chat: Chat, text: str) -> None:
-        self.h.note("delegate_skipped", chat=chat.name, reason="no live session to delegate from")
+    def delegating_session(self, route: Route | None) -> str | None:
+        return None  # live session or not
