@@ -67,12 +67,28 @@ const realSleep = (ms) => new Promise((resolve) => real.setTimeout(resolve, ms))
 // the adapter sees) can compute for seconds on a busy machine. Whether the process is working is
 // read from its CPU time (process.cpuUsage covers every thread), so how fast the machine is
 // decides how long a step takes, never what happens in it.
+// A share of wall time alone misjudges a process starved of CPU (a saturated machine gives it less
+// than BUSY_SHARE while it works: catalog 05 once had a timer fired mid-turn), so a thread other
+// than this one that is running or waiting for a CPU, or in uninterruptible I/O (state R or D in
+// /proc/self/task/<tid>/stat), also counts as working, however little CPU it gets.
 const BUSY_SHARE = Number(process.env.SG_OC_BUSY_SHARE || 0.2); // CPU per wall time above which the process is working
 const cpu = { mark: process.cpuUsage(), at: 0, idleSince: 0 };
+function threadsWorking() {
+  let tids;
+  try { tids = fs.readdirSync("/proc/self/task"); } catch { return false; } // not Linux: the CPU share alone
+  for (const tid of tids) {
+    if (tid === String(process.pid)) continue; // the main thread: it is running this
+    let stat;
+    try { stat = fs.readFileSync(`/proc/self/task/${tid}/stat`, "utf8"); } catch { continue; } // exited meanwhile
+    const state = stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3);
+    if (state === "R" || state === "D") return true;
+  }
+  return false;
+}
 function sampleCpu(now) {
   if (now - cpu.at < 100) return;
   const used = process.cpuUsage(cpu.mark);
-  if ((used.user + used.system) / 1000 > (now - cpu.at) * BUSY_SHARE) cpu.idleSince = now;
+  if ((used.user + used.system) / 1000 > (now - cpu.at) * BUSY_SHARE || threadsWorking()) cpu.idleSince = now;
   cpu.mark = process.cpuUsage();
   cpu.at = now;
 }
@@ -139,16 +155,31 @@ const server = http.createServer((req, res) => {
     }
     try {
       await collectMemoryFiles(false); // a memory file written before this request ended its session first
+    } catch (err) {
+      log("collecting memory files failed:", err.message);
+    }
+    // Held until the step is over, then handed to the harness by chat (askModel): which of two
+    // turns started at one instant asks first, or whether a freed lane slot's next turn asks
+    // before the freed turn's reply is delivered, is OpenClaw's promise and file-I/O order.
+    heldRequests.push({ res, request, chat, messages });
+    for (const turn of scenario.open) if (turn.chat === chat && !turn.done) turn.asked = true;
+  });
+});
+const heldRequests = [];
+/** The model requests held in this step, to the harness in chat order (then arrival order). */
+async function askModel() {
+  const held = heldRequests.splice(0).map((h, i) => ({ ...h, i })).sort((a, b) => (a.chat < b.chat ? -1 : a.chat > b.chat ? 1 : a.i - b.i));
+  for (const { res, request, chat, messages } of held) {
+    try {
       const session = labelOf(await currentSessionOf(chat));
       const id = await call("llm.request", { chat, session, prompt: messages });
       pendingReplies.set(id, { res, request, chat });
-      for (const turn of scenario.open) if (turn.chat === chat && !turn.done) turn.asked = true;
     } catch (err) {
       log("llm.request failed:", err.message);
       res.destroy();
     }
-  });
-});
+  }
+}
 function reply(res, request, text) {
   const base = { id: "sg", created: 0, model: request.model };
   const usage = { prompt_tokens: 10, completion_tokens: 2, total_tokens: 12 };
@@ -201,15 +232,18 @@ function readStore() {
     const entries = fs.existsSync(index) ? JSON.parse(fs.readFileSync(index, "utf8")) : {};
     // <id>.jsonl, renamed <id>.jsonl.reset.<instant> at a reset; not <id>.trajectory.jsonl (the run trace)
     const files = fs.readdirSync(legacyDir()).filter((f) => /^[^.]+\.jsonl(\.reset\..*)?$/.test(f)).sort();
+    const keyOf = new Map(Object.entries(entries).map(([key, entry]) => [entry.sessionId, key]));
     for (const file of files) {
       const id = file.slice(0, file.indexOf(".jsonl"));
       const lines = fs.readFileSync(path.join(legacyDir(), file), "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l));
       const first = lines.find((e) => e.type === "session");
       store.segments.set(id, [lines.filter((e) => e.type === "message" && ["user", "assistant"].includes(e.message?.role)).map((e) => [e.message.role, textOf(e.message)])]);
-      store.ids.push([first?.timestamp ?? "", id]);
+      // Sessions created at one virtual instant share the header timestamp: the tie is broken by
+      // the session key (its chat), never by the random id; an archived id has none ("~").
+      store.ids.push([first?.timestamp ?? "", keyOf.get(id) ?? "~", id]);
     }
-    for (const [key, entry] of Object.entries(entries)) if (!store.ids.some(([, id]) => id === entry.sessionId)) store.ids.push(["~", entry.sessionId]);
-    store.ids = store.ids.sort().map(([, id]) => id);
+    for (const [key, entry] of Object.entries(entries)) if (!store.ids.some(([, , id]) => id === entry.sessionId)) store.ids.push(["~", key, entry.sessionId]);
+    store.ids = store.ids.sort().map(([, , id]) => id);
     store.routing = Object.entries(entries).sort().map(([key, entry]) => ({ session_key: key, current_session_id: entry.sessionId }));
   }
   for (const id of store.ids) if (!scenario.rank.has(id)) rankId(id);
@@ -282,9 +316,10 @@ globalThis.__sgHook = async (name, event, ctx) => {
 };
 /** The segment a reset ended: the last but one if OpenClaw already wrote the reset row, else the last. */
 function endedSegment(id) {
-  const segs = readStore().segments.get(id) ?? [[]];
-  const last = segs.length - 1;
+  const segs = readStore().segments.get(id);
   const marked = scenario.resetRows.get(id) ?? 0;
+  if (!segs) return { id, segment: marked }; // its rows were deleted: the segment it was in when they went
+  const last = segs.length - 1;
   scenario.resetRows.set(id, last);
   return { id, segment: last > marked ? last - 1 : last };
 }
@@ -320,6 +355,17 @@ const SEAMS = {
     inbound: ["openclaw/plugin-sdk/channel-inbound", "dispatchInboundDirectDm"],
     noneMode: true, // session.reset.mode "none"
     agentList: false, // agents.entries.<id>
+    // A turn cut off by a stop leaves its session entry `running` with a restart-recovery claim
+    // (src/auto-reply/reply/restart-recovery-claim.ts): the next message is refused ("restart
+    // recovery claim changed before agent adoption", admitUserTurn) until the gateway's startup
+    // recovery settles it (scheduleRestartAbortedMainSessionRecovery,
+    // src/agents/main-session-recovery/main-session-restart-recovery-runtime.ts, from
+    // src/gateway/server-startup-post-attach.ts). That recovery replays the turn through the
+    // gateway instance's recovery runtime (src/gateway/server-instance-runtime.ts: dispatchAgent
+    // runs the gateway's own `agent` method in process, sendRecoveryNotice the outbound channel),
+    // which needs the whole gateway server and a Telegram outbound; the adapter has neither, so a
+    // restart after a cut-off turn is declared unsupported (docs/openclaw.md).
+    restartRecovery: true,
   },
   // Before the 2026.8 store (sessions.json and <id>.jsonl: no agent database handle to share), the
   // lanes sized straight from the config, the session-end drain in the reset service, plugins loaded
@@ -333,6 +379,7 @@ const SEAMS = {
     inbound: ["openclaw/plugin-sdk/direct-dm", "dispatchInboundDirectDmWithRuntime"], // src/channels/direct-dm.ts, with the plugin runtime
     noneMode: false, // src/config/zod-schema.session.ts: daily | idle only
     agentList: true, // src/config/zod-schema.agents.ts: agents.list [{id, default, workspace}]
+    restartRecovery: false, // no restart-recovery claims: the next message is admitted
   },
 };
 const seamsOf = (release) => SEAMS[release] ?? SEAMS["2026.9.6"];
@@ -461,6 +508,7 @@ async function start(req) {
     for (const [id, segs] of store.segments) scenario.resetRows.set(id, segs.length - 1);
   }
   turnChat = new Map();
+  heldRequests.length = 0;
 }
 const channelOf = () => "telegram"; // every chat, whatever its platform: the one channel OpenClaw bundles
 /** The key OpenClaw routes a DM by (dmScope per-channel-peer; src/routing/session-key.ts). */
@@ -500,6 +548,7 @@ async function endStep(what) {
   const queued = (t) => scenario.open.some((o) => o !== t && o.asked && !o.done); // its chat's, or a full lane
   await settle(what, (quiet) => scenario.open.every((t) => t.done || t.asked || (queued(t) && quiet >= BLOCKED_MS)));
   await collectMemoryFiles();
+  await askModel();
   await calls;
   const failed = scenario.open.find((t) => t.error);
   scenario.open = scenario.open.filter((t) => !t.done);
@@ -510,7 +559,8 @@ async function handle(req) {
   switch (req.op) {
     case "hello": await boot(); return { version: 2 };
     case "profile":
-      return { finalization: "lazy", latency: 0, crash_durable: false, sweep_interval: 0, unsupported: PROFILE_UNSUPPORTED };
+      return { finalization: "lazy", latency: 0, crash_durable: false, sweep_interval: 0,
+        unsupported: [...PROFILE_UNSUPPORTED, ...(seamsOf(RELEASE).restartRecovery ? ["restart_after_cut_off_turn"] : [])] };
     case "start": await start(req); return null;
     case "deliver_message": deliver(req.chat, req.text); await endStep(`message ${req.text}`); return null;
     case "deliver_command": deliver(req.chat, req.command); await endStep(`command ${req.command}`); return null;
