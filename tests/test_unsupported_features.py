@@ -127,3 +127,18 @@ def test_a_restart_after_a_cut_off_turn_is_a_feature_of_the_timeline() -> None:
 def test_a_restart_after_a_cut_off_turn_is_skipped_when_declared() -> None:
     assert outcome(run_scenario(load_text(CUT_OFF.replace("STOP", "30s")), NoRestartRecovery(), "lacking")) == "skip"
     assert outcome(run_scenario(load_text(CUT_OFF.replace("STOP", "2m")), NoRestartRecovery(), "lacking")) == "pass"
+
+
+class NoProvidersNoRestartRecovery(ReferenceGateway):
+    """Declares neither memory providers nor a restart after a cut-off turn (OpenClaw 2026.9.6)."""
+
+    def profile(self, config):  # type: ignore[no-untyped-def]
+        return replace(super().profile(config), unsupported=frozenset({"providers", "restart_after_cut_off_turn"}))
+
+
+def test_a_scenario_skipped_whole_after_its_providers_were_left_out_is_a_skip() -> None:
+    """The providers' `skipped` record comes first; the scenario's skip is still seen (catalog 27)."""
+    text = CUT_OFF.replace("STOP", "30s").replace("turn_latency: 1m}", "turn_latency: 1m, providers: [{name: hindsight}]}")
+    result = run_scenario(load_text(text), NoProvidersNoRestartRecovery(), "lacking")
+    assert [r.d("scope") for r in result.records[1:3]] == ["config", "scenario"]
+    assert outcome(result) == "skip" and "restart_after_cut_off_turn" in result.skipped
