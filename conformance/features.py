@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sim.kinds import KINDS
-from sim.scenario import GatewayConfig, Restart, Scenario
+from sim.scenario import Command, Crash, GatewayConfig, Message, Restart, Scenario, Sigterm
 
 EVENT_KINDS: frozenset[str] = frozenset(name for name, kind in KINDS.items() if kind.optional)
 """The event kinds a gateway may lack (`sim.kinds.KINDS`, column `optional`)."""
@@ -15,6 +15,8 @@ SETTINGS: dict[str, str] = {
     "reset_by_platform": "a scenario whose config sets a policy per platform is skipped whole (outcome `skip`)",
     "reset_by_chat_type": "a scenario whose config sets a policy per chat type is skipped whole (outcome `skip`)",
     "finalization_by_chat": "a scenario whose config gives some chats their own finalization is skipped whole (outcome `skip`)",
+    "restart_after_cut_off_turn": "a scenario that stops (`sigterm` or `crash`) while a turn it sent is still owed its "
+                                  "reply, and then restarts, is skipped whole (outcome `skip`)",
     "providers": "the scenario's memory providers are left out: it runs, and is judged, with the recorder alone (a `skipped` record)",
 }
 UNSUPPORTED_COMMANDS = frozenset({"/resume"})
@@ -40,10 +42,31 @@ def config_features(config: GatewayConfig) -> frozenset[str]:
     return frozenset(used)
 
 
+def cuts_off_a_turn_then_restarts(scenario: Scenario) -> bool:
+    """Whether a `sigterm` or `crash` comes while a turn is owed its reply, and a `restart`
+    follows: each chat's turns are answered one after another, `turn_latency` each (a `/stop`
+    abandons the one in flight). By the scenario's own timeline, not a run's."""
+    events, latency = scenario.events, scenario.config.turn_latency
+    busy_until: dict[str, int] = {}  # chat -> when its last turn sent is answered
+    for i, event in enumerate(events):
+        if isinstance(event, Message):
+            busy_until[event.chat] = max(event.t, busy_until.get(event.chat, event.t)) + latency
+        elif isinstance(event, Command) and event.name == "/stop":
+            busy_until[event.chat] = min(busy_until.get(event.chat, event.t), event.t)
+        elif isinstance(event, (Sigterm, Crash)):
+            if any(until > event.t for until in busy_until.values()) and any(isinstance(e, Restart) for e in events[i + 1:]):
+                return True
+            busy_until = {}
+    return False
+
+
 def scenario_features(scenario: Scenario) -> frozenset[str]:
     """The optional settings of `SETTINGS` that `scenario` uses: its config's, those of the
-    configurations its restarts change to, and `restart_config` if any restart changes it."""
+    configurations its restarts change to, `restart_config` if any restart changes it, and
+    `restart_after_cut_off_turn` if it restarts after a stop that cut a turn off."""
     used = set(config_features(scenario.config))
+    if cuts_off_a_turn_then_restarts(scenario):
+        used.add("restart_after_cut_off_turn")
     config = scenario.config
     for event in scenario.events:
         if isinstance(event, Restart) and event.change is not None:

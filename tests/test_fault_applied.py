@@ -1,7 +1,7 @@
 """A fault the harness injects is verified as applied: a gateway that ignores
-`delete_session_row` (or its cascade), or takes more rows than the cascade, is a gateway error
-at the deletion step, in process and over the JSON-lines protocol alike, so no deletion
-scenario passes vacuously."""
+`delete_session_row` (or its cascade) is a gateway error at the deletion step, in process and
+over the JSON-lines protocol alike, so no deletion scenario passes vacuously; one that takes more
+rows than the cascade is noted and judged (I2)."""
 
 from __future__ import annotations
 
@@ -57,12 +57,28 @@ def test_an_ignored_cascade_is_named() -> None:
         "the gateway ignored the deletion of s1: the row of s2, which its cascade takes, is still in the store")
 
 
-def test_a_deletion_taking_more_than_its_cascade_is_named() -> None:
-    """Rows the deletion took beyond its cascade would be judged as kept: an error too."""
+class TakesTheWholeChat(ReferenceGateway):
+    """Deleting the chat's live session takes its ended one too (OpenClaw 2026.9.6: one session
+    id carries every segment between resets, and a deletion takes the id)."""
+
+    def delete_session_row(self, session_id: str, keep_children: bool = False) -> None:
+        super().delete_session_row(session_id, keep_children)
+        if session_id == "s2":
+            super().delete_session_row("s1", keep_children)
+
+
+def test_a_deletion_taking_more_than_its_cascade_is_noted_and_judged() -> None:
+    """Rows taken beyond the cascade are the gateway's doing, not an unapplied fault: the run goes
+    on, a note names them, and I2 judges the acknowledged turns they held as missing."""
     scenario = load_file(Path(__file__).parent.parent / "conformance/catalog/12-heal-fk-row-present.yaml")
     result = run_scenario(scenario, AlwaysCascades(), "always-cascades")
-    assert result.failure is not None and result.failure.kind == "error"
-    assert result.failure.message == "the gateway's deletion of s1 also removed s2, which its cascade does not take"
+    assert result.failure is None
+    note = next(r for r in result.records if r.kind == "note" and r.d("what") == "deletion beyond its cascade")
+    assert (note.session, note.d("removed")) == ("s1", ["s2"])
+    scenario = load_file(Path(__file__).parent.parent / "conformance/catalog/51-delete-after-reset.yaml")
+    result = run_scenario(scenario, TakesTheWholeChat(), "takes-the-whole-chat")
+    assert result.failure is None and result.verdicts["I2"].status == "fail"
+    assert "turn t1 (session s1" in result.verdicts["I2"].violations[0].message
 
 
 def test_the_cascade_taken_is_recorded() -> None:

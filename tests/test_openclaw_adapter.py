@@ -47,14 +47,37 @@ def test_every_release_pins_its_lockfile() -> None:
 
 
 def test_every_release_has_its_seams_and_expectations() -> None:
-    """gateway.mjs says where each release keeps the functions it calls (SEAMS), and each
+    """boot.mjs says where each release keeps the functions it calls (SEAMS), and each
     release is judged against its own expectations file."""
-    gateway = (openclaw.NODE_DIR / "gateway.mjs").read_text()
+    gateway = (openclaw.NODE_DIR / "boot.mjs").read_text()
     assert "2026.7.35" in openclaw.RELEASES
     for release in openclaw.RELEASES:
         assert f'  "{release}": {{' in gateway, release
         assert (Path(openclaw.__file__).parents[2] / "expectations" / f"openclaw-{release}.txt").is_file()
     assert expectation_names("openclaw:2026.7.35") == ["openclaw-2026.7.35"]
+
+
+def test_the_adapter_is_every_module_it_imports_each_under_400_lines() -> None:
+    """The cache dir (adapter/<hash>/) gets every module the adapter imports (issue #22: none
+    over ~400 lines)."""
+    import re
+
+    assert {"gateway.mjs", "clock.mjs", "clock-worker.mjs", "regions.mjs"} <= set(openclaw.ADAPTER_FILES)
+    for name in openclaw.ADAPTER_FILES:
+        text = (openclaw.NODE_DIR / name).read_text()
+        assert len(text.splitlines()) < 400, name
+        for imported in re.findall(r'^import .*from "\./([\w-]+\.mjs)";$', text, re.M):
+            assert imported in openclaw.ADAPTER_FILES, (name, imported)
+
+
+def test_only_2026_9_6_declares_restart_recovery_unsupported() -> None:
+    """2026.9.6 refuses a message after a restart that cut a turn off until its startup recovery
+    (which the adapter cannot run) settles the claim; 2026.7.35 has no such claims."""
+    boot = (openclaw.NODE_DIR / "boot.mjs").read_text()
+    seams = {release: boot[boot.index(f'  "{release}": {{'):] for release in ("2026.9.6", "2026.7.35")}
+    assert "restartRecovery: true," in seams["2026.9.6"].split("\n  },")[0]
+    assert "restartRecovery: false," in seams["2026.7.35"].split("\n  },")[0]
+    assert '"restart_after_cut_off_turn"' in (openclaw.NODE_DIR / "gateway.mjs").read_text()
 
 
 def test_expectations_are_per_release_and_memory_hook() -> None:

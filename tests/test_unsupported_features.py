@@ -88,3 +88,57 @@ def test_reset_takes_a_policy_or_default_only() -> None:
 
     with pytest.raises(ScenarioError, match=re.escape("config.reset: expected a policy like {mode: idle} or 'default', got 'defualt'")):
         load_text(BASE.replace("RESET", "defualt"))
+
+
+CUT_OFF = """
+name: cut-off
+start: 2026-03-02T09:00
+config: {reset: {mode: none}, turn_latency: 1m}
+events:
+  - message: alice
+  - sigterm: true
+    after: STOP
+  - restart: true
+    after: 1m
+  - message: alice
+    after: 1m
+"""
+
+
+class NoRestartRecovery(ReferenceGateway):
+    """The reference, declaring it cannot restart after a stop that cut a turn off (OpenClaw 2026.9.6)."""
+
+    def profile(self, config):  # type: ignore[no-untyped-def]
+        return replace(super().profile(config), unsupported=frozenset({"restart_after_cut_off_turn"}))
+
+
+def test_a_restart_after_a_cut_off_turn_is_a_feature_of_the_timeline() -> None:
+    from conformance.features import scenario_features
+    from conformance.harness.suite import catalog_paths
+    from sim.loader import load_file
+
+    assert "restart_after_cut_off_turn" in FEATURES
+    assert "restart_after_cut_off_turn" in scenario_features(load_text(CUT_OFF.replace("STOP", "30s")))
+    assert "restart_after_cut_off_turn" not in scenario_features(load_text(CUT_OFF.replace("STOP", "2m")))  # answered by then
+    flagged = [p.stem[:2] for p in catalog_paths() if "restart_after_cut_off_turn" in scenario_features(load_file(p))]
+    assert flagged == ["27", "41"]
+
+
+def test_a_restart_after_a_cut_off_turn_is_skipped_when_declared() -> None:
+    assert outcome(run_scenario(load_text(CUT_OFF.replace("STOP", "30s")), NoRestartRecovery(), "lacking")) == "skip"
+    assert outcome(run_scenario(load_text(CUT_OFF.replace("STOP", "2m")), NoRestartRecovery(), "lacking")) == "pass"
+
+
+class NoProvidersNoRestartRecovery(ReferenceGateway):
+    """Declares neither memory providers nor a restart after a cut-off turn (OpenClaw 2026.9.6)."""
+
+    def profile(self, config):  # type: ignore[no-untyped-def]
+        return replace(super().profile(config), unsupported=frozenset({"providers", "restart_after_cut_off_turn"}))
+
+
+def test_a_scenario_skipped_whole_after_its_providers_were_left_out_is_a_skip() -> None:
+    """The providers' `skipped` record comes first; the scenario's skip is still seen (catalog 27)."""
+    text = CUT_OFF.replace("STOP", "30s").replace("turn_latency: 1m}", "turn_latency: 1m, providers: [{name: hindsight}]}")
+    result = run_scenario(load_text(text), NoProvidersNoRestartRecovery(), "lacking")
+    assert [r.d("scope") for r in result.records[1:3]] == ["config", "scenario"]
+    assert outcome(result) == "skip" and "restart_after_cut_off_turn" in result.skipped

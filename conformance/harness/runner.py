@@ -54,9 +54,14 @@ class RunResult:
     @property
     def skipped(self) -> str:
         """Why the whole scenario was not judged ('' if it was): its config uses a feature the
-        gateway declares unsupported."""
-        head = self.records[1] if len(self.records) > 1 else None
-        return str(head.d("reason")) if head is not None and head.kind == "skipped" and head.d("scope") == "scenario" else ""
+        gateway declares unsupported. Its record comes right after the scenario's, or after the
+        one saying its providers were left out (a gateway without `providers`)."""
+        for head in self.records[1:3]:
+            if head.kind != "skipped":
+                break
+            if head.d("scope") == "scenario":
+                return str(head.d("reason"))
+        return ""
 
     @property
     def passed(self) -> bool:

@@ -31,7 +31,7 @@ NODE_DIR = HERE / "node"
 RELEASES = tuple(sorted(p.name for p in (NODE_DIR / "releases").iterdir() if (p / "package-lock.json").is_file()))
 DEFAULT_RELEASE = "2026.9.6"
 MEMORY_HOOKS = ("session-memory", "before-reset")  # which OpenClaw hook is the contract's on_session_end
-ADAPTER_FILES = ("clock.mjs", "clock-worker.mjs", "gateway.mjs", "regions.mjs")
+ADAPTER_FILES = tuple(sorted(p.name for p in NODE_DIR.glob("*.mjs")))  # the adapter's ES modules, copied (and hashed) together
 STEP_TIMEOUT = 600.0  # a first turn on a busy 2-core machine takes tens of seconds of SQLite maintenance
 
 
