@@ -64,8 +64,22 @@ class SpilledRecords(Sequence[Obs]):
                 self._kind_names.append(r.kind)
         self._kinds.extend(map(codes.__getitem__, (r.kind for r in records)))
         self._starts.extend(accumulate(map(len, blobs[:-1]), initial=self._end))
-        data = b"".join(blobs)
-        self._file.write(data)
+        # Joined, one write; a record past BLOCK bytes (a long run's final snapshot: tens of MB)
+        # is written as it is, not copied into the join.
+        pending: list[bytes] = []
+        for blob in blobs:
+            if len(blob) > BLOCK:
+                self._write(b"".join(pending))
+                pending = []
+                self._write(blob)
+            else:
+                pending.append(blob)
+        self._write(b"".join(pending))
+
+    def _write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:  # an unbuffered file may take part of it
+            view = view[self._file.write(view):]
         self._end += len(data)
 
     def __len__(self) -> int:
@@ -136,13 +150,17 @@ class ObservationLog:
     """An append-only list of observations, stamped with the current time and step.
 
     Past `spill_at` records (None: never) it goes to a temporary file (`SpilledRecords`),
-    so a run of millions of events holds a few thousand records in memory, not all of them."""
+    so a run of millions of events holds a few thousand records in memory, not all of them.
+    A log `expected` to write at least `spill_at` records goes to the file from its first
+    `SPILL_CHUNK`: holding the first `spill_at` (≈ 640 bytes each) would only raise the peak."""
 
-    def __init__(self, now: Any, spill_at: int | None = SPILL_AT) -> None:
+    def __init__(self, now: Any, spill_at: int | None = SPILL_AT, expected: int = 0) -> None:
         self._now = now  # a zero-argument callable returning virtual ms
         self.step: Step = 0
         self._recent: list[Obs] = []  # every record, or those not yet written out
         self._write_at = sys.maxsize if spill_at is None else max(1, spill_at)
+        if expected >= self._write_at:  # it will spill anyway: from the first chunk, not after `spill_at` records held
+            self._write_at = min(self._write_at, SPILL_CHUNK)
         self._file: SpilledRecords | None = None
 
     def add(self, kind: str, *, chat: str | None = None, session: str | None = None,

@@ -18,7 +18,6 @@ from conformance.checks.model.facts import (
     Downtime,
     HeldCommand,
     PolicyChange,
-    Stamp,
     Turn,
     new_command,
 )
@@ -119,15 +118,15 @@ def walk_log(records: Sequence[Obs]) -> Walked:
                 down_since = r.t
         elif kind == "llm_request" and r.turns and r.turns[0] in turns:
             turn = turns[r.turns[0]]
-            if turn.request is None:
-                turn.request, turn.request_index = Stamp(r.t, names.setdefault(r.session, r.session)), index
-            if turn.reply is None:  # a gateway that interrupts and asks again is answered at the last ask
+            if turn.request_index < 0:
+                turn.request_t, turn.request_session, turn.request_index = r.t, names.setdefault(r.session, r.session), index
+            if not turn.acked:  # a gateway that interrupts and asks again is answered at the last ask
                 turn.asked = r.t
         elif kind == "reply" and r.turns and r.turns[0] in turns:
             turn = turns[r.turns[0]]
             turn.replies += 1
-            if turn.reply is None:
-                turn.reply, turn.reply_index = Stamp(r.t, names.setdefault(r.session, r.session)), index
+            if not turn.acked:
+                turn.reply_t, turn.reply_session, turn.reply_index = r.t, names.setdefault(r.session, r.session), index
         elif kind == "durable" and r.d("label") == "final":
             final_index = index
         elif kind == "error":
