@@ -50,6 +50,9 @@ class SpilledRecords(Sequence[Obs]):
         self._kind_codes: dict[str, int] = {}
         self._kind_names: list[str] = []
         self._head: Obs | None = None  # record 0, which readers ask for often (the scenario)
+        # Each `durable` record's label, by index: the final snapshot is every stored row (a long
+        # run's largest record), and a reader after the label alone need not load it.
+        self.durable_labels: dict[int, Any] = {}
 
     def extend(self, records: Iterable[Obs]) -> None:
         """Append records to the file (in order)."""
@@ -63,6 +66,10 @@ class SpilledRecords(Sequence[Obs]):
                 codes[r.kind] = len(self._kind_names)
                 self._kind_names.append(r.kind)
         self._kinds.extend(map(codes.__getitem__, (r.kind for r in records)))
+        labels = self.durable_labels
+        for index, r in enumerate(records, len(self._starts)):
+            if r.kind == "durable":
+                labels[index] = r.detail.get("label")
         self._starts.extend(accumulate(map(len, blobs[:-1]), initial=self._end))
         # Joined, one write; a record past BLOCK bytes (a long run's final snapshot: tens of MB)
         # is written as it is, not copied into the join.

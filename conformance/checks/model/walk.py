@@ -46,6 +46,7 @@ _PASSIVE = frozenset({"resources", "ingest", "sync_turn", "on_session_end", "on_
                       "on_session_reset", "note"})
 # Of those, the kinds the walk needs nothing of but the kind: a spilled log leaves them unparsed.
 _UNREAD = _PASSIVE - SESSION_KINDS
+_UNREAD_SPILLED = _UNREAD | {"durable"}  # a spilled log's `durable_labels` say which snapshot is final
 _kind = attrgetter("kind")
 
 
@@ -78,7 +79,9 @@ def walk_log(records: Sequence[Obs]) -> Walked:
     # Chat and session names, one copy each: a record read back from a spilled log brings
     # its own copy of every string, and a turn keeps three.
     names: dict[str | None, str | None] = {}
-    for index, (kind, r) in enumerate(_pairs(records)):
+    # A spilled log knows its snapshots' labels: the walk leaves them unread (the final one is every row).
+    labels: dict[int, object] | None = getattr(records, "durable_labels", None)
+    for index, (kind, r) in enumerate(_pairs(records, _UNREAD if labels is None else _UNREAD_SPILLED)):
         by_kind[kind].append(index)
         if r is None:
             continue
@@ -131,6 +134,8 @@ def walk_log(records: Sequence[Obs]) -> Walked:
             final_index = index
         elif kind == "error":
             failure = r
+    if labels is not None:
+        final_index = max((index for index, label in labels.items() if label == "final"), default=-1)
     if down_since is not None:
         stopped.append(Downtime(down_since, NEVER))
     for delivery in deliveries:
@@ -145,13 +150,13 @@ def walk_log(records: Sequence[Obs]) -> Walked:
     return Walked(view, turns, commands, failure, stopped, dict(acked))
 
 
-def _pairs(records: Sequence[Obs]) -> Iterator[tuple[str, Obs | None]]:
+def _pairs(records: Sequence[Obs], unread: frozenset[str]) -> Iterator[tuple[str, Obs | None]]:
     """(kind, record) for each record in order; the record is None where the walk reads
     only the kind and the log is spilled (its file knows each line's kind)."""
     walk = getattr(records, "walk", None)
     if walk is None:
         return zip(map(_kind, records), records, strict=True)
-    return walk(_UNREAD)  # type: ignore[no-any-return]
+    return walk(unread)  # type: ignore[no-any-return]
 
 
 def _delivered(delivery: Delivery) -> Iterator[tuple[str, CommandAt]]:
