@@ -48,12 +48,20 @@ def check(m: RunModel) -> Verdict:
             tuple(indexes), m.records[indexes[1]].t, m.records[indexes[0]].session, (turn,)))
     violations += _stored_twice(m)
     violations += _ended_twice(m)
-    carriers: dict[str, dict[str, int]] = defaultdict(dict)  # turn -> session -> first end index
+    # Each turn's first on_session_end, and, for a turn that a second session's end carried too,
+    # session -> its first end index (a dict for every turn was most of I4's memory on long runs).
+    end_session: dict[int, str] = {}
+    first_end: dict[str, int] = {}  # keyed by the model's copy of the id, as above
+    carriers: dict[str, dict[str, int]] = {}
     for index, r in m.of("on_session_end"):
         examined += 1
+        session = end_session[index] = r.session or ""
         for turn in r.turns:
-            carriers[turn].setdefault(r.session or "", index)
-    for turn, sessions in sorted(((k, v) for k, v in carriers.items() if len(v) > 1), key=lambda kv: min(kv[1].values())):
+            first = first_end.setdefault(turns[turn].id if turn in turns else turn, index)
+            if first != index and end_session[first] != session:
+                carriers.setdefault(turn, {end_session[first]: first}).setdefault(session, index)
+    multi = [(turn, carriers[turn]) for turn in first_end if turn in carriers] if carriers else []  # first-seen order
+    for turn, sessions in sorted(multi, key=lambda kv: min(kv[1].values())):
         names = sorted(sessions, key=lambda s: sessions[s])
         violations.append(Violation(
             f"turn {turn} was delivered in on_session_end of {len(sessions)} sessions: {', '.join(names)}",
