@@ -123,10 +123,13 @@ def _repeats(sessions: dict) -> bool:
     users: set[str] = set()
     total = 0
     for body in sessions.values():
-        rows = [(role, turn) for role, turn, _vis in body["rows"] if turn]
-        if len(set(rows)) != len(rows):
+        rows = body["rows"]  # (role, turn) distinct in the session: each role's turns distinct (no pair a row)
+        mine_rows = [turn for role, turn, _vis in rows if turn and role == "user"]
+        replies = [turn for role, turn, _vis in rows if turn and role == "assistant"]
+        others = [(role, turn) for role, turn, _vis in rows if turn and role != "user" and role != "assistant"]
+        mine = set(mine_rows)
+        if len(mine) != len(mine_rows) or len(set(replies)) != len(replies) or len(set(others)) != len(others):
             return True
-        mine = {turn for role, turn in rows if role == "user"}
         total += len(mine)
         users |= mine
     return len(users) != total
@@ -141,12 +144,12 @@ def _ended_twice(m: RunModel) -> list[Violation]:
         for seg in m.segments[chat]:
             if seg.session is not None:
                 covered.add(seg.session)
-                lives.append((seg.session, m.ends_in(seg)))
+                lives.append((seg.session, [(i, r.t) for i, r in m.ends_in(seg)]))  # not the records: they carry every turn
     for session in sorted({r.session for _i, r in m.of("on_session_end") if r.session} - covered):
-        lives.append((session, m.of_session("on_session_end", session)))
+        lives.append((session, [(i, r.t) for i, r in m.of_session("on_session_end", session)]))
     for session, ends in lives:
         if len(ends) > 1:
             out.append(Violation(
                 f"session {session} got {len(ends)} on_session_end calls: at {at_times(m, [i for i, _ in ends])}",
-                tuple(i for i, _ in ends), ends[1][1].t, session))
+                tuple(i for i, _ in ends), ends[1][1], session))
     return out

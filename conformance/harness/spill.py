@@ -129,8 +129,11 @@ class SpilledRecords(Sequence[Obs]):
         for index in indexes:
             start = starts[index]
             stop = starts[index + 1] if index + 1 < count else end
+            if stop - start > BLOCK:  # read by itself, not kept as the block while its reader holds the record
+                yield _load(os.pread(self._fd, stop - start, start))
+                continue
             if start < base or stop > base + len(block):
-                base, block = start, memoryview(os.pread(self._fd, max(BLOCK, stop - start), start))
+                base, block = start, memoryview(os.pread(self._fd, BLOCK, start))
             yield _load(block[start - base:stop - base])
 
     def walk(self, unread: frozenset[str]) -> Iterator[tuple[str, Obs | None]]:
