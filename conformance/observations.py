@@ -159,10 +159,14 @@ class DurableState:
 
     def to_detail(self) -> dict[str, Any]:
         """A compact, canonical form for the log: session -> [[role, turn, visibility], …], a row
-        carrying two turns (folded by the gateway) once for each."""
+        carrying two turns (folded by the gateway) once for each. A turn id is one string for all
+        its rows (a turn's message and reply: two), which a spilled log's file keeps shared."""
+        share: dict[str | None, str | None] = {}
+        shared = share.setdefault
         return {
             "sessions": {
-                s.id: {"parent": s.parent, "rows": [[m.role, turn, m.visibility] for m in s.messages for turn in m.turns]}
+                s.id: {"parent": s.parent,
+                       "rows": [[m.role, shared(turn, turn), m.visibility] for m in s.messages for turn in m.turns]}
                 for s in sorted(self.sessions, key=lambda s: s.id)
             },
             "routing": {chat: sid for chat, sid in self.routing},

@@ -147,7 +147,7 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
         them (every row of 10^6 turns, hundreds of MB)."""
         store = self.__dict__.pop("store", None)
         if store is not None:
-            store.db.close()
+            store.close()
 
     def stop_timers(self) -> None:
         for timer in [*self.volatile.timers, *([self.volatile.tick_timer] if self.volatile.tick_timer else [])]:

@@ -73,6 +73,14 @@ class Store:
             for route in self.read_routes()
         }
 
+    def close(self) -> None:
+        """The run is over: the database goes, and with it every read cache (the rows
+        `read_messages` has read are every stored row by the final snapshot; other objects of
+        the gateway, its memory manager, still hold the store)."""
+        self.db.close()
+        self._transcripts, self._existing, self._lives, self._seen_rows = {}, {}, {}, {}
+        self._routing, self.saved_routes = {}, {}
+
     # -- faults -----------------------------------------------------------------------
 
     def _check_lock(self) -> None:

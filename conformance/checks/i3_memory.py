@@ -36,11 +36,11 @@ def check(m: RunModel) -> Verdict:
     foreign: list[Violation] = []
     whole: dict[str, dict[str, tuple[int, int]]] = {b: {} for b in backends}  # backend -> turn -> (index, t) both halves in
     seen: dict[str, tuple[set[str], set[str]]] = {}
+    own = _own_ids(m)
     for index, r in m.of("ingest"):
         backend = r.d("backend")
         mine = ingested.setdefault(backend, (set(), set()))
-        halves = ingested_halves(r)
-        users, replies = halves
+        halves = users, replies = own(ingested_halves(r))
         both = seen.setdefault(backend, (set(), set()))
         both[0].update(users)
         both[1].update(replies)
@@ -83,6 +83,19 @@ def check(m: RunModel) -> Verdict:
     violations.extend(_late(m, backends, whole, moments))
     violations.extend(_unacknowledged(m, ingested))
     return Verdict("I3", "fail" if violations else "pass", tuple(violations), examined=examined)
+
+
+def _own_ids(m: RunModel) -> Callable[[tuple[tuple[str, ...], tuple[str, ...]]], tuple[tuple[str, ...], tuple[str, ...]]]:
+    """Both halves' turn ids as the model's own strings (a spilled log's record brings fresh
+    copies, and the sets below keep one per turn and half: a long run's largest part of I3)."""
+    turns = m.turns
+
+    def own(halves: tuple[tuple[str, ...], tuple[str, ...]]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        users, replies = halves
+        return (tuple([turn.id if (turn := turns.get(tid)) is not None else tid for tid in users]),
+                tuple([turn.id if (turn := turns.get(tid)) is not None else tid for tid in replies]))
+
+    return own
 
 
 def _half_missing(m: RunModel, backend: str, partial: list[Turn], half: str) -> Violation:

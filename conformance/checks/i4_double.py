@@ -48,12 +48,20 @@ def check(m: RunModel) -> Verdict:
             tuple(indexes), m.records[indexes[1]].t, m.records[indexes[0]].session, (turn,)))
     violations += _stored_twice(m)
     violations += _ended_twice(m)
-    carriers: dict[str, dict[str, int]] = defaultdict(dict)  # turn -> session -> first end index
+    # Each turn's first on_session_end, and, for a turn that a second session's end carried too,
+    # session -> its first end index (a dict for every turn was most of I4's memory on long runs).
+    end_session: dict[int, str] = {}
+    first_end: dict[str, int] = {}  # keyed by the model's copy of the id, as above
+    carriers: dict[str, dict[str, int]] = {}
     for index, r in m.of("on_session_end"):
         examined += 1
+        session = end_session[index] = r.session or ""
         for turn in r.turns:
-            carriers[turn].setdefault(r.session or "", index)
-    for turn, sessions in sorted(((k, v) for k, v in carriers.items() if len(v) > 1), key=lambda kv: min(kv[1].values())):
+            first = first_end.setdefault(turns[turn].id if turn in turns else turn, index)
+            if first != index and end_session[first] != session:
+                carriers.setdefault(turn, {end_session[first]: first}).setdefault(session, index)
+    multi = [(turn, carriers[turn]) for turn in first_end if turn in carriers] if carriers else []  # first-seen order
+    for turn, sessions in sorted(multi, key=lambda kv: min(kv[1].values())):
         names = sorted(sessions, key=lambda s: sessions[s])
         violations.append(Violation(
             f"turn {turn} was delivered in on_session_end of {len(sessions)} sessions: {', '.join(names)}",
@@ -115,10 +123,13 @@ def _repeats(sessions: dict) -> bool:
     users: set[str] = set()
     total = 0
     for body in sessions.values():
-        rows = [(role, turn) for role, turn, _vis in body["rows"] if turn]
-        if len(set(rows)) != len(rows):
+        rows = body["rows"]  # (role, turn) distinct in the session: each role's turns distinct (no pair a row)
+        mine_rows = [turn for role, turn, _vis in rows if turn and role == "user"]
+        replies = [turn for role, turn, _vis in rows if turn and role == "assistant"]
+        others = [(role, turn) for role, turn, _vis in rows if turn and role != "user" and role != "assistant"]
+        mine = set(mine_rows)
+        if len(mine) != len(mine_rows) or len(set(replies)) != len(replies) or len(set(others)) != len(others):
             return True
-        mine = {turn for role, turn in rows if role == "user"}
         total += len(mine)
         users |= mine
     return len(users) != total
@@ -133,12 +144,12 @@ def _ended_twice(m: RunModel) -> list[Violation]:
         for seg in m.segments[chat]:
             if seg.session is not None:
                 covered.add(seg.session)
-                lives.append((seg.session, m.ends_in(seg)))
+                lives.append((seg.session, [(i, r.t) for i, r in m.ends_in(seg)]))  # not the records: they carry every turn
     for session in sorted({r.session for _i, r in m.of("on_session_end") if r.session} - covered):
-        lives.append((session, m.of_session("on_session_end", session)))
+        lives.append((session, [(i, r.t) for i, r in m.of_session("on_session_end", session)]))
     for session, ends in lives:
         if len(ends) > 1:
             out.append(Violation(
                 f"session {session} got {len(ends)} on_session_end calls: at {at_times(m, [i for i, _ in ends])}",
-                tuple(i for i, _ in ends), ends[1][1].t, session))
+                tuple(i for i, _ in ends), ends[1][1], session))
     return out

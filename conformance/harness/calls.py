@@ -93,7 +93,9 @@ class GatewayCalls:
         self.name = name
         self.clock = VirtualClock(scenario.start, scenario.zone)
         self.engine = Engine(self.clock, seed=scenario.seed, budget=budget)
-        self.log = ObservationLog(self.clock.now, spill_at)
+        # A message that is answered writes four records or more (its input, the LLM request and
+        # answer, the reply): a scenario of spill_at/4 of them will spill, so its log does at once.
+        self.log = ObservationLog(self.clock.now, spill_at, expected=4 * sum(type(e) is Message for e in scenario.events))
         self.profile = Profile()  # replaced by what the gateway declares, first thing in execute()
         self.up = False
         self.inbox: deque[tuple[Event, Any]] = deque()  # what arrived while the gateway was down

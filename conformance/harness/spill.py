@@ -50,6 +50,9 @@ class SpilledRecords(Sequence[Obs]):
         self._kind_codes: dict[str, int] = {}
         self._kind_names: list[str] = []
         self._head: Obs | None = None  # record 0, which readers ask for often (the scenario)
+        # Each `durable` record's label, by index: the final snapshot is every stored row (a long
+        # run's largest record), and a reader after the label alone need not load it.
+        self.durable_labels: dict[int, Any] = {}
 
     def extend(self, records: Iterable[Obs]) -> None:
         """Append records to the file (in order)."""
@@ -63,9 +66,27 @@ class SpilledRecords(Sequence[Obs]):
                 codes[r.kind] = len(self._kind_names)
                 self._kind_names.append(r.kind)
         self._kinds.extend(map(codes.__getitem__, (r.kind for r in records)))
+        labels = self.durable_labels
+        for index, r in enumerate(records, len(self._starts)):
+            if r.kind == "durable":
+                labels[index] = r.detail.get("label")
         self._starts.extend(accumulate(map(len, blobs[:-1]), initial=self._end))
-        data = b"".join(blobs)
-        self._file.write(data)
+        # Joined, one write; a record past BLOCK bytes (a long run's final snapshot: tens of MB)
+        # is written as it is, not copied into the join.
+        pending: list[bytes] = []
+        for blob in blobs:
+            if len(blob) > BLOCK:
+                self._write(b"".join(pending))
+                pending = []
+                self._write(blob)
+            else:
+                pending.append(blob)
+        self._write(b"".join(pending))
+
+    def _write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:  # an unbuffered file may take part of it
+            view = view[self._file.write(view):]
         self._end += len(data)
 
     def __len__(self) -> int:
@@ -108,8 +129,11 @@ class SpilledRecords(Sequence[Obs]):
         for index in indexes:
             start = starts[index]
             stop = starts[index + 1] if index + 1 < count else end
+            if stop - start > BLOCK:  # read by itself, not kept as the block while its reader holds the record
+                yield _load(os.pread(self._fd, stop - start, start))
+                continue
             if start < base or stop > base + len(block):
-                base, block = start, memoryview(os.pread(self._fd, max(BLOCK, stop - start), start))
+                base, block = start, memoryview(os.pread(self._fd, BLOCK, start))
             yield _load(block[start - base:stop - base])
 
     def walk(self, unread: frozenset[str]) -> Iterator[tuple[str, Obs | None]]:
@@ -136,13 +160,17 @@ class ObservationLog:
     """An append-only list of observations, stamped with the current time and step.
 
     Past `spill_at` records (None: never) it goes to a temporary file (`SpilledRecords`),
-    so a run of millions of events holds a few thousand records in memory, not all of them."""
+    so a run of millions of events holds a few thousand records in memory, not all of them.
+    A log `expected` to write at least `spill_at` records goes to the file from its first
+    `SPILL_CHUNK`: holding the first `spill_at` (≈ 640 bytes each) would only raise the peak."""
 
-    def __init__(self, now: Any, spill_at: int | None = SPILL_AT) -> None:
+    def __init__(self, now: Any, spill_at: int | None = SPILL_AT, expected: int = 0) -> None:
         self._now = now  # a zero-argument callable returning virtual ms
         self.step: Step = 0
         self._recent: list[Obs] = []  # every record, or those not yet written out
         self._write_at = sys.maxsize if spill_at is None else max(1, spill_at)
+        if expected >= self._write_at:  # it will spill anyway: from the first chunk, not after `spill_at` records held
+            self._write_at = min(self._write_at, SPILL_CHUNK)
         self._file: SpilledRecords | None = None
 
     def add(self, kind: str, *, chat: str | None = None, session: str | None = None,

@@ -18,7 +18,6 @@ from conformance.checks.model.facts import (
     Downtime,
     HeldCommand,
     PolicyChange,
-    Stamp,
     Turn,
     new_command,
 )
@@ -47,6 +46,7 @@ _PASSIVE = frozenset({"resources", "ingest", "sync_turn", "on_session_end", "on_
                       "on_session_reset", "note"})
 # Of those, the kinds the walk needs nothing of but the kind: a spilled log leaves them unparsed.
 _UNREAD = _PASSIVE - SESSION_KINDS
+_UNREAD_SPILLED = _UNREAD | {"durable"}  # a spilled log's `durable_labels` say which snapshot is final
 _kind = attrgetter("kind")
 
 
@@ -79,7 +79,9 @@ def walk_log(records: Sequence[Obs]) -> Walked:
     # Chat and session names, one copy each: a record read back from a spilled log brings
     # its own copy of every string, and a turn keeps three.
     names: dict[str | None, str | None] = {}
-    for index, (kind, r) in enumerate(_pairs(records)):
+    # A spilled log knows its snapshots' labels: the walk leaves them unread (the final one is every row).
+    labels: dict[int, object] | None = getattr(records, "durable_labels", None)
+    for index, (kind, r) in enumerate(_pairs(records, _UNREAD if labels is None else _UNREAD_SPILLED)):
         by_kind[kind].append(index)
         if r is None:
             continue
@@ -119,19 +121,21 @@ def walk_log(records: Sequence[Obs]) -> Walked:
                 down_since = r.t
         elif kind == "llm_request" and r.turns and r.turns[0] in turns:
             turn = turns[r.turns[0]]
-            if turn.request is None:
-                turn.request, turn.request_index = Stamp(r.t, names.setdefault(r.session, r.session)), index
-            if turn.reply is None:  # a gateway that interrupts and asks again is answered at the last ask
+            if turn.request_index < 0:
+                turn.request_t, turn.request_session, turn.request_index = r.t, names.setdefault(r.session, r.session), index
+            if not turn.acked:  # a gateway that interrupts and asks again is answered at the last ask
                 turn.asked = r.t
         elif kind == "reply" and r.turns and r.turns[0] in turns:
             turn = turns[r.turns[0]]
             turn.replies += 1
-            if turn.reply is None:
-                turn.reply, turn.reply_index = Stamp(r.t, names.setdefault(r.session, r.session)), index
+            if not turn.acked:
+                turn.reply_t, turn.reply_session, turn.reply_index = r.t, names.setdefault(r.session, r.session), index
         elif kind == "durable" and r.d("label") == "final":
             final_index = index
         elif kind == "error":
             failure = r
+    if labels is not None:
+        final_index = max((index for index, label in labels.items() if label == "final"), default=-1)
     if down_since is not None:
         stopped.append(Downtime(down_since, NEVER))
     for delivery in deliveries:
@@ -146,13 +150,13 @@ def walk_log(records: Sequence[Obs]) -> Walked:
     return Walked(view, turns, commands, failure, stopped, dict(acked))
 
 
-def _pairs(records: Sequence[Obs]) -> Iterator[tuple[str, Obs | None]]:
+def _pairs(records: Sequence[Obs], unread: frozenset[str]) -> Iterator[tuple[str, Obs | None]]:
     """(kind, record) for each record in order; the record is None where the walk reads
     only the kind and the log is spilled (its file knows each line's kind)."""
     walk = getattr(records, "walk", None)
     if walk is None:
         return zip(map(_kind, records), records, strict=True)
-    return walk(_UNREAD)  # type: ignore[no-any-return]
+    return walk(unread)  # type: ignore[no-any-return]
 
 
 def _delivered(delivery: Delivery) -> Iterator[tuple[str, CommandAt]]:
