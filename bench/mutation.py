@@ -83,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mutants", type=Path, help="run only the mutants this file names (one signature a line)")
     parser.add_argument("--allowed", type=Path, default=ALLOWED, help=f"survivors allowed, with why (default {ALLOWED.name})")
     parser.add_argument("--write-survivors", type=Path, help="write the survivors' signatures to this file")
-    parser.add_argument("--list", action="store_true", help="print every mutant and run none")
+    parser.add_argument("--list", action="store_true",
+                        help="print every mutant and run none; exit 1 if --allowed names a mutant that does not exist")
     parser.add_argument("--quick", action="store_true", help="3 mutants, 5 seeds (smoke test)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -95,7 +96,11 @@ def main(argv: list[str] | None = None) -> int:
         for m in every:
             print(f"{m.file}:{m.line}  {m.signature}")
         print(f"{len(every)} mutants")
-        return 0
+        named = {m.signature for m in every}
+        stale = [signature for signature in read_signatures(args.allowed) if signature not in named]
+        for signature in stale:  # the mutant moved or went: its allowance would hide nothing, or the wrong thing
+            print(f"warning: {args.allowed.name} lists {signature!r}, which names no mutant", file=sys.stderr)
+        return 1 if stale else 0
     chosen, missing = every, []
     if args.mutants:
         wanted = read_signatures(args.mutants)

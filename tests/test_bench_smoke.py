@@ -95,3 +95,18 @@ def test_mutation_bench_quick_is_deterministic_and_ends_with_the_kill_rate() -> 
     assert re.fullmatch(r"kill rate: \d+\.\d% \(\d+ of \d+ mutants that change behaviour\)", last_line(out)), out
     assert re.search(r"^mutants: 3 \(", out, re.MULTILINE), out
     assert "seeds 0:5" in out.splitlines()[0], out
+
+
+def test_every_allowed_survivor_names_a_mutant_that_exists(tmp_path: Path) -> None:
+    """A mutant that moved (a method renamed, a file split) leaves its allowance naming nothing:
+    `--list` says which and exits 1, so the allowed file cannot go stale unseen."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    allowed = (ROOT / "bench" / "mutation_allowed.txt").read_text(encoding="utf-8")
+    stale = tmp_path / "allowed.txt"
+    stale.write_text(allowed + "gateway.py ReferenceGateway.gone delete `return`  # moved away\n", encoding="utf-8")
+    runs = [subprocess.run([sys.executable, str(ROOT / "bench" / "mutation.py"), "--list", *extra], cwd=ROOT, env=env,
+                           capture_output=True, text=True, timeout=300) for extra in ([], ["--allowed", str(stale)])]
+    assert runs[0].returncode == 0 and runs[0].stderr == "", runs[0].stderr
+    assert runs[1].returncode == 1
+    assert runs[1].stderr == ("warning: allowed.txt lists 'gateway.py ReferenceGateway.gone delete `return`', "
+                              "which names no mutant\n")
