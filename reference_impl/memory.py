@@ -83,9 +83,12 @@ class BatchingProvider:
         """One backend call, keyed by turn and half (`keys`): a crash after it and before the
         watermark (crash point `batch-shipped`) re-ships the batch at the restart, and the
         backend takes each text once."""
-        texts = [text for t in pending for text in (t.user, t.assistant)]
-        self.backend.ingest(session, texts, self.keys(pending))
+        self.backend.ingest(session, self.texts(pending), self.keys(pending))
         self.store.crash_point("batch-shipped")  # the backend has them; the watermark not yet
+
+    def texts(self, pending: Sequence[Turn]) -> list[str]:
+        """What the batch ships: each turn's user message, then its reply."""
+        return [text for t in pending for text in (t.user, t.assistant)]
 
     def keys(self, pending: Sequence[Turn]) -> list[str] | None:
         """The batch's idempotency keys, one per text: provider, turn and half."""

@@ -26,15 +26,15 @@ class NoWatermarkProvider(BatchingProvider):
     ships each batch unkeyed and saves no watermark, so nothing leaves the buffer."""
 
     def deliver(self, session: str, pending: Sequence[Turn]) -> None:
-        self.backend.ingest(session, [text for t in pending for text in (t.user, t.assistant)])
+        self.backend.ingest(session, self.texts(pending))  # unkeyed: the backend takes every re-shipped text again
+        self.store.crash_point("batch-shipped")  # and no watermark after it
 
 
 class ReplyTwiceProvider(BatchingProvider):
-    """A provider that builds each shipped turn from the assistant message twice (unkeyed)."""
+    """A provider that builds each shipped turn from the assistant message twice."""
 
-    def ship(self, session: str, pending: Sequence[Turn]) -> None:
-        # Unkeyed and with no crash point, as this variant has always shipped (its flush predated both).
-        self.backend.ingest(session, [text for t in pending for text in (t.assistant, t.assistant)])
+    def texts(self, pending: Sequence[Turn]) -> list[str]:
+        return [text for t in pending for text in (t.assistant, t.assistant)]
 
 
 class BatchNoFlushOnSessionEnd(ReferenceGateway):
@@ -84,8 +84,8 @@ class BatchFlushReshipsRetained(ReferenceGateway):
     """
 
     def make_provider(self, spec: ProviderSpec) -> BatchingProvider:
-        # No retry_at: this provider has never waited for a slow backend (its flush predated backend_slow).
-        return NoWatermarkProvider(spec.name, spec.retain_every_n_turns, self.h.backends[spec.name], self.store)
+        return NoWatermarkProvider(spec.name, spec.retain_every_n_turns, self.h.backends[spec.name], self.store,
+                                   self.retry_memory_at)
 
 
 class MemoryShipsReplyTwice(ReferenceGateway):
@@ -98,5 +98,5 @@ class MemoryShipsReplyTwice(ReferenceGateway):
     """
 
     def make_provider(self, spec: ProviderSpec) -> BatchingProvider:
-        # No retry_at: this provider has never waited for a slow backend (its flush predated backend_slow).
-        return ReplyTwiceProvider(spec.name, spec.retain_every_n_turns, self.h.backends[spec.name], self.store)
+        return ReplyTwiceProvider(spec.name, spec.retain_every_n_turns, self.h.backends[spec.name], self.store,
+                                  self.retry_memory_at)
