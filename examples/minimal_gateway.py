@@ -30,7 +30,7 @@ from zoneinfo import ZoneInfo
 from conformance.adapter import BackendBusy, BackendUnavailable, Harness, Inbound, Profile
 from conformance.observations import DurableState, Resources, StoredMessage, StoredSession
 from sim.engine import Timer
-from sim.scenario import Chat, GatewayConfig
+from sim.scenario import Chat, GatewayConfig, ResetPolicy
 
 MINUTE = 60_000  # the harness's times and durations are int milliseconds (times: since the epoch)
 LAZY_SWEEP = 5 * MINUTE  # the idle sweep's period when there is no watcher (lazy mode)
@@ -107,12 +107,16 @@ class Pending:
 
 class MinimalGateway:
     def profile(self, config: GatewayConfig) -> Profile:
+        # `reset: default` leaves the policy to us: report the one we apply (never reset); `start` gets it in `config.reset`.
+        default = ResetPolicy() if config.reset_default else None
         if config.watcher_interval is None:  # lazy: the chat's next message notices an expiry
             # A chat configured eager is watched by the sweep's timer: its end is owed within one period.
             latency = LAZY_SWEEP if any(mode == "eager" for _, mode in config.finalization_by_chat) else 0
-            return Profile("lazy", latency, crash_durable=True, sweep_interval=LAZY_SWEEP, unsupported=UNSUPPORTED)
+            return Profile("lazy", latency, crash_durable=True, sweep_interval=LAZY_SWEEP, unsupported=UNSUPPORTED,
+                           reset_default=default)
         every = config.watcher_interval  # a boundary is acted on by the first tick after it
-        return Profile("eager", every, crash_durable=True, sweep_interval=every, unsupported=UNSUPPORTED)
+        return Profile("eager", every, crash_durable=True, sweep_interval=every, unsupported=UNSUPPORTED,
+                       reset_default=default)
 
     def start(self, config: GatewayConfig, harness: Harness) -> None:
         self.config, self.h = config, harness

@@ -22,7 +22,7 @@ from conformance.harness.registry import UnknownGateway
 from conformance.observations import DurableState, Resources
 from reference_impl.gateway import ReferenceGateway
 from reference_impl.store import Route, Store
-from sim.scenario import Chat, GatewayConfig
+from sim.scenario import Chat, GatewayConfig, ResetPolicy
 
 
 class RaisingGateway(ReferenceGateway):
@@ -67,7 +67,7 @@ class DoNothingGateway:
     but liveness judges what was acknowledged, and nothing was: only I9 can fail it."""
 
     def profile(self, config: GatewayConfig) -> Profile:
-        return Profile()
+        return Profile(reset_default=ResetPolicy() if config.reset_default else None)  # so `reset: default` runs too
 
     def start(self, config: GatewayConfig, harness: Harness) -> None:
         pass

