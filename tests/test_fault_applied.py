@@ -115,12 +115,18 @@ def test_ignoring_a_lock_is_an_error_where_the_gateway_wrote_through_it(path: Pa
     assert result.failure.message.endswith("written while it held")
 
 
+ENDED_BEFORE_DELETION = {"65-delete-ended-session-before-sweep"}  # its deletion comes after the chat's session ended (/new)
+
+
 @pytest.mark.parametrize("path", DELETING, ids=[p.stem for p in DELETING])
 def test_a_deletion_the_routing_cannot_aim_is_an_error(path: Path) -> None:
     """Routing is the gateway's own word, and the harness aims a deletion by it."""
     from reference_impl.selftest import HidesRoutingGateway
 
     result = run_scenario(load_file(path), HidesRoutingGateway(), "selftest:hides-routing")
+    if path.stem in ENDED_BEFORE_DELETION:  # no session live by the log: a gateway may keep no entry (the deletion takes nothing)
+        assert result.failure is None
+        return
     assert result.failure is not None and "the gateway's routing has no entry for " in result.failure.message
     assert result.failure.message.endswith("the deletion cannot be aimed")
 
