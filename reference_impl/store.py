@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Iterable
+from functools import cache
 from itertools import chain
 
 from conformance.observations import StoredMessage
@@ -49,7 +50,9 @@ class Store:
         self._existing: dict[str, str | None] = {}
         self._lives: dict[str, int] = {}  # session -> life, read once: only `bump_life` writes it
         self._seen_rows: dict[str, list[StoredMessage]] = {}  # what `read_messages` has read, up to `_seen_seq`
+        self._seen_tuples: dict[str, tuple[StoredMessage, ...]] = {}  # the same as handed out: one tuple while no row comes
         self._seen_seq = 0
+        self._sessions: list[tuple[str, str | None]] | None = None  # `all_sessions`, while no session row is written or deleted
         self.saved_routes: dict[str, None] = {}  # keys of the routing entries written, oldest first, for the watcher
         if not self.db.execute("SELECT name FROM sqlite_master WHERE name = 'sessions'").fetchone():
             self.db.executescript(SCHEMA)
@@ -66,6 +69,7 @@ class Store:
         self._transcripts.clear()
         self._existing.clear()
         self._lives.clear()
+        self._sessions = None
         self.saved_routes = {}
         self._routing = {
             route.chat_key: (route.chat_key, route.chat, route.session_id, route.previous_id, route.last_user,
@@ -78,7 +82,8 @@ class Store:
         `read_messages` has read are every stored row by the final snapshot; other objects of
         the gateway, its memory manager, still hold the store)."""
         self.db.close()
-        self._transcripts, self._existing, self._lives, self._seen_rows = {}, {}, {}, {}
+        self._transcripts, self._existing, self._lives, self._seen_rows, self._seen_tuples = {}, {}, {}, {}, {}
+        self._sessions = None
         self._routing, self.saved_routes = {}, {}
 
     # -- faults -----------------------------------------------------------------------
@@ -114,6 +119,7 @@ class Store:
         known = self._existing
         if session_id in known and known[session_id] == parent_id and (parent_id is None or parent_id in known):
             return
+        self._sessions = None
         self.db.execute(
             "INSERT INTO sessions(id, chat, parent_id, kind, started) VALUES (?, ?, ?, ?, ?) "
             "ON CONFLICT(id) DO UPDATE SET parent_id = excluded.parent_id",
@@ -165,19 +171,24 @@ class Store:
         forgets the sessions whose rows went. (The runner snapshots the store at every stop,
         checkpoint and deletion: re-reading every row each time cost more than the turns that
         wrote them.)"""
-        seen, words = self._seen_rows, _WORDS
+        seen, words, tuples = self._seen_rows, _WORDS, self._seen_tuples
         for seq, session, role, content, visibility in self.db.execute(
             "SELECT seq, session_id, role, content, visibility FROM messages WHERE seq > ? ORDER BY seq", (self._seen_seq,)
         ):  # SQLite hands out a new string per value: a role or visibility is kept as one shared copy
             seen.setdefault(session, []).append(StoredMessage(words.get(role, role), content, words.get(visibility, visibility)))
+            tuples.pop(session, None)
             self._seen_seq = seq
-        return {session: tuple(rows) for session, rows in seen.items()}
+        for session, rows in seen.items():  # a session with no new row keeps its tuple (the runner's checks skip it)
+            if session not in tuples:
+                tuples[session] = tuple(rows)
+        return {session: tuples[session] for session in seen}
 
     def delete_session(self, session_id: str, *, keep_children: bool = False) -> None:
         """What another surface does. `keep_children` deletes with foreign keys off, as the
         sqlite3 shell does by default: the row and its messages go, its children dangle."""
         self._transcripts.clear()  # a cascade reaches sessions the caches cannot name
         self._existing.clear()
+        self._sessions = None
         try:
             if keep_children:
                 self.db.execute("PRAGMA foreign_keys = OFF")
@@ -193,6 +204,7 @@ class Store:
             alive = {sid for (sid,) in self.db.execute("SELECT id FROM sessions")}
             for gone in [sid for sid in self._seen_rows if sid not in alive]:
                 del self._seen_rows[gone]
+                self._seen_tuples.pop(gone, None)
 
     # -- routing ----------------------------------------------------------------------
 
@@ -268,13 +280,12 @@ class Store:
         )
         return cursor.rowcount == 1
 
-    def mark_end_done(self, session_id: str, column: str) -> None:
-        assert column in ("memory_done", "finalize_done")
-        if column == "memory_done":  # memory has the transcript: the read cache keeps live sessions only
+    def mark_end_done(self, session_id: str, *columns: str) -> None:
+        """Set the end's flags (`memory_done`, `finalize_done`, or both in one statement)."""
+        assert columns and set(columns) <= {"memory_done", "finalize_done"}
+        if "memory_done" in columns:  # memory has the transcript: the read cache keeps live sessions only
             self._transcripts.pop(session_id, None)
-        self.db.execute(
-            f"UPDATE session_ends SET {column} = 1 WHERE session_id = ? AND life = ?", (session_id, self.life(session_id))
-        )
+        self.db.execute(_mark_done(columns), (session_id, self.life(session_id)))
 
     def unfinished_ends(self) -> list[tuple[str, str, bool, bool]]:
         """Ends recorded but whose hooks did not all fire (a crash in between)."""
@@ -352,7 +363,11 @@ class Store:
         return list(self.db.execute("SELECT chat_key, command, t, left_id, target_id FROM command_journal ORDER BY chat_key"))
 
     def all_sessions(self) -> list[tuple[str, str | None]]:
-        return list(self.db.execute("SELECT id, parent_id FROM sessions ORDER BY id"))
+        """(id, parent) of every session row, by id: read again only after a session row was
+        written or deleted (`upsert_session`, `delete_session`; a restart reads it anew)."""
+        if self._sessions is None:
+            self._sessions = list(self.db.execute("SELECT id, parent_id FROM sessions ORDER BY id"))
+        return list(self._sessions)
 
     def _write_rows(self, statement: Callable[[int], str], rows: list[tuple], shared: tuple = ()) -> None:
         """Write many rows with few statements: `statement(n)` is the SQL for n rows, whose
@@ -368,6 +383,11 @@ class Store:
                 if start:
                     self.crash_point("rows-chunk-written")
                 self._write_rows(statement, rows[start:start + _CHUNK], shared)
+
+
+@cache
+def _mark_done(columns: tuple[str, ...]) -> str:
+    return f"UPDATE session_ends SET {', '.join(f'{column} = 1' for column in columns)} WHERE session_id = ? AND life = ?"
 
 
 def _no_point(_point: str) -> None:

@@ -51,7 +51,7 @@ def check(m: RunModel) -> Verdict:
         for half, ids in enumerate(halves):
             for turn_id in ids:
                 turn = m.turns.get(turn_id)
-                if turn is None or turn.session is None or turn.session == r.session:
+                if turn is None or (session := turn.session) is None or session == r.session:
                     mine[half].add(turn_id)
                 elif len(foreign) < 20 and (half == 0 or turn_id not in r.turns):  # one name per turn
                     foreign.append(Violation(
