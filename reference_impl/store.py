@@ -23,6 +23,7 @@ from reference_impl.tables import (
     _fresh_memory_db,
     _insert_ingested,
     _insert_messages,
+    _recycle,
     _transaction,
     is_foreign_key_error,
 )
@@ -34,7 +35,8 @@ class Store:
     def __init__(self, now: Callable[[], int], path: str = ":memory:") -> None:
         self._now = now
         self.crash_point: Callable[[str], None] = _no_point  # the gateway's `Harness.crash_point`
-        if path == ":memory:":
+        self._in_memory = path == ":memory:"
+        if self._in_memory:
             self.db = _fresh_memory_db()
         else:
             self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
@@ -80,8 +82,13 @@ class Store:
     def close(self) -> None:
         """The run is over: the database goes, and with it every read cache (the rows
         `read_messages` has read are every stored row by the final snapshot; other objects of
-        the gateway, its memory manager, still hold the store)."""
-        self.db.close()
+        the gateway, its memory manager, still hold the store). An in-memory database goes
+        back emptied for the next store (`tables._recycle`); this store keeps a closed one."""
+        db, self.db = self.db, _CLOSED
+        if self._in_memory and db is not _CLOSED:
+            _recycle(db)
+        else:
+            db.close()
         self._transcripts, self._existing, self._lives, self._seen_rows, self._seen_tuples = {}, {}, {}, {}, {}
         self._sessions = None
         self._routing, self.saved_routes = {}, {}
@@ -388,6 +395,10 @@ class Store:
 @cache
 def _mark_done(columns: tuple[str, ...]) -> str:
     return f"UPDATE session_ends SET {', '.join(f'{column} = 1' for column in columns)} WHERE session_id = ? AND life = ?"
+
+
+_CLOSED = sqlite3.connect(":memory:")  # what a closed store holds: any use raises, as its own closed database did
+_CLOSED.close()
 
 
 def _no_point(_point: str) -> None:

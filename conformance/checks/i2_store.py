@@ -40,14 +40,24 @@ def check(m: RunModel) -> Verdict:
     crash_durable = m.profile.get("crash_durable", True)
     abandoned = sorted((t for t in m.turns.values() if m.unacknowledged(t) and t.done[1] < NEVER), key=lambda t: t.done[1])
     abandoned_at = [t.done[1] for t in abandoned]
+    # session -> (its rows at the last snapshot, what was read of them): a session whose rows
+    # are the same again is not read again (a log in memory only: a spilled one keeps no snapshot)
+    parsed: dict[str, tuple[list, list[str], set[str], set[str]]] | None = {} if type(m.records) is list else None
     for index, snap in m.of("durable"):
         users: dict[str, list[str]] = {}  # session -> turn ids of its user rows, in stored order
         replied: dict[str, set[str]] = {}  # session -> turns with an assistant row
+        distinct: dict[str, set[str]] = {}
         for sid, body in snap.d("sessions", {}).items():
             rows = body["rows"]
+            last = parsed.get(sid) if parsed is not None else None
+            if last is not None and last[0] == rows:
+                users[sid], replied[sid], distinct[sid] = last[1], last[2], last[3]
+                continue
             users[sid] = [turn for role, turn, _vis in rows if role == "user" and turn]
             replied[sid] = {turn for role, turn, _vis in rows if role == "assistant" and turn}
-        distinct = {sid: set(turns) for sid, turns in users.items()}
+            distinct[sid] = set(users[sid])
+            if parsed is not None:
+                parsed[sid] = (rows, users[sid], replied[sid], distinct[sid])
         where = _Where(users)
         label = f"snapshot '{snap.d('label')}' ({m.at(snap.t)})"
         gone = abandoned[: bisect_left(abandoned_at, index)]
