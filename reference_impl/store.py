@@ -41,6 +41,8 @@ class Store:
         else:
             self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA foreign_keys = ON")
+        # The writes that return no rows, on one cursor (each `db.execute` makes a cursor: ≈ 4% of a write)
+        self._dml: Callable[..., sqlite3.Cursor] = self.db.cursor().execute
         self.locked_until = -1
         # A read cache of transcripts: reloading an evicted agent re-reads its whole session,
         # which dominated long runs. Kept in step by `append` (after the commit) and dropped
@@ -84,7 +86,7 @@ class Store:
         `read_messages` has read are every stored row by the final snapshot; other objects of
         the gateway, its memory manager, still hold the store). An in-memory database goes
         back emptied for the next store (`tables._recycle`); this store keeps a closed one."""
-        db, self.db = self.db, _CLOSED
+        db, self.db, self._dml = self.db, _CLOSED, _CLOSED_DML
         if self._in_memory and db is not _CLOSED:
             _recycle(db)
         else:
@@ -127,7 +129,7 @@ class Store:
         if session_id in known and known[session_id] == parent_id and (parent_id is None or parent_id in known):
             return
         self._sessions = None
-        self.db.execute(
+        self._dml(
             "INSERT INTO sessions(id, chat, parent_id, kind, started) VALUES (?, ?, ?, ?, ?) "
             "ON CONFLICT(id) DO UPDATE SET parent_id = excluded.parent_id",
             (session_id, chat, parent_id, kind, started),
@@ -238,14 +240,14 @@ class Store:
         never updated: the first one stays."""
         known = self._routing.get(route.chat_key)
         if known is None:
-            self.db.execute(
+            self._dml(
                 "INSERT INTO routing(chat_key, chat, session_id, previous_id, last_user, anchor, ended) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (route.chat_key, route.chat, route.session_id, route.previous_id, route.last_user, route.anchor,
                  int(route.ended)),
             )
         else:
-            self.db.execute(
+            self._dml(
                 "UPDATE routing SET session_id = ?, previous_id = ?, last_user = ?, anchor = ?, ended = ? "
                 "WHERE chat_key = ?",
                 (route.session_id, route.previous_id, route.last_user, route.anchor, int(route.ended), route.chat_key),
@@ -281,7 +283,7 @@ class Store:
 
     def record_end(self, session_id: str, reason: str) -> bool:
         """Mark the session's current life ended. False if it already was (exactly once)."""
-        cursor = self.db.execute(
+        cursor = self._dml(
             "INSERT OR IGNORE INTO session_ends(session_id, life, t, reason) VALUES (?, ?, ?, ?)",
             (session_id, self.life(session_id), self._now(), reason),
         )
@@ -292,7 +294,7 @@ class Store:
         assert columns and set(columns) <= {"memory_done", "finalize_done"}
         if "memory_done" in columns:  # memory has the transcript: the read cache keeps live sessions only
             self._transcripts.pop(session_id, None)
-        self.db.execute(_mark_done(columns), (session_id, self.life(session_id)))
+        self._dml(_mark_done(columns), (session_id, self.life(session_id)))
 
     def unfinished_ends(self) -> list[tuple[str, str, bool, bool]]:
         """Ends recorded but whose hooks did not all fire (a crash in between)."""
@@ -318,7 +320,7 @@ class Store:
         return {row[0] for row in self.db.execute("SELECT turn_id FROM ingested WHERE provider = ?", (provider,))}
 
     def outbox_add(self, provider: str, session: str, turn: str, user: str, assistant: str) -> None:
-        self.db.execute(
+        self._dml(
             "INSERT INTO memory_outbox(provider, session_id, turn_id, user, assistant) VALUES (?, ?, ?, ?, ?)",
             (provider, session, turn, user, assistant),
         )
@@ -383,7 +385,7 @@ class Store:
         if not rows:
             return
         if len(rows) <= _CHUNK:
-            self.db.execute(statement(len(rows)), [*shared, *chain.from_iterable(rows)])
+            self._dml(statement(len(rows)), [*shared, *chain.from_iterable(rows)])
             return
         with _transaction(self.db):  # a crash between chunks rolls back (SQLite's journal): none land
             for start in range(0, len(rows), _CHUNK):
@@ -398,6 +400,7 @@ def _mark_done(columns: tuple[str, ...]) -> str:
 
 
 _CLOSED = sqlite3.connect(":memory:")  # what a closed store holds: any use raises, as its own closed database did
+_CLOSED_DML = _CLOSED.cursor().execute
 _CLOSED.close()
 
 

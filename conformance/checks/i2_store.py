@@ -16,7 +16,7 @@ from bisect import bisect_left
 
 from conformance.checks.deletions import deletions, excused_from_store
 from conformance.checks.model import NEVER, RunModel, Turn
-from conformance.checks.text import abandoned_words, turn_list
+from conformance.checks.text import SnapshotLabel, abandoned_words, turn_list
 from conformance.harness.verdict import Verdict, Violation
 
 
@@ -59,7 +59,7 @@ def check(m: RunModel) -> Verdict:
             if parsed is not None:
                 parsed[sid] = (rows, users[sid], replied[sid], distinct[sid])
         where = _Where(users)
-        label = f"snapshot '{snap.d('label')}' ({m.at(snap.t)})"
+        label = SnapshotLabel(m, snap)  # its words (a local time) made only for a violation
         gone = abandoned[: bisect_left(abandoned_at, index)]
         examined += len(gone)
         violations += _left_behind(m, gone, snap.d("sessions", {}), label, index, snap.t, reported)
@@ -97,7 +97,7 @@ def check(m: RunModel) -> Verdict:
     return Verdict("I2", "fail" if violations else "pass", tuple(violations), examined=examined)
 
 
-def _left_behind(m: RunModel, gone: list[Turn], sessions: dict, label: str, index: int, t: int,
+def _left_behind(m: RunModel, gone: list[Turn], sessions: dict, label: SnapshotLabel, index: int, t: int,
                  reported: set[tuple[str, str]]) -> list[Violation]:
     """Rows of turns that ended unacknowledged before this snapshot (each turn said once)."""
     if not gone:

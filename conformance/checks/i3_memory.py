@@ -38,7 +38,7 @@ def check(m: RunModel) -> Verdict:
     seen: dict[str, tuple[set[str], set[str]]] = {}
     own = _own_ids(m)
     for index, r in m.of("ingest"):
-        backend = r.d("backend")
+        backend = r.detail.get("backend")
         mine = ingested.setdefault(backend, (set(), set()))
         halves = users, replies = own(ingested_halves(r))
         both = seen.setdefault(backend, (set(), set()))

@@ -19,7 +19,7 @@ def check(m: RunModel) -> Verdict:
     repeated: dict[tuple[str, str], list[list[int]]] = {}  # (backend, turn) -> [user ingests, reply ingests]
     turns = m.turns
     for index, r in m.of("ingest"):
-        backend = r.d("backend")
+        backend = r.detail.get("backend")
         for half, ids in enumerate(ingested_halves(r)):
             seen = first.get((backend, half))
             if seen is None:

@@ -256,7 +256,8 @@ class GatewayCalls:
         assert changes is not None and changes.hook is not None
         answer = self._call("resources_delta", changes.hook)
         if answer is not None:  # None (nothing changed, the usual answer) needs no validation
-            answer = self._checked("resources_delta", self._valid_change, answer)
+            answer = self._checked("resources_delta", values.resources_change if type(answer) is dict else self._valid_change,
+                                   answer)  # a dict is no Resources: `_valid_change` would only pass it on
         if type(answer) is dict:
             if answer:
                 if not changes.moved:  # from the last whole state on
