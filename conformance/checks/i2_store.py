@@ -16,6 +16,7 @@ from bisect import bisect_left
 
 from conformance.checks.deletions import deletions, excused_from_store
 from conformance.checks.model import NEVER, RunModel, Turn
+from conformance.checks.model.facts import _ABSENT as ABSENT
 from conformance.checks.text import SnapshotLabel, abandoned_words, turn_list
 from conformance.harness.verdict import Verdict, Violation
 
@@ -32,14 +33,14 @@ def check(m: RunModel) -> Verdict:
     violations: list[Violation] = []
     reported: set[tuple[str, str]] = set()
     examined = 0
-    acked = sorted((t for t in m.turns.values() if t.acked), key=lambda t: t.reply_index)
+    acked = sorted((t for t in m.turns.values() if t.reply_t != ABSENT), key=lambda t: t.reply_index)  # acked
     acked_at = [t.reply_index for t in acked]
     sessions = [t.session or "" for t in acked]
     # Only a deletion of the session, or a crash without claimed durability, excuses a turn.
     excusable = {cut.session for cut in deletions(m)}
     crash_durable = m.profile.get("crash_durable", True)
-    abandoned = sorted((t for t in m.turns.values() if m.unacknowledged(t) and t.done[1] < NEVER), key=lambda t: t.done[1])
-    abandoned_at = [t.done[1] for t in abandoned]
+    abandoned = sorted((t for t in m.turns.values() if m.unacknowledged(t) and t.done_index < NEVER), key=lambda t: t.done_index)
+    abandoned_at = [t.done_index for t in abandoned]
     # session -> (its rows at the last snapshot, what was read of them): a session whose rows
     # are the same again is not read again (a log in memory only: a spilled one keeps no snapshot)
     parsed: dict[str, tuple[list, list[str], set[str], set[str]]] | None = {} if type(m.records) is list else None

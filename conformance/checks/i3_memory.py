@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from conformance.checks.model import NEVER, RunModel, Turn
+from conformance.checks.model.facts import _ABSENT as ABSENT
 from conformance.checks.text import abandoned_words, turn_list
 from conformance.harness.verdict import Verdict, Violation
 from conformance.observations import ingested_halves
@@ -63,7 +64,7 @@ def check(m: RunModel) -> Verdict:
     moments = _moments(m)
     violations: list[Violation] = foreign  # the cause first: what went under the wrong session
     examined = 0
-    turns = sorted((t for t in m.turns.values() if t.acked and not t.delegate), key=lambda t: t.reply_index)
+    turns = sorted((t for t in m.turns.values() if t.reply_t != ABSENT and not t.delegate), key=lambda t: t.reply_index)
     for backend in backends:
         users, replies = ingested[backend]
         # A crash excuses what it lost, not what a session end or SIGTERM before it already owed.

@@ -42,7 +42,7 @@ class RunModel(LogView):
                          acked_by_session=walked.acked_by_session)
         by_chat: dict[str, list[Turn]] = defaultdict(list)
         for turn in model.turns.values():
-            if turn.request is not None:
+            if turn.request_t != ABSENT:  # admitted
                 by_chat[turn.chat].append(turn)
         mark_done(model, by_chat, walked.commands)
         for chat in by_chat:

@@ -49,7 +49,7 @@ def mark_done(m: LogView, chat_turns: dict[str, list[Turn]], commands: dict[str,
                     continue
                 turn.done, turn.ended_by = new_moment((turn.reply_t, turn.reply_index)), "reply"
                 continue
-            assert turn.request is not None
+            assert turn.request_t != ABSENT  # admitted
             answer = turn.asked + m.config.turn_latency
             for locked, until in locks:
                 if locked <= answer <= until:
@@ -129,8 +129,8 @@ def chat_segments(model: LogView, chat: str, turns: list[Turn], commands: list[C
                 segments.append(current)
 
     for turn in admitted:
-        assert turn.request is not None
-        x = turn.request.t
+        assert turn.request_t != ABSENT  # admitted (`turn.request`, without the Stamp)
+        x = turn.request_t
         apply_commands(x, turn.request_index)
         if current is not None:
             expiry = model.expiry(chat, current.anchor, current.last_user)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from functools import partial
 from operator import attrgetter
 
+from conformance.checks.model.facts import _ABSENT as ABSENT
 from conformance.checks.model.facts import (
     NEVER,
     SESSION_KINDS,
@@ -127,12 +128,12 @@ def walk_log(records: Sequence[Obs]) -> Walked:
             turn = turns[r.turns[0]]
             if turn.request_index < 0:
                 turn.request_t, turn.request_session, turn.request_index = r.t, names.setdefault(r.session, r.session), index
-            if not turn.acked:  # a gateway that interrupts and asks again is answered at the last ask
+            if turn.reply_t == ABSENT:  # not acked: a gateway that interrupts and asks again is answered at the last ask
                 turn.asked = r.t
         elif kind == "reply" and r.turns and r.turns[0] in turns:
             turn = turns[r.turns[0]]
             turn.replies += 1
-            if not turn.acked:
+            if turn.reply_t == ABSENT:  # not acked
                 turn.reply_t, turn.reply_session, turn.reply_index = r.t, names.setdefault(r.session, r.session), index
         elif kind == "durable" and r.detail.get("label") == "final":
             final_index = index
@@ -146,7 +147,7 @@ def walk_log(records: Sequence[Obs]) -> Walked:
         for chat, command in _delivered(delivery):
             commands[chat].append(command)
     acked: dict[str, list[Turn]] = defaultdict(list)
-    for turn in sorted((t for t in turns.values() if t.acked and t.session), key=lambda t: t.reply_index):
+    for turn in sorted((t for t in turns.values() if t.reply_t != ABSENT and t.reply_session), key=lambda t: t.reply_index):
         acked[turn.session or ""].append(turn)
     view = LogView(records=records, name=head.d("name"), zone=zone, config=config,
                    chats=head.d("chats") or {}, profile=head.d("profile") or {}, final_stop=final_stop,
