@@ -7,6 +7,7 @@ canonical serialization (sorted keys, no spaces), so two runs compare byte for b
 from __future__ import annotations
 
 import json
+import re
 from collections import namedtuple
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -46,11 +47,13 @@ def halves(texts: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     users: dict[str, None] = {}
     replies: dict[str, None] = {}
     for text in texts:
-        for match in TURN_ID.finditer(text):
-            end = match.end()
-            is_reply = text.startswith(_REPLY_WORD, end) and (len(text) == end + len(_REPLY_WORD) or text[end + len(_REPLY_WORD)] == "\n")
-            (replies if is_reply else users)[match.group(1)] = None
+        for turn, reply in _halves_of(text):  # (turn, ' reply' where a reply's tag, else '')
+            (replies if reply else users)[turn] = None
     return tuple(users), tuple(replies)
+
+
+# A tag, and whether ' reply' and a line end (or the text's end) follow it: `halves` in one C scan.
+_halves_of = re.compile(TURN_ID.pattern + rf"(?=({re.escape(_REPLY_WORD)})(?:\n|\Z))?").findall
 
 
 def ingested_halves(record: Obs) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -150,6 +153,9 @@ class StoredSession:
     messages: tuple[StoredMessage, ...]
 
 
+_TURNS_KEPT = 100_000  # rows whose turns a `DurableState.to_detail` cache keeps (a long run's final snapshot holds millions)
+
+
 @dataclass(frozen=True)
 class DurableState:
     """What survives the process: transcripts by session, and each chat's routing entry."""
@@ -157,20 +163,36 @@ class DurableState:
     sessions: tuple[StoredSession, ...] = ()
     routing: tuple[tuple[str, str], ...] = ()  # (chat name, session id), sorted
 
-    def to_detail(self) -> dict[str, Any]:
+    def to_detail(self, turns_of: dict[str, tuple[str | None, ...]] | None = None,
+                  rows_of: dict[str, tuple[StoredSession, list[list[Any]]]] | None = None) -> dict[str, Any]:
         """A compact, canonical form for the log: session -> [[role, turn, visibility], …], a row
         carrying two turns (folded by the gateway) once for each. A turn id is one string for all
-        its rows (a turn's message and reply: two), which a spilled log's file keeps shared."""
+        its rows (a turn's message and reply: two), which a spilled log's file keeps shared.
+        `turns_of`: content -> `StoredMessage.turns`, kept by the caller between snapshots (the
+        runner's: most rows of a snapshot were in the one before), up to `_TURNS_KEPT` rows.
+        `rows_of`: session id -> (the `StoredSession`, its rows) of the caller's last snapshot: the
+        same (immutable) object again has the same rows, copied."""
         share: dict[str | None, str | None] = {}
         shared = share.setdefault
-        return {
-            "sessions": {
-                s.id: {"parent": s.parent,
-                       "rows": [[m.role, shared(turn, turn), m.visibility] for m in s.messages for turn in m.turns]}
-                for s in sorted(self.sessions, key=lambda s: s.id)
-            },
-            "routing": {chat: sid for chat, sid in self.routing},
-        }
+        known: dict[str, tuple[str | None, ...]] = {} if turns_of is None else turns_of
+        sessions: dict[str, Any] = {}
+        for s in sorted(self.sessions, key=lambda s: s.id):
+            last = rows_of.get(s.id) if rows_of is not None else None
+            if last is not None and last[0] is s:
+                sessions[s.id] = {"parent": s.parent, "rows": [[role, turn, vis] for role, turn, vis in last[1]]}
+                continue
+            rows = []
+            for m in s.messages:
+                turns = known.get(m.content) if type(m) is StoredMessage else None
+                if turns is None:
+                    turns = m.turns
+                    if type(m) is StoredMessage and len(known) < _TURNS_KEPT:
+                        known[m.content] = turns
+                rows += [[m.role, shared(turn, turn), m.visibility] for turn in turns]
+            sessions[s.id] = {"parent": s.parent, "rows": rows}
+            if rows_of is not None:
+                rows_of[s.id] = (s, rows)
+        return {"sessions": sessions, "routing": {chat: sid for chat, sid in self.routing}}
 
 
 @dataclass(frozen=True, slots=True)

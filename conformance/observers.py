@@ -130,6 +130,8 @@ class MemoryBackend:
         """A turn first sent while the backend is slow completes `slow_delay` after that first
         call; a call completes when all its turns have (else BackendBusy, logged `ingest_busy`)."""
         now = self._now()
+        if now >= self.slow_until and not self._ready:  # never slow, nor slow now: every call completes at once
+            return
         ready = now
         for turn in dict.fromkeys((*users, *replies)):
             key = (session, turn)

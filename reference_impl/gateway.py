@@ -38,6 +38,7 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
     def __init__(self, db_path: str = ":memory:") -> None:
         self.db_path = db_path
         self.volatile: Volatile | None = None  # the process's memory: None before the first start and after a crash
+        self.stored_sessions: dict[str, StoredSession] = {}  # `durable_state`'s: the same object while a session is unchanged
 
     @property
     def running(self) -> bool:
@@ -148,6 +149,7 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
         store = self.__dict__.pop("store", None)
         if store is not None:
             store.close()
+        self.stored_sessions = {}
 
     def stop_timers(self) -> None:
         for timer in [*self.volatile.timers, *([self.volatile.tick_timer] if self.volatile.tick_timer else [])]:
@@ -261,12 +263,16 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
 
     def durable_state(self) -> DurableState:
         messages = self.store.read_messages()
-        sessions = tuple(
-            StoredSession(sid, parent, messages.get(sid, ()))
-            for sid, parent in self.store.all_sessions()
-        )
+        made = self.stored_sessions
+        sessions = []
+        for sid, parent in self.store.all_sessions():
+            rows = messages.get(sid, ())
+            known = made.get(sid)
+            if known is None or known.parent != parent or known.messages is not rows:  # the same one while nothing moved
+                known = made[sid] = StoredSession(sid, parent, rows)
+            sessions.append(known)
         routing = tuple(sorted((r.chat, r.session_id) for r in self.store.read_routes() if r.session_id))
-        return DurableState(sessions, routing)
+        return DurableState(tuple(sessions), routing)
 
     def resources(self) -> Resources:
         if not self.running:

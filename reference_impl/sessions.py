@@ -126,9 +126,8 @@ class SessionBoundaries:
         if agent is not None and not self.release(agent):
             self.volatile.unflushed[session] = agent
         self.end_memory(session, reason, agent)
-        self.store.mark_end_done(session, "memory_done")
-        self.finalize(session, reason)
-        self.store.mark_end_done(session, "finalize_done")
+        self.finalize(session, reason)  # nothing between the two can crash: both flags in one write
+        self.store.mark_end_done(session, "memory_done", "finalize_done")
 
     def record_and_rotate(self, route: Route, session: str, reason: str) -> bool:
         """Record the end, then rotate the routing entry past it; False if this life had ended

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Iterable
+from functools import cache
 from itertools import chain
 
 from conformance.observations import StoredMessage
@@ -22,6 +23,7 @@ from reference_impl.tables import (
     _fresh_memory_db,
     _insert_ingested,
     _insert_messages,
+    _recycle,
     _transaction,
     is_foreign_key_error,
 )
@@ -33,11 +35,14 @@ class Store:
     def __init__(self, now: Callable[[], int], path: str = ":memory:") -> None:
         self._now = now
         self.crash_point: Callable[[str], None] = _no_point  # the gateway's `Harness.crash_point`
-        if path == ":memory:":
+        self._in_memory = path == ":memory:"
+        if self._in_memory:
             self.db = _fresh_memory_db()
         else:
             self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA foreign_keys = ON")
+        # The writes that return no rows, on one cursor (each `db.execute` makes a cursor: ≈ 4% of a write)
+        self._dml: Callable[..., sqlite3.Cursor] = self.db.cursor().execute
         self.locked_until = -1
         # A read cache of transcripts: reloading an evicted agent re-reads its whole session,
         # which dominated long runs. Kept in step by `append` (after the commit) and dropped
@@ -49,7 +54,9 @@ class Store:
         self._existing: dict[str, str | None] = {}
         self._lives: dict[str, int] = {}  # session -> life, read once: only `bump_life` writes it
         self._seen_rows: dict[str, list[StoredMessage]] = {}  # what `read_messages` has read, up to `_seen_seq`
+        self._seen_tuples: dict[str, tuple[StoredMessage, ...]] = {}  # the same as handed out: one tuple while no row comes
         self._seen_seq = 0
+        self._sessions: list[tuple[str, str | None]] | None = None  # `all_sessions`, while no session row is written or deleted
         self.saved_routes: dict[str, None] = {}  # keys of the routing entries written, oldest first, for the watcher
         if not self.db.execute("SELECT name FROM sqlite_master WHERE name = 'sessions'").fetchone():
             self.db.executescript(SCHEMA)
@@ -66,6 +73,7 @@ class Store:
         self._transcripts.clear()
         self._existing.clear()
         self._lives.clear()
+        self._sessions = None
         self.saved_routes = {}
         self._routing = {
             route.chat_key: (route.chat_key, route.chat, route.session_id, route.previous_id, route.last_user,
@@ -76,9 +84,15 @@ class Store:
     def close(self) -> None:
         """The run is over: the database goes, and with it every read cache (the rows
         `read_messages` has read are every stored row by the final snapshot; other objects of
-        the gateway, its memory manager, still hold the store)."""
-        self.db.close()
-        self._transcripts, self._existing, self._lives, self._seen_rows = {}, {}, {}, {}
+        the gateway, its memory manager, still hold the store). An in-memory database goes
+        back emptied for the next store (`tables._recycle`); this store keeps a closed one."""
+        db, self.db, self._dml = self.db, _CLOSED, _CLOSED_DML
+        if self._in_memory and db is not _CLOSED:
+            _recycle(db)
+        else:
+            db.close()
+        self._transcripts, self._existing, self._lives, self._seen_rows, self._seen_tuples = {}, {}, {}, {}, {}
+        self._sessions = None
         self._routing, self.saved_routes = {}, {}
 
     # -- faults -----------------------------------------------------------------------
@@ -114,7 +128,8 @@ class Store:
         known = self._existing
         if session_id in known and known[session_id] == parent_id and (parent_id is None or parent_id in known):
             return
-        self.db.execute(
+        self._sessions = None
+        self._dml(
             "INSERT INTO sessions(id, chat, parent_id, kind, started) VALUES (?, ?, ?, ?, ?) "
             "ON CONFLICT(id) DO UPDATE SET parent_id = excluded.parent_id",
             (session_id, chat, parent_id, kind, started),
@@ -165,19 +180,24 @@ class Store:
         forgets the sessions whose rows went. (The runner snapshots the store at every stop,
         checkpoint and deletion: re-reading every row each time cost more than the turns that
         wrote them.)"""
-        seen, words = self._seen_rows, _WORDS
+        seen, words, tuples = self._seen_rows, _WORDS, self._seen_tuples
         for seq, session, role, content, visibility in self.db.execute(
             "SELECT seq, session_id, role, content, visibility FROM messages WHERE seq > ? ORDER BY seq", (self._seen_seq,)
         ):  # SQLite hands out a new string per value: a role or visibility is kept as one shared copy
             seen.setdefault(session, []).append(StoredMessage(words.get(role, role), content, words.get(visibility, visibility)))
+            tuples.pop(session, None)
             self._seen_seq = seq
-        return {session: tuple(rows) for session, rows in seen.items()}
+        for session, rows in seen.items():  # a session with no new row keeps its tuple (the runner's checks skip it)
+            if session not in tuples:
+                tuples[session] = tuple(rows)
+        return {session: tuples[session] for session in seen}
 
     def delete_session(self, session_id: str, *, keep_children: bool = False) -> None:
         """What another surface does. `keep_children` deletes with foreign keys off, as the
         sqlite3 shell does by default: the row and its messages go, its children dangle."""
         self._transcripts.clear()  # a cascade reaches sessions the caches cannot name
         self._existing.clear()
+        self._sessions = None
         try:
             if keep_children:
                 self.db.execute("PRAGMA foreign_keys = OFF")
@@ -193,6 +213,7 @@ class Store:
             alive = {sid for (sid,) in self.db.execute("SELECT id FROM sessions")}
             for gone in [sid for sid in self._seen_rows if sid not in alive]:
                 del self._seen_rows[gone]
+                self._seen_tuples.pop(gone, None)
 
     # -- routing ----------------------------------------------------------------------
 
@@ -219,14 +240,14 @@ class Store:
         never updated: the first one stays."""
         known = self._routing.get(route.chat_key)
         if known is None:
-            self.db.execute(
+            self._dml(
                 "INSERT INTO routing(chat_key, chat, session_id, previous_id, last_user, anchor, ended) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (route.chat_key, route.chat, route.session_id, route.previous_id, route.last_user, route.anchor,
                  int(route.ended)),
             )
         else:
-            self.db.execute(
+            self._dml(
                 "UPDATE routing SET session_id = ?, previous_id = ?, last_user = ?, anchor = ?, ended = ? "
                 "WHERE chat_key = ?",
                 (route.session_id, route.previous_id, route.last_user, route.anchor, int(route.ended), route.chat_key),
@@ -262,19 +283,18 @@ class Store:
 
     def record_end(self, session_id: str, reason: str) -> bool:
         """Mark the session's current life ended. False if it already was (exactly once)."""
-        cursor = self.db.execute(
+        cursor = self._dml(
             "INSERT OR IGNORE INTO session_ends(session_id, life, t, reason) VALUES (?, ?, ?, ?)",
             (session_id, self.life(session_id), self._now(), reason),
         )
         return cursor.rowcount == 1
 
-    def mark_end_done(self, session_id: str, column: str) -> None:
-        assert column in ("memory_done", "finalize_done")
-        if column == "memory_done":  # memory has the transcript: the read cache keeps live sessions only
+    def mark_end_done(self, session_id: str, *columns: str) -> None:
+        """Set the end's flags (`memory_done`, `finalize_done`, or both in one statement)."""
+        assert columns and set(columns) <= {"memory_done", "finalize_done"}
+        if "memory_done" in columns:  # memory has the transcript: the read cache keeps live sessions only
             self._transcripts.pop(session_id, None)
-        self.db.execute(
-            f"UPDATE session_ends SET {column} = 1 WHERE session_id = ? AND life = ?", (session_id, self.life(session_id))
-        )
+        self._dml(_mark_done(columns), (session_id, self.life(session_id)))
 
     def unfinished_ends(self) -> list[tuple[str, str, bool, bool]]:
         """Ends recorded but whose hooks did not all fire (a crash in between)."""
@@ -300,7 +320,7 @@ class Store:
         return {row[0] for row in self.db.execute("SELECT turn_id FROM ingested WHERE provider = ?", (provider,))}
 
     def outbox_add(self, provider: str, session: str, turn: str, user: str, assistant: str) -> None:
-        self.db.execute(
+        self._dml(
             "INSERT INTO memory_outbox(provider, session_id, turn_id, user, assistant) VALUES (?, ?, ?, ?, ?)",
             (provider, session, turn, user, assistant),
         )
@@ -352,7 +372,11 @@ class Store:
         return list(self.db.execute("SELECT chat_key, command, t, left_id, target_id FROM command_journal ORDER BY chat_key"))
 
     def all_sessions(self) -> list[tuple[str, str | None]]:
-        return list(self.db.execute("SELECT id, parent_id FROM sessions ORDER BY id"))
+        """(id, parent) of every session row, by id: read again only after a session row was
+        written or deleted (`upsert_session`, `delete_session`; a restart reads it anew)."""
+        if self._sessions is None:
+            self._sessions = list(self.db.execute("SELECT id, parent_id FROM sessions ORDER BY id"))
+        return list(self._sessions)
 
     def _write_rows(self, statement: Callable[[int], str], rows: list[tuple], shared: tuple = ()) -> None:
         """Write many rows with few statements: `statement(n)` is the SQL for n rows, whose
@@ -361,13 +385,23 @@ class Store:
         if not rows:
             return
         if len(rows) <= _CHUNK:
-            self.db.execute(statement(len(rows)), [*shared, *chain.from_iterable(rows)])
+            self._dml(statement(len(rows)), [*shared, *chain.from_iterable(rows)])
             return
         with _transaction(self.db):  # a crash between chunks rolls back (SQLite's journal): none land
             for start in range(0, len(rows), _CHUNK):
                 if start:
                     self.crash_point("rows-chunk-written")
                 self._write_rows(statement, rows[start:start + _CHUNK], shared)
+
+
+@cache
+def _mark_done(columns: tuple[str, ...]) -> str:
+    return f"UPDATE session_ends SET {', '.join(f'{column} = 1' for column in columns)} WHERE session_id = ? AND life = ?"
+
+
+_CLOSED = sqlite3.connect(":memory:")  # what a closed store holds: any use raises, as its own closed database did
+_CLOSED_DML = _CLOSED.cursor().execute
+_CLOSED.close()
 
 
 def _no_point(_point: str) -> None:

@@ -131,10 +131,8 @@ _WRITERS: dict[str, Callable[[Any, int], dict[str, Any]]] = {
 covered("write", _WRITERS)
 
 
-def scenario_document(scenario: Scenario) -> dict[str, Any]:
-    """The scenario as plain data that `load_text` reads back to an equal scenario."""
-    zone = load_zone(scenario.zone)
-    cfg = config_document(scenario.config)
+def chats_document(scenario: Scenario) -> dict[str, Any]:
+    """The scenario's chats as the plain `chats` mapping of a scenario file."""
     chats = {}
     for chat in scenario.chats:
         entry: dict[str, Any] = {"platform": chat.platform, "chat_type": chat.chat_type}
@@ -145,6 +143,14 @@ def scenario_document(scenario: Scenario) -> dict[str, Any]:
         if chat.chat_id:
             entry["chat_id"] = chat.chat_id
         chats[chat.name] = entry
+    return chats
+
+
+def scenario_document(scenario: Scenario) -> dict[str, Any]:
+    """The scenario as plain data that `load_text` reads back to an equal scenario."""
+    zone = load_zone(scenario.zone)
+    cfg = config_document(scenario.config)
+    chats = chats_document(scenario)
     events = []
     cursor = scenario.start
     for event in scenario.events:

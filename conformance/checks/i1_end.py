@@ -28,8 +28,8 @@ def _deadline(m: RunModel, seg: Segment, segments: list[Segment]) -> int | None:
         return None if following is None else following.start
     due = seg.boundary
     for turn in seg.turns:  # a turn in flight (or queued) at the boundary defers the rotation until it is done
-        if due < turn.done[0] < NEVER:
-            due = turn.done[0]
+        if due < turn.done_t < NEVER:  # `turn.done`'s time, without the Moment
+            due = turn.done_t
     # A stop in the meantime restarts the countdown at restart; after the final stop nothing
     # is owed (a turn a backlog kept in flight until then may leave its session unended).
     final = [] if m.final_stop is None else [(m.final_stop, NEVER)]

@@ -16,7 +16,8 @@ from bisect import bisect_left
 
 from conformance.checks.deletions import deletions, excused_from_store
 from conformance.checks.model import NEVER, RunModel, Turn
-from conformance.checks.text import abandoned_words, turn_list
+from conformance.checks.model.facts import _ABSENT as ABSENT
+from conformance.checks.text import SnapshotLabel, abandoned_words, turn_list
 from conformance.harness.verdict import Verdict, Violation
 
 
@@ -32,24 +33,34 @@ def check(m: RunModel) -> Verdict:
     violations: list[Violation] = []
     reported: set[tuple[str, str]] = set()
     examined = 0
-    acked = sorted((t for t in m.turns.values() if t.acked), key=lambda t: t.reply_index)
+    acked = sorted((t for t in m.turns.values() if t.reply_t != ABSENT), key=lambda t: t.reply_index)  # acked
     acked_at = [t.reply_index for t in acked]
     sessions = [t.session or "" for t in acked]
     # Only a deletion of the session, or a crash without claimed durability, excuses a turn.
     excusable = {cut.session for cut in deletions(m)}
     crash_durable = m.profile.get("crash_durable", True)
-    abandoned = sorted((t for t in m.turns.values() if m.unacknowledged(t) and t.done[1] < NEVER), key=lambda t: t.done[1])
-    abandoned_at = [t.done[1] for t in abandoned]
+    abandoned = sorted((t for t in m.turns.values() if m.unacknowledged(t) and t.done_index < NEVER), key=lambda t: t.done_index)
+    abandoned_at = [t.done_index for t in abandoned]
+    # session -> (its rows at the last snapshot, what was read of them): a session whose rows
+    # are the same again is not read again (a log in memory only: a spilled one keeps no snapshot)
+    parsed: dict[str, tuple[list, list[str], set[str], set[str]]] | None = {} if type(m.records) is list else None
     for index, snap in m.of("durable"):
         users: dict[str, list[str]] = {}  # session -> turn ids of its user rows, in stored order
         replied: dict[str, set[str]] = {}  # session -> turns with an assistant row
+        distinct: dict[str, set[str]] = {}
         for sid, body in snap.d("sessions", {}).items():
             rows = body["rows"]
+            last = parsed.get(sid) if parsed is not None else None
+            if last is not None and last[0] == rows:
+                users[sid], replied[sid], distinct[sid] = last[1], last[2], last[3]
+                continue
             users[sid] = [turn for role, turn, _vis in rows if role == "user" and turn]
             replied[sid] = {turn for role, turn, _vis in rows if role == "assistant" and turn}
-        distinct = {sid: set(turns) for sid, turns in users.items()}
+            distinct[sid] = set(users[sid])
+            if parsed is not None:
+                parsed[sid] = (rows, users[sid], replied[sid], distinct[sid])
         where = _Where(users)
-        label = f"snapshot '{snap.d('label')}' ({m.at(snap.t)})"
+        label = SnapshotLabel(m, snap)  # its words (a local time) made only for a violation
         gone = abandoned[: bisect_left(abandoned_at, index)]
         examined += len(gone)
         violations += _left_behind(m, gone, snap.d("sessions", {}), label, index, snap.t, reported)
@@ -87,7 +98,7 @@ def check(m: RunModel) -> Verdict:
     return Verdict("I2", "fail" if violations else "pass", tuple(violations), examined=examined)
 
 
-def _left_behind(m: RunModel, gone: list[Turn], sessions: dict, label: str, index: int, t: int,
+def _left_behind(m: RunModel, gone: list[Turn], sessions: dict, label: SnapshotLabel, index: int, t: int,
                  reported: set[tuple[str, str]]) -> list[Violation]:
     """Rows of turns that ended unacknowledged before this snapshot (each turn said once)."""
     if not gone:

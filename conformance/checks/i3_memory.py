@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from conformance.checks.model import NEVER, RunModel, Turn
+from conformance.checks.model.facts import _ABSENT as ABSENT
 from conformance.checks.text import abandoned_words, turn_list
 from conformance.harness.verdict import Verdict, Violation
 from conformance.observations import ingested_halves
@@ -38,7 +39,7 @@ def check(m: RunModel) -> Verdict:
     seen: dict[str, tuple[set[str], set[str]]] = {}
     own = _own_ids(m)
     for index, r in m.of("ingest"):
-        backend = r.d("backend")
+        backend = r.detail.get("backend")
         mine = ingested.setdefault(backend, (set(), set()))
         halves = users, replies = own(ingested_halves(r))
         both = seen.setdefault(backend, (set(), set()))
@@ -51,7 +52,7 @@ def check(m: RunModel) -> Verdict:
         for half, ids in enumerate(halves):
             for turn_id in ids:
                 turn = m.turns.get(turn_id)
-                if turn is None or turn.session is None or turn.session == r.session:
+                if turn is None or (session := turn.session) is None or session == r.session:
                     mine[half].add(turn_id)
                 elif len(foreign) < 20 and (half == 0 or turn_id not in r.turns):  # one name per turn
                     foreign.append(Violation(
@@ -63,7 +64,7 @@ def check(m: RunModel) -> Verdict:
     moments = _moments(m)
     violations: list[Violation] = foreign  # the cause first: what went under the wrong session
     examined = 0
-    turns = sorted((t for t in m.turns.values() if t.acked and not t.delegate), key=lambda t: t.reply_index)
+    turns = sorted((t for t in m.turns.values() if t.reply_t != ABSENT and not t.delegate), key=lambda t: t.reply_index)
     for backend in backends:
         users, replies = ingested[backend]
         # A crash excuses what it lost, not what a session end or SIGTERM before it already owed.

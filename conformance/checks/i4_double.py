@@ -19,7 +19,7 @@ def check(m: RunModel) -> Verdict:
     repeated: dict[tuple[str, str], list[list[int]]] = {}  # (backend, turn) -> [user ingests, reply ingests]
     turns = m.turns
     for index, r in m.of("ingest"):
-        backend = r.d("backend")
+        backend = r.detail.get("backend")
         for half, ids in enumerate(ingested_halves(r)):
             seen = first.get((backend, half))
             if seen is None:
@@ -84,8 +84,9 @@ def _stored_twice(m: RunModel) -> list[Violation]:
     """Rows stored twice in one session, or one turn stored in two sessions (each said once)."""
     out: list[Violation] = []
     said: set[tuple[str, ...]] = set()
+    parsed: dict[str, tuple[list, set[str]]] | None = {} if type(m.records) is list else None  # see `_repeats`
     for index, snap in m.of("durable"):
-        if not _repeats(snap.d("sessions", {})):
+        if not _repeats(snap.d("sessions", {}), parsed):
             continue
         holders: dict[str, str] = {}  # turn -> first session holding its user row
         shared: dict[str, list[str]] = {}
@@ -117,19 +118,28 @@ def _stored_twice(m: RunModel) -> list[Violation]:
     return out
 
 
-def _repeats(sessions: dict) -> bool:
+def _repeats(sessions: dict, parsed: dict[str, tuple[list, set[str]]] | None = None) -> bool:
     """Whether a snapshot repeats a row in a session or a user turn across sessions (the
-    common answer, no, found with set sizes alone)."""
+    common answer, no, found with set sizes alone). `parsed`: session -> (its rows, their user
+    turns) at the last snapshot without a repeat: the same rows again are not read again."""
     users: set[str] = set()
     total = 0
-    for body in sessions.values():
+    for sid, body in sessions.items():
         rows = body["rows"]  # (role, turn) distinct in the session: each role's turns distinct (no pair a row)
+        last = parsed.get(sid) if parsed is not None else None
+        if last is not None and last[0] == rows:
+            mine = last[1]
+            total += len(mine)
+            users |= mine
+            continue
         mine_rows = [turn for role, turn, _vis in rows if turn and role == "user"]
         replies = [turn for role, turn, _vis in rows if turn and role == "assistant"]
         others = [(role, turn) for role, turn, _vis in rows if turn and role != "user" and role != "assistant"]
         mine = set(mine_rows)
         if len(mine) != len(mine_rows) or len(set(replies)) != len(replies) or len(set(others)) != len(others):
             return True
+        if parsed is not None:
+            parsed[sid] = (rows, mine)
         total += len(mine)
         users |= mine
     return len(users) != total

@@ -8,6 +8,7 @@ note is its word, not evidence)."""
 from __future__ import annotations
 
 from conformance.checks.model import RunModel, Segment
+from conformance.checks.model.facts import _ABSENT as ABSENT
 from conformance.checks.text import boundary_words
 from conformance.harness.verdict import Verdict, Violation
 
@@ -50,8 +51,8 @@ def _turns(m: RunModel, seg: Segment, segments: list[Segment]) -> list[Violation
     out: list[Violation] = []
     resumed = segments[seg.resumes].session if seg.resumes is not None else None
     for turn in seg.turns:
-        assert turn.request is not None
-        if turn.reply is not None and turn.reply.session != turn.request.session:
+        assert turn.request_t != ABSENT  # admitted (`turn.request`, without the Stamp)
+        if turn.reply_t != ABSENT and turn.reply_session != turn.request_session:
             out.append(Violation(
                 f"turn {turn.id} started in {turn.request.session} but its reply landed in {turn.reply.session} "
                 f"at {m.at(turn.reply.t)} (a reset mid-turn)", (turn.request_index, turn.reply_index),
@@ -69,7 +70,7 @@ def _turns(m: RunModel, seg: Segment, segments: list[Segment]) -> list[Violation
     if ends:
         end_index, end = ends[0]
         for turn in seg.turns:
-            if turn.request_index < end_index < turn.reply_index and turn.reply is not None:
+            if turn.request_index < end_index < turn.reply_index and turn.reply_t != ABSENT:
                 out.append(Violation(
                     f"session {seg.session} ended at {m.at(end.t)} while turn {turn.id} was in flight "
                     f"(asked {m.at(turn.request.t)}, answered {m.at(turn.reply.t)}): a reset mid-turn",

@@ -12,6 +12,7 @@ from bisect import bisect_right
 from collections.abc import Sequence
 
 from conformance.checks.model import NEVER, RunModel
+from conformance.checks.model.facts import _ABSENT as ABSENT
 from conformance.harness.verdict import Verdict, Violation
 from conformance.observations import CacheReplay, Resources
 from sim.clock import format_duration
@@ -34,12 +35,13 @@ def in_flight(m: RunModel) -> list[tuple[int, int, int, str]]:
     "Busy" is this, read from the log: the gateway's own flag in `resources` is its word."""
     out: list[tuple[int, int, int, str]] = []
     for turn in m.turns.values():
-        if turn.request is None or turn.request.session is None:
+        session = turn.request_session  # the request's (a `Stamp` asked of the turn is built per call)
+        if turn.request_t == ABSENT or session is None:
             continue
-        out.append((turn.request_index, turn.request.t, 1, turn.request.session))
-        t, index = (turn.reply.t, turn.reply_index) if turn.reply is not None else turn.done
+        out.append((turn.request_index, turn.request_t, 1, session))
+        t, index = (turn.reply_t, turn.reply_index) if turn.reply_t != ABSENT else (turn.done_t, turn.done_index)
         if index < NEVER:
-            out.append((index, t, -1, turn.request.session))
+            out.append((index, t, -1, session))
     out.sort()
     return out
 

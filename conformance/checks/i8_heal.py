@@ -18,7 +18,7 @@ from collections import Counter
 from conformance.checks.deletions import Deletion, deletions, excused_from_store
 from conformance.checks.i2_store import snapshot_rows
 from conformance.checks.model import NEVER, RunModel
-from conformance.checks.text import turn_list
+from conformance.checks.text import SnapshotLabel, Words, turn_list
 from conformance.harness.verdict import Verdict, Violation
 
 
@@ -109,7 +109,7 @@ def _stuck(m: RunModel, cut: Deletion) -> Violation | None:
     return None
 
 
-def _owed_words(m: RunModel, cut: Deletion) -> tuple[int, str] | None:
+def _owed_words(m: RunModel, cut: Deletion) -> tuple[int, Words] | None:
     """(record index, words) of what made the deleted turns owed back: the session's next
     acknowledged turn, or its agent letting go of the transcript (None: nothing did)."""
     flush = m.next_ack(cut.session, cut.index)
@@ -117,10 +117,15 @@ def _owed_words(m: RunModel, cut: Deletion) -> tuple[int, str] | None:
     if cut.owed_at > m.final_index or cut.owed_by == "turn" or not held:  # an agent holding nothing owes no row
         if flush is None:
             return None
-        return flush.reply_index, f"turn {flush.id} ({m.at(flush.reply.t if flush.reply else None)}) and every later turn were dropped"
-    when = m.at(m.records[cut.owed_at].t)
-    how = f"the gateway stopped at {when}" if cut.owed_by == "sigterm" else f"left the cache at {when}"
-    return cut.owed_at, f"its agent held {turn_list(held)} and {how} without writing them back"
+        return flush.reply_index, Words(lambda: f"turn {flush.id} ({m.at(flush.reply.t if flush.reply else None)}) and "
+                                               "every later turn were dropped")
+
+    def words() -> str:
+        when = m.at(m.records[cut.owed_at].t)
+        how = f"the gateway stopped at {when}" if cut.owed_by == "sigterm" else f"left the cache at {when}"
+        return f"its agent held {turn_list(held)} and {how} without writing them back"
+
+    return cut.owed_at, Words(words)
 
 
 def _recreated(m: RunModel, cut: Deletion, stored: list[str] | None) -> list[Violation]:
@@ -206,7 +211,7 @@ def _resurrected(m: RunModel, cuts: list[Deletion]) -> list[Violation]:
             if not unheld:
                 continue
             cut = before[-1]
-            label = f"snapshot '{snap.d('label')}' ({m.at(snap.t)})"
+            label = SnapshotLabel(m, snap)
             asked = requests.get(sid, [])
             k = bisect_right(asked, cut.index)
             if cut.unheld and (k == len(asked) or asked[k] > index):

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from conformance.checks.model import RunModel, Turn
+from conformance.checks.model.facts import _ABSENT as ABSENT
 from conformance.harness.verdict import Verdict, Violation
 
 
@@ -46,7 +47,7 @@ def check(m: RunModel) -> Verdict:
             examined += 1
             start = max(turn.arrival, free)
             deadline = _extended(start + within, start, within, locks)
-            answered = min(filter(None, (turn.reply.t if turn.reply is not None else None, folded.get(turn.id))), default=None)
+            answered = min(filter(None, (turn.reply_t if turn.reply_t != ABSENT else None, folded.get(turn.id))), default=None)
             given_up = _given_up(m, turn, stops)
             if answered is not None and answered <= deadline:
                 free = answered

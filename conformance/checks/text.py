@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from conformance.checks.model import NEVER, RunModel, Segment, Turn
+from conformance.observations import Obs
 from sim.clock import MINUTE, format_duration
 
 _CONTEXT = {
@@ -17,6 +18,35 @@ _CONTEXT = {
     "delete_parent": "at a parent row deletion",
 }
 _NEAR = 64
+
+
+class SnapshotLabel:
+    """A snapshot's name in a violation, "snapshot 'final' (09:00)": written when first shown
+    (a local time costs more than a check's look at a snapshot that holds no violation)."""
+
+    __slots__ = ("m", "snap", "text")
+
+    def __init__(self, m: RunModel, snap: Obs) -> None:
+        self.m, self.snap, self.text = m, snap, ""
+
+    def __format__(self, spec: str) -> str:
+        if not self.text:
+            self.text = f"snapshot '{self.snap.d('label')}' ({self.m.at(self.snap.t)})"
+        return format(self.text, spec)
+
+
+class Words:
+    """Words of a violation written only if one is: `make()`'s text, made when first shown."""
+
+    __slots__ = ("make", "text")
+
+    def __init__(self, make: Callable[[], str]) -> None:
+        self.make, self.text = make, None
+
+    def __format__(self, spec: str) -> str:
+        if self.text is None:
+            self.text = self.make()
+        return format(self.text, spec)
 
 
 def turn_list(turns: Sequence[str]) -> str:

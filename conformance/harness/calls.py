@@ -15,7 +15,7 @@ from conformance.harness.errors import GatewayTimeout, Interrupted, RemoteGatewa
 from conformance.harness.spill import SPILL_AT, ObservationLog
 from conformance.harness.swarm import Swarm
 from conformance.harness.verdict import GatewayFailure
-from conformance.observations import CacheReplay, DurableState, Resources, ResourcesDeltas
+from conformance.observations import CacheReplay, DurableState, Resources, ResourcesDeltas, StoredSession
 from conformance.observers import FakeLLM, HookBus, MemoryBackend, Platform, RecordingProvider
 from sim.clock import VirtualClock
 from sim.engine import Engine, EventBudgetExceeded
@@ -101,6 +101,11 @@ class GatewayCalls:
         self.inbox: deque[tuple[Event, Any]] = deque()  # what arrived while the gateway was down
         self.resources = ResourcesDeltas()  # what changed since the last sample
         self.changes: ResourcesChanges | None = None  # the gateway's own account of them: known after start
+        # Across `durable_state` reads: a stored row's content -> its turns; a session's rows at
+        # the last snapshot; the sessions the last read held, checked (`values.durable_state`).
+        self.row_turns: dict[str, tuple[str | None, ...]] = {}
+        self.snapshot_rows: dict[str, tuple[StoredSession, list[list[Any]]]] = {}
+        self.stored_known: dict[str, StoredSession] = {}
         self.current_event = "start"
         # The log's step: the scenario event being applied (1..N; 0 boot, N+1 quiescence), or
         # "k.n" for the n-th callback (a timer, an LLM answer, a crash point's restart) that ran
@@ -206,7 +211,10 @@ class GatewayCalls:
     def _answer(self, what: str, check: Callable[[Any], Any], fn: Callable[..., Any], *args: Any) -> Any:
         """`_call`, and the answer validated (`conformance.harness.values`, as over the wire): a value of
         the wrong shape is the gateway's error at this step, naming the method and what was wrong."""
-        answer = self._call(what, fn, *args)
+        return self._checked(what, check, self._call(what, fn, *args))
+
+    def _checked(self, what: str, check: Callable[[Any], Any], answer: Any) -> Any:
+        """`check(answer)`, or the gateway's error at this step naming `what` and what was wrong."""
         try:
             return check(answer)
         except values.BadValue as err:
@@ -246,7 +254,10 @@ class GatewayCalls:
         error, so it can never hide what `resources()` would show."""
         changes = self.changes
         assert changes is not None and changes.hook is not None
-        answer = self._answer("resources_delta", self._valid_change, changes.hook)
+        answer = self._call("resources_delta", changes.hook)
+        if answer is not None:  # None (nothing changed, the usual answer) needs no validation
+            answer = self._checked("resources_delta", values.resources_change if type(answer) is dict else self._valid_change,
+                                   answer)  # a dict is no Resources: `_valid_change` would only pass it on
         if type(answer) is dict:
             if answer:
                 if not changes.moved:  # from the last whole state on
@@ -292,11 +303,16 @@ class GatewayCalls:
         return values.resources(answer)
 
     def _snapshot(self, label: str) -> None:
-        self.log.add("durable", label=label, **self._durable().to_detail())
+        self.log.add("durable", label=label, **self._durable().to_detail(self.row_turns, self.snapshot_rows))
+        if label == "final":  # the caches go before the judging (a long run's final snapshot is every row)
+            self.row_turns, self.snapshot_rows, self.stored_known = {}, {}, {}
 
     def _durable(self) -> DurableState:
-        state: DurableState = self._answer("durable_state", values.durable_state, self.gateway.durable_state)
+        state: DurableState = self._answer("durable_state", self._valid_durable, self.gateway.durable_state)
         return state
+
+    def _valid_durable(self, answer: Any) -> DurableState:
+        return values.durable_state(answer, self.stored_known)
 
     def _stop(self, how: str) -> None:
         if not self.up:

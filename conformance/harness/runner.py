@@ -70,16 +70,15 @@ class RunResult:
 
 def scenario_detail(scenario: Scenario, profile: Profile) -> dict[str, Any]:
     """The first log record: everything the checks need to know about the inputs."""
-    from sim.writer import scenario_document  # the canonical document form, shared with files
+    from sim.writer import chats_document, config_document  # the canonical document form, shared with files
 
-    document = scenario_document(scenario)
     return {
         "name": scenario.name,
         "seed": scenario.seed,
         "zone": scenario.zone,
         "start": scenario.start,
-        "config": document["config"],
-        "chats": document["chats"],
+        "config": config_document(scenario.config),
+        "chats": chats_document(scenario),
         "profile": profile.to_detail(),
         "tzdata": TZDATA,  # the tz database every zone of the run came from (sim.clock.load_zone)
     }

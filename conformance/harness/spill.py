@@ -152,6 +152,7 @@ class SpilledRecords(Sequence[Obs]):
         return list, (list(self),)  # another process gets the records, not the file
 
 
+_new_obs = tuple.__new__
 SPILL_AT = 250_000  # records a log keeps in memory before it moves to a temporary file (a gateway day: 185,000)
 SPILL_CHUNK = 4_096  # once spilled, records written out at a time
 
@@ -175,7 +176,7 @@ class ObservationLog:
 
     def add(self, kind: str, *, chat: str | None = None, session: str | None = None,
             turns: Iterable[str] = (), **detail: Any) -> Obs:
-        record = Obs(self._now(), self.step, kind, chat, session, tuple(turns), detail)
+        record = _new_obs(Obs, (self._now(), self.step, kind, chat, session, tuple(turns), detail))  # Obs(...) without its __new__'s frame
         recent = self._recent
         recent.append(record)
         if len(recent) >= self._write_at:

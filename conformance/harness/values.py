@@ -128,11 +128,16 @@ def _sequence(where: str, value: object, what: str) -> Collection[Any]:
     return value
 
 
-def durable_state(value: object) -> DurableState:
-    """A `DurableState` of str ids and texts, each session and each chat's routing entry once, or `BadValue`."""
+def durable_state(value: object, known: dict[str, StoredSession] | None = None) -> DurableState:
+    """A `DurableState` of str ids and texts, each session and each chat's routing entry once, or `BadValue`.
+    `known`: id -> the `StoredSession` object a previous answer held, checked then (all of it is
+    immutable): the same object again is not walked again. Kept up to date here."""
     if not isinstance(value, DurableState):
         raise BadValue(f"expected a DurableState, got {type(value).__name__} {_show(value)}")
-    if _well_formed(value):
+    if _well_formed(value, known):
+        if known is not None:
+            known.clear()
+            known.update({s.id: s for s in value.sessions})
         return value
     seen: set[str] = set()
     for i, s in enumerate(_sequence("sessions", value.sessions, "StoredSession")):
@@ -163,8 +168,9 @@ def durable_state(value: object) -> DurableState:
                         tuple(map(tuple, value.routing)))  # type: ignore[arg-type]
 
 
-def _well_formed(state: DurableState) -> bool:
-    """The common case, checked mostly in C: tuples of the right types, no id or chat twice."""
+def _well_formed(state: DurableState, known: dict[str, StoredSession] | None = None) -> bool:
+    """The common case, checked mostly in C: tuples of the right types, no id or chat twice
+    (a session `known` holds, the same object, was checked before)."""
     sessions, routing = state.sessions, state.routing
     if type(sessions) is not tuple or type(routing) is not tuple or not _pairs_of(routing, str, str):
         return False
@@ -172,12 +178,13 @@ def _well_formed(state: DurableState) -> bool:
         return False
     if len({s.id for s in sessions}) != len(sessions) or len({chat for chat, _sid in routing}) != len(routing):
         return False
-    for s in sessions:
+    fresh = [s for s in sessions if known.get(s.id) is not s] if known else sessions
+    for s in fresh:
         if type(s.id) is not str or not (s.parent is None or type(s.parent) is str) or type(s.messages) is not tuple:
             return False
         if s.messages and set(map(type, s.messages)) != {StoredMessage}:
             return False
-    rows = [m for s in sessions for m in s.messages]
+    rows = [m for s in fresh for m in s.messages]
     fields = (list(map(attrgetter(name), rows)) for name in ("role", "content", "visibility"))
     return all(not column or set(map(type, column)) == {str} for column in fields)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from itertools import pairwise
 
+from conformance.checks.model.facts import _ABSENT as ABSENT
 from conformance.checks.model.facts import UNDONE, OracleError, Segment, Turn
 from conformance.checks.model.log import LogView
 
@@ -35,18 +36,17 @@ def _turns_are_placed(turns: dict[str, Turn], size: int, segments: dict[str, lis
         index = turn.index
         if not 0 <= index < size:
             raise OracleError(f"turn {turn.id}'s input is record {index}, outside the log of {size}")
-        if turn.request is not None:
+        if turn.request_t != ABSENT:  # admitted (the plain fields: `turn.request` builds a Stamp)
             if not index < turn.request_index < size:
                 raise OracleError(f"turn {turn.id} was asked at record {turn.request_index}, not after its input")
-            if turn.done == UNDONE:
+            if (turn.done_t, turn.done_index) == UNDONE:
                 raise OracleError(f"admitted turn {turn.id} has no end")
             if not turn.delegate and turn.chat in segments:
                 admitted += 1
-        reply = turn.reply
-        if reply is not None:
+        if turn.reply_t != ABSENT:
             if not index < turn.reply_index < size:
                 raise OracleError(f"turn {turn.id} was replied at record {turn.reply_index}, not after its input")
-            if reply.session:
+            if turn.reply_session:
                 replied += 1
     return admitted, replied
 
@@ -62,7 +62,7 @@ def _segments_partition_turns(segments: dict[str, list[Segment]], admitted: int)
                 raise OracleError(f"segment {seg.label()} is numbered {seg.number} of chat {seg.chat!r}, "
                                   f"at place {number} of chat {chat!r}")
             for turn in seg.turns:
-                if turn.chat != chat or turn.delegate or turn.request is None:
+                if turn.chat != chat or turn.delegate or turn.request_t == ABSENT:
                     raise OracleError(f"segment {seg.label()} holds turn {turn.id}, not an admitted turn of {chat!r}")
                 if turn.request_index <= last:
                     raise OracleError(f"turn {turn.id} is in segment {seg.label()} out of order, or twice")
@@ -103,8 +103,7 @@ def _acked_in_reply_order(acked: dict[str, list[Turn]], replied: int) -> None:
     for session, session_turns in acked.items():
         last = -1
         for turn in session_turns:
-            reply = turn.reply
-            if reply is None or reply.session != session or turn.reply_index <= last:
+            if turn.reply_t == ABSENT or turn.reply_session != session or turn.reply_index <= last:
                 raise OracleError(f"turn {turn.id} is listed as acknowledged in {session} out of order, or wrongly")
             last = turn.reply_index
         listed += len(session_turns)

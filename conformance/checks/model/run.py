@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from conformance.checks.model.facts import _ABSENT as ABSENT
 from conformance.checks.model.facts import Downtime, Facts, Segment, Turn
 from conformance.checks.model.invariants import verify
 from conformance.checks.model.log import LogView
@@ -41,7 +42,7 @@ class RunModel(LogView):
                          acked_by_session=walked.acked_by_session)
         by_chat: dict[str, list[Turn]] = defaultdict(list)
         for turn in model.turns.values():
-            if turn.request is not None:
+            if turn.request_t != ABSENT:  # admitted
                 by_chat[turn.chat].append(turn)
         mark_done(model, by_chat, walked.commands)
         for chat in by_chat:
@@ -103,7 +104,8 @@ class RunModel(LogView):
 
     def unacknowledged(self, turn: Turn) -> bool:
         """A turn that must leave nothing behind: never replied, nor answered folded into another."""
-        return turn.reply is None and turn.id not in self.folded()
+        folded = self.facts.folded
+        return turn.reply_t == ABSENT and turn.id not in (folded if folded is not None else self.folded())
 
     # -- acknowledged turns by session --------------------------------------------------
 

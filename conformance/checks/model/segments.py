@@ -6,6 +6,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from typing import NamedTuple
 
+from conformance.checks.model.facts import _ABSENT as ABSENT
 from conformance.checks.model.facts import NEVER, CommandAt, Effective, Moment, Segment, Turn, Window, new_moment
 from conformance.checks.model.log import LogView
 
@@ -40,15 +41,15 @@ def mark_done(m: LogView, chat_turns: dict[str, list[Turn]], commands: dict[str,
         plain = [end for end in ends if end.by != "/stop"]  # what ends a delegate
         plain_indexes = [e.index for e in plain]
         for turn in turns:
-            if turn.reply is not None:
+            if turn.reply_t != ABSENT:  # replied (`turn.reply`, without the Stamp)
                 k = bisect_right(indexes, turn.request_index)
                 if not turn.delegate and k < len(ends) and ends[k].by == "/stop" and ends[k].index < turn.reply_index:
                     turn.stopped = turn.done = new_moment((ends[k].t, ends[k].index))
                     turn.ended_by = "/stop"
                     continue
-                turn.done, turn.ended_by = new_moment((turn.reply.t, turn.reply_index)), "reply"
+                turn.done, turn.ended_by = new_moment((turn.reply_t, turn.reply_index)), "reply"
                 continue
-            assert turn.request is not None
+            assert turn.request_t != ABSENT  # admitted
             answer = turn.asked + m.config.turn_latency
             for locked, until in locks:
                 if locked <= answer <= until:
@@ -128,8 +129,8 @@ def chat_segments(model: LogView, chat: str, turns: list[Turn], commands: list[C
                 segments.append(current)
 
     for turn in admitted:
-        assert turn.request is not None
-        x = turn.request.t
+        assert turn.request_t != ABSENT  # admitted (`turn.request`, without the Stamp)
+        x = turn.request_t
         apply_commands(x, turn.request_index)
         if current is not None:
             expiry = model.expiry(chat, current.anchor, current.last_user)

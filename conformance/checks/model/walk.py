@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from array import array
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from operator import attrgetter
 
+from conformance.checks.model.facts import _ABSENT as ABSENT
 from conformance.checks.model.facts import (
     NEVER,
     SESSION_KINDS,
@@ -81,29 +82,33 @@ def walk_log(records: Sequence[Obs]) -> Walked:
     names: dict[str | None, str | None] = {}
     # A spilled log knows its snapshots' labels: the walk leaves them unread (the final one is every row).
     labels: dict[int, object] | None = getattr(records, "durable_labels", None)
+    appenders: dict[str, Callable[[int], None]] = {}  # kind -> its index's append
     for index, (kind, r) in enumerate(_pairs(records, _UNREAD if labels is None else _UNREAD_SPILLED)):
-        by_kind[kind].append(index)
+        add = appenders.get(kind)
+        if add is None:
+            add = appenders[kind] = by_kind[kind].append
+        add(index)
         if r is None:
             continue
-        if kind in SESSION_KINDS and r.session is not None:
-            by_session[(kind, r.session)].append(index)
-        if kind in _PASSIVE:
+        if kind in _PASSIVE:  # SESSION_KINDS among them
+            if kind in SESSION_KINDS and r.session is not None:
+                by_session[(kind, r.session)].append(index)
             continue
         if kind in ("message", "delegate"):
             chat = r.chat or ""
             turn = Turn(r.turns[0], names.setdefault(chat, chat), r.t, index, delegate=kind == "delegate",
-                        muted=bool(r.d("muted")))
+                        muted=bool(r.detail.get("muted")))
             turns[turn.id] = turn
-            if r.d("queued"):
+            if r.detail.get("queued"):
                 held.append(turn)
         elif kind == "command":
-            if r.d("queued"):
-                held_commands.append(HeldCommand(r.chat or "", index, r.d("command")))
+            if r.detail.get("queued"):
+                held_commands.append(HeldCommand(r.chat or "", index, r.detail.get("command")))
             else:
-                commands[r.chat or ""].append(new_command((r.t, index, r.d("command"), index)))
+                commands[r.chat or ""].append(new_command((r.t, index, r.detail.get("command"), index)))
         elif kind == "restart":
-            if r.d("config") is not None:  # the restart changed the configuration (sim.scenario.ConfigChange)
-                changed = config_from_document(r.d("config")).with_default(config.reset)
+            if r.detail.get("config") is not None:  # the restart changed the configuration (sim.scenario.ConfigChange)
+                changed = config_from_document(r.detail.get("config")).with_default(config.reset)
                 changes.append(PolicyChange(down_since if down_since is not None else r.t, changed))
             for turn in held:
                 turn.arrival = r.t
@@ -115,7 +120,7 @@ def walk_log(records: Sequence[Obs]) -> Walked:
                 stopped.append(Downtime(down_since, r.t))
                 down_since = None
         elif kind in ("sigterm", "crash"):
-            if r.d("final"):
+            if r.detail.get("final"):
                 final_stop = r.t
             elif down_since is None:
                 down_since = r.t
@@ -123,14 +128,14 @@ def walk_log(records: Sequence[Obs]) -> Walked:
             turn = turns[r.turns[0]]
             if turn.request_index < 0:
                 turn.request_t, turn.request_session, turn.request_index = r.t, names.setdefault(r.session, r.session), index
-            if not turn.acked:  # a gateway that interrupts and asks again is answered at the last ask
+            if turn.reply_t == ABSENT:  # not acked: a gateway that interrupts and asks again is answered at the last ask
                 turn.asked = r.t
         elif kind == "reply" and r.turns and r.turns[0] in turns:
             turn = turns[r.turns[0]]
             turn.replies += 1
-            if not turn.acked:
+            if turn.reply_t == ABSENT:  # not acked
                 turn.reply_t, turn.reply_session, turn.reply_index = r.t, names.setdefault(r.session, r.session), index
-        elif kind == "durable" and r.d("label") == "final":
+        elif kind == "durable" and r.detail.get("label") == "final":
             final_index = index
         elif kind == "error":
             failure = r
@@ -142,7 +147,7 @@ def walk_log(records: Sequence[Obs]) -> Walked:
         for chat, command in _delivered(delivery):
             commands[chat].append(command)
     acked: dict[str, list[Turn]] = defaultdict(list)
-    for turn in sorted((t for t in turns.values() if t.acked and t.session), key=lambda t: t.reply_index):
+    for turn in sorted((t for t in turns.values() if t.reply_t != ABSENT and t.reply_session), key=lambda t: t.reply_index):
         acked[turn.session or ""].append(turn)
     view = LogView(records=records, name=head.d("name"), zone=zone, config=config,
                    chats=head.d("chats") or {}, profile=head.d("profile") or {}, final_stop=final_stop,
