@@ -164,21 +164,21 @@ class DurableState:
     routing: tuple[tuple[str, str], ...] = ()  # (chat name, session id), sorted
 
     def to_detail(self, turns_of: dict[str, tuple[str | None, ...]] | None = None,
-                  rows_of: dict[str, tuple[StoredSession, list[list[Any]]]] | None = None) -> dict[str, Any]:
+                  rows_of: dict[str, tuple[tuple[StoredMessage, ...], list[list[Any]]]] | None = None) -> dict[str, Any]:
         """A compact, canonical form for the log: session -> [[role, turn, visibility], …], a row
         carrying two turns (folded by the gateway) once for each. A turn id is one string for all
         its rows (a turn's message and reply: two), which a spilled log's file keeps shared.
         `turns_of`: content -> `StoredMessage.turns`, kept by the caller between snapshots (the
         runner's: most rows of a snapshot were in the one before), up to `_TURNS_KEPT` rows.
-        `rows_of`: session id -> (the `StoredSession`, its rows) of the caller's last snapshot: the
-        same (immutable) object again has the same rows, copied."""
+        `rows_of`: session id -> (its messages tuple, its rows) of the caller's last snapshot: the
+        same (immutable) tuple again has the same rows, copied."""
         share: dict[str | None, str | None] = {}
         shared = share.setdefault
         known: dict[str, tuple[str | None, ...]] = {} if turns_of is None else turns_of
         sessions: dict[str, Any] = {}
         for s in sorted(self.sessions, key=lambda s: s.id):
             last = rows_of.get(s.id) if rows_of is not None else None
-            if last is not None and last[0] is s:
+            if last is not None and last[0] is s.messages:
                 sessions[s.id] = {"parent": s.parent, "rows": [[role, turn, vis] for role, turn, vis in last[1]]}
                 continue
             rows = []
@@ -191,7 +191,7 @@ class DurableState:
                 rows += [[m.role, shared(turn, turn), m.visibility] for turn in turns]
             sessions[s.id] = {"parent": s.parent, "rows": rows}
             if rows_of is not None:
-                rows_of[s.id] = (s, rows)
+                rows_of[s.id] = (s.messages, rows)
         return {"sessions": sessions, "routing": {chat: sid for chat, sid in self.routing}}
 
 

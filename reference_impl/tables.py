@@ -74,8 +74,7 @@ _CHUNK = 64  # rows written by one statement (more: chunks inside one transactio
 
 _SPARE: list[sqlite3.Connection] = []  # in-memory databases a closed store emptied (`_recycle`), for the next one
 _SPARE_PAGES = 256  # a database larger than this (1 MB) is closed: a long run's pages are not kept
-_TABLES = ("messages", "sessions", "routing", "session_ends", "lives", "ingested", "memory_outbox", "counters",
-           "command_journal", "due_commands", "sqlite_sequence")
+_PRISTINE: list[tuple[str, str, str | None]] | None = None  # sqlite_master of the empty schema (`_recycle`)
 
 
 def _fresh_memory_db() -> sqlite3.Connection:
@@ -97,16 +96,26 @@ def _fresh_memory_db() -> sqlite3.Connection:
 
 
 def _recycle(db: sqlite3.Connection) -> None:
-    """A closed store's in-memory database: emptied for the next store (every table, and the
-    AUTOINCREMENT counters: the same rows, ids and order a fresh copy would give), or closed."""
+    """A closed store's in-memory database: emptied for the next store (every table its schema
+    holds, and the AUTOINCREMENT counters: the same rows, ids and order a fresh copy would give),
+    or closed if it is large or its schema is not the pristine one any more."""
+    global _PRISTINE
     try:
         small = not db.in_transaction and len(_SPARE) < 2 and db.execute("PRAGMA page_count").fetchone()[0] <= _SPARE_PAGES
         if small:
-            db.execute("PRAGMA foreign_keys = OFF")
-            for table in _TABLES:
-                db.execute(f"DELETE FROM {table}")
-            _SPARE.append(db)
-            return
+            schema = db.execute("SELECT type, name, sql FROM sqlite_master ORDER BY type, name").fetchall()
+            if _PRISTINE is None:
+                pristine = sqlite3.connect(":memory:")
+                pristine.executescript(SCHEMA)
+                _PRISTINE = pristine.execute("SELECT type, name, sql FROM sqlite_master ORDER BY type, name").fetchall()
+                pristine.close()
+            if schema == _PRISTINE:
+                db.execute("PRAGMA foreign_keys = OFF")
+                for kind, table, _sql in schema:
+                    if kind == "table":
+                        db.execute(f'DELETE FROM "{table}"')
+                _SPARE.append(db)
+                return
     except sqlite3.Error:
         pass
     db.close()

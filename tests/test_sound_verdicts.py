@@ -266,6 +266,36 @@ def test_garbage_from_durable_state_or_resources_is_an_error_at_its_step(name: s
     assert result.failure.message == f"bad value in answer to {method}: {why}"
 
 
+def test_a_session_rebound_in_place_after_a_snapshot_is_read_again() -> None:
+    """The runner takes a session it checked before as unchanged while it holds the same messages
+    tuple (and parent): a gateway that hands out the same `StoredSession` with a field rebound
+    through `object.__setattr__` is judged on what it holds now, not on the last snapshot."""
+
+    class Rebinds(ReferenceGateway):
+        handed: dict[str, StoredSession] = {}
+
+        def durable_state(self) -> DurableState:
+            state = super().durable_state()
+            sessions = []
+            for s in state.sessions:
+                old = self.handed.get(s.id)
+                if old is None:
+                    old = self.handed[s.id] = StoredSession(s.id, s.parent, s.messages)
+                else:  # the one handed out before, its messages now s1's first row only
+                    object.__setattr__(old, "messages", s.messages[:1] if s.id == "s1" else s.messages)
+                sessions.append(old)
+            return DurableState(tuple(sessions), state.routing)
+
+    scenario = load_text("name: rebinds\nchats: {alice: {}}\nevents:\n  - message: alice\n"
+                         "  - checkpoint: one\n    at: '09:30'\n  - checkpoint: two\n    at: '10:00'\n", "rebinds.yaml")
+    gateway = Rebinds()
+    gateway.handed = {}
+    result = run_scenario(scenario, gateway, "rebinds")
+    rows = {r.d("label"): r.d("sessions")["s1"]["rows"] for r in result.records if r.kind == "durable" and "s1" in r.d("sessions")}
+    assert len(rows["one"]) == 2 and len(rows["two"]) == 1 and len(rows["final"]) == 1  # the reply row gone: seen
+    assert result.failure is None and result.verdicts["I2"].status == "fail"
+
+
 # -- 3. each scenario its own config and chats ------------------------------------------------
 
 

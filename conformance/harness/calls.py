@@ -15,7 +15,7 @@ from conformance.harness.errors import GatewayTimeout, Interrupted, RemoteGatewa
 from conformance.harness.spill import SPILL_AT, ObservationLog
 from conformance.harness.swarm import Swarm
 from conformance.harness.verdict import GatewayFailure
-from conformance.observations import CacheReplay, DurableState, Resources, ResourcesDeltas, StoredSession
+from conformance.observations import CacheReplay, DurableState, Resources, ResourcesDeltas, StoredMessage
 from conformance.observers import FakeLLM, HookBus, MemoryBackend, Platform, RecordingProvider
 from sim.clock import VirtualClock
 from sim.engine import Engine, EventBudgetExceeded
@@ -104,8 +104,8 @@ class GatewayCalls:
         # Across `durable_state` reads: a stored row's content -> its turns; a session's rows at
         # the last snapshot; the sessions the last read held, checked (`values.durable_state`).
         self.row_turns: dict[str, tuple[str | None, ...]] = {}
-        self.snapshot_rows: dict[str, tuple[StoredSession, list[list[Any]]]] = {}
-        self.stored_known: dict[str, StoredSession] = {}
+        self.snapshot_rows: dict[str, tuple[tuple[StoredMessage, ...], list[list[Any]]]] = {}
+        self.stored_known: dict[str, tuple[str | None, tuple[StoredMessage, ...]]] = {}
         self.current_event = "start"
         # The log's step: the scenario event being applied (1..N; 0 boot, N+1 quiescence), or
         # "k.n" for the n-th callback (a timer, an LLM answer, a crash point's restart) that ran

@@ -128,16 +128,18 @@ def _sequence(where: str, value: object, what: str) -> Collection[Any]:
     return value
 
 
-def durable_state(value: object, known: dict[str, StoredSession] | None = None) -> DurableState:
+def durable_state(value: object, known: dict[str, tuple[str | None, tuple[StoredMessage, ...]]] | None = None) -> DurableState:
     """A `DurableState` of str ids and texts, each session and each chat's routing entry once, or `BadValue`.
-    `known`: id -> the `StoredSession` object a previous answer held, checked then (all of it is
-    immutable): the same object again is not walked again. Kept up to date here."""
+    `known`: id -> the parent and the messages tuple a previous answer held for that session,
+    checked then: a session holding the same tuple (immutable; its frozen rows were checked) and
+    parent is not walked again. Kept up to date here. (Fields, not the `StoredSession`: a gateway
+    that rebinds a field of the one it handed out with `object.__setattr__` is walked again.)"""
     if not isinstance(value, DurableState):
         raise BadValue(f"expected a DurableState, got {type(value).__name__} {_show(value)}")
     if _well_formed(value, known):
         if known is not None:
             known.clear()
-            known.update({s.id: s for s in value.sessions})
+            known.update({s.id: (s.parent, s.messages) for s in value.sessions})
         return value
     seen: set[str] = set()
     for i, s in enumerate(_sequence("sessions", value.sessions, "StoredSession")):
@@ -168,9 +170,13 @@ def durable_state(value: object, known: dict[str, StoredSession] | None = None) 
                         tuple(map(tuple, value.routing)))  # type: ignore[arg-type]
 
 
-def _well_formed(state: DurableState, known: dict[str, StoredSession] | None = None) -> bool:
+def _unchanged(last: tuple[str | None, tuple[StoredMessage, ...]] | None, s: StoredSession) -> bool:
+    return last is not None and last[1] is s.messages and last[0] == s.parent
+
+
+def _well_formed(state: DurableState, known: dict[str, tuple[str | None, tuple[StoredMessage, ...]]] | None = None) -> bool:
     """The common case, checked mostly in C: tuples of the right types, no id or chat twice
-    (a session `known` holds, the same object, was checked before)."""
+    (a session whose parent and messages tuple `known` holds was checked before)."""
     sessions, routing = state.sessions, state.routing
     if type(sessions) is not tuple or type(routing) is not tuple or not _pairs_of(routing, str, str):
         return False
@@ -178,7 +184,7 @@ def _well_formed(state: DurableState, known: dict[str, StoredSession] | None = N
         return False
     if len({s.id for s in sessions}) != len(sessions) or len({chat for chat, _sid in routing}) != len(routing):
         return False
-    fresh = [s for s in sessions if known.get(s.id) is not s] if known else sessions
+    fresh = [s for s in sessions if not _unchanged(known.get(s.id), s)] if known else sessions
     for s in fresh:
         if type(s.id) is not str or not (s.parent is None or type(s.parent) is str) or type(s.messages) is not tuple:
             return False
