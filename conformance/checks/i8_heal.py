@@ -52,10 +52,9 @@ def check(m: RunModel) -> Verdict:
                 violations.append(Violation(
                     f"delegate child {child} stores {turn_list(doubled)} twice after its parent {r.session} was deleted "
                     f"(a foreign-key failure with the child's row present must not replay)", (delete_index,), r.t, child, tuple(doubled)))
-    if not cuts:  # a child may drop its link to a deleted parent (`_dangling`)
-        named, out = _parentless(m, sessions)
-        examined += named
-        violations += out
+    named, out = _parentless(m, sessions)
+    examined += named
+    violations += out
     muted = {t.id for t in m.turns.values() if t.muted}
     for sid, body in sorted(sessions.items()):
         for role, turn, visibility in body["rows"]:
@@ -179,8 +178,10 @@ def _parentless(m: RunModel, stored: dict) -> tuple[int, list[Violation]]:
     store, a child whose task's session (its chat's session when the task arrived, live or
     past its boundary) is stored names a parent (a row not yet written when the child was, and
     never since, excuses the child's missing link). Which parent is not judged: a task held
-    while the gateway was down may be spawned by the session after the restart (catalog 57).
-    Judged only in a log without a deletion (the caller's condition)."""
+    while the gateway was down may be spawned by the session after the restart (catalog 57). Not judged in a log with a deletion: a child
+    may drop its link to a deleted parent (`_dangling`)."""
+    if m.by_kind.get("delete_session") or m.by_kind.get("delete_parent"):
+        return 0, []
     out: list[Violation] = []
     examined = 0
     seen: set[str] = set()
