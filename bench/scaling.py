@@ -37,26 +37,28 @@ SEED = 3
 def steady_scenario(events: int):  # -> Scenario (imports stay in the child)
     """N messages from CHATS chats at exponential gaps, merged in time order."""
     import random
+    from array import array
 
     from sim.clock import HOUR, MINUTE, SECOND
-    from sim.scenario import Chat, GatewayConfig, Message, ResetPolicy, Scenario
+    from sim.scenario import Chat, GatewayConfig, MessageTimeline, ResetPolicy, Scenario
 
     rng = random.Random(SEED)
     start = 1_767_225_600_000  # 2026-01-01 00:00 UTC
     clocks = [start] * CHATS
-    arrivals = []
+    times, chats = array("q"), bytearray()  # a Message is built as the run reads it (MessageTimeline)
     # Each chat's next arrival is drawn when its previous one is taken: a merge of CHATS
     # Poisson streams, cut at N events.
     for _ in range(events):
         chat = min(range(CHATS), key=clocks.__getitem__)
-        arrivals.append((clocks[chat], chat))
+        times.append(clocks[chat])
+        chats.append(chat)
         clocks[chat] += max(1, round(rng.expovariate(1 / (300 * SECOND))))
     names = [f"c{number:02d}" for number in range(CHATS)]
     config = GatewayConfig(reset=ResetPolicy(mode="both", idle_minutes=30, at_hour=4), idle_ttl=HOUR,
                            watcher_interval=5 * MINUTE, turn_latency=2 * SECOND)
     return Scenario(name=f"steady-{events}", seed=SEED, start=start, config=config,
                     chats=tuple(Chat(name) for name in names),
-                    events=tuple(Message(t, chat=names[c], turn=f"t{i}", text="hello") for i, (t, c) in enumerate(arrivals, 1)))
+                    events=MessageTimeline(times, chats, names, "hello"))
 
 
 def measure(events: int, spill_at: int | None) -> dict[str, float]:

@@ -1,0 +1,48 @@
+"""The compact forms a long run keeps (issue #24 (b)) read as the plain ones they replace:
+a `MessageTimeline` as the tuple of its messages, and I3's late-turn evidence (the ingest that
+completed the turn, found again for a violation) as when every ingest's index was kept."""
+
+from __future__ import annotations
+
+import pytest
+
+from conformance.harness.runner import run_scenario
+from reference_impl import ReferenceGateway
+from sim.clock import MINUTE
+from sim.scenario import Chat, GatewayConfig, Message, MessageTimeline, ResetPolicy, Scenario
+
+START = 1_767_225_600_000
+
+
+def _timeline(count: int) -> tuple[MessageTimeline, tuple[Message, ...]]:
+    times = [START + k * 7 * MINUTE for k in range(count)]  # past the idle boundary now and then
+    chats = [k % 3 for k in range(count)]
+    names = ("a", "b", "c")
+    plain = tuple(Message(t, chat=names[c], turn=f"t{k}", text="hi") for k, (t, c) in enumerate(zip(times, chats, strict=True), 1))
+    return MessageTimeline(times, chats, names, "hi"), plain
+
+
+def test_timeline_reads_as_the_tuple_of_its_messages() -> None:
+    timeline, plain = _timeline(50)
+    assert len(timeline) == 50 and tuple(timeline) == plain
+    assert timeline == plain and plain == timeline and hash(timeline) == hash(plain)
+    assert timeline[0] == plain[0] and timeline[-1] == plain[-1] and timeline[10:20] == plain[10:20]
+    assert timeline != plain[:-1] and timeline == _timeline(50)[0]
+    with pytest.raises(IndexError):
+        timeline[50]
+    with pytest.raises(ValueError):
+        MessageTimeline([START], [], ("a",))
+
+
+def test_a_scenario_on_a_timeline_runs_as_on_its_tuple() -> None:
+    timeline, plain = _timeline(120)
+    config = GatewayConfig(reset=ResetPolicy(mode="idle", idle_minutes=30))
+    chats = tuple(Chat(name) for name in ("a", "b", "c"))
+    logs = []
+    for events in (timeline, plain):
+        scenario = Scenario(name="timeline", start=START, config=config, chats=chats, events=events)
+        result = run_scenario(scenario, ReferenceGateway(), "reference")
+        assert result.passed, result.verdicts
+        logs.append(result.log_text())
+    assert logs[0] == logs[1]
+
