@@ -5,7 +5,9 @@ completed the turn, found again for a violation) as when every ingest's index wa
 from __future__ import annotations
 
 import pytest
+from check_logs import find, log, move
 
+from conformance.checks import judge
 from conformance.harness.runner import run_scenario
 from reference_impl import ReferenceGateway
 from sim.clock import MINUTE
@@ -46,3 +48,12 @@ def test_a_scenario_on_a_timeline_runs_as_on_its_tuple() -> None:
         logs.append(result.log_text())
     assert logs[0] == logs[1]
 
+
+def test_i3_late_turn_names_the_ingest_that_completed_it() -> None:
+    records = log("new")  # hindsight ships s1's t1 at its /new end (09:01)
+    ingest = find(records, "ingest", turn="t1", backend="hindsight")
+    final = find(records, "sigterm", final=True)
+    moved = move(records, ingest, final + 1)
+    [late] = judge(moved)["I3"].violations
+    end = find(moved, "on_session_end", session="s1")
+    assert late.records == (end, find(moved, "ingest", turn="t1", backend="hindsight"))

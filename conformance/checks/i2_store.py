@@ -43,11 +43,13 @@ def check(m: RunModel) -> Verdict:
     abandoned_at = [t.done_index for t in abandoned]
     # session -> (its rows at the last snapshot, what was read of them): a session whose rows
     # are the same again is not read again (a log in memory only: a spilled one keeps no snapshot)
-    parsed: dict[str, tuple[list, list[str], set[str], set[str]]] | None = {} if type(m.records) is list else None
+    # Each session's turn ids are kept in dicts, not sets: a session's few dozen turns take
+    # ≈ 80 bytes each in a set, 30 in a dict (the final snapshot of a long run is every turn).
+    parsed: dict[str, tuple[list, list[str], dict[str, None], dict[str, None]]] | None = {} if type(m.records) is list else None
     for index, snap in m.of("durable"):
         users: dict[str, list[str]] = {}  # session -> turn ids of its user rows, in stored order
-        replied: dict[str, set[str]] = {}  # session -> turns with an assistant row
-        distinct: dict[str, set[str]] = {}
+        replied: dict[str, dict[str, None]] = {}  # session -> turns with an assistant row
+        distinct: dict[str, dict[str, None]] = {}
         for sid, body in snap.d("sessions", {}).items():
             rows = body["rows"]
             last = parsed.get(sid) if parsed is not None else None
@@ -55,8 +57,8 @@ def check(m: RunModel) -> Verdict:
                 users[sid], replied[sid], distinct[sid] = last[1], last[2], last[3]
                 continue
             users[sid] = [turn for role, turn, _vis in rows if role == "user" and turn]
-            replied[sid] = {turn for role, turn, _vis in rows if role == "assistant" and turn}
-            distinct[sid] = set(users[sid])
+            replied[sid] = {turn: None for role, turn, _vis in rows if role == "assistant" and turn}
+            distinct[sid] = dict.fromkeys(users[sid])
             if parsed is not None:
                 parsed[sid] = (rows, users[sid], replied[sid], distinct[sid])
         where = _Where(users)

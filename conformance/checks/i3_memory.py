@@ -35,29 +35,33 @@ def check(m: RunModel) -> Verdict:
     backends = ["recorder", *(p.name for p in m.config.providers)]
     ingested: dict[str, tuple[set[str], set[str]]] = {b: (set(), set()) for b in backends}  # (user messages, replies)
     foreign: list[Violation] = []
-    whole: dict[str, dict[str, tuple[int, int]]] = {b: {} for b in backends}  # backend -> turn -> (index, t) both halves in
-    seen: dict[str, tuple[set[str], set[str]]] = {}
+    # backend -> turn -> when both halves were in (its record's time; the record itself is found
+    # again for a violation only: a tuple a turn was most of I3's memory on a long run)
+    whole: dict[str, dict[str, int]] = {b: {} for b in backends}
+    # Halves a backend took under another session than their turn's: with `ingested`, every
+    # half it took (a set of its own per turn and half would be a second copy of `ingested`).
+    elsewhere: dict[str, tuple[set[str], set[str]]] = {}
     own = _own_ids(m)
     for index, r in m.of("ingest"):
         backend = r.detail.get("backend")
         mine = ingested.setdefault(backend, (set(), set()))
         halves = users, replies = own(ingested_halves(r))
-        both = seen.setdefault(backend, (set(), set()))
-        both[0].update(users)
-        both[1].update(replies)
-        arrived = whole.setdefault(backend, {})
-        for turn_id in dict.fromkeys((*users, *replies)):  # a turn reaches a backend when its second half does
-            if turn_id in both[0] and turn_id in both[1]:
-                arrived.setdefault(turn_id, (index, r.t))
+        other = elsewhere.setdefault(backend, (set(), set()))
         for half, ids in enumerate(halves):
             for turn_id in ids:
                 turn = m.turns.get(turn_id)
                 if turn is None or (session := turn.session) is None or session == r.session:
                     mine[half].add(turn_id)
-                elif len(foreign) < 20 and (half == 0 or turn_id not in r.turns):  # one name per turn
+                    continue
+                other[half].add(turn_id)
+                if len(foreign) < 20 and (half == 0 or turn_id not in r.turns):  # one name per turn
                     foreign.append(Violation(
                         f"backend '{r.d('backend')}' ingested {turn_id} of {turn.session} under session {r.session} "
                         f"at {m.at(r.t)}", (index,), r.t, turn.session, (turn_id,)))
+        arrived = whole.setdefault(backend, {})
+        for turn_id in dict.fromkeys((*users, *replies)):  # a turn reaches a backend when its second half does
+            if (turn_id in mine[0] or turn_id in other[0]) and (turn_id in mine[1] or turn_id in other[1]):
+                arrived.setdefault(turn_id, r.t)
     crashes = [i for i, _ in m.of("crash")]
     excused_before = crashes[-1] if crashes and not m.profile.get("crash_durable", True) else -1
     down = _failing(m)
@@ -187,7 +191,7 @@ def _moments(m: RunModel) -> list[tuple[int, int, list[str]]]:
     return sorted(moments)
 
 
-def _late(m: RunModel, backends: list[str], first: dict[str, dict[str, tuple[int, int]]],
+def _late(m: RunModel, backends: list[str], first: dict[str, dict[str, int]],
           moments: list[tuple[int, int, list[str]]]) -> list[Violation]:
     """Turns that reached a backend (`first`: when each turn was in whole) only after the
     session end or SIGTERM (`moments`) that owed them."""
@@ -208,7 +212,7 @@ def _late(m: RunModel, backends: list[str], first: dict[str, dict[str, tuple[int
             return f"{r.session}'s on_session_end at {m.at(r.t)}"
         return f"the {'final ' if r.d('final') else ''}SIGTERM at {m.at(r.t)}"
 
-    out: list[Violation] = []
+    found: list[tuple[int, str, list[str]]] = []  # (moment, backend, its late turns)
     reported: dict[str, set[str]] = {backend: set() for backend in backends}
     for index, t, owed in moments:
         stop = m.records[index].kind == "sigterm"
@@ -216,15 +220,43 @@ def _late(m: RunModel, backends: list[str], first: dict[str, dict[str, tuple[int
             if down(backend, t) or (stop and slow(backend, t)):  # a stop cannot wait virtual time
                 continue
             mine, said = first[backend], reported[backend]
-            late = [turn for turn in owed if (f := mine.get(turn)) is not None and f[1] > t and turn not in said
-                    and not on_its_way(backend, turn, t, f[1])]
+            late = [turn for turn in owed if (f := mine.get(turn)) is not None and f > t and turn not in said
+                    and not on_its_way(backend, turn, t, f)]
             if not late:
                 continue
             said.update(late)
-            when = mine[late[0]]
-            out.append(Violation(
-                f"backend '{backend}' took {turn_list(late)} only at {m.at(when[1])}, after {what(index)}: "
-                f"what a provider buffers is owed when the session ends or the gateway stops",
-                (index, when[0]), when[1], m.turns[late[0]].session, tuple(late)))
+            found.append((index, backend, late))
+    where = _whole_at(m, {(backend, late[0]) for _index, backend, late in found})
+    out: list[Violation] = []
+    for index, backend, late in found:
+        when = first[backend][late[0]]
+        out.append(Violation(
+            f"backend '{backend}' took {turn_list(late)} only at {m.at(when)}, after {what(index)}: "
+            f"what a provider buffers is owed when the session ends or the gateway stops",
+            (index, where[backend, late[0]]), when, m.turns[late[0]].session, tuple(late)))
+    return out
+
+
+def _whole_at(m: RunModel, wanted: set[tuple[str, str]]) -> dict[tuple[str, str], int]:
+    """(backend, turn) -> the ingest record that brought the turn's second half to that backend
+    (as `check` found it: one more pass over the ingests, made only for a violation)."""
+    if not wanted:
+        return {}
+    halves: dict[tuple[str, str], list[bool]] = {key: [False, False] for key in wanted}
+    out: dict[tuple[str, str], int] = {}
+    for index, r in m.of("ingest"):
+        backend = r.detail.get("backend")
+        users, replies = ingested_halves(r)
+        for turn in dict.fromkeys((*users, *replies)):
+            key = (backend, turn)
+            if key not in halves or key in out:
+                continue
+            seen = halves[key]
+            seen[0] = seen[0] or turn in users
+            seen[1] = seen[1] or turn in replies
+            if seen[0] and seen[1]:
+                out[key] = index
+        if len(out) == len(halves):
+            break
     return out
 
