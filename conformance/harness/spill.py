@@ -44,7 +44,9 @@ class SpilledRecords(Sequence[Obs]):
     def __init__(self) -> None:
         self._file = tempfile.TemporaryFile(buffering=0)  # noqa: SIM115 -- lives as long as this object
         self._fd = self._file.fileno()
-        self._starts = array("q")  # byte offset of each record
+        # Byte offset of each record: 4 bytes each while the file is under 4 GiB (a 10^6-event
+        # run writes ≈ 8 M records: "q" took 8 bytes each), 8 past it.
+        self._starts = array("I" if array("I").itemsize == 4 else "q")
         self._end = 0  # bytes written
         self._kinds = bytearray()  # each record's kind, as its position in `_kind_names`
         self._kind_codes: dict[str, int] = {}
@@ -70,6 +72,8 @@ class SpilledRecords(Sequence[Obs]):
         for index, r in enumerate(records, len(self._starts)):
             if r.kind == "durable":
                 labels[index] = r.detail.get("label")
+        if self._starts.typecode == "I" and self._end + sum(map(len, blobs)) >= 1 << 32:
+            self._starts = array("q", self._starts)
         self._starts.extend(accumulate(map(len, blobs[:-1]), initial=self._end))
         # Joined, one write; a record past BLOCK bytes (a long run's final snapshot: tens of MB)
         # is written as it is, not copied into the join.

@@ -40,7 +40,11 @@ class Walked:
     acked_by_session: dict[str, list[Turn]]  # in reply order
 
 
-_indexes = partial(array, "q")
+def _index_arrays(records: Sequence[Obs]) -> Callable[[], array[int]]:
+    """A new empty array of record indexes: 4 bytes an index where every index fits (a long
+    run's log is millions of records, and "q" took 8 bytes each)."""
+    return partial(array, "I" if len(records) < 1 << 32 and array("I").itemsize == 4 else "q")
+
 
 # Kinds the walk only indexes (the frequent outputs): it skips its other cases.
 _PASSIVE = frozenset({"resources", "ingest", "sync_turn", "on_session_end", "on_session_finalize", "on_session_switch",
@@ -71,8 +75,9 @@ def walk_log(records: Sequence[Obs]) -> Walked:
     deliveries: list[Delivery] = []  # see `_delivered`
     stopped: list[Downtime] = []
     changes: list[PolicyChange] = []
-    by_kind: dict[str, array[int]] = defaultdict(_indexes)
-    by_session: dict[tuple[str, str], array[int]] = defaultdict(_indexes)
+    indexes = _index_arrays(records)
+    by_kind: dict[str, array[int]] = defaultdict(indexes)
+    by_session: dict[tuple[str, str], array[int]] = defaultdict(indexes)
     down_since: int | None = None
     failure = None
     final_stop = None
