@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 from collections import namedtuple
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress, count
 from operator import itemgetter, ne
@@ -71,8 +71,15 @@ def event_of(step: Step) -> int:
     return step if isinstance(step, int) else int(step.partition(".")[0])
 
 
+def _plain(value: object) -> Any:
+    """A mapping that is not a dict (a spilled snapshot's sessions, loaded as read) as the dict it reads as."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
 # json.dumps/json.loads with these options build an encoder per call: half the cost of a short record.
-_encode = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+_encode = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_plain).encode
 
 
 class Obs(namedtuple("Obs", "t step kind chat session turns detail")):

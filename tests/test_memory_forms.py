@@ -4,11 +4,15 @@ completed the turn, found again for a violation) as when every ingest's index wa
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 from check_logs import find, log, move
 
 from conformance.checks import judge
 from conformance.harness.runner import run_scenario
+from conformance.harness.spill import ObservationLog, SpilledSessions
+from conformance.observations import Obs, log_text
 from reference_impl import ReferenceGateway
 from sim.clock import MINUTE
 from sim.scenario import Chat, GatewayConfig, Message, MessageTimeline, ResetPolicy, Scenario
@@ -57,3 +61,18 @@ def test_i3_late_turn_names_the_ingest_that_completed_it() -> None:
     [late] = judge(moved)["I3"].violations
     end = find(moved, "on_session_end", session="s1")
     assert late.records == (end, find(moved, "ingest", turn="t1", backend="hindsight"))
+
+
+def test_a_spilled_snapshot_reads_as_its_dict_one_session_at_a_time() -> None:
+    sessions = {"s1": {"parent": None, "rows": [["user", "t1", "visible"], ["assistant", "t1", "visible"]]},
+                "s2": {"parent": "s1", "rows": []}}
+    log = ObservationLog(lambda: 0, spill_at=1)
+    log.add("durable", label="final", sessions=sessions, routing={"a": "s1"})
+    log.add("note")
+    snap = log.records[0]
+    read = snap.d("sessions")
+    assert isinstance(read, SpilledSessions) and read == sessions and sessions == read
+    assert list(snap.detail) == ["label", "sessions", "routing"] and read["s1"] == sessions["s1"] and "s2" in read
+    assert dict(read.items()) == sessions and pickle.loads(pickle.dumps(read)) == sessions
+    assert log_text(log.records) == log_text([Obs(0, 0, "durable", detail={"label": "final", "sessions": sessions,
+                                                                           "routing": {"a": "s1"}}), Obs(0, 0, "note")])

@@ -16,7 +16,7 @@ import os
 import sys
 import tempfile
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import accumulate
 from typing import Any, overload
 
@@ -28,14 +28,56 @@ BLOCK = 1 << 20  # bytes per read while streaming
 def _dump(record: Obs) -> bytes:
     fields = (record.t, record.step, record.kind, record.chat, record.session, record.turns, record.detail)
     try:
-        return marshal.dumps(fields)
+        return _dump_fields(fields)
     except ValueError:  # a value marshal does not take (a str or int subclass): as its JSON reads back
         plain = Obs.from_json(record.to_json())
-        return marshal.dumps((plain.t, plain.step, plain.kind, plain.chat, plain.session, plain.turns, plain.detail))
+        return _dump_fields((plain.t, plain.step, plain.kind, plain.chat, plain.session, plain.turns, plain.detail))
+
+
+def _dump_fields(fields: tuple[Any, ...]) -> bytes:
+    """A record's fields, marshalled; a `durable` snapshot's sessions each by itself (an eighth
+    field: (id, blob) pairs), so a reader loads one session at a time (`SpilledSessions`)."""
+    detail = fields[6]
+    sessions = detail.get("sessions") if fields[2] == "durable" else None
+    if type(sessions) is not dict:
+        return marshal.dumps(fields)
+    blobs = tuple((sid, marshal.dumps(body)) for sid, body in sessions.items())
+    return marshal.dumps((*fields[:6], {**detail, "sessions": None}, blobs))
 
 
 def _load(data: bytes | memoryview) -> Obs:
-    return Obs(*marshal.loads(data))
+    fields = marshal.loads(data)
+    if len(fields) == 8:  # a snapshot, its sessions apart
+        fields[6]["sessions"] = SpilledSessions(fields[7])
+        fields = fields[:7]
+    return Obs(*fields)
+
+
+class SpilledSessions(Mapping[str, Any]):
+    """A spilled snapshot's sessions: id -> its body ({"parent", "rows"}), each kept marshalled
+    and loaded when read. A long run's final snapshot is every stored row (≈ 240 bytes a turn as
+    lists); a check reads it session by session, so it holds one session's rows at a time.
+    Reads as the dict it was (equal to it; its JSON is the dict's: `observations._encode`)."""
+
+    __slots__ = ("_blobs",)
+
+    def __init__(self, blobs: Iterable[tuple[str, bytes]]) -> None:
+        self._blobs = dict(blobs)
+
+    def __getitem__(self, sid: str) -> Any:
+        return marshal.loads(self._blobs[sid])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._blobs)
+
+    def __len__(self) -> int:
+        return len(self._blobs)
+
+    def __contains__(self, sid: object) -> bool:
+        return sid in self._blobs
+
+    def __repr__(self) -> str:
+        return f"SpilledSessions({len(self)} sessions)"
 
 
 class SpilledRecords(Sequence[Obs]):
