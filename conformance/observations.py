@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 from collections import namedtuple
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress, count
 from operator import itemgetter, ne
@@ -171,22 +171,36 @@ class DurableState:
     routing: tuple[tuple[str, str], ...] = ()  # (chat name, session id), sorted
 
     def to_detail(self, turns_of: dict[str, tuple[str | None, ...]] | None = None,
-                  rows_of: dict[str, tuple[tuple[StoredMessage, ...], list[list[Any]]]] | None = None) -> dict[str, Any]:
+                  rows_of: dict[str, tuple[tuple[StoredMessage, ...], list[list[Any]]]] | None = None,
+                  pack: Callable[[Iterator[tuple[str, dict[str, Any]]]], Any] | None = None) -> dict[str, Any]:
         """A compact, canonical form for the log: session -> [[role, turn, visibility], …], a row
         carrying two turns (folded by the gateway) once for each. A turn id is one string for all
         its rows (a turn's message and reply: two), which a spilled log's file keeps shared.
         `turns_of`: content -> `StoredMessage.turns`, kept by the caller between snapshots (the
         runner's: most rows of a snapshot were in the one before), up to `_TURNS_KEPT` rows.
         `rows_of`: session id -> (its messages tuple, its rows) of the caller's last snapshot: the
-        same (immutable) tuple again has the same rows, copied."""
+        same (immutable) tuple again has the same rows, copied. `pack`: the sessions are handed to
+        it one at a time, as made, and kept in the form it returns (`spill.SpilledSessions.pack`:
+        each marshalled, for a long run's last snapshot), `rows_of` read but not kept up to date."""
+        bodies = self._bodies(turns_of, rows_of if pack is None else None, rows_of, apart=pack is not None)
+        sessions = dict(bodies) if pack is None else pack(bodies)
+        return {"sessions": sessions, "routing": {chat: sid for chat, sid in self.routing}}
+
+    def _bodies(self, turns_of: dict[str, tuple[str | None, ...]] | None,
+                keep: dict[str, tuple[tuple[StoredMessage, ...], list[list[Any]]]] | None,
+                rows_of: dict[str, tuple[tuple[StoredMessage, ...], list[list[Any]]]] | None,
+                apart: bool = False) -> Iterator[tuple[str, dict[str, Any]]]:
+        """(session id, its body) in id order, for `to_detail` (`keep`: where each session's rows go;
+        `apart`: a turn id shared within its session only, each packed by itself)."""
         share: dict[str | None, str | None] = {}
         shared = share.setdefault
         known: dict[str, tuple[str | None, ...]] = {} if turns_of is None else turns_of
-        sessions: dict[str, Any] = {}
         for s in sorted(self.sessions, key=lambda s: s.id):
+            if apart:
+                share.clear()
             last = rows_of.get(s.id) if rows_of is not None else None
             if last is not None and last[0] is s.messages:
-                sessions[s.id] = {"parent": s.parent, "rows": [[role, turn, vis] for role, turn, vis in last[1]]}
+                yield s.id, {"parent": s.parent, "rows": [[role, turn, vis] for role, turn, vis in last[1]]}
                 continue
             rows = []
             for m in s.messages:
@@ -196,10 +210,9 @@ class DurableState:
                     if type(m) is StoredMessage and len(known) < _TURNS_KEPT:
                         known[m.content] = turns
                 rows += [[m.role, shared(turn, turn), m.visibility] for turn in turns]
-            sessions[s.id] = {"parent": s.parent, "rows": rows}
-            if rows_of is not None:
-                rows_of[s.id] = (s.messages, rows)
-        return {"sessions": sessions, "routing": {chat: sid for chat, sid in self.routing}}
+            if keep is not None:
+                keep[s.id] = (s.messages, rows)
+            yield s.id, {"parent": s.parent, "rows": rows}
 
 
 @dataclass(frozen=True, slots=True)

@@ -76,3 +76,15 @@ def test_a_spilled_snapshot_reads_as_its_dict_one_session_at_a_time() -> None:
     assert dict(read.items()) == sessions and pickle.loads(pickle.dumps(read)) == sessions
     assert log_text(log.records) == log_text([Obs(0, 0, "durable", detail={"label": "final", "sessions": sessions,
                                                                            "routing": {"a": "s1"}}), Obs(0, 0, "note")])
+
+
+def test_a_spilled_runs_final_snapshot_is_packed_as_made_and_judged_the_same() -> None:
+    timeline, _plain = _timeline(60)
+    scenario = Scenario(name="packed", start=START, config=GatewayConfig(reset=ResetPolicy(mode="idle", idle_minutes=30)),
+                        chats=tuple(Chat(name) for name in ("a", "b", "c")), events=timeline)
+    kept = run_scenario(scenario, ReferenceGateway(), "reference", spill_at=None)
+    spilled = run_scenario(scenario, ReferenceGateway(), "reference", spill_at=5)
+    final = [r for r in spilled.records if r.kind == "durable" and r.d("label") == "final"]
+    assert len(final) == 1 and type(final[0].d("sessions")) is SpilledSessions and len(final[0].d("sessions")) >= 3
+    assert spilled.log_text() == kept.log_text()
+    assert {c: repr(v) for c, v in spilled.verdicts.items()} == {c: repr(v) for c, v in kept.verdicts.items()}

@@ -90,7 +90,9 @@ def _stored_twice(m: RunModel) -> list[Violation]:
             continue
         holders: dict[str, str] = {}  # turn -> first session holding its user row
         shared: dict[str, list[str]] = {}
-        for sid, body in sorted(snap.d("sessions", {}).items()):
+        sessions = snap.d("sessions", {})
+        for sid in sorted(sessions):  # one session's rows at a time (a spilled snapshot loads each as read)
+            body = sessions[sid]
             seen: set[tuple[str, str]] = set()
             doubled: set[str] = set()
             for role, turn, _vis in body["rows"]:

@@ -53,8 +53,8 @@ def check(m: RunModel) -> Verdict:
                     f"delegate child {child} stores {turn_list(doubled)} twice after its parent {r.session} was deleted "
                     f"(a foreign-key failure with the child's row present must not replay)", (delete_index,), r.t, child, tuple(doubled)))
     muted = {t.id for t in m.turns.values() if t.muted}
-    for sid, body in sorted(sessions.items()):
-        for role, turn, visibility in body["rows"]:
+    for sid in sorted(sessions):  # one session's rows at a time (a spilled snapshot loads each as read)
+        for role, turn, visibility in sessions[sid]["rows"]:
             if not turn or turn not in m.turns:
                 continue
             examined += 1

@@ -12,7 +12,7 @@ from typing import Any
 from conformance.adapter import CrashPointFired, Gateway, Harness, Profile, Scheduler
 from conformance.harness import values
 from conformance.harness.errors import GatewayTimeout, Interrupted, RemoteGatewayError
-from conformance.harness.spill import SPILL_AT, ObservationLog
+from conformance.harness.spill import SPILL_AT, ObservationLog, SpilledSessions
 from conformance.harness.swarm import Swarm
 from conformance.harness.verdict import GatewayFailure
 from conformance.observations import CacheReplay, DurableState, Resources, ResourcesDeltas, StoredMessage
@@ -303,7 +303,10 @@ class GatewayCalls:
         return values.resources(answer)
 
     def _snapshot(self, label: str) -> None:
-        self.log.add("durable", label=label, **self._durable().to_detail(self.row_turns, self.snapshot_rows))
+        # A spilled log's final snapshot (every stored row of a long run) is packed session by
+        # session as it is made: it goes to the file as that, and is read back so.
+        pack = SpilledSessions.pack if label == "final" and self.log.spilled else None
+        self.log.add("durable", label=label, **self._durable().to_detail(self.row_turns, self.snapshot_rows, pack))
         if label == "final":  # the caches go before the judging (a long run's final snapshot is every row)
             self.row_turns, self.snapshot_rows, self.stored_known = {}, {}, {}
 
