@@ -355,13 +355,17 @@ class MinimalGateway:
 
     def flush(self, agent: Agent) -> None:
         """Write the agent's new rows. If another surface deleted its row, recreate it under the
-        same id with the whole transcript (heal); a child whose parent row is gone loses the link."""
+        same id with the whole transcript (heal); a child whose parent row is gone loses the link
+        until that row is written (a parent whose only turn was stopped is written after it)."""
         row = self.disk.rows.get(agent.session)
         if row is None:
             if agent.flushed:
                 self.h.note("heal", session=agent.session)
             parent = agent.parent if agent.parent in self.disk.rows else None
             self.disk.rows[agent.session] = Row(parent, list(agent.rows))
+            child = self.disk.rows.get(self.disk.children.get(agent.session, ""))
+            if child is not None and child.parent is None:  # written before this row: it names it now
+                child.parent = agent.session
         else:
             row.messages += agent.rows[agent.flushed:]
         agent.flushed = len(agent.rows)

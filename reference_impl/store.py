@@ -57,6 +57,7 @@ class Store:
         self._seen_tuples: dict[str, tuple[StoredMessage, ...]] = {}  # the same as handed out: one tuple while no row comes
         self._seen_seq = 0
         self._sessions: list[tuple[str, str | None]] | None = None  # `all_sessions`, while no session row is written or deleted
+        self._unlinked: set[str] = set()  # parents some child row was written without (`orphan_session`)
         self.saved_routes: dict[str, None] = {}  # keys of the routing entries written, oldest first, for the watcher
         if not self.db.execute("SELECT name FROM sqlite_master WHERE name = 'sessions'").fetchone():
             self.db.executescript(SCHEMA)
@@ -66,6 +67,7 @@ class Store:
                              route.anchor, route.ended)
             for route in self.read_routes()
         }
+        self._read_unlinked()
 
     def reopen(self) -> None:
         """After a crash: the read caches were the dead process's memory (a crash point may have
@@ -80,6 +82,11 @@ class Store:
                              route.anchor, route.ended)
             for route in self.read_routes()
         }
+        self._read_unlinked()
+
+    def _read_unlinked(self) -> None:
+        self._unlinked = {parent for (parent,) in self.db.execute(
+            "SELECT DISTINCT spawned_by FROM sessions WHERE parent_id IS NULL AND spawned_by IS NOT NULL")}
 
     def close(self) -> None:
         """The run is over: the database goes, and with it every read cache (the rows
@@ -135,6 +142,32 @@ class Store:
             (session_id, chat, parent_id, kind, started),
         )
         self._existing[session_id] = parent_id
+        if session_id in self._unlinked:
+            self._link_children(session_id)
+
+    def orphan_session(self, session_id: str, chat: str, spawned_by: str, kind: str, started: int) -> None:
+        """A delegate child's row written without its parent, whose row is not there (deleted by
+        another surface, or not written yet): the parent is kept aside, and the link made again
+        when the parent's row lands (`_link_children`), so a child never stays parentless beside
+        the parent that spawned it."""
+        self._check_lock()
+        self._sessions = None
+        self._dml(
+            "INSERT INTO sessions(id, chat, parent_id, kind, started, spawned_by) VALUES (?, ?, NULL, ?, ?, ?) "
+            "ON CONFLICT(id) DO UPDATE SET parent_id = NULL, spawned_by = excluded.spawned_by",
+            (session_id, chat, kind, started, spawned_by),
+        )
+        self._existing[session_id] = None
+        self._unlinked.add(spawned_by)
+
+    def _link_children(self, parent_id: str) -> None:
+        """The parent's row landed: its children written without it name it again."""
+        self._unlinked.discard(parent_id)
+        children = [sid for (sid,) in self.db.execute(
+            "SELECT id FROM sessions WHERE spawned_by = ? AND parent_id IS NULL ORDER BY id", (parent_id,))]
+        self._dml("UPDATE sessions SET parent_id = ? WHERE spawned_by = ? AND parent_id IS NULL", (parent_id, parent_id))
+        for child in children:
+            self._existing[child] = parent_id
 
     def append(self, session_id: str, rows: Iterable[Row]) -> None:
         """Append rows atomically: all land or none do. One multi-row INSERT is one statement,

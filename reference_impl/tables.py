@@ -14,7 +14,10 @@ CREATE TABLE sessions (
     chat TEXT NOT NULL,
     parent_id TEXT REFERENCES sessions(id) ON DELETE CASCADE,
     kind TEXT NOT NULL DEFAULT 'chat',  -- 'chat' or 'delegate' (delegates have no memory)
-    started INTEGER NOT NULL
+    started INTEGER NOT NULL,
+    -- A delegate child's parent when its row had to be written without it (the parent's row
+    -- not there): not a foreign key, so the link is made again once the parent's row lands.
+    spawned_by TEXT
 );
 CREATE TABLE messages (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,

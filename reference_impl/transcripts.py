@@ -159,8 +159,10 @@ class AgentTranscripts:
         self.orphan_row(agent, now)
 
     def orphan_row(self, agent: Agent, now: int) -> None:
-        """A delegate child's row without its deleted parent: the parent stays deleted."""
-        self.store.upsert_session(agent.session, agent.chat, None, agent.kind, now)
+        """A delegate child's row without its parent, whose row is not there: a deleted parent
+        stays deleted; one not written yet (its turns still in flight) is linked when it is."""
+        assert agent.parent is not None
+        self.store.orphan_session(agent.session, agent.chat, agent.parent, agent.kind, now)
 
     def heal(self, agent: Agent) -> bool:
         """The row is confirmed gone: recreate it and replay the whole transcript (kept

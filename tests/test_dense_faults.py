@@ -6,7 +6,8 @@ locked store, a failing backend, delegates and checkpoints, under four reset pol
 cache caps, slow and fast replies, eager and lazy watchers. A random run of it found two check
 false positives in a few seconds: an end demanded after the final SIGTERM (a backlog of slow
 turns kept one in flight until then), and a `/stop` held while the gateway was down read as
-arriving before the held turn it abandoned. Derandomized, so CI runs the same 1,500 cases,
+arriving before the held turn it abandoned. A later one found a reference bug: a delegate child
+written before its parent's row kept no link once the parent's row landed. Derandomized, so CI runs the same 1,500 cases,
 and the cases found are kept as examples: each fails without its fix.
 """
 
@@ -65,6 +66,10 @@ def scenario_text(policy: str, latency: str, cap: int, watcher: str, events: lis
                                          ("/stop", "0s", "alice")])
 @example("{mode: none}", "2s", 1, "1m", [("message", "0s", "alice"), ("sigterm", "0s", "alice"), ("message", "0s", "alice"),
                                          ("/stop", "0s", "alice"), ("delete_session", "0s", "alice")])
+# A delegate spawned by a session whose row is not written yet (its only turn stopped): the
+# child's row is written without its parent, and must name it once the parent's row lands.
+@example("{mode: none}", "2s", 1, "1m", [("message", "0s", "alice"), ("/stop", "0s", "alice"), ("delegate", "0s", "alice"),
+                                         ("message", "0s", "alice")])
 def test_the_reference_passes_every_check(policy: str, latency: str, cap: int, watcher: str,
                                           events: list[tuple[str, str, str]]) -> None:
     text = scenario_text(policy, latency, cap, watcher, events)

@@ -52,6 +52,10 @@ def check(m: RunModel) -> Verdict:
                 violations.append(Violation(
                     f"delegate child {child} stores {turn_list(doubled)} twice after its parent {r.session} was deleted "
                     f"(a foreign-key failure with the child's row present must not replay)", (delete_index,), r.t, child, tuple(doubled)))
+    if not cuts:  # a child may drop its link to a deleted parent (`_dangling`)
+        named, out = _parentless(m, sessions)
+        examined += named
+        violations += out
     muted = {t.id for t in m.turns.values() if t.muted}
     for sid in sorted(sessions):  # one session's rows at a time (a spilled snapshot loads each as read)
         for role, turn, visibility in sessions[sid]["rows"]:
@@ -168,6 +172,33 @@ def _dangling(m: RunModel, cut: Deletion, owed_at: int) -> list[Violation]:
                 f"delegate child {cut.session} was recreated pointing at deleted parent {parent}", (cut.index,), cut.t,
                 cut.session)]
     return []
+
+
+def _parentless(m: RunModel, stored: dict) -> tuple[int, list[Violation]]:
+    """A delegate child's row names its parent (contract: a delegate child): in the final
+    store, a child whose task's session (its chat's session when the task arrived, live or
+    past its boundary) is stored names a parent, even where the parent's row was not written
+    yet when the child's was. Which parent is not judged: a task held
+    while the gateway was down may be spawned by the session after the restart (catalog 57).
+    Judged only in a log without a deletion (the caller's condition)."""
+    out: list[Violation] = []
+    examined = 0
+    seen: set[str] = set()
+    for turn in sorted((t for t in m.turns.values() if t.delegate and t.session), key=lambda t: t.index):
+        child = turn.session
+        body = stored.get(child)
+        if body is None or child in seen:
+            continue
+        seen.add(child)
+        examined += 1
+        spawner = next((seg.session for seg in reversed(m.segments.get(turn.chat, []))
+                        if seg.session is not None and seg.start_index < turn.index), None)
+        if body.get("parent") is None and spawner is not None and spawner in stored:
+            out.append(Violation(
+                f"delegate child {child} (task {turn.id} of chat {turn.chat} at {m.at(turn.arrival)}, while its session was "
+                f"{spawner}) is stored naming no parent: a delegate child's row names the session that spawned it",
+                (turn.index,), turn.arrival, child, (turn.id,)))
+    return examined, out
 
 
 def _parent_links(m: RunModel) -> list[tuple[int, dict[str, str | None]]]:
