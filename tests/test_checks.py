@@ -219,6 +219,22 @@ def test_i2_in_order_exactly_once_with_its_reply() -> None:
     ]
 
 
+def test_i2_a_reply_row_beside_its_question() -> None:
+    """Both rows stored is not enough: the reply follows its own question (u1 u2 a2 a1 holds
+    both halves of both turns, and t1's answer is apart from t1)."""
+    records = log("idle")
+    u, a = (lambda t: ["user", t, "visible"]), (lambda t: ["assistant", t, "visible"])
+    assert messages(rows(records, "final", "s1", [u("t1"), u("t2"), a("t2"), a("t1")]), "I2") == [
+        "turn t1 of session s1 is stored with its reply apart from its question (it follows t2's question) "
+        "at snapshot 'final' (11:23:02)"
+    ]
+    assert messages(rows(records, "final", "s1", [a("t1"), u("t1"), *both("t2")]), "I2") == [
+        "turn t1 of session s1 is stored with its reply apart from its question (it comes before any question) "
+        "at snapshot 'final' (11:23:02)"
+    ]
+    assert messages(rows(records, "final", "s1", [u("t1"), ["tool", "t1", "visible"], a("t1"), *both("t2")]), "I2") == []
+
+
 def test_i2_from_the_end_of_its_turn_on() -> None:
     records = log("sigterm")  # the snapshot taken at the SIGTERM already owes t1 and t2
     assert messages(rows(records, "sigterm", "s1", both("t1")), "I2") == [

@@ -2,10 +2,12 @@
 session, in order, exactly once, from the end of its turn on.
 
 Checked at every snapshot of the store in the log (checkpoints, stops, the final state):
-each acknowledged turn's user row once under its session, its reply row beside it, in
-the order the turns were asked. After another surface deletes a session's row, its earlier turns are
-owed again once the agent holding them writes or lets go of them (its next flush, eviction, end,
-SIGTERM); if no live agent held them, nothing can restore them (`deletions.py`).
+each acknowledged turn's user row once under its session, its reply row beside it (the
+last user row before the reply is the turn's own: a reply stored after another turn's
+question, or before its own, is apart), in the order the turns were asked. After another
+surface deletes a session's row, its earlier turns are owed again once the agent holding
+them writes or lets go of them (its next flush, eviction, end, SIGTERM); if no live agent
+held them, nothing can restore them (`deletions.py`).
 A turn never acknowledged (abandoned by `/stop`, interrupted by SIGTERM or a crash) leaves
 no row behind in any snapshot after it ended.
 """
@@ -45,22 +47,25 @@ def check(m: RunModel) -> Verdict:
     # are the same again is not read again (a log in memory only: a spilled one keeps no snapshot)
     # Each session's turn ids are kept in dicts, not sets: a session's few dozen turns take
     # ≈ 80 bytes each in a set, 30 in a dict (the final snapshot of a long run is every turn).
-    parsed: dict[str, tuple[list, list[str], dict[str, None], dict[str, None]]] | None = {} if type(m.records) is list else None
+    parsed: dict[str, tuple[list, list[str], dict[str, None], dict[str, None], dict[str, str]]] | None = \
+        {} if type(m.records) is list else None
     for index, snap in m.of("durable"):
         users: dict[str, list[str]] = {}  # session -> turn ids of its user rows, in stored order
         replied: dict[str, dict[str, None]] = {}  # session -> turns with an assistant row
         distinct: dict[str, dict[str, None]] = {}
+        apart: dict[str, dict[str, str]] = {}  # session -> turns whose reply is not beside their question
         for sid, body in snap.d("sessions", {}).items():
             rows = body["rows"]
             last = parsed.get(sid) if parsed is not None else None
             if last is not None and last[0] == rows:
-                users[sid], replied[sid], distinct[sid] = last[1], last[2], last[3]
+                users[sid], replied[sid], distinct[sid], apart[sid] = last[1], last[2], last[3], last[4]
                 continue
             users[sid] = [turn for role, turn, _vis in rows if role == "user" and turn]
             replied[sid] = {turn: None for role, turn, _vis in rows if role == "assistant" and turn}
             distinct[sid] = dict.fromkeys(users[sid])
+            apart[sid] = _apart(rows)
             if parsed is not None:
-                parsed[sid] = (rows, users[sid], replied[sid], distinct[sid])
+                parsed[sid] = (rows, users[sid], replied[sid], distinct[sid], apart[sid])
         where = _Where(users)
         label = SnapshotLabel(m, snap)  # its words (a local time) made only for a violation
         gone = abandoned[: bisect_left(abandoned_at, index)]
@@ -79,8 +84,14 @@ def check(m: RunModel) -> Verdict:
             if count and len(mine) < len(users[session]):  # a turn stored twice somewhere in the session
                 count = users[session].count(turn.id)
             if count == 1 and turn.id in replied[session]:
-                continue
-            problem = _problem(m, turn, count, where)
+                if turn.id not in apart[session]:
+                    continue
+                after = apart[session][turn.id]
+                where_reply = f"it follows {after}'s question" if after else "it comes before any question"
+                problem = ("apart", f"turn {turn.id} of session {session} is stored with its reply apart from its question "
+                                    f"({where_reply})")
+            else:
+                problem = _problem(m, turn, count, where)
             if (turn.id, problem[0]) in reported:
                 continue
             reported.add((turn.id, problem[0]))
@@ -136,6 +147,22 @@ class _Where:
                 for t in dict.fromkeys(self.rows[sid]):
                     self.table.setdefault(t, []).append(sid)
         return [sid for sid in self.table.get(turn, []) if sid != session]
+
+
+def _apart(rows: list) -> dict[str, str]:
+    """Turns whose reply row does not follow their own question, each with the turn whose
+    question the reply follows ('' for none): beside means the last user row before it is its
+    own (rows of other roles, a tool's, between them are no matter)."""
+    out: dict[str, str] = {}
+    asking = ""
+    for role, turn, _vis in rows:
+        if not turn:
+            continue
+        if role == "user":
+            asking = turn
+        elif role == "assistant" and turn != asking:
+            out.setdefault(turn, asking)
+    return out
 
 
 def _problem(m: RunModel, turn: Turn, stored: int, where: _Where) -> tuple[str, str]:
