@@ -20,7 +20,10 @@ interrupted) leaves nothing behind: no backend takes either half of it.
 
 from __future__ import annotations
 
+from array import array
+from bisect import bisect_left
 from collections.abc import Callable
+from operator import attrgetter
 
 from conformance.checks.model import NEVER, RunModel, Turn
 from conformance.checks.model.facts import _ABSENT as ABSENT
@@ -33,35 +36,39 @@ _HALF = {0: "user message", 1: "reply"}
 
 def check(m: RunModel) -> Verdict:
     backends = ["recorder", *(p.name for p in m.config.providers)]
-    ingested: dict[str, tuple[set[str], set[str]]] = {b: (set(), set()) for b in backends}  # (user messages, replies)
+    # What each backend took of each turn, by the turn's place in log order (`_places`): a byte
+    # a turn of MINE_* / OTHER_* bits (a set of ids per backend and half was most of I3's
+    # memory on a long run). A half of a turn the model does not know counts nowhere: only
+    # the model's turns are owed, or must leave nothing behind.
+    ordered, place = _places(m)
+    took: dict[str, bytearray] = {b: bytearray(len(ordered)) for b in backends}
     foreign: list[Violation] = []
-    # backend -> turn -> when both halves were in (its record's time; the record itself is found
-    # again for a violation only: a tuple a turn was most of I3's memory on a long run)
-    whole: dict[str, dict[str, int]] = {b: {} for b in backends}
-    # Halves a backend took under another session than their turn's: with `ingested`, every
-    # half it took (a set of its own per turn and half would be a second copy of `ingested`).
-    elsewhere: dict[str, tuple[set[str], set[str]]] = {}
-    own = _own_ids(m)
+    # backend -> when each turn was in whole, both halves (its record's time; the record itself
+    # is found again for a violation only), NOT_YET before
+    whole: dict[str, array[int]] = {b: array("q", [NOT_YET]) * len(ordered) for b in backends}
     for index, r in m.of("ingest"):
         backend = r.detail.get("backend")
-        mine = ingested.setdefault(backend, (set(), set()))
-        halves = users, replies = own(ingested_halves(r))
-        other = elsewhere.setdefault(backend, (set(), set()))
-        for half, ids in enumerate(halves):
+        mine = took.get(backend)
+        if mine is None:
+            mine = took[backend] = bytearray(len(ordered))
+        arrived = whole.get(backend)
+        for half, ids in enumerate(ingested_halves(r)):
             for turn_id in ids:
                 turn = m.turns.get(turn_id)
-                if turn is None or (session := turn.session) is None or session == r.session:
-                    mine[half].add(turn_id)
+                if turn is None:
                     continue
-                other[half].add(turn_id)
-                if len(foreign) < 20 and (half == 0 or turn_id not in r.turns):  # one name per turn
-                    foreign.append(Violation(
-                        f"backend '{r.d('backend')}' ingested {turn_id} of {turn.session} under session {r.session} "
-                        f"at {m.at(r.t)}", (index,), r.t, turn.session, (turn_id,)))
-        arrived = whole.setdefault(backend, {})
-        for turn_id in dict.fromkeys((*users, *replies)):  # a turn reaches a backend when its second half does
-            if (turn_id in mine[0] or turn_id in other[0]) and (turn_id in mine[1] or turn_id in other[1]):
-                arrived.setdefault(turn_id, r.t)
+                at = place(turn)
+                if (session := turn.session) is None or session == r.session:
+                    mine[at] |= _MINE[half]
+                else:
+                    mine[at] |= _OTHER[half]
+                    if len(foreign) < 20 and (half == 0 or turn_id not in r.turns):  # one name per turn
+                        foreign.append(Violation(
+                            f"backend '{r.d('backend')}' ingested {turn_id} of {turn.session} under session {r.session} "
+                            f"at {m.at(r.t)}", (index,), r.t, turn.session, (turn_id,)))
+                # a turn reaches a backend when its second half does
+                if arrived is not None and arrived[at] == NOT_YET and mine[at] & _EITHER[0] and mine[at] & _EITHER[1]:
+                    arrived[at] = r.t
     crashes = [i for i, _ in m.of("crash")]
     excused_before = crashes[-1] if crashes and not m.profile.get("crash_durable", True) else -1
     down = _failing(m)
@@ -70,37 +77,47 @@ def check(m: RunModel) -> Verdict:
     examined = 0
     turns = sorted((t for t in m.turns.values() if t.reply_t != ABSENT and not t.delegate), key=lambda t: t.reply_index)
     for backend in backends:
-        users, replies = ingested[backend]
+        mine = took[backend]
         # A crash excuses what it lost, not what a session end or SIGTERM before it already owed.
         owed_before = {turn for index, t, owed in moments if index < excused_before and not down(backend, t) for turn in owed}
         missing = []
         for turn in turns:
             examined += 1
-            if (turn.id in users and turn.id in replies) or (turn.reply_index < excused_before and turn.id not in owed_before):
+            if mine[place(turn)] & _MINE_BOTH == _MINE_BOTH or (turn.reply_index < excused_before and turn.id not in owed_before):
                 continue
             missing.append(turn)
         if not missing:
             continue
-        violations += _missing(m, backend, [t for t in missing if t.id not in users and t.id not in replies])
-        for half, have in ((0, replies), (1, users)):
-            if partial := [t for t in missing if t.id in have]:
+        violations += _missing(m, backend, [t for t in missing if not mine[place(t)] & _MINE_BOTH])
+        for half, have in ((0, _MINE[1]), (1, _MINE[0])):
+            if partial := [t for t in missing if mine[place(t)] & have]:
                 violations.append(_half_missing(m, backend, partial, _HALF[half]))
-    violations.extend(_late(m, backends, whole, moments))
-    violations.extend(_unacknowledged(m, ingested))
+
+    def first(backend: str, turn_id: str) -> int | None:
+        t = whole[backend][place(m.turns[turn_id])]
+        return None if t == NOT_YET else t
+
+    violations.extend(_late(m, backends, first, moments))
+    violations.extend(_unacknowledged(m, ordered, took))
     return Verdict("I3", "fail" if violations else "pass", tuple(violations), examined=examined)
 
 
-def _own_ids(m: RunModel) -> Callable[[tuple[tuple[str, ...], tuple[str, ...]]], tuple[tuple[str, ...], tuple[str, ...]]]:
-    """Both halves' turn ids as the model's own strings (a spilled log's record brings fresh
-    copies, and the sets below keep one per turn and half: a long run's largest part of I3)."""
-    turns = m.turns
+_MINE = (1, 2)  # (user message, reply) taken under the turn's own session
+_OTHER = (4, 8)  # under another session's
+_EITHER = (1 | 4, 2 | 8)
+_MINE_BOTH = 1 | 2
+NOT_YET = -(2**63)  # in `whole`: not yet in whole
 
-    def own(halves: tuple[tuple[str, ...], tuple[str, ...]]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        users, replies = halves
-        return (tuple([turn.id if (turn := turns.get(tid)) is not None else tid for tid in users]),
-                tuple([turn.id if (turn := turns.get(tid)) is not None else tid for tid in replies]))
 
-    return own
+def _places(m: RunModel) -> tuple[list[Turn], Callable[[Turn], int]]:
+    """The model's turns in log order, and a turn's place among them."""
+    ordered = sorted(m.turns.values(), key=attrgetter("index"))
+    indexes = array("q", (turn.index for turn in ordered))
+
+    def place(turn: Turn) -> int:
+        return bisect_left(indexes, turn.index)
+
+    return ordered, place
 
 
 def _half_missing(m: RunModel, backend: str, partial: list[Turn], half: str) -> Violation:
@@ -137,12 +154,11 @@ def _missing(m: RunModel, backend: str, missing: list[Turn]) -> list[Violation]:
         tuple(t.reply_index for t in missing[:5]), _first_ack(missing), sessions[0], tuple(t.id for t in missing))]
 
 
-def _unacknowledged(m: RunModel, ingested: dict[str, tuple[set[str], set[str]]]) -> list[Violation]:
+def _unacknowledged(m: RunModel, ordered: list[Turn], took: dict[str, bytearray]) -> list[Violation]:
     """Either half of a turn never acknowledged, in any backend: such a turn leaves nothing behind."""
     out = []
-    for backend, (users, replies) in ingested.items():
-        never = sorted((m.turns[t] for t in users | replies if t in m.turns and m.unacknowledged(m.turns[t])),
-                       key=lambda t: t.index)
+    for backend, mine in took.items():
+        never = [turn for at, turn in enumerate(ordered) if mine[at] & _MINE_BOTH and m.unacknowledged(turn)]
         out += [Violation(
             f"backend '{backend}' ingested turn {turn.id}, which was never acknowledged ({abandoned_words(m, turn)}): "
             f"a turn never acknowledged leaves nothing behind", (turn.index,), turn.done[0] if turn.done[0] < NEVER else turn.arrival,
@@ -191,7 +207,7 @@ def _moments(m: RunModel) -> list[tuple[int, int, list[str]]]:
     return sorted(moments)
 
 
-def _late(m: RunModel, backends: list[str], first: dict[str, dict[str, int]],
+def _late(m: RunModel, backends: list[str], first: Callable[[str, str], int | None],
           moments: list[tuple[int, int, list[str]]]) -> list[Violation]:
     """Turns that reached a backend (`first`: when each turn was in whole) only after the
     session end or SIGTERM (`moments`) that owed them."""
@@ -219,8 +235,8 @@ def _late(m: RunModel, backends: list[str], first: dict[str, dict[str, int]],
         for backend in backends:
             if down(backend, t) or (stop and slow(backend, t)):  # a stop cannot wait virtual time
                 continue
-            mine, said = first[backend], reported[backend]
-            late = [turn for turn in owed if (f := mine.get(turn)) is not None and f > t and turn not in said
+            said = reported[backend]
+            late = [turn for turn in owed if (f := first(backend, turn)) is not None and f > t and turn not in said
                     and not on_its_way(backend, turn, t, f)]
             if not late:
                 continue
@@ -229,7 +245,8 @@ def _late(m: RunModel, backends: list[str], first: dict[str, dict[str, int]],
     where = _whole_at(m, {(backend, late[0]) for _index, backend, late in found})
     out: list[Violation] = []
     for index, backend, late in found:
-        when = first[backend][late[0]]
+        when = first(backend, late[0])
+        assert when is not None
         out.append(Violation(
             f"backend '{backend}' took {turn_list(late)} only at {m.at(when)}, after {what(index)}: "
             f"what a provider buffers is owed when the session ends or the gateway stops",

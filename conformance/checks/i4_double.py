@@ -4,9 +4,12 @@ twice for one life of a session."""
 
 from __future__ import annotations
 
+from array import array
+from bisect import bisect_left
 from collections import defaultdict
+from collections.abc import Callable
 
-from conformance.checks.model import RunModel
+from conformance.checks.model import RunModel, Turn
 from conformance.checks.text import at_times
 from conformance.harness.verdict import Verdict, Violation
 from conformance.observations import ingested_halves
@@ -15,25 +18,43 @@ from conformance.observations import ingested_halves
 def check(m: RunModel) -> Verdict:
     violations: list[Violation] = []
     examined = 0
-    first: dict[tuple[str, int], dict[str, int]] = {}  # (backend, half) -> turn -> its first ingest
+    # (backend, half) -> whether each of the model's turns was ingested yet, a byte by its place
+    # in log order (a dict of every turn's first ingest was most of I4's memory on a long run);
+    # a turn the model does not know, by its id. The first ingest of a repeated one is found
+    # again for its violation only.
+    place = _places(m)
+    seen_known: dict[tuple[str, int], bytearray] = {}
+    seen_unknown: dict[tuple[str, int], set[str]] = {}
     repeated: dict[tuple[str, str], list[list[int]]] = {}  # (backend, turn) -> [user ingests, reply ingests]
+    unfound: dict[tuple[str, int, str], list[int]] = {}  # (backend, half, turn) -> its list, its first ingest to find
     turns = m.turns
     for index, r in m.of("ingest"):
         backend = r.detail.get("backend")
         for half, ids in enumerate(ingested_halves(r)):
-            seen = first.get((backend, half))
-            if seen is None:
-                seen = first[backend, half] = {}
+            known = seen_known.get((backend, half))
+            if known is None:
+                known = seen_known[backend, half] = bytearray(len(turns))
+                seen_unknown[backend, half] = set()
+            unknown = seen_unknown[backend, half]
             for turn in ids:
-                known = seen.get(turn)
-                if known is None:  # keyed by the model's copy of the id (a spilled log's record brings its own)
-                    seen[turns[turn].id if turn in turns else turn] = index
+                if (model_turn := turns.get(turn)) is not None:
+                    at = place(model_turn)
+                    again = known[at]
+                    known[at] = 1
                 else:
+                    again = turn in unknown
+                    unknown.add(turn)
+                if again:
                     lists = repeated.setdefault((backend, turn), [[], []])
                     if not lists[half]:
-                        lists[half].append(known)
+                        unfound[backend, half, turn] = lists[half]
                     lists[half].append(index)
-    examined += sum(len(seen) for (_backend, half), seen in first.items() if half == 0)
+                elif half == 0:
+                    examined += 1
+    if unfound:
+        _first_ingests(m, unfound)
+    del seen_known, seen_unknown
+
     # In log order of each turn's first ingest (turns of one record in the record's order).
     def order(item: tuple[tuple[str, str], list[list[int]]]) -> tuple[int, int]:
         (_backend, turn), (users, replies) = item
@@ -51,17 +72,29 @@ def check(m: RunModel) -> Verdict:
     # Each turn's first on_session_end, and, for a turn that a second session's end carried too,
     # session -> its first end index (a dict for every turn was most of I4's memory on long runs).
     end_session: dict[int, str] = {}
-    first_end: dict[str, int] = {}  # keyed by the model's copy of the id, as above
+    first_known = array("q", [-1]) * len(turns)  # by the turn's place, as above
+    first_unknown: dict[str, int] = {}
     carriers: dict[str, dict[str, int]] = {}
     for index, r in m.of("on_session_end"):
         examined += 1
         session = end_session[index] = r.session or ""
         for turn in r.turns:
-            first = first_end.setdefault(turns[turn].id if turn in turns else turn, index)
+            if (model_turn := turns.get(turn)) is not None:
+                at = place(model_turn)
+                first = first_known[at]
+                if first < 0:
+                    first = first_known[at] = index
+            else:
+                first = first_unknown.setdefault(turn, index)
             if first != index and end_session[first] != session:
                 carriers.setdefault(turn, {end_session[first]: first}).setdefault(session, index)
-    multi = [(turn, carriers[turn]) for turn in first_end if turn in carriers] if carriers else []  # first-seen order
-    for turn, sessions in sorted(multi, key=lambda kv: min(kv[1].values())):
+    del first_known, first_unknown
+
+    def first_carried(kv: tuple[str, dict[str, int]]) -> tuple[int, int]:  # its first end, and its place in it
+        first = min(kv[1].values())
+        return first, m.records[first].turns.index(kv[0])
+
+    for turn, sessions in sorted(carriers.items(), key=first_carried):
         names = sorted(sessions, key=lambda s: sessions[s])
         violations.append(Violation(
             f"turn {turn} was delivered in on_session_end of {len(sessions)} sessions: {', '.join(names)}",
@@ -78,6 +111,29 @@ def check(m: RunModel) -> Verdict:
                 f"turn {turn.id} was replied to {turn.replies} times: at {at_times(m, indexes[:3])}", tuple(indexes),
                 m.records[indexes[1]].t, turn.session, (turn.id,)))
     return Verdict("I4", "fail" if violations else "pass", tuple(violations), examined=examined)
+
+
+def _places(m: RunModel) -> Callable[[Turn], int]:
+    """A turn's place among the model's turns in log order."""
+    indexes = array("q", sorted(turn.index for turn in m.turns.values()))
+
+    def place(turn: Turn) -> int:
+        return bisect_left(indexes, turn.index)
+
+    return place
+
+
+def _first_ingests(m: RunModel, unfound: dict[tuple[str, int, str], list[int]]) -> None:
+    """Put each repeated half's first ingest at the head of its list (one more pass over the
+    ingests, made only for a violation)."""
+    for index, r in m.of("ingest"):
+        backend = r.detail.get("backend")
+        for half, ids in enumerate(ingested_halves(r)):
+            for turn in ids:
+                if (lists := unfound.pop((backend, half, turn), None)) is not None:
+                    lists.insert(0, index)
+        if not unfound:
+            return
 
 
 def _stored_twice(m: RunModel) -> list[Violation]:

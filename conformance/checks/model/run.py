@@ -87,18 +87,22 @@ class RunModel(LogView):
         facts = self.facts
         if facts.folded is not None:
             return facts.folded
-        replies: dict[str, list[tuple[int, int]]] = defaultdict(list)  # credited turn -> (index, t) of its replies
-        for index, r in self.of("reply"):
-            if r.turns:
-                replies[r.turns[0]].append((index, r.t))
+        # The folding requests first (few: a request mostly carries one turn), then the replies
+        # credited to their first turns only (an (index, t) kept for every reply was most of
+        # I9's memory on a long run).
+        folding = [(index, r.turns) for index, r in self.of("llm_request") if len(r.turns) >= 2]
         out: dict[str, int] = {}
-        for index, r in self.of("llm_request"):
-            if len(r.turns) < 2:
-                continue
-            answer = next((t for i, t in replies.get(r.turns[0], ()) if i > index), None)
-            if answer is not None:
-                for turn in r.turns[1:]:
-                    out[turn] = min(out.get(turn, answer), answer)
+        if folding:
+            wanted = {turns[0] for _index, turns in folding}
+            replies: dict[str, list[tuple[int, int]]] = defaultdict(list)  # credited turn -> (index, t) of its replies
+            for index, r in self.of("reply"):
+                if r.turns and r.turns[0] in wanted:
+                    replies[r.turns[0]].append((index, r.t))
+            for index, turns in folding:
+                answer = next((t for i, t in replies.get(turns[0], ()) if i > index), None)
+                if answer is not None:
+                    for turn in turns[1:]:
+                        out[turn] = min(out.get(turn, answer), answer)
         facts.folded = out
         return out
 
