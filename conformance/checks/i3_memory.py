@@ -21,9 +21,7 @@ interrupted) leaves nothing behind: no backend takes either half of it.
 from __future__ import annotations
 
 from array import array
-from bisect import bisect_left
 from collections.abc import Callable
-from operator import attrgetter
 
 from conformance.checks.model import NEVER, RunModel, Turn
 from conformance.checks.model.facts import _ABSENT as ABSENT
@@ -36,11 +34,11 @@ _HALF = {0: "user message", 1: "reply"}
 
 def check(m: RunModel) -> Verdict:
     backends = ["recorder", *(p.name for p in m.config.providers)]
-    # What each backend took of each turn, by the turn's place in log order (`_places`): a byte
+    # What each backend took of each turn, by the turn's place in log order (`RunModel.places`): a byte
     # a turn of MINE_* / OTHER_* bits (a set of ids per backend and half was most of I3's
     # memory on a long run). A half of a turn the model does not know counts nowhere: only
     # the model's turns are owed, or must leave nothing behind.
-    ordered, place = _places(m)
+    ordered, place = m.places()
     took: dict[str, bytearray] = {b: bytearray(len(ordered)) for b in backends}
     foreign: list[Violation] = []
     # backend -> when each turn was in whole, both halves (its record's time; the record itself
@@ -107,17 +105,6 @@ _OTHER = (4, 8)  # under another session's
 _EITHER = (1 | 4, 2 | 8)
 _MINE_BOTH = 1 | 2
 NOT_YET = -(2**63)  # in `whole`: not yet in whole
-
-
-def _places(m: RunModel) -> tuple[list[Turn], Callable[[Turn], int]]:
-    """The model's turns in log order, and a turn's place among them."""
-    ordered = sorted(m.turns.values(), key=attrgetter("index"))
-    indexes = array("q", (turn.index for turn in ordered))
-
-    def place(turn: Turn) -> int:
-        return bisect_left(indexes, turn.index)
-
-    return ordered, place
 
 
 def _half_missing(m: RunModel, backend: str, partial: list[Turn], half: str) -> Violation:

@@ -5,11 +5,9 @@ twice for one life of a session."""
 from __future__ import annotations
 
 from array import array
-from bisect import bisect_left
 from collections import defaultdict
-from collections.abc import Callable
 
-from conformance.checks.model import RunModel, Turn
+from conformance.checks.model import RunModel
 from conformance.checks.text import at_times
 from conformance.harness.verdict import Verdict, Violation
 from conformance.observations import ingested_halves
@@ -22,7 +20,7 @@ def check(m: RunModel) -> Verdict:
     # in log order (a dict of every turn's first ingest was most of I4's memory on a long run);
     # a turn the model does not know, by its id. The first ingest of a repeated one is found
     # again for its violation only.
-    place = _places(m)
+    _ordered, place = m.places()
     seen_known: dict[tuple[str, int], bytearray] = {}
     seen_unknown: dict[tuple[str, int], set[str]] = {}
     repeated: dict[tuple[str, str], list[list[int]]] = {}  # (backend, turn) -> [user ingests, reply ingests]
@@ -111,16 +109,6 @@ def check(m: RunModel) -> Verdict:
                 f"turn {turn.id} was replied to {turn.replies} times: at {at_times(m, indexes[:3])}", tuple(indexes),
                 m.records[indexes[1]].t, turn.session, (turn.id,)))
     return Verdict("I4", "fail" if violations else "pass", tuple(violations), examined=examined)
-
-
-def _places(m: RunModel) -> Callable[[Turn], int]:
-    """A turn's place among the model's turns in log order."""
-    indexes = array("q", sorted(turn.index for turn in m.turns.values()))
-
-    def place(turn: Turn) -> int:
-        return bisect_left(indexes, turn.index)
-
-    return place
 
 
 def _first_ingests(m: RunModel, unfound: dict[tuple[str, int, str], list[int]]) -> None:

@@ -3,10 +3,12 @@ questions the checks ask of both."""
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import TypeVar
 
 from conformance.checks.model.facts import _ABSENT as ABSENT
@@ -62,6 +64,11 @@ class RunModel(LogView):
         if derive not in views:
             views[derive] = derive(self)
         return views[derive]  # type: ignore[no-any-return]
+
+    def places(self) -> tuple[list[Turn], Callable[[Turn], int]]:
+        """The model's turns in log order, and a turn's place among them: I3 and I4 keep a
+        byte a turn by it, not a set of ids. Derived once."""
+        return self.derived(_turn_places)
 
     def ends_in(self, seg: Segment) -> list[tuple[int, Obs]]:
         """The on_session_end calls that belong to this life of the segment's session."""
@@ -131,3 +138,13 @@ class RunModel(LogView):
         if session not in table:
             table[session] = [t.reply_index for t in self.acked_by_session.get(session, [])]
         return table[session]
+
+
+def _turn_places(m: RunModel) -> tuple[list[Turn], Callable[[Turn], int]]:
+    ordered = sorted(m.turns.values(), key=attrgetter("index"))
+    indexes = array("q", (turn.index for turn in ordered))
+
+    def place(turn: Turn) -> int:
+        return bisect_left(indexes, turn.index)
+
+    return ordered, place
