@@ -21,6 +21,7 @@ interrupted) leaves nothing behind: no backend takes either half of it.
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_left
 from collections.abc import Callable
 
 from conformance.checks.model import NEVER, RunModel, Turn
@@ -38,34 +39,42 @@ def check(m: RunModel) -> Verdict:
     # a turn of MINE_* / OTHER_* bits (a set of ids per backend and half was most of I3's
     # memory on a long run). A half of a turn the model does not know counts nowhere: only
     # the model's turns are owed, or must leave nothing behind.
-    ordered, place = m.places()
+    places = m.places()
+    ordered, indexes = places
     took: dict[str, bytearray] = {b: bytearray(len(ordered)) for b in backends}
     foreign: list[Violation] = []
     # backend -> when each turn was in whole, both halves (its record's time; the record itself
     # is found again for a violation only), NOT_YET before
     whole: dict[str, array[int]] = {b: array("q", [NOT_YET]) * len(ordered) for b in backends}
+    turns_get = m.turns.get
     for index, r in m.of("ingest"):
         backend = r.detail.get("backend")
         mine = took.get(backend)
         if mine is None:
             mine = took[backend] = bytearray(len(ordered))
         arrived = whole.get(backend)
-        for half, ids in enumerate(ingested_halves(r)):
+        users, replies = ingested_halves(r)
+        # Both halves in one record, the common case: each turn looked up once, for both.
+        for half, ids in ((2, users),) if users == replies else ((0, users), (1, replies)):
+            bits, other_bits = _MINE[half], _OTHER[half]
             for turn_id in ids:
-                turn = m.turns.get(turn_id)
+                turn = turns_get(turn_id)
                 if turn is None:
                     continue
-                at = place(turn)
-                if (session := turn.session) is None or session == r.session:
-                    mine[at] |= _MINE[half]
+                at = bisect_left(indexes, turn.index)
+                # the turn's session (`turn.session`, without the property call)
+                session = turn.reply_session if turn.reply_t != ABSENT else (
+                    turn.request_session if turn.request_t != ABSENT else None)
+                if session is None or session == r.session:
+                    took_now = mine[at] = mine[at] | bits
                 else:
-                    mine[at] |= _OTHER[half]
-                    if len(foreign) < 20 and (half == 0 or turn_id not in r.turns):  # one name per turn
+                    took_now = mine[at] = mine[at] | other_bits
+                    if len(foreign) < 20 and (half != 1 or turn_id not in r.turns):  # one name per turn
                         foreign.append(Violation(
-                            f"backend '{r.d('backend')}' ingested {turn_id} of {turn.session} under session {r.session} "
-                            f"at {m.at(r.t)}", (index,), r.t, turn.session, (turn_id,)))
+                            f"backend '{r.d('backend')}' ingested {turn_id} of {session} under session {r.session} "
+                            f"at {m.at(r.t)}", (index,), r.t, session, (turn_id,)))
                 # a turn reaches a backend when its second half does
-                if arrived is not None and arrived[at] == NOT_YET and mine[at] & _EITHER[0] and mine[at] & _EITHER[1]:
+                if arrived is not None and took_now & _EITHER[0] and took_now & _EITHER[1] and arrived[at] == NOT_YET:
                     arrived[at] = r.t
     crashes = [i for i, _ in m.of("crash")]
     excused_before = crashes[-1] if crashes and not m.profile.get("crash_durable", True) else -1
@@ -73,38 +82,43 @@ def check(m: RunModel) -> Verdict:
     moments = _moments(m)
     violations: list[Violation] = foreign  # the cause first: what went under the wrong session
     examined = 0
-    turns = sorted((t for t in m.turns.values() if t.reply_t != ABSENT and not t.delegate), key=lambda t: t.reply_index)
+    owed_count = sum(1 for t in ordered if t.reply_t != ABSENT and not t.delegate)  # acknowledged chat turns
     for backend in backends:
         mine = took[backend]
+        examined += owed_count
+        # Places of the turns the backend lacks a half of (under their own session): few in a
+        # passing run, found by a scan in C rather than a look at every turn.
+        lacking = mine.translate(_LACKS_BOTH)
+        candidates = []
+        at = lacking.find(1)
+        while at >= 0:
+            if (turn := ordered[at]).reply_t != ABSENT and not turn.delegate:
+                candidates.append(turn)
+            at = lacking.find(1, at + 1)
+        if not candidates:
+            continue
         # A crash excuses what it lost, not what a session end or SIGTERM before it already owed.
-        owed_before = {turn for index, t, owed in moments if index < excused_before and not down(backend, t) for turn in owed}
-        missing = []
-        for turn in turns:
-            examined += 1
-            if mine[place(turn)] & _MINE_BOTH == _MINE_BOTH or (turn.reply_index < excused_before and turn.id not in owed_before):
-                continue
-            missing.append(turn)
+        owed_before = {turn.id for index, t, owed in moments if index < excused_before and not down(backend, t)
+                       for turn in owed}
+        missing = sorted((t for t in candidates if not (t.reply_index < excused_before and t.id not in owed_before)),
+                         key=lambda t: t.reply_index)
         if not missing:
             continue
-        violations += _missing(m, backend, [t for t in missing if not mine[place(t)] & _MINE_BOTH])
+        violations += _missing(m, backend, [t for t in missing if not mine[places.of(t)] & _MINE_BOTH])
         for half, have in ((0, _MINE[1]), (1, _MINE[0])):
-            if partial := [t for t in missing if mine[place(t)] & have]:
+            if partial := [t for t in missing if mine[places.of(t)] & have]:
                 violations.append(_half_missing(m, backend, partial, _HALF[half]))
-
-    def first(backend: str, turn_id: str) -> int | None:
-        t = whole[backend][place(m.turns[turn_id])]
-        return None if t == NOT_YET else t
-
-    violations.extend(_late(m, backends, first, moments))
+    violations.extend(_late(m, backends, whole, indexes, moments))
     violations.extend(_unacknowledged(m, ordered, took))
     return Verdict("I3", "fail" if violations else "pass", tuple(violations), examined=examined)
 
 
-_MINE = (1, 2)  # (user message, reply) taken under the turn's own session
-_OTHER = (4, 8)  # under another session's
+_MINE = (1, 2, 1 | 2)  # (user message, reply, both) taken under the turn's own session
+_OTHER = (4, 8, 4 | 8)  # under another session's
 _EITHER = (1 | 4, 2 | 8)
 _MINE_BOTH = 1 | 2
-NOT_YET = -(2**63)  # in `whole`: not yet in whole
+NOT_YET = -(2**63)  # in `whole`: not yet in whole (below any time: a turn not yet whole is never late)
+_LACKS_BOTH = bytes(int(b & _MINE_BOTH != _MINE_BOTH) for b in range(256))  # a `took` byte -> 1: a half missing
 
 
 def _half_missing(m: RunModel, backend: str, partial: list[Turn], half: str) -> Violation:
@@ -143,9 +157,10 @@ def _missing(m: RunModel, backend: str, missing: list[Turn]) -> list[Violation]:
 
 def _unacknowledged(m: RunModel, ordered: list[Turn], took: dict[str, bytearray]) -> list[Violation]:
     """Either half of a turn never acknowledged, in any backend: such a turn leaves nothing behind."""
+    unacked = [at for at, turn in enumerate(ordered) if turn.reply_t == ABSENT and m.unacknowledged(turn)]
     out = []
     for backend, mine in took.items():
-        never = [turn for at, turn in enumerate(ordered) if mine[at] & _MINE_BOTH and m.unacknowledged(turn)]
+        never = [ordered[at] for at in unacked if mine[at] & _MINE_BOTH]
         out += [Violation(
             f"backend '{backend}' ingested turn {turn.id}, which was never acknowledged ({abandoned_words(m, turn)}): "
             f"a turn never acknowledged leaves nothing behind", (turn.index,), turn.done[0] if turn.done[0] < NEVER else turn.arrival,
@@ -178,26 +193,26 @@ def _slow(m: RunModel) -> Callable[[str, int], bool]:
     return slow
 
 
-def _moments(m: RunModel) -> list[tuple[int, int, list[str]]]:
+def _moments(m: RunModel) -> list[tuple[int, int, list[Turn]]]:
     """(index, t, turns owed by then), in log order: each session end owes its session's
     acknowledged turns, each SIGTERM every acknowledged turn."""
-    moments: list[tuple[int, int, list[str]]] = []
+    moments: list[tuple[int, int, list[Turn]]] = []
     for index, end in m.of("on_session_end"):
         if end.session in m.chat_sessions():
-            moments.append((index, end.t, [t.id for t in m.acked_in(end.session, before=index)]))
+            moments.append((index, end.t, m.acked_in(end.session, before=index)))
     cut = [i for i, r in m.of("crash") if r.d("point")]
     for index, stop in m.of("sigterm"):
         if any(i > index and m.records[i].step == stop.step for i in cut):
             continue  # killed at a crash point inside its shutdown: not a graceful stop, it owes nothing
-        owed = [t.id for t in m.turns.values() if t.acked and not t.delegate and t.reply_index < index]
+        owed = [t for t in m.turns.values() if t.reply_t != ABSENT and not t.delegate and t.reply_index < index]
         moments.append((index, stop.t, owed))
-    return sorted(moments)
+    return sorted(moments, key=lambda moment: moment[0])
 
 
-def _late(m: RunModel, backends: list[str], first: Callable[[str, str], int | None],
-          moments: list[tuple[int, int, list[str]]]) -> list[Violation]:
-    """Turns that reached a backend (`first`: when each turn was in whole) only after the
-    session end or SIGTERM (`moments`) that owed them."""
+def _late(m: RunModel, backends: list[str], whole: dict[str, array[int]], indexes: array[int],
+          moments: list[tuple[int, int, list[Turn]]]) -> list[Violation]:
+    """Turns that reached a backend (`whole`: when each turn was in whole, by its place among
+    `indexes`) only after the session end or SIGTERM (`moments`) that owed them."""
     down = _failing(m)
     in_flight: dict[str, dict[str, list[tuple[int, int]]]] = {}  # backend -> turn -> [(sent, ready)]
     for _index, r in m.of("ingest_busy"):
@@ -217,14 +232,18 @@ def _late(m: RunModel, backends: list[str], first: Callable[[str, str], int | No
 
     found: list[tuple[int, str, list[str]]] = []  # (moment, backend, its late turns)
     reported: dict[str, set[str]] = {backend: set() for backend in backends}
+    # No turn whole after a moment is late at it: the last moment most runs have, the final
+    # SIGTERM, owes every turn and finds none (NOT_YET if the backend took none whole).
+    last_whole = {backend: max(whole[backend], default=NOT_YET) for backend in backends}
     for index, t, owed in moments:
         stop = m.records[index].kind == "sigterm"
         for backend in backends:
-            if down(backend, t) or (stop and slow(backend, t)):  # a stop cannot wait virtual time
+            if last_whole[backend] <= t or down(backend, t) or (stop and slow(backend, t)):  # a stop cannot wait virtual time
                 continue
-            said = reported[backend]
-            late = [turn for turn in owed if (f := first(backend, turn)) is not None and f > t and turn not in said
-                    and not on_its_way(backend, turn, t, f)]
+            said, arrived = reported[backend], whole[backend]
+            # NOT_YET (never whole) is below any moment's time: such a turn is never late
+            late = [turn.id for turn in owed if (f := arrived[bisect_left(indexes, turn.index)]) > t
+                    and turn.id not in said and not on_its_way(backend, turn.id, t, f)]
             if not late:
                 continue
             said.update(late)
@@ -232,8 +251,7 @@ def _late(m: RunModel, backends: list[str], first: Callable[[str, str], int | No
     where = _whole_at(m, {(backend, late[0]) for _index, backend, late in found})
     out: list[Violation] = []
     for index, backend, late in found:
-        when = first(backend, late[0])
-        assert when is not None
+        when = whole[backend][bisect_left(indexes, m.turns[late[0]].index)]
         out.append(Violation(
             f"backend '{backend}' took {turn_list(late)} only at {m.at(when)}, after {what(index)}: "
             f"what a provider buffers is owed when the session ends or the gateway stops",

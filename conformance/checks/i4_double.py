@@ -5,6 +5,7 @@ twice for one life of a session."""
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_left
 from collections import defaultdict
 
 from conformance.checks.model import RunModel
@@ -20,7 +21,7 @@ def check(m: RunModel) -> Verdict:
     # in log order (a dict of every turn's first ingest was most of I4's memory on a long run);
     # a turn the model does not know, by its id. The first ingest of a repeated one is found
     # again for its violation only.
-    _ordered, place = m.places()
+    inputs = m.places().indexes  # a turn's place in log order: bisect_left(inputs, turn.index)
     seen_known: dict[tuple[str, int], bytearray] = {}
     seen_unknown: dict[tuple[str, int], set[str]] = {}
     repeated: dict[tuple[str, str], list[list[int]]] = {}  # (backend, turn) -> [user ingests, reply ingests]
@@ -36,7 +37,7 @@ def check(m: RunModel) -> Verdict:
             unknown = seen_unknown[backend, half]
             for turn in ids:
                 if (model_turn := turns.get(turn)) is not None:
-                    at = place(model_turn)
+                    at = bisect_left(inputs, model_turn.index)
                     again = known[at]
                     known[at] = 1
                 else:
@@ -78,7 +79,7 @@ def check(m: RunModel) -> Verdict:
         session = end_session[index] = r.session or ""
         for turn in r.turns:
             if (model_turn := turns.get(turn)) is not None:
-                at = place(model_turn)
+                at = bisect_left(inputs, model_turn.index)
                 first = first_known[at]
                 if first < 0:
                     first = first_known[at] = index

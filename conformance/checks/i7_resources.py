@@ -55,9 +55,13 @@ def _replay(m: RunModel, indexes: Sequence[int], wanted: set[int]
     a turn leaves idle is counted from the end of that instant (the gateway may evict it in the
     same step), not from the gateway's next sample (a gateway calling it busy changes nothing)."""
     cap = m.config.cache_cap
-    chat_of = {t.session: t.chat for t in m.turns.values() if t.session}
-    # Only agents of `none` sessions are held to the TTL: follow no other.
-    watched = {sid for sid, chat in chat_of.items() if all(p.mode == "none" for p in m.policies(chat))}
+    # Only agents of `none` sessions are held to the TTL: follow no other (with no chat under
+    # `none` alone, the common case, no session is listed).
+    none_chats = {chat for chat in {t.chat for t in m.turns.values()} if all(p.mode == "none" for p in m.policies(chat))}
+    watched: set[str] = set()
+    if none_chats:
+        chat_of = {t.session: t.chat for t in m.turns.values() if t.session}
+        watched = {sid for sid, chat in chat_of.items() if chat in none_chats}
     over: list[Violation] = []
     held: dict[int, Resources] = {}
     since: dict[str, tuple[int, int]] = {}  # session -> (index, t) it became cached with no turn in flight
@@ -111,25 +115,45 @@ def _replay(m: RunModel, indexes: Sequence[int], wanted: set[int]
         if sid in watched:
             settle(sid, f_index, f_t)
 
+    # The loop below is the hot one (two samples and two flights a turn): `fly`, `in_flight_now`
+    # written out, and `judge_cap` called only where the cache can be over the cap (its own test).
     k = 0
     t = 0
+    cached = replay.cached  # the same dict throughout (`CacheReplay.apply` updates it in place)
+    n_flights = len(flights)
     for index, r in m.of("resources"):
-        while k < len(flights) and flights[k][0] < index:
-            fly(*flights[k])
+        while k < n_flights and flights[k][0] < index:
+            f_index, f_t, step, sid = flights[k]
             k += 1
-        if r.t > pending:
+            if f_t > pending:
+                if replay.listed is not None or len(cached) - len(cached_flying) > cap:
+                    judge_cap(f_index, pending)
+                pending = NEVER
+            now_flying = flying[sid] = flying.get(sid, 0) + step
+            if now_flying and sid in cached:
+                cached_flying.add(sid)
+            else:
+                cached_flying.discard(sid)
+            if step < 0 and f_t < pending:
+                pending = f_t
+            if sid in watched:
+                settle(sid, f_index, f_t)
+        if r.t > pending and (replay.listed is not None or len(cached) - len(cached_flying) > cap):
             judge_cap(index, pending)
         pending = NEVER
         t = r.t
         touched = replay.apply(r.detail)
         for sid in touched:
-            in_flight_now(sid)
-        judge_cap(index, t)
+            if flying.get(sid) and sid in cached:
+                cached_flying.add(sid)
+            else:
+                cached_flying.discard(sid)
+        if replay.listed is not None or len(cached) - len(cached_flying) > cap:
+            judge_cap(index, t)
         if index in wanted:
             held[index] = replay.resources()
         if not watched:
             continue
-        cached = replay.cached
         for sid in sorted(touched & watched):
             if sid in cached and sid not in present:
                 present.add(sid)

@@ -9,7 +9,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from conformance.checks.model.facts import _ABSENT as ABSENT
 from conformance.checks.model.facts import Downtime, Facts, Segment, Turn
@@ -65,7 +65,7 @@ class RunModel(LogView):
             views[derive] = derive(self)
         return views[derive]  # type: ignore[no-any-return]
 
-    def places(self) -> tuple[list[Turn], Callable[[Turn], int]]:
+    def places(self) -> Places:
         """The model's turns in log order, and a turn's place among them: I3 and I4 keep a
         byte a turn by it, not a set of ids. Derived once."""
         return self.derived(_turn_places)
@@ -140,11 +140,19 @@ class RunModel(LogView):
         return table[session]
 
 
-def _turn_places(m: RunModel) -> tuple[list[Turn], Callable[[Turn], int]]:
+class Places(NamedTuple):
+    """The model's turns in log order (of their inputs) and their inputs' record indexes: a
+    turn's place is `bisect_left(indexes, turn.index)`, written out where it is asked per
+    ingested id (a call a look-up cost more than the bisect)."""
+
+    turns: list[Turn]
+    indexes: array[int]
+
+    def of(self, turn: Turn) -> int:
+        """The turn's place in log order."""
+        return bisect_left(self.indexes, turn.index)
+
+
+def _turn_places(m: RunModel) -> Places:
     ordered = sorted(m.turns.values(), key=attrgetter("index"))
-    indexes = array("q", (turn.index for turn in ordered))
-
-    def place(turn: Turn) -> int:
-        return bisect_left(indexes, turn.index)
-
-    return ordered, place
+    return Places(ordered, array("q", (turn.index for turn in ordered)))
