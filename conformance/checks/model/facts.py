@@ -239,11 +239,16 @@ _next_boundary = lru_cache(maxsize=4096)(next_daily_boundary_after)  # asked per
 
 
 def expiry_instant(policy: ResetPolicy, anchor: int, last_user: int, zone: ZoneInfo) -> Expiry | None:
-    """The first instant the entry is past a policy boundary, if no user message comes."""
-    options: list[tuple[int, str]] = []
-    if policy.mode in ("idle", "both"):
-        options.append((last_user + policy.idle_minutes * MINUTE + 1, "idle"))
-    if policy.mode in ("daily", "both"):
-        boundary = _next_boundary(anchor, policy.at_hour, zone)
-        options.append((max(boundary, last_user + policy.daily_min_idle_minutes * MINUTE), "daily"))
-    return new_expiry(min(options)) if options else None
+    """The first instant the entry is past a policy boundary, if no user message comes (asked
+    per turn: each mode's case written out, no list of options)."""
+    mode = policy.mode
+    if mode == "idle" or mode == "both":
+        idle = last_user + policy.idle_minutes * MINUTE + 1
+        if mode == "idle":
+            return new_expiry((idle, "idle"))
+    elif mode != "daily":
+        return None
+    daily = max(_next_boundary(anchor, policy.at_hour, zone), last_user + policy.daily_min_idle_minutes * MINUTE)
+    if mode == "daily" or daily <= idle:  # at one instant, "daily" < "idle": the daily boundary
+        return new_expiry((daily, "daily"))
+    return new_expiry((idle, "idle"))

@@ -6,8 +6,9 @@ from __future__ import annotations
 import heapq
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -69,6 +70,13 @@ class LogView:
             if expiry is not None and max(expiry.at, since) < until:
                 return Expiry(max(expiry.at, since), expiry.reason)
         return None
+
+    def expiry_of(self, chat: str) -> Callable[[int, int], Expiry | None]:
+        """`expiry` for one chat, (anchor, last_user) -> its expiry: the chat's policy looked up
+        once where no restart changed it (the segments ask it per turn)."""
+        if self.changes:
+            return partial(self.expiry, chat)
+        return partial(expiry_instant, self.policy(chat), zone=self.zone)
 
     @property
     def eager(self) -> bool:

@@ -47,7 +47,7 @@ def mark_done(m: LogView, chat_turns: dict[str, list[Turn]], commands: dict[str,
                     turn.stopped = turn.done = new_moment((ends[k].t, ends[k].index))
                     turn.ended_by = "/stop"
                     continue
-                turn.done, turn.ended_by = new_moment((turn.reply_t, turn.reply_index)), "reply"
+                turn.done_t, turn.done_index, turn.ended_by = turn.reply_t, turn.reply_index, "reply"  # `turn.done`, unpacked
                 continue
             assert turn.request_t != ABSENT  # admitted
             answer = turn.asked + m.config.turn_latency
@@ -70,6 +70,8 @@ def _effective(m: LogView, admitted: list[Turn], commands: list[CommandAt]) -> l
     """When each command takes effect: on arrival, or once every turn that arrived before it in
     the chat is done (never mid-turn; the chat is served in arrival order). Behind a turn that
     ends after the log, never."""
+    if not commands:
+        return []
     by_arrival = sorted(admitted, key=lambda t: t.index)
     arrivals = [t.index for t in by_arrival]
     done: list[Moment] = []  # done[k]: the latest end among the first k+1 arrivals
@@ -93,6 +95,7 @@ def chat_segments(model: LogView, chat: str, turns: list[Turn], commands: list[C
     """Walk the chat's admitted turns and commands in order; cut where the contract cuts."""
     admitted = sorted(turns, key=lambda t: t.request_index)
     effective = _effective(model, admitted, commands)
+    expiry_at = model.expiry_of(chat)  # (anchor, last user message) -> the entry's expiry, asked per turn
     segments: list[Segment] = []
     current: Segment | None = None
     cursor = 0
@@ -109,7 +112,7 @@ def chat_segments(model: LogView, chat: str, turns: list[Turn], commands: list[C
             when, index, name = effective[cursor]
             cursor += 1
             if current is not None and current.boundary is None:
-                expiry = model.expiry(chat, current.anchor, current.last_user)
+                expiry = expiry_at(current.anchor, current.last_user)
                 if expiry is not None and expiry.at <= when:
                     close(*expiry)
             if name in ("/new", "/reset") and current is not None:
@@ -133,7 +136,7 @@ def chat_segments(model: LogView, chat: str, turns: list[Turn], commands: list[C
         x = turn.request_t
         apply_commands(x, turn.request_index)
         if current is not None:
-            expiry = model.expiry(chat, current.anchor, current.last_user)
+            expiry = expiry_at(current.anchor, current.last_user)
             if expiry is not None and expiry.at <= x:
                 close(*expiry)
         if current is None:
@@ -145,7 +148,7 @@ def chat_segments(model: LogView, chat: str, turns: list[Turn], commands: list[C
         current.last_user = turn.arrival
     apply_commands(NEVER, NEVER)
     if current is not None and current.boundary is None:
-        expiry = model.expiry(chat, current.anchor, current.last_user)
+        expiry = expiry_at(current.anchor, current.last_user)
         horizon = model.final_stop if model.final_stop is not None else (model.records[-1].t if model.records else 0)
         if expiry is not None and expiry.at <= horizon:
             close(*expiry)
