@@ -17,39 +17,52 @@ from conformance.observations import ingested_halves
 def check(m: RunModel) -> Verdict:
     violations: list[Violation] = []
     examined = 0
-    # (backend, half) -> whether each of the model's turns was ingested yet, a byte by its place
-    # in log order (a dict of every turn's first ingest was most of I4's memory on a long run);
-    # a turn the model does not know, by its id. The first ingest of a repeated one is found
-    # again for its violation only.
+    # backend -> which halves of each of the model's turns it took yet, a byte by the turn's place
+    # in log order (bit 1 the user message, 2 the reply; a dict of every turn's first ingest was
+    # most of I4's memory on a long run); a turn the model does not know, by its id in a set a
+    # half. The first ingest of a repeated one is found again for its violation only.
     inputs = m.places().indexes  # a turn's place in log order: bisect_left(inputs, turn.index)
-    seen_known: dict[tuple[str, int], bytearray] = {}
-    seen_unknown: dict[tuple[str, int], set[str]] = {}
+    seen_known: dict[str, bytearray] = {}
+    seen_unknown: dict[str, tuple[set[str], set[str]]] = {}
     repeated: dict[tuple[str, str], list[list[int]]] = {}  # (backend, turn) -> [user ingests, reply ingests]
     unfound: dict[tuple[str, int, str], list[int]] = {}  # (backend, half, turn) -> its list, its first ingest to find
+
+    def repeat(backend: str, half: int, turn: str, index: int) -> None:
+        lists = repeated.setdefault((backend, turn), [[], []])
+        if not lists[half]:
+            unfound[backend, half, turn] = lists[half]
+        lists[half].append(index)
+
     turns = m.turns
     for index, r in m.of("ingest"):
         backend = r.detail.get("backend")
-        for half, ids in enumerate(ingested_halves(r)):
-            known = seen_known.get((backend, half))
-            if known is None:
-                known = seen_known[backend, half] = bytearray(len(turns))
-                seen_unknown[backend, half] = set()
-            unknown = seen_unknown[backend, half]
+        known = seen_known.get(backend)
+        if known is None:
+            known = seen_known[backend] = bytearray(len(turns))
+            seen_unknown[backend] = (set(), set())
+        unknown = seen_unknown[backend]
+        users, replies = ingested_halves(r)
+        # Both halves in one record, the common case: each turn looked up once, for both.
+        for bits, ids in ((_BOTH, users),) if users == replies else ((_USER, users), (_REPLY, replies)):
             for turn in ids:
                 if (model_turn := turns.get(turn)) is not None:
                     at = bisect_left(inputs, model_turn.index)
-                    again = known[at]
-                    known[at] = 1
+                    again = known[at] & bits  # the halves of this pass taken before
+                    known[at] |= bits
                 else:
-                    again = turn in unknown
-                    unknown.add(turn)
-                if again:
-                    lists = repeated.setdefault((backend, turn), [[], []])
-                    if not lists[half]:
-                        unfound[backend, half, turn] = lists[half]
-                    lists[half].append(index)
-                elif half == 0:
-                    examined += 1
+                    again = 0
+                    for half in (0, 1):
+                        if bits & _BIT[half]:
+                            if turn in unknown[half]:
+                                again |= _BIT[half]
+                            unknown[half].add(turn)
+                if bits & _USER:
+                    if again & _USER:
+                        repeat(backend, 0, turn, index)
+                    else:
+                        examined += 1
+                if again & _REPLY:
+                    repeat(backend, 1, turn, index)
     if unfound:
         _first_ingests(m, unfound)
     del seen_known, seen_unknown
@@ -110,6 +123,11 @@ def check(m: RunModel) -> Verdict:
                 f"turn {turn.id} was replied to {turn.replies} times: at {at_times(m, indexes[:3])}", tuple(indexes),
                 m.records[indexes[1]].t, turn.session, (turn.id,)))
     return Verdict("I4", "fail" if violations else "pass", tuple(violations), examined=examined)
+
+
+_USER, _REPLY = 1, 2  # a half's bit in I4's bytes
+_BOTH = _USER | _REPLY
+_BIT = (_USER, _REPLY)
 
 
 def _first_ingests(m: RunModel, unfound: dict[tuple[str, int, str], list[int]]) -> None:

@@ -13,7 +13,9 @@ deadline (the final one included; the bound is capped at what quiescence waits).
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import defaultdict
+from itertools import accumulate
 
 from conformance.checks.model import RunModel, Turn
 from conformance.checks.model.facts import _ABSENT as ABSENT
@@ -38,6 +40,9 @@ def check(m: RunModel) -> Verdict:
     for turn in m.turns.values():
         if not turn.delegate:
             by_chat[turn.chat].append(turn)
+    # stop_reach[k]: the latest record index among stops[:k + 1], so the first stop in `stops`
+    # after an index is found by a bisect (`_given_up`)
+    stop_reach = list(accumulate((i for _t, i in stops), max))
     folded = m.folded()
     examined = 0
     for chat in sorted(by_chat):
@@ -46,9 +51,12 @@ def check(m: RunModel) -> Verdict:
         for turn in sorted(by_chat[chat], key=lambda t: t.index):
             examined += 1
             start = max(turn.arrival, free)
-            deadline = _extended(start + within, start, within, locks)
-            answered = min(filter(None, (turn.reply_t if turn.reply_t != ABSENT else None, folded.get(turn.id))), default=None)
-            given_up = _given_up(m, turn, stops)
+            deadline = _extended(start + within, start, within, locks) if locks else start + within
+            # the earlier of its reply and the reply its folded request got (a time of 0 counts as none)
+            answered = turn.reply_t if turn.reply_t != ABSENT and turn.reply_t else None
+            if folded and (answer := folded.get(turn.id)) and (answered is None or answer < answered):
+                answered = answer
+            given_up = _given_up(turn, stops, stop_reach)
             if answered is not None and answered <= deadline:
                 free = answered
             elif given_up is not None and given_up < deadline and (answered is None or answered > given_up):
@@ -74,12 +82,14 @@ def _extended(deadline: int, start: int, within: int, locks: list[tuple[int, int
     return deadline
 
 
-def _given_up(m: RunModel, turn: Turn, stops: list[tuple[int, int]]) -> int | None:
+def _given_up(turn: Turn, stops: list[tuple[int, int]], stop_reach: list[int]) -> int | None:
     """When the turn stopped being owed: the /stop that abandoned it (the model's `done`), or
-    the first SIGTERM or crash after it arrived."""
-    stop = next((t for t, i in stops if i > turn.index), None)
+    the first SIGTERM or crash after it arrived (the first of `stops` past its index: where
+    `stop_reach`, their running maximum index, first passes it)."""
+    k = bisect_right(stop_reach, turn.index)
+    stop = stops[k][0] if k < len(stops) else None
     if turn.ended_by == "/stop":
-        return turn.done[0] if stop is None else min(turn.done[0], stop)
+        return turn.done_t if stop is None else min(turn.done_t, stop)
     return stop
 
 
