@@ -9,7 +9,8 @@ or abandoned), whatever the gateway's own busy flag says."""
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from operator import attrgetter
 
 from conformance.checks.model import NEVER, RunModel
 from conformance.checks.model.facts import _ABSENT as ABSENT
@@ -29,21 +30,43 @@ def check(m: RunModel) -> Verdict:
 _Stretch = tuple[str, int, int, int, bool]  # (session, record index it began, from, until, left the cache)
 
 
-def in_flight(m: RunModel) -> list[tuple[int, int, int, str]]:
-    """(record index, time, +1 or -1, session): each admitted turn enters flight at its
-    llm_request and leaves it at its reply, or else where it ended (a /stop, SIGTERM, crash).
-    "Busy" is this, read from the log: the gateway's own flag in `resources` is its word."""
-    out: list[tuple[int, int, int, str]] = []
-    for turn in m.turns.values():
-        session = turn.request_session  # the request's (a `Stamp` asked of the turn is built per call)
-        if turn.request_t == ABSENT or session is None:
-            continue
-        out.append((turn.request_index, turn.request_t, 1, session))
-        t, index = (turn.reply_t, turn.reply_index) if turn.reply_t != ABSENT else (turn.done_t, turn.done_index)
-        if index < NEVER:
-            out.append((index, t, -1, session))
-    out.sort()
-    return out
+def in_flight(m: RunModel) -> Iterator[tuple[int, int, int, str]]:
+    """(record index, time, +1 or -1, session) in log order: each admitted turn enters flight at
+    its llm_request and leaves it at its reply, or else where it ended (a /stop, SIGTERM, crash).
+    "Busy" is this, read from the log: the gateway's own flag in `resources` is its word.
+    Merged from the turns in request order and in reply order (two lists of the turns, not a
+    sorted list of two tuples a turn: that was I7's memory on a long run) and the few ends that
+    are no reply."""
+    admitted = [turn for turn in m.turns.values() if turn.request_t != ABSENT and turn.request_session is not None]
+    asks = sorted(admitted, key=attrgetter("request_index"))
+    answers = sorted([turn for turn in admitted if turn.reply_t != ABSENT], key=attrgetter("reply_index"))
+    others = sorted((turn.done_index, turn.done_t, -1, turn.request_session) for turn in admitted
+                    if turn.reply_t == ABSENT and turn.done_index < NEVER)
+    del admitted
+    def ask(i: int) -> tuple[int, int, int, str] | None:
+        turn = asks[i] if i < len(asks) else None
+        return None if turn is None else (turn.request_index, turn.request_t, 1, turn.request_session)
+
+    def answer(j: int) -> tuple[int, int, int, str] | None:
+        turn = answers[j] if j < len(answers) else None
+        return None if turn is None else (turn.reply_index, turn.reply_t, -1, turn.request_session)
+
+    # A three-way merge in (index, t, step, session) order; an ask and an answer never share a record.
+    i = j = k = 0
+    n_others = len(others)
+    next_ask, next_answer = ask(0), answer(0)
+    while next_ask is not None or next_answer is not None:
+        if next_ask is None or (next_answer is not None and next_answer < next_ask):
+            first, j = next_answer, j + 1
+            next_answer = answer(j)
+        else:
+            first, i = next_ask, i + 1
+            next_ask = ask(i)
+        while k < n_others and others[k] < first:
+            yield others[k]
+            k += 1
+        yield first
+    yield from others[k:]
 
 
 def _replay(m: RunModel, indexes: Sequence[int], wanted: set[int]
@@ -117,14 +140,13 @@ def _replay(m: RunModel, indexes: Sequence[int], wanted: set[int]
 
     # The loop below is the hot one (two samples and two flights a turn): `fly`, `in_flight_now`
     # written out, and `judge_cap` called only where the cache can be over the cap (its own test).
-    k = 0
     t = 0
     cached = replay.cached  # the same dict throughout (`CacheReplay.apply` updates it in place)
-    n_flights = len(flights)
+    flight = next(flights, None)
     for index, r in m.of("resources"):
-        while k < n_flights and flights[k][0] < index:
-            f_index, f_t, step, sid = flights[k]
-            k += 1
+        while flight is not None and flight[0] < index:
+            f_index, f_t, step, sid = flight
+            flight = next(flights, None)
             if f_t > pending:
                 if replay.listed is not None or len(cached) - len(cached_flying) > cap:
                     judge_cap(f_index, pending)
@@ -161,9 +183,10 @@ def _replay(m: RunModel, indexes: Sequence[int], wanted: set[int]
             elif sid not in cached:
                 present.discard(sid)
             settle(sid, index, t)
-    for flight in flights[k:]:
+    while flight is not None:
         fly(*flight)
         t = max(t, flight[1])
+        flight = next(flights, None)
     if pending < NEVER:
         judge_cap(len(m.records) - 1, pending)
     stretches += [(sid, i, start, t, False) for sid, (i, start) in sorted(since.items())]
