@@ -15,6 +15,9 @@ no row behind in any snapshot after it ended.
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Mapping
+from operator import itemgetter
+from typing import NamedTuple
 
 from conformance.checks.deletions import deletions, excused_from_store
 from conformance.checks.model import NEVER, RunModel, Turn
@@ -46,68 +49,64 @@ def check(m: RunModel) -> Verdict:
     # session -> (its rows at the last snapshot, what was read of them): a session whose rows
     # are the same again is not read again (a log in memory only: a spilled one keeps no snapshot)
     # Each session's turn ids are kept in dicts, not sets: a session's few dozen turns take
-    # ≈ 80 bytes each in a set, 30 in a dict (the final snapshot of a long run is every turn).
-    parsed: dict[str, tuple[list, list[str], dict[str, None], dict[str, None], dict[str, str]]] | None = \
-        {} if type(m.records) is list else None
+    # ≈ 80 bytes each in a set, 30 in a dict. A snapshot is judged session by session, so a
+    # spilled log's final snapshot (every turn of a long run) is read one session at a time.
+    parsed: dict[str, _Read] | None = {} if type(m.records) is list else None
     for index, snap in m.of("durable"):
-        users: dict[str, list[str]] = {}  # session -> turn ids of its user rows, in stored order
-        replied: dict[str, dict[str, None]] = {}  # session -> turns with an assistant row
-        distinct: dict[str, dict[str, None]] = {}
-        apart: dict[str, dict[str, str]] = {}  # session -> turns whose reply is not beside their question
-        for sid, body in snap.d("sessions", {}).items():
-            rows = body["rows"]
-            last = parsed.get(sid) if parsed is not None else None
-            if last is not None and last[0] == rows:
-                users[sid], replied[sid], distinct[sid], apart[sid] = last[1], last[2], last[3], last[4]
-                continue
-            users[sid] = [turn for role, turn, _vis in rows if role == "user" and turn]
-            replied[sid] = {turn: None for role, turn, _vis in rows if role == "assistant" and turn}
-            distinct[sid] = dict.fromkeys(users[sid])
-            apart[sid] = _apart(rows)
-            if parsed is not None:
-                parsed[sid] = (rows, users[sid], replied[sid], distinct[sid], apart[sid])
-        where = _Where(users)
+        stored = snap.d("sessions", {})
+        where = _Where(stored)
         label = SnapshotLabel(m, snap)  # its words (a local time) made only for a violation
         gone = abandoned[: bisect_left(abandoned_at, index)]
         examined += len(gone)
-        violations += _left_behind(m, gone, snap.d("sessions", {}), label, index, snap.t, reported)
-        owed_by_session: dict[str, list[str]] = {}
+        violations += _left_behind(m, gone, stored, label, index, snap.t, reported)
+        owed_by_session: dict[str, list[int]] = {}  # session -> its owed turns' places in `acked`
         upto = bisect_left(acked_at, index)
         examined += upto
         for k in range(upto):
             turn, session = acked[k], sessions[k]
             if (session in excusable or not crash_durable) and excused_from_store(m, turn, index):
                 continue
-            owed_by_session.setdefault(session, []).append(turn.id)
-            mine = distinct.get(session, ())
-            count = int(turn.id in mine)
-            if count and len(mine) < len(users[session]):  # a turn stored twice somewhere in the session
-                count = users[session].count(turn.id)
-            if count == 1 and turn.id in replied[session]:
-                if turn.id not in apart[session]:
-                    continue
-                after = apart[session][turn.id]
-                where_reply = f"it follows {after}'s question" if after else "it comes before any question"
-                problem = ("apart", f"turn {turn.id} of session {session} is stored with its reply apart from its question "
-                                    f"({where_reply})")
-            else:
-                problem = _problem(m, turn, count, where)
-            if (turn.id, problem[0]) in reported:
-                continue
-            reported.add((turn.id, problem[0]))
-            violations.append(Violation(f"{problem[1]} at {label}", (turn.reply_index, index), snap.t, session, (turn.id,)))
+            owed_by_session.setdefault(session, []).append(k)
+        found: list[tuple[int, Violation]] = []  # (place in `acked`, violation): said in acknowledgment order
+        out_of_order: list[Violation] = []
         for session, owed in owed_by_session.items():
-            wanted = set(owed)
-            seen = list(dict.fromkeys(t for t in users.get(session, []) if t in wanted))
-            if seen == owed or (session, "order") in reported:
+            body = stored.get(session)
+            read = _read(body["rows"], parsed.get(session) if parsed is not None else None) if body else _NOTHING
+            if parsed is not None and body:
+                parsed[session] = read
+            users, replied, distinct, apart = read.users, read.replied, read.distinct, read.apart
+            for k in owed:
+                turn = acked[k]
+                count = int(turn.id in distinct)
+                if count and len(distinct) < len(users):  # a turn stored twice somewhere in the session
+                    count = users.count(turn.id)
+                if count == 1 and turn.id in replied:
+                    if turn.id not in apart:
+                        continue
+                    after = apart[turn.id]
+                    where_reply = f"it follows {after}'s question" if after else "it comes before any question"
+                    problem = ("apart", f"turn {turn.id} of session {session} is stored with its reply apart from its "
+                                        f"question ({where_reply})")
+                else:
+                    problem = _problem(m, turn, count, where)
+                if (turn.id, problem[0]) in reported:
+                    continue
+                reported.add((turn.id, problem[0]))
+                found.append((k, Violation(f"{problem[1]} at {label}", (turn.reply_index, index), snap.t, session,
+                                           (turn.id,))))
+            ids = [acked[k].id for k in owed]
+            wanted = set(ids)
+            seen = list(dict.fromkeys(t for t in users if t in wanted))
+            if seen == ids or (session, "order") in reported:
                 continue
             kept = set(seen)
-            expected = sorted((t for t in owed if t in kept), key=lambda t: m.turns[t].request_index)
+            expected = sorted((t for t in ids if t in kept), key=lambda t: m.turns[t].request_index)
             if seen != expected:
                 reported.add((session, "order"))
-                violations.append(Violation(
+                out_of_order.append(Violation(
                     f"session {session}'s stored turns are out of order at {label}: {turn_list(seen)}, "
                     f"asked as {turn_list(expected)}", (index,), snap.t, session))
+        violations += [violation for _k, violation in sorted(found, key=itemgetter(0))] + out_of_order
     return Verdict("I2", "fail" if violations else "pass", tuple(violations), examined=examined)
 
 
@@ -134,17 +133,40 @@ def _left_behind(m: RunModel, gone: list[Turn], sessions: dict, label: SnapshotL
     return out
 
 
-class _Where:
-    """Which sessions of a snapshot hold a turn's user row (built on first use)."""
+class _Read(NamedTuple):
+    """What I2 reads of one session's rows: its user rows' turn ids in stored order, the turns
+    with an assistant row, the distinct user turns, and the turns whose reply is apart."""
 
-    def __init__(self, rows: dict[str, list[str]]) -> None:
-        self.rows, self.table = rows, None
+    rows: list
+    users: list[str]
+    replied: dict[str, None]
+    distinct: dict[str, None]
+    apart: dict[str, str]
+
+
+_NOTHING = _Read([], [], {}, {}, {})
+
+
+def _read(rows: list, last: _Read | None) -> _Read:
+    """One session's rows read (or, unchanged since the last snapshot, as read then)."""
+    if last is not None and last.rows == rows:
+        return last
+    users = [turn for role, turn, _vis in rows if role == "user" and turn]
+    return _Read(rows, users, {turn: None for role, turn, _vis in rows if role == "assistant" and turn},
+                 dict.fromkeys(users), _apart(rows))
+
+
+class _Where:
+    """Which sessions of a snapshot hold a turn's user row (built on first use: for a violation)."""
+
+    def __init__(self, sessions: Mapping[str, dict]) -> None:
+        self.sessions, self.table = sessions, None
 
     def others(self, turn: str, session: str) -> list[str]:
         if self.table is None:
             self.table = {}
-            for sid in sorted(self.rows):
-                for t in dict.fromkeys(self.rows[sid]):
+            for sid in sorted(self.sessions):
+                for t in dict.fromkeys(t for role, t, _vis in self.sessions[sid]["rows"] if role == "user" and t):
                     self.table.setdefault(t, []).append(sid)
         return [sid for sid in self.table.get(turn, []) if sid != session]
 
