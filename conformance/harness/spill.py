@@ -253,6 +253,15 @@ class ObservationLog:
         self._write_out()
         return self._file
 
+    def hand_over(self) -> Sequence[Obs]:
+        """Every record, handed to the run's result: the log keeps none from here on. The run's
+        objects (gateway, harness, this log) hold each other in cycles that only the cyclic
+        collector frees; a log that kept its records would make every record wait for it, and
+        the collector walk them all, after every run."""
+        records = self.records
+        self._recent, self._file = [], None
+        return records
+
     @property
     def spilled(self) -> bool:
         return self._file is not None
