@@ -245,7 +245,7 @@ class GatewayCalls:
             return
         detail = self.resources.detail(self._answer("resources", self._valid_resources, self.gateway.resources))
         if detail is not None:
-            self.log.add("resources", **detail)
+            self.log.add_detail("resources", detail)
 
     def _sample_changes(self, changes: ResourcesChanges) -> None:
         """`_sample_resources` through the gateway's `resources_delta` hook: the changes it
@@ -268,9 +268,9 @@ class GatewayCalls:
                     changes.replay.apply((self.resources.last or Resources()).to_detail())
                     changes.moved = True
                 changes.replay.apply(answer)
-                self.log.add("resources", **answer)
+                self.log.add_detail("resources", answer)
         elif answer is not None and (detail := self.resources.detail(answer)) is not None:
-            self.log.add("resources", **detail)
+            self.log.add_detail("resources", detail)
         changes.samples += 1
         if changes.moved and (changes.samples % VERIFY_EVERY == 0 or self.final):
             said = changes.replay.resources()
