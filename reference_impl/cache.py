@@ -136,12 +136,8 @@ class AgentCache:
                 del reported[sid]
                 reported[sid] = None
                 return {"add": [[sid, agent.busy]], "drop": [sid]}
-        elif kept == len(agents) and len(left) <= 1:  # nothing came or moved: the one that left, if any, is gone
-            if not left:
-                return {}
-            sid = left.popitem()[0]
-            del reported[sid]
-            return {"drop": [sid]}
+        elif not left and kept == len(agents):
+            return {}
         moved = list(islice(reversed(agents.values()), len(agents) - kept))[::-1]  # at the end, in order
         listed = list(reported)
         places = sorted(map(listed.index, left))  # a few, each found by a C scan
