@@ -178,19 +178,19 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
         self.volatile.tick_timer = self.h.scheduler.call_at(when, self.tick)
 
     def next_due(self) -> int | None:
-        """The earliest instant a tick would have work: an expiry, a stale agent, a retry."""
-        now = self.h.clock.now()
-        due: list[int] = []
-        if self.volatile.unflushed or any(p.owed for p in self.volatile.memory.providers):
-            due.append(now)
-        idle = self.volatile.cache.oldest_idle_activity()
-        if idle is not None:
-            due.append(idle + self.config.idle_ttl + 1)
+        """The earliest instant a tick would have work: an expiry, a stale agent, a retry
+        (asked after every turn: no list of candidates, and the clock read only for a retry)."""
+        volatile = self.volatile
         self.track_expiries(self.store.take_saved_routes())
-        expiry = self.volatile.expiries.earliest()
-        if expiry is not None:
-            due.append(expiry)
-        return min(due, default=None)
+        due = volatile.expiries.earliest()
+        idle = volatile.cache.oldest_idle_activity()
+        if idle is not None and (due is None or idle + self.config.idle_ttl + 1 < due):
+            due = idle + self.config.idle_ttl + 1
+        if volatile.unflushed or any(p.owed for p in volatile.memory.providers):
+            now = self.h.clock.now()
+            if due is None or now < due:
+                due = now
+        return due
 
     def watched(self, route: Route) -> bool:
         """Whether the watcher ends this chat's session at its boundary (eager), or leaves it

@@ -237,27 +237,30 @@ class GatewayCalls:
             self._call(f"reply {request_id}", self.gateway.deliver_reply, request_id, text)
 
     def _sample_resources(self) -> None:
-        if self.changes is None:  # an exec: child says in its hello whether it has the hook
-            self.changes = ResourcesChanges(self.gateway)
-        if self.changes.hook is not None:
-            self._sample_changes()
+        changes = self.changes
+        if changes is None:  # an exec: child says in its hello whether it has the hook
+            changes = self.changes = ResourcesChanges(self.gateway)
+        if changes.hook is not None:
+            self._sample_changes(changes)
             return
         detail = self.resources.detail(self._answer("resources", self._valid_resources, self.gateway.resources))
         if detail is not None:
-            self.log.add("resources", **detail)
+            self.log.add_detail("resources", detail)
 
-    def _sample_changes(self) -> None:
+    def _sample_changes(self, changes: ResourcesChanges) -> None:
         """`_sample_resources` through the gateway's `resources_delta` hook: the changes it
         answers are logged as they come (validated), a whole state is diffed as a `resources()`
         sample. While changes have come since the last whole state, every `VERIFY_EVERY`th sample
         and the last are held to `resources()`: a hook that disagrees with it is the gateway's
         error, so it can never hide what `resources()` would show."""
-        changes = self.changes
-        assert changes is not None and changes.hook is not None
         answer = self._call("resources_delta", changes.hook)
-        if answer is not None:  # None (nothing changed, the usual answer) needs no validation
-            answer = self._checked("resources_delta", values.resources_change if type(answer) is dict else self._valid_change,
-                                   answer)  # a dict is no Resources: `_valid_change` would only pass it on
+        if type(answer) is dict:  # validated in place; `_checked` again only to word what is wrong
+            try:
+                answer = values.resources_change(answer)
+            except Exception:
+                answer = self._checked("resources_delta", values.resources_change, answer)
+        elif answer is not None:  # None (nothing changed, the usual answer) needs no validation
+            answer = self._checked("resources_delta", self._valid_change, answer)
         if type(answer) is dict:
             if answer:
                 if not changes.moved:  # from the last whole state on
@@ -265,9 +268,9 @@ class GatewayCalls:
                     changes.replay.apply((self.resources.last or Resources()).to_detail())
                     changes.moved = True
                 changes.replay.apply(answer)
-                self.log.add("resources", **answer)
+                self.log.add_detail("resources", answer)
         elif answer is not None and (detail := self.resources.detail(answer)) is not None:
-            self.log.add("resources", **detail)
+            self.log.add_detail("resources", detail)
         changes.samples += 1
         if changes.moved and (changes.samples % VERIFY_EVERY == 0 or self.final):
             said = changes.replay.resources()

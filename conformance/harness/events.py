@@ -119,12 +119,11 @@ class EventSteps(GatewayCalls):
                     f"{reached} time{'s' if reached != 1 else ''} after it: the scenario crashed nothing there (a declared "
                     "point must be passed with harness.crash_point)"))
 
-    def _verify_locked(self, since: int, until: int, before: Counter[tuple[str, str, str | None]], step: int,
-                       event: str) -> None:
+    def _verify_locked(self, since: int, until: int, before: DurableState, step: int, event: str) -> None:
         """A lock the harness injects is verified as applied (a `durable_state` read at its
         start and at its last instant): no row was written while it held. A gateway that
         ignored it would pass every locked-store scenario vacuously."""
-        gained = _row_counts(self._durable()) - before
+        gained = _rows_gained(before, self._durable())
         if not gained:
             return
         sessions = sorted({sid for sid, _role, _turn in gained})
@@ -209,7 +208,7 @@ class EventSteps(GatewayCalls):
     def _db_locked(self, event: DbLocked, kind: str) -> None:
         until = event.t + event.duration
         self.log.add("db_locked", until=until)
-        before = _row_counts(self._durable())
+        before = self._durable()
         self._call("db_locked", self.gateway.lock_store, until)
         if until - 1 > event.t:  # the last instant still locked: nothing may have been written
             self.engine.timer(until - 1, self._verify_locked, event.t, until, before, self.log.step, self.current_event)
@@ -252,7 +251,15 @@ APPLY: dict[str, Callable[[EventSteps, Any, str], None]] = {
 covered("apply", APPLY)
 
 
-def _row_counts(state: DurableState) -> Counter[tuple[str, str, str | None]]:
-    """Every stored row as (session, role, turn), counted: what a write adds to."""
-    return Counter((s.id, m.role, m.turn) for s in state.sessions for m in s.messages)
+def _rows_gained(before: DurableState, after: DurableState) -> Counter[tuple[str, str, str | None]]:
+    """The stored rows `after` holds beyond `before`, as (session, role, turn), counted. A session
+    whose messages are the same (immutable) tuple in both gained nothing and is not counted:
+    most of the store, at every lock."""
+    had = {s.id: s.messages for s in before.sessions}
+    gained: Counter[tuple[str, str, str | None]] = Counter()
+    for s in after.sessions:
+        old = had.get(s.id, ())
+        if old is not s.messages:
+            gained += Counter((s.id, m.role, m.turn) for m in s.messages) - Counter((s.id, m.role, m.turn) for m in old)
+    return gained
 

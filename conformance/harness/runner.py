@@ -136,7 +136,7 @@ class Run(EventSteps):
         if failure is not None:
             self.log.add("error", failure=failure.kind, event=failure.event, message=failure.message)
         scenario = with_fires(self.scenario, self.swarm.fires) if self.swarm is not None and self.swarm.fires else self.scenario
-        return RunResult(scenario, self.name, self.profile, self.log.records, failure=failure)
+        return RunResult(scenario, self.name, self.profile, self.log.hand_over(), failure=failure)
 
     def _without_providers(self, scenario: Scenario, names: list[str]) -> Scenario:
         """A gateway with no memory providers of its own (OpenClaw) runs the scenario with the

@@ -238,6 +238,17 @@ class ObservationLog:
             self._write_out()
         return record
 
+    def add_detail(self, kind: str, detail: dict[str, Any]) -> Obs:
+        """`add` of a record with no chat, session or turns whose detail the caller has built
+        and hands over (it keeps no reference): taken as it is, not copied through keywords
+        (a `resources` change, logged after most events)."""
+        record = _new_obs(Obs, (self._now(), self.step, kind, None, None, (), detail))
+        recent = self._recent
+        recent.append(record)
+        if len(recent) >= self._write_at:
+            self._write_out()
+        return record
+
     def _write_out(self) -> None:
         if self._file is None:
             self._file = SpilledRecords()
@@ -252,6 +263,15 @@ class ObservationLog:
             return self._recent
         self._write_out()
         return self._file
+
+    def hand_over(self) -> Sequence[Obs]:
+        """Every record, handed to the run's result: the log keeps none from here on. The run's
+        objects (gateway, harness, this log) hold each other in cycles that only the cyclic
+        collector frees; a log that kept its records would make every record wait for it, and
+        the collector walk them all, after every run."""
+        records = self.records
+        self._recent, self._file = [], None
+        return records
 
     @property
     def spilled(self) -> bool:
