@@ -7,6 +7,7 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left
 from collections import defaultdict
+from collections.abc import Mapping
 
 from conformance.checks.model import RunModel
 from conformance.checks.text import at_times
@@ -147,9 +148,10 @@ def _stored_twice(m: RunModel) -> list[Violation]:
     """Rows stored twice in one session, or one turn stored in two sessions (each said once)."""
     out: list[Violation] = []
     said: set[tuple[str, ...]] = set()
-    parsed: dict[str, tuple[list, set[str]]] | None = {} if type(m.records) is list else None  # see `_repeats`
+    parsed: dict[str, tuple[list, array[int], list[str]]] | None = \
+        {} if type(m.records) is list else None  # see `_repeats`
     for index, snap in m.of("durable"):
-        if not _repeats(snap.d("sessions", {}), parsed):
+        if not _repeats(m, snap.d("sessions", {}), parsed):
             continue
         holders: dict[str, str] = {}  # turn -> first session holding its user row
         shared: dict[str, list[str]] = {}
@@ -183,31 +185,46 @@ def _stored_twice(m: RunModel) -> list[Violation]:
     return out
 
 
-def _repeats(sessions: dict, parsed: dict[str, tuple[list, set[str]]] | None = None) -> bool:
+def _repeats(m: RunModel, sessions: Mapping[str, dict],
+             parsed: dict[str, tuple[list, array[int], list[str]]] | None = None) -> bool:
     """Whether a snapshot repeats a row in a session or a user turn across sessions (the
-    common answer, no, found with set sizes alone). `parsed`: session -> (its rows, their user
+    common answer, no). A user turn the model knows is marked held by its place (a byte a turn:
+    a set of every stored turn was I4's memory at a long run's final snapshot); one it does
+    not know, in a set. `parsed`: session -> (its rows, the places and unknown ids of their user
     turns) at the last snapshot without a repeat: the same rows again are not read again."""
-    users: set[str] = set()
-    total = 0
+    places = m.places()
+    indexes, turns_get = places.indexes, m.turns.get
+    held = bytearray(len(places.turns))
+    strays: set[str] = set()
     for sid, body in sessions.items():
         rows = body["rows"]  # (role, turn) distinct in the session: each role's turns distinct (no pair a row)
         last = parsed.get(sid) if parsed is not None else None
         if last is not None and last[0] == rows:
-            mine = last[1]
-            total += len(mine)
-            users |= mine
-            continue
-        mine_rows = [turn for role, turn, _vis in rows if turn and role == "user"]
-        replies = [turn for role, turn, _vis in rows if turn and role == "assistant"]
-        others = [(role, turn) for role, turn, _vis in rows if turn and role != "user" and role != "assistant"]
-        mine = set(mine_rows)
-        if len(mine) != len(mine_rows) or len(set(replies)) != len(replies) or len(set(others)) != len(others):
-            return True
-        if parsed is not None:
-            parsed[sid] = (rows, mine)
-        total += len(mine)
-        users |= mine
-    return len(users) != total
+            mine, unknown = last[1], last[2]
+        else:
+            users = [turn for role, turn, _vis in rows if turn and role == "user"]
+            replies = [turn for role, turn, _vis in rows if turn and role == "assistant"]
+            others = [(role, turn) for role, turn, _vis in rows if turn and role != "user" and role != "assistant"]
+            if len(set(users)) != len(users) or len(set(replies)) != len(replies) or len(set(others)) != len(others):
+                return True
+            mine, unknown = array("i"), []
+            for turn_id in users:
+                turn = turns_get(turn_id)
+                if turn is None:
+                    unknown.append(turn_id)
+                else:
+                    mine.append(bisect_left(indexes, turn.index))
+            if parsed is not None:
+                parsed[sid] = (rows, mine, unknown)
+        for at in mine:
+            if held[at]:
+                return True
+            held[at] = 1
+        for turn_id in unknown:
+            if turn_id in strays:
+                return True
+            strays.add(turn_id)
+    return False
 
 
 def _ended_twice(m: RunModel) -> list[Violation]:
