@@ -351,3 +351,28 @@ def test_a_worker_that_ignores_the_pools_sigterm_is_killed_and_the_run_ends(tmp_
                           timeout=120)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "stopped: the gateway errored before the first event of seed 0; it cannot start" in done.stdout, done.stdout
+
+
+WORKER_ENDING_AT_SHUTDOWN = '''
+import os, signal, threading, time
+from conformance.search import fuzz
+fuzz._worker_init()
+
+def later():
+    time.sleep(0.3)
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(5)
+
+threading.Thread(target=later).start()  # the main thread ends: the interpreter's shutdown joins this one
+'''
+
+
+def test_a_worker_told_to_stop_during_its_shutdown_ends_quietly_with_the_signal_status(tmp_path: Path) -> None:
+    """The pool's SIGTERM can reach a worker between seeds while its interpreter is shutting
+    down (joining the queue's feeder thread). A SystemExit raised there was printed as an
+    ignored exception's traceback under the run's output, and the worker exited 0."""
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER_ENDING_AT_SHUTDOWN, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stderr) == (143, ""), done.stderr

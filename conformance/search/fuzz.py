@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import functools
 import multiprocessing
+import os
 import re
 import signal
 import threading
@@ -309,7 +310,10 @@ _IN_SEED = False  # a seed is running in this worker
 def _worker_signal(signum: int, frame: Any) -> None:
     if _IN_SEED:
         raise_interrupted(signum, frame)  # unwinds the run, gateway calls included, to run_seed
-    _worker_exit(signum)  # between seeds: nothing to unwind
+    # Between seeds there is nothing to unwind, and the signal may land anywhere, in the
+    # interpreter's own shutdown too (joining the queue's feeder thread), where a SystemExit
+    # is printed as an ignored exception's traceback and the process exits 0: end at once.
+    os._exit(128 + signum)
 
 
 def _worker_exit(signum: int) -> None:
