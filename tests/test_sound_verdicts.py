@@ -175,8 +175,15 @@ def test_the_harnesss_own_sigint_still_stops_the_run(capsys: pytest.CaptureFixtu
     code, out = run_cli(capsys, str(FIRST), str(SECOND), "--gateway", "sg_sound:make")
     assert code == 130
     assert out == ["0 scenarios, 0 passed, 0 failed (interrupted)"]
-    with pytest.raises(KeyboardInterrupt):  # as a library, too: Ctrl-C is not the gateway's error
-        run_scenario(load_file(FIRST), Signals(), "signals")
+    # As a library, too: Ctrl-C is not the gateway's error. Under Python's own handler, set here:
+    # once in CI (2026-12-02) the handler this xdist worker held then was not it, and the
+    # signal went unseen (not reproduced in two full runs since; what left it is not known).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_scenario(load_file(FIRST), Signals(), "signals")
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 # -- 2. answers are validated as over exec ----------------------------------------------------
