@@ -17,7 +17,18 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from conformance.harness.spill import ObservationLog
 from conformance.observations import DurableState, Resources
-from conformance.observers import BackendBusy, BackendUnavailable, FakeLLM, HookBus, MemoryBackend, Platform, RecordingProvider
+from conformance.observers import (
+    BackendBusy,
+    BackendUnavailable,
+    BadHandover,
+    FakeLLM,
+    HookBus,
+    MemoryBackend,
+    Platform,
+    RecordingProvider,
+    plain_detail,
+    plain_str,
+)
 from sim.clock import VirtualClock
 from sim.engine import Engine, Timer
 from sim.scenario import Chat, GatewayConfig, ResetPolicy
@@ -154,6 +165,9 @@ class Scheduler:
         return self._engine.now
 
     def call_at(self, when: int, callback: Callable[..., Any], *args: Any) -> Timer:
+        if type(when) is not int:  # the engine's queue orders it: no gateway type may run in there
+            raise BadHandover(f"bad value handed to scheduler.call_at: when: expected an int of virtual ms, "
+                              f"got {type(when).__name__} {when!r:.60}")
         if self.epoch is not None:
             return self._engine.timer(when, self._in_epoch, self.epoch, callback, args)
         if self._guard is None:
@@ -194,13 +208,15 @@ class Harness:
     def note(self, what: str, **detail: Any) -> None:
         """The gateway's own account of something internal (eviction, sweep, heal): shown in
         timelines and lifecycle coverage, never trusted by a check."""
-        self.log.add("note", what=what, **detail)
+        self.log.add("note", what=plain_str("note", "what", what),
+                     **{key: plain_detail("note", key, value) for key, value in detail.items()})
 
     def crash_point(self, point: str) -> None:
         """A place inside a step where the process may die (FoundationDB's BUGGIFY, for
         crashes): declare `point` in `Profile.crash_points`. When a scenario arms it, this
         raises `CrashPointFired`, which the gateway must let unwind its step; the runner then
         crashes the gateway at this instant. Otherwise it returns at once."""
+        point = plain_str("crash_point", "point", point)
         if self.points.hit(point):
             raise CrashPointFired(point)
 

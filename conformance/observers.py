@@ -1,14 +1,69 @@
 """The recorded doubles the harness hands a gateway: the fake LLM, the platform's outbox, memory
-backends and sessiongate's own provider, the plugin-hook bus. Every call they take lands in the log."""
+backends and sessiongate's own provider, the plugin-hook bus. Every call they take lands in the log.
+
+What a gateway hands them reaches the log as plain values, as over the wire: a str subclass as
+the str it holds (so no method of the gateway's runs when the checks read the log), anything
+else of the wrong type a `BadHandover` raised into the gateway's call, its error at that step."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from conformance.harness.spill import ObservationLog
 from conformance.observations import halves, reply_text, turn_ids
+from sessiongate import SessiongateError
 from sim.engine import Engine
 from sim.scenario import Usage
+
+SHOWN = 60  # characters of a bad value quoted
+
+
+class BadHandover(SessiongateError, TypeError):
+    """A gateway handed the harness a value of the wrong type; the message names the call and argument."""
+
+
+def _bad(call: str, name: str, expected: str, value: object) -> BadHandover:
+    try:
+        shown = repr(value)
+    except Exception:
+        shown = "?"
+    shown = shown if len(shown) <= SHOWN else shown[: SHOWN - 1] + "…"
+    return BadHandover(f"bad value handed to {call}: {name}: expected {expected}, got {type(value).__name__} {shown}")
+
+
+def plain_str(call: str, name: str, value: object) -> str:
+    """`value` as an exact str (a subclass's characters), or `BadHandover`."""
+    if type(value) is str:
+        return value
+    if isinstance(value, str):
+        return str.__str__(value)  # a copy of exact type: none of the subclass's methods run
+    raise _bad(call, name, "a str", value)
+
+
+def plain_strs(call: str, name: str, values: Iterable[object]) -> list[str]:
+    """Each item as `plain_str`, in a fresh list."""
+    out = list(values)
+    for i, value in enumerate(out):
+        if type(value) is not str:
+            out[i] = plain_str(call, f"{name}[{i}]", value)
+    return out
+
+
+def plain_detail(call: str, name: str, value: Any, depth: int = 0) -> Any:
+    """A note's detail as JSON's values (str, int, float, bool, None, lists, str-keyed dicts), or
+    `BadHandover`: timelines and reports print it, and a report must never fail to be written."""
+    kind = type(value)
+    if value is None or kind in (int, float, bool):
+        return value
+    if isinstance(value, str):
+        return plain_str(call, name, value)
+    if depth < 8 and isinstance(value, (list, tuple)):
+        return [plain_detail(call, f"{name}[{i}]", item, depth + 1) for i, item in enumerate(value)]
+    if depth < 8 and isinstance(value, dict):
+        return {plain_str(call, f"{name} key", key): plain_detail(call, f"{name}[{key!r}]", item, depth + 1)
+                for key, item in value.items()}
+    raise _bad(call, name, "a str, number, bool, None, list or dict (at most 8 deep)", value)
 
 
 class BackendUnavailable(RuntimeError):
@@ -45,12 +100,14 @@ class FakeLLM:
 
     def request(self, chat: str, session: str, prompt: Sequence[str]) -> str:
         """Send the prompt (the session's texts, last one the user's); returns a request id."""
+        chat, session = plain_str("llm.request", "chat", chat), plain_str("llm.request", "session", session)
+        last = plain_str("llm.request", "prompt[-1]", prompt[-1]) if prompt else ""  # only its last text is read
         self._count += 1
         request_id = f"r{self._count}"
         # The reply answers the newest turn of the last message, the one whose arrival made the
         # gateway ask; one that folds unanswered messages into that prompt ("[t3] …\n[t5] …")
         # answers them with it too. The record lists every turn carried, the credited one first.
-        carried = tuple(dict.fromkeys(turn_ids(prompt[-1]))) if prompt else ()
+        carried = tuple(dict.fromkeys(turn_ids(last)))
         turn = carried[-1] if carried else None
         credited = (*carried[-1:], *carried[:-1])
         usage = self._usage_by_turn.get(turn, self._usage) if turn else self._usage
@@ -64,7 +121,7 @@ class FakeLLM:
 
     def usage_of(self, request_id: str) -> Usage:
         """What the answer to `request_id` reports about token usage (see `sim.scenario.Usage`)."""
-        return self._reported.get(request_id, "small")
+        return self._reported.get(plain_str("llm.usage_of", "request_id", request_id), "small")
 
     def _reply(self, epoch: int, request_id: str, turn: str | None) -> None:
         try:
@@ -81,7 +138,9 @@ class Platform:
         self._log = log
 
     def send_reply(self, chat: str, session: str, text: str) -> None:
-        self._log.add("reply", chat=chat, session=session, turns=turn_ids(text))
+        call = "platform.send_reply"
+        self._log.add("reply", chat=plain_str(call, "chat", chat), session=plain_str(call, "session", session),
+                      turns=turn_ids(plain_str(call, "text", text)))
 
 
 class MemoryBackend:
@@ -105,6 +164,10 @@ class MemoryBackend:
         retain; a text whose key the backend already took is acknowledged and not stored again
         (a re-ship after a crash between shipping and saving the watermark is no double ingest).
         A call whose every text was a repeat is logged `ingest_repeated`."""
+        call = f"backends[{self.name!r}].ingest"
+        session, texts = plain_str(call, "session", session), plain_strs(call, "texts", texts)
+        if keys is not None:
+            keys = plain_strs(call, "keys", keys)
         taken: list[str] = []
         if keys is not None:
             if len(keys) != len(texts):
@@ -156,17 +219,28 @@ class RecordingProvider:
         self._log, self._backend = log, backend
 
     def sync_turn(self, session: str, user: str, assistant: str) -> None:
+        call = "recorder.sync_turn"
+        session, user = plain_str(call, "session", session), plain_str(call, "user", user)
+        assistant = plain_str(call, "assistant", assistant)
         self._log.add("sync_turn", session=session, turns=turn_ids(user))
         self._backend.ingest(session, [user, assistant])
 
     def on_session_end(self, session: str, transcript: Sequence[tuple[str, str]]) -> None:
         """`turns`: the turns whose user message it carries; `replies`: those whose reply it carries."""
-        turns = [turn for role, content in transcript if role == "user" for turn in turn_ids(content)]  # a folded message carries two
-        replies = [turn for role, content in transcript if role == "assistant" for turn in turn_ids(content)]
-        self._log.add("on_session_end", session=session, turns=turns, messages=len(transcript), replies=replies)
+        call = "recorder.on_session_end"
+        session = plain_str(call, "session", session)
+        pairs = []
+        for i, pair in enumerate(transcript):
+            role, content = pair
+            pairs.append((plain_str(call, f"transcript[{i}] role", role), plain_str(call, f"transcript[{i}] content", content)))
+        turns = [turn for role, content in pairs if role == "user" for turn in turn_ids(content)]  # a folded message carries two
+        replies = [turn for role, content in pairs if role == "assistant" for turn in turn_ids(content)]
+        self._log.add("on_session_end", session=session, turns=turns, messages=len(pairs), replies=replies)
 
     def on_session_switch(self, old: str | None, new: str) -> None:
-        self._log.add("on_session_switch", session=new, previous=old)
+        call = "recorder.on_session_switch"
+        self._log.add("on_session_switch", session=plain_str(call, "new", new),
+                      previous=None if old is None else plain_str(call, "old", old))
 
     def shutdown(self) -> None:
         self._log.add("memory_shutdown")
@@ -179,7 +253,8 @@ class HookBus:
         self._log = log
 
     def on_session_finalize(self, session: str, reason: str) -> None:
-        self._log.add("on_session_finalize", session=session, reason=reason)
+        call = "hooks.on_session_finalize"
+        self._log.add("on_session_finalize", session=plain_str(call, "session", session), reason=plain_str(call, "reason", reason))
 
     def on_session_reset(self, session: str) -> None:
-        self._log.add("on_session_reset", session=session)
+        self._log.add("on_session_reset", session=plain_str("hooks.on_session_reset", "session", session))

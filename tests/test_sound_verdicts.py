@@ -501,3 +501,156 @@ def test_fuzz_exits_4_on_a_checker_error(tmp_path: Path, capsys: pytest.CaptureF
     monkeypatch.setitem(checks.CHECKS, "I3", broken_check)
     assert main(["fuzz", "--seeds", "0:2", "--out", str(tmp_path), "--no-shrink", "--findings-ok"]) == 4
     capsys.readouterr()
+
+
+# -- 7. the harness's own exceptions, and what a gateway hands over, cannot end a run -----------
+
+
+def _control(name: str) -> BaseException:
+    from conformance.harness.calls import Died, GatewayFailure, GatewayRaised
+    from conformance.harness.errors import Interrupted
+    from sim.engine import EventBudgetExceeded
+
+    return {"Interrupted": Interrupted(signal.SIGINT), "Died": Died("flush"),
+            "GatewayRaised": GatewayRaised(GatewayFailure("error", 0, "start", "forged")),
+            "EventBudgetExceeded": EventBudgetExceeded("forged")}[name]
+
+
+@pytest.mark.parametrize("name", ["Interrupted", "Died", "GatewayRaised", "EventBudgetExceeded"])
+@pytest.mark.parametrize("method", ["deliver_message", "sigterm"])
+def test_the_harnesss_control_exceptions_raised_by_a_gateway_are_its_error_at_its_step(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], gateway_module: types.ModuleType, name: str,
+        method: str) -> None:
+    """Only the harness's own signal handler stops a run; a gateway that raises `Interrupted`,
+    `Died`, `GatewayRaised` or `EventBudgetExceeded` itself is one more gateway error."""
+
+    def raises(self: ReferenceGateway, *args: Any) -> None:
+        raise _control(name)
+
+    gateway_module.make = type("Raises", (ReferenceGateway,), {method: raises})  # type: ignore[attr-defined]
+    code, out = run_cli(capsys, str(FIRST), str(SECOND), "--gateway", "sg_sound:make", "--report", str(tmp_path / "r"))
+    assert code == 1
+    where = FIRST_MESSAGE if method == "deliver_message" else "sigterm"
+    assert re.match(rf"      gateway error at step [\d.]+ \({re.escape(where)}\): {name}", out[1]), out[1]
+    assert out[-1] == "2 scenarios, 0 passed, 2 failed (2 gateway errors)"
+    assert json.loads((tmp_path / "r" / "summary.json").read_text())["totals"]["error"] == 2
+
+
+class Explodes(list):  # type: ignore[type-arg]
+    """A sequence whose every use is a BaseException: run only where the gateway's error can be caught."""
+
+    def __iter__(self) -> Any:
+        raise SystemExit(0)
+
+    def __len__(self) -> int:
+        raise KeyboardInterrupt
+
+
+class ExplodingProfile(Profile):
+    @property  # type: ignore[misc]
+    def finalization(self) -> Any:
+        raise SystemExit(0)
+
+
+EXPLODING: dict[str, tuple[str, Any]] = {
+    "durable_state": ("durable_state", lambda real: DurableState(Explodes(real.sessions), real.routing)),  # type: ignore[arg-type]
+    "resources": ("resources", lambda real: Resources(Explodes(real.cached), real.running)),  # type: ignore[arg-type]
+    "profile": ("profile", lambda real: object.__new__(ExplodingProfile)),
+}
+
+
+@pytest.mark.parametrize("name", EXPLODING)
+def test_an_answer_whose_own_methods_raise_a_base_exception_is_an_error_at_its_step(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], gateway_module: types.ModuleType, name: str) -> None:
+    """Checking an answer runs its methods (a list subclass's `__iter__`, a property): what they
+    raise, SystemExit(0) included, is the gateway's error at that step, never a green exit."""
+    method, make = EXPLODING[name]
+
+    def answer(self: Any, *args: Any) -> Any:
+        real = getattr(ReferenceGateway, method)(self, *args)
+        self.calls = getattr(self, "calls", 0) + 1
+        return make(real) if self.calls > 1 or method != "resources" else real  # resources: past the start
+
+    gateway_module.make = type("Answers", (ReferenceGateway,), {method: answer})  # type: ignore[attr-defined]
+    code, out = run_cli(capsys, str(FIRST), str(SECOND), "--gateway", "sg_sound:make", "--report", str(tmp_path / "r"))
+    assert code == 1
+    assert re.match(rf"      gateway error at (step [\d.]+ )?\({method}\): bad value in answer to {method}: "
+                    r"(SystemExit|KeyboardInterrupt)", out[1]), out[1]
+    if method == "profile":  # at start: the gateway cannot start, and the run says so after one scenario
+        assert out[-1] == "1 scenarios, 0 passed, 1 failed (1 gateway error)"
+    else:
+        assert out[-1] == "2 scenarios, 0 passed, 2 failed (2 gateway errors)"
+
+
+class Slippery(str):
+    """A str whose hash and equality raise: a log holding it would crash the checks."""
+
+    __slots__ = ()
+
+    def __hash__(self) -> int:
+        raise SystemExit(0)
+
+    def __eq__(self, other: object) -> bool:
+        raise SystemExit(0)
+
+
+class SlipperyServices(ReferenceGateway):
+    """Hands the harness str subclasses for every id and text, as a gateway's own str types would."""
+
+    def start(self, config: GatewayConfig, harness: Harness) -> None:
+        platform, llm, recorder = harness.platform, harness.llm, harness.recorder
+        slip = Slippery
+
+        class Wrap:
+            def __init__(self, real: Any) -> None:
+                self.real = real
+
+            def __getattr__(self, name: str) -> Any:
+                method = getattr(self.real, name)
+                if not callable(method):
+                    return method
+
+                def slippery(a: Any) -> Any:
+                    return slip(a) if type(a) is str else [slippery(x) for x in a] if isinstance(a, list) else a
+
+                def call(*args: Any) -> Any:
+                    return method(*map(slippery, args))
+
+                return call
+
+        harness = replace(harness, platform=Wrap(platform), llm=Wrap(llm), recorder=Wrap(recorder))  # type: ignore[arg-type]
+        super().start(config, harness)
+
+
+def test_what_a_gateway_hands_the_harness_is_logged_as_plain_values() -> None:
+    """A str subclass reaches the log as the str it holds (as over the wire), so no method of the
+    gateway's runs when the checks read the log: the verdicts are the reference's own."""
+    result = run_scenario(load_file(FIRST), SlipperyServices(), "slippery")
+    assert result.failure is None, result.failure
+    assert all(v.status == "pass" for v in result.verdicts.values()), result.verdicts
+    held = [value for r in result.records for value in r.detail.values() if isinstance(value, str)]
+    assert held and {type(value) for value in held} == {str}
+
+
+class HandsAnInt(ReferenceGateway):
+    def send_reply(self, pending: Any) -> None:
+        self.h.platform.send_reply(pending.chat.name, 7, pending.reply)  # type: ignore[arg-type]
+
+
+def test_a_value_of_the_wrong_type_handed_to_the_harness_is_the_gateways_error_at_its_step() -> None:
+    result = run_scenario(load_file(FIRST), HandsAnInt(), "hands-an-int")
+    assert result.failure is not None
+    assert result.failure.message == "bad value handed to platform.send_reply: session: expected a str, got int 7"
+
+
+class AttributeRaises(ReferenceGateway):
+    @property
+    def deliver_message(self) -> Any:  # type: ignore[override]
+        raise SystemExit(0)
+
+
+def test_a_gateway_attribute_that_raises_when_looked_up_is_an_error_at_its_step() -> None:
+    result = run_scenario(load_file(FIRST), AttributeRaises(), "attribute-raises")
+    assert result.failure is not None and result.failure.step == 1
+    assert result.failure.message.startswith("SystemExit")
+    assert {v.status for v in result.verdicts.values()} == {"error"}

@@ -11,14 +11,14 @@ from typing import Any
 
 from conformance.adapter import CrashPointFired, Gateway, Harness, Profile, Scheduler
 from conformance.harness import values
-from conformance.harness.errors import GatewayTimeout, Interrupted, RemoteGatewayError
+from conformance.harness.errors import GatewayTimeout, RemoteGatewayError, signalled
 from conformance.harness.spill import SPILL_AT, ObservationLog, SpilledSessions
 from conformance.harness.swarm import Swarm
 from conformance.harness.verdict import GatewayFailure
 from conformance.observations import CacheReplay, DurableState, Resources, ResourcesDeltas, StoredMessage
-from conformance.observers import FakeLLM, HookBus, MemoryBackend, Platform, RecordingProvider
+from conformance.observers import BadHandover, FakeLLM, HookBus, MemoryBackend, Platform, RecordingProvider
 from sim.clock import VirtualClock
-from sim.engine import Engine, EventBudgetExceeded
+from sim.engine import Engine
 from sim.scenario import Chat, ConfigChange, CrashAt, Event, Message, Scenario
 
 
@@ -50,7 +50,7 @@ def exception_text(err: BaseException) -> str:
     return f"{type(err).__name__}: {message}"
 
 
-def _short_traceback(err: BaseException) -> tuple[str, ...]:
+def short_traceback(err: BaseException) -> tuple[str, ...]:
     frames = traceback.extract_tb(err.__traceback__)[-4:]
     lines = [f"{frame.filename.rsplit('/', 2)[-1]}:{frame.lineno} in {frame.name}" for frame in frames]
     return (*lines, exception_text(err))
@@ -142,7 +142,10 @@ class GatewayCalls:
     def _call(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
         """`fn(*args)` for the gateway: whatever it raises, SystemExit, KeyboardInterrupt and any
         other BaseException included, is its error at this step, never a crash or an exit of the
-        run. Only the harness's own `Interrupted` (its signal handler) and budget pass through."""
+        run. Only the harness's own `Interrupted` (raised by its signal handler) passes through:
+        nothing else the harness raises can come out of a gateway call (no harness service a
+        gateway calls runs the engine or another gateway call), so a `Died`, `GatewayRaised` or
+        `EventBudgetExceeded` that does was raised by the gateway, and is its error too."""
         points = self.harness.points
         points.live = what not in _NO_POINTS and not self.final
         try:
@@ -153,18 +156,17 @@ class GatewayCalls:
                 raise GatewayRaised(GatewayFailure("error", self.log.step, what, exception_text(fired))) from None
             self._died_at(fired.point)
             raise Died(fired.point) from None
-        except (EventBudgetExceeded, GatewayRaised, Interrupted, Died):
-            raise
         except GatewayTimeout as err:
             raise GatewayRaised(GatewayFailure("timeout", self.log.step, what, str(err))) from err
         except RemoteGatewayError as err:
             raise GatewayRaised(GatewayFailure("error", self.log.step, what, str(err), err.traceback)) from err
         except BaseException as err:  # the gateway under test raised: an error verdict, never a crash
+            if signalled(err):
+                raise
             if points.fired is not None:
                 raise self._went_on(what, err) from err
-            raise GatewayRaised(
-                GatewayFailure("error", self.log.step, what, exception_text(err), _short_traceback(err))
-            ) from err
+            message = str(err) if type(err) is BadHandover else exception_text(err)  # worded as a bad answer is
+            raise GatewayRaised(GatewayFailure("error", self.log.step, what, message, short_traceback(err))) from err
         finally:
             points.live = False
         if points.fired is not None:
@@ -219,7 +221,9 @@ class GatewayCalls:
             return check(answer)
         except values.BadValue as err:
             message = f"bad value in answer to {what}: {err}"
-        except Exception as err:  # an answer whose own methods raise (a __eq__, an __iter__)
+        except BaseException as err:  # an answer whose own methods raise (a __eq__, an __iter__), SystemExit too
+            if signalled(err):
+                raise
             message = f"bad value in answer to {what}: {exception_text(err)}"
         raise GatewayRaised(GatewayFailure("error", self.log.step, what, message))
 
@@ -257,7 +261,9 @@ class GatewayCalls:
         if type(answer) is dict:  # validated in place; `_checked` again only to word what is wrong
             try:
                 answer = values.resources_change(answer)
-            except Exception:
+            except BaseException as err:
+                if signalled(err):
+                    raise
                 answer = self._checked("resources_delta", values.resources_change, answer)
         elif answer is not None:  # None (nothing changed, the usual answer) needs no validation
             answer = self._checked("resources_delta", self._valid_change, answer)

@@ -17,9 +17,20 @@ class Interrupted(KeyboardInterrupt):
     KeyboardInterrupt` outside the runner still reads it as Ctrl-C."""
 
 
+_RAISED: list[Interrupted] = []  # every Interrupted the handler raised: the harness's own, by identity
+
+
 def raise_interrupted(signum: int, _frame: object) -> None:
     """The harness's signal handler: `Interrupted(signum)`, distinguishable from the gateway's own."""
-    raise Interrupted(signum)
+    stop = Interrupted(signum)
+    _RAISED.append(stop)
+    raise stop
+
+
+def signalled(err: BaseException) -> bool:
+    """`err` is an `Interrupted` the harness's own handler raised (a gateway can raise one too:
+    that one is the gateway's error at its step, and never stops a run)."""
+    return isinstance(err, Interrupted) and any(err is stop for stop in _RAISED)
 
 
 class RemoteGatewayError(SessiongateError):

@@ -14,7 +14,7 @@ from importlib.metadata import PackageNotFoundError, distribution, entry_points
 from typing import Any
 
 from conformance.adapter import Gateway
-from conformance.harness.errors import Interrupted
+from conformance.harness.errors import signalled
 from sessiongate import UsageError
 
 GROUP = "sessiongate.gateways"
@@ -136,11 +136,16 @@ def _checked(name: str, make: Callable[..., Any], bare: bool) -> Callable[[], Ga
             if bare and not args and known:  # e.g. plain `selftest`: the factory wanted an argument
                 raise UnknownGateway(f"gateway {name!r} takes an argument, {name}:ARG; known: {known}") from None
             raise
-        except Interrupted:
-            raise
         except BaseException as err:  # SystemExit, KeyboardInterrupt…: the factory's failure, never an exit
+            if signalled(err):
+                raise
             raise UnknownGateway(f"gateway {name!r}: its factory raised {_one_line(err)}") from None
-        missing = [method for method in CORE_METHODS if not callable(getattr(gateway, method, None))]
+        try:
+            missing = [method for method in CORE_METHODS if not callable(getattr(gateway, method, None))]
+        except BaseException as err:  # a property of the gateway's that raises when looked up
+            if signalled(err):
+                raise
+            raise UnknownGateway(f"gateway {name!r}: looking up its methods raised {_one_line(err)}") from None
         if missing:
             raise UnknownGateway(f"gateway {name!r}: its factory returned {type(gateway).__name__}, "
                                  f"not a gateway (no {', '.join(missing)})")

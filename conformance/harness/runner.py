@@ -21,8 +21,8 @@ from typing import Any
 from conformance.adapter import Gateway, Profile
 from conformance.features import scenario_features
 from conformance.harness import values
-from conformance.harness.calls import Died, GatewayRaised
-from conformance.harness.errors import raise_interrupted
+from conformance.harness.calls import Died, GatewayRaised, exception_text, short_traceback
+from conformance.harness.errors import raise_interrupted, signalled
 from conformance.harness.events import EventSteps
 from conformance.harness.spill import SPILL_AT
 from conformance.harness.swarm import Swarm, with_fires
@@ -125,10 +125,13 @@ class Run(EventSteps):
         error too (the first failure is kept). On the way out of an interrupt, closed anyway."""
         try:
             failure = self._drive()
-        except BaseException:
-            with suppress(BaseException):  # the interrupt (or a harness bug) is what matters
-                close_gateway(self.gateway)
-            raise
+        except BaseException as err:
+            if not signalled(err):  # past every `_call`: a gateway attribute that raised when looked up, or our bug
+                failure = self._escaped(err)
+            else:
+                with suppress(BaseException):  # the interrupt is what matters
+                    close_gateway(self.gateway)
+                raise
         try:
             self._call("close", close_gateway, self.gateway)
         except GatewayRaised as raised:
@@ -137,6 +140,14 @@ class Run(EventSteps):
             self.log.add("error", failure=failure.kind, event=failure.event, message=failure.message)
         scenario = with_fires(self.scenario, self.swarm.fires) if self.swarm is not None and self.swarm.fires else self.scenario
         return RunResult(scenario, self.name, self.profile, self.log.hand_over(), failure=failure)
+
+    def _escaped(self, err: BaseException) -> GatewayFailure:
+        """What came out of `_drive` around every gateway call's guard, as this step's error: a
+        run is never ended by it (the suite's own errors are verdicts too), and the traceback
+        says whose it was."""
+        return GatewayFailure("error", self.log.step, self.current_event,
+                              f"{exception_text(err)} (raised outside a gateway call: by looking up one of the "
+                              f"gateway's attributes, or by sessiongate itself)", short_traceback(err))
 
     def _without_providers(self, scenario: Scenario, names: list[str]) -> Scenario:
         """A gateway with no memory providers of its own (OpenClaw) runs the scenario with the

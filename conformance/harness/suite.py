@@ -18,7 +18,7 @@ from typing import cast
 
 from conformance.adapter import Gateway
 from conformance.harness.calls import exception_text
-from conformance.harness.errors import Interrupted
+from conformance.harness.errors import signalled
 from conformance.harness.registry import UnknownGateway, expectation_names
 from conformance.harness.runner import DEFAULT_BUDGET, RunResult, run_scenario
 from conformance.harness.verdict import CHECK_IDS, CHECKER_ERROR, Verdict
@@ -222,9 +222,9 @@ def fresh_gateway(factory: Callable[[], Gateway], name: str, unknown_raises: boo
         if unknown_raises:
             raise
         return cast(Gateway, Unbuildable(str(err)))  # enough of one for the runner to log the error
-    except Interrupted:
-        raise
     except BaseException as err:  # a factory not from `resolve`
+        if signalled(err):
+            raise
         return cast(Gateway, Unbuildable(f"{name}: its factory raised {exception_text(err)}"))
 
 
