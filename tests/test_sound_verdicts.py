@@ -654,3 +654,15 @@ def test_a_gateway_attribute_that_raises_when_looked_up_is_an_error_at_its_step(
     assert result.failure is not None and result.failure.step == 1
     assert result.failure.message.startswith("SystemExit")
     assert {v.status for v in result.verdicts.values()} == {"error"}
+
+
+def test_over_exec_a_value_of_the_wrong_type_is_answered_with_the_same_words() -> None:
+    """The child's call is refused with the message an in-process gateway's call raises."""
+    from conformance.harness.calls import GatewayCalls
+    from conformance.transport.exec_gateway import ExecGateway
+
+    calls = GatewayCalls(load_file(FIRST), ReferenceGateway(), "reference", budget=1000)
+    server = object.__new__(ExecGateway)
+    server.h = calls.harness
+    answer = server._serve({"call": "platform.send_reply", "args": {"chat": "alice", "session": 7, "text": "[t1] reply"}})
+    assert answer == {"error": "bad value handed to platform.send_reply: session: expected a str, got int 7"}

@@ -27,6 +27,7 @@ from conformance.harness.errors import GatewayTimeout, RemoteGatewayError
 from conformance.harness.registry import resolve
 from conformance.harness.values import BadValue, resources_change
 from conformance.observations import DurableState, Resources
+from conformance.observers import BadHandover
 from conformance.transport.child import ChildProcess, _clip, _end_process
 from conformance.transport.wire import (
     VERSION,
@@ -216,6 +217,8 @@ class ExecGateway(ChildProcess):
             return {"error": "unavailable", "message": str(err), "ready_at": err.ready_at}
         except BackendUnavailable as err:
             return {"error": "unavailable", "message": str(err)}
+        except BadHandover as err:  # worded already: "bad value handed to platform.send_reply: session: …"
+            return {"error": str(err)}
         except (KeyError, TypeError, ValueError) as err:
             return {"error": f"bad arguments to {call}: {err}"}
         return {"result": None}
