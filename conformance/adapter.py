@@ -190,6 +190,9 @@ class Scheduler:
             self._guard("timer", callback, *args)
 
 
+_PLAIN = {str, int, float, bool, type(None)}  # a note's detail values that need no copy
+
+
 @dataclass
 class Harness:
     """Everything the harness hands a gateway at start; all of it is virtual and recorded."""
@@ -208,15 +211,17 @@ class Harness:
     def note(self, what: str, **detail: Any) -> None:
         """The gateway's own account of something internal (eviction, sweep, heal): shown in
         timelines and lifecycle coverage, never trusted by a check."""
-        self.log.add("note", what=plain_str("note", "what", what),
-                     **{key: plain_detail("note", key, value) for key, value in detail.items()})
+        if type(what) is not str or set(map(type, detail.values())) - _PLAIN:  # else plain already: no call
+            what, detail = plain_str("note", "what", what), {key: plain_detail("note", key, value) for key, value in detail.items()}
+        self.log.add("note", what=what, **detail)
 
     def crash_point(self, point: str) -> None:
         """A place inside a step where the process may die (FoundationDB's BUGGIFY, for
         crashes): declare `point` in `Profile.crash_points`. When a scenario arms it, this
         raises `CrashPointFired`, which the gateway must let unwind its step; the runner then
         crashes the gateway at this instant. Otherwise it returns at once."""
-        point = plain_str("crash_point", "point", point)
+        if type(point) is not str:
+            point = plain_str("crash_point", "point", point)
         if self.points.hit(point):
             raise CrashPointFired(point)
 

@@ -8,6 +8,7 @@ else of the wrong type a `BadHandover` raised into the gateway's call, its error
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from itertools import chain
 from typing import Any
 
 from conformance.harness.spill import ObservationLog
@@ -100,8 +101,10 @@ class FakeLLM:
 
     def request(self, chat: str, session: str, prompt: Sequence[str]) -> str:
         """Send the prompt (the session's texts, last one the user's); returns a request id."""
-        chat, session = plain_str("llm.request", "chat", chat), plain_str("llm.request", "session", session)
-        last = plain_str("llm.request", "prompt[-1]", prompt[-1]) if prompt else ""  # only its last text is read
+        last = prompt[-1] if prompt else ""  # only its last text is read
+        if type(chat) is not str or type(session) is not str or type(last) is not str:  # the common case: no call
+            chat, session = plain_str("llm.request", "chat", chat), plain_str("llm.request", "session", session)
+            last = plain_str("llm.request", "prompt[-1]", last)
         self._count += 1
         request_id = f"r{self._count}"
         # The reply answers the newest turn of the last message, the one whose arrival made the
@@ -138,9 +141,10 @@ class Platform:
         self._log = log
 
     def send_reply(self, chat: str, session: str, text: str) -> None:
-        call = "platform.send_reply"
-        self._log.add("reply", chat=plain_str(call, "chat", chat), session=plain_str(call, "session", session),
-                      turns=turn_ids(plain_str(call, "text", text)))
+        if type(chat) is not str or type(session) is not str or type(text) is not str:
+            call = "platform.send_reply"
+            chat, session, text = plain_str(call, "chat", chat), plain_str(call, "session", session), plain_str(call, "text", text)
+        self._log.add("reply", chat=chat, session=session, turns=turn_ids(text))
 
 
 class MemoryBackend:
@@ -164,10 +168,11 @@ class MemoryBackend:
         retain; a text whose key the backend already took is acknowledged and not stored again
         (a re-ship after a crash between shipping and saving the watermark is no double ingest).
         A call whose every text was a repeat is logged `ingest_repeated`."""
-        call = f"backends[{self.name!r}].ingest"
-        session, texts = plain_str(call, "session", session), plain_strs(call, "texts", texts)
-        if keys is not None:
-            keys = plain_strs(call, "keys", keys)
+        if type(session) is not str or type(texts) is not list or set(map(type, texts)) - {str}:
+            call = f"backends[{self.name!r}].ingest"
+            session, texts = plain_str(call, "session", session), plain_strs(call, "texts", texts)
+        if keys is not None and (type(keys) is not list or set(map(type, keys)) - {str}):
+            keys = plain_strs(f"backends[{self.name!r}].ingest", "keys", keys)
         taken: list[str] = []
         if keys is not None:
             if len(keys) != len(texts):
@@ -219,28 +224,32 @@ class RecordingProvider:
         self._log, self._backend = log, backend
 
     def sync_turn(self, session: str, user: str, assistant: str) -> None:
-        call = "recorder.sync_turn"
-        session, user = plain_str(call, "session", session), plain_str(call, "user", user)
-        assistant = plain_str(call, "assistant", assistant)
+        if type(session) is not str or type(user) is not str or type(assistant) is not str:
+            call = "recorder.sync_turn"
+            session, user = plain_str(call, "session", session), plain_str(call, "user", user)
+            assistant = plain_str(call, "assistant", assistant)
         self._log.add("sync_turn", session=session, turns=turn_ids(user))
         self._backend.ingest(session, [user, assistant])
 
     def on_session_end(self, session: str, transcript: Sequence[tuple[str, str]]) -> None:
         """`turns`: the turns whose user message it carries; `replies`: those whose reply it carries."""
-        call = "recorder.on_session_end"
-        session = plain_str(call, "session", session)
-        pairs = []
-        for i, pair in enumerate(transcript):
-            role, content = pair
-            pairs.append((plain_str(call, f"transcript[{i}] role", role), plain_str(call, f"transcript[{i}] content", content)))
+        pairs = list(transcript)
+        if type(session) is not str or set(map(type, pairs)) - {tuple} or set(map(len, pairs)) - {2} \
+                or set(map(type, chain.from_iterable(pairs))) - {str}:  # the common case checked in C
+            call = "recorder.on_session_end"
+            session = plain_str(call, "session", session)
+            for i, pair in enumerate(pairs):
+                role, content = pair
+                pairs[i] = (plain_str(call, f"transcript[{i}] role", role), plain_str(call, f"transcript[{i}] content", content))
         turns = [turn for role, content in pairs if role == "user" for turn in turn_ids(content)]  # a folded message carries two
         replies = [turn for role, content in pairs if role == "assistant" for turn in turn_ids(content)]
         self._log.add("on_session_end", session=session, turns=turns, messages=len(pairs), replies=replies)
 
     def on_session_switch(self, old: str | None, new: str) -> None:
-        call = "recorder.on_session_switch"
-        self._log.add("on_session_switch", session=plain_str(call, "new", new),
-                      previous=None if old is None else plain_str(call, "old", old))
+        if type(new) is not str or not (old is None or type(old) is str):
+            call = "recorder.on_session_switch"
+            new, old = plain_str(call, "new", new), None if old is None else plain_str(call, "old", old)
+        self._log.add("on_session_switch", session=new, previous=old)
 
     def shutdown(self) -> None:
         self._log.add("memory_shutdown")
@@ -253,8 +262,12 @@ class HookBus:
         self._log = log
 
     def on_session_finalize(self, session: str, reason: str) -> None:
-        call = "hooks.on_session_finalize"
-        self._log.add("on_session_finalize", session=plain_str(call, "session", session), reason=plain_str(call, "reason", reason))
+        if type(session) is not str or type(reason) is not str:
+            call = "hooks.on_session_finalize"
+            session, reason = plain_str(call, "session", session), plain_str(call, "reason", reason)
+        self._log.add("on_session_finalize", session=session, reason=reason)
 
     def on_session_reset(self, session: str) -> None:
-        self._log.add("on_session_reset", session=plain_str("hooks.on_session_reset", "session", session))
+        if type(session) is not str:
+            session = plain_str("hooks.on_session_reset", "session", session)
+        self._log.add("on_session_reset", session=session)

@@ -7,8 +7,10 @@ Each test here failed on main before the change it covers (docs/reliability.md).
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
+import subprocess
 import sys
 import types
 from dataclasses import replace
@@ -666,3 +668,41 @@ def test_over_exec_a_value_of_the_wrong_type_is_answered_with_the_same_words() -
     server.h = calls.harness
     answer = server._serve({"call": "platform.send_reply", "args": {"chat": "alice", "session": 7, "text": "[t1] reply"}})
     assert answer == {"error": "bad value handed to platform.send_reply: session: expected a str, got int 7"}
+
+
+FORKS_AND_PRINTS = '''
+import os
+from reference_impl import ReferenceGateway
+
+
+class Forks(ReferenceGateway):
+    def deliver_message(self, message):
+        os.fork()  # both processes go on: the child returns into sessiongate too
+        super().deliver_message(message)
+
+
+class Prints(ReferenceGateway):
+    def deliver_message(self, message):
+        print("hello from the gateway")
+        super().deliver_message(message)
+'''
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+@pytest.mark.parametrize("factory", ["Forks", "Prints"])
+def test_a_gateway_that_forks_or_prints_leaves_the_verdicts_and_the_report_as_they_are(
+        tmp_path: Path, factory: str) -> None:
+    """A child forked in a gateway call ends when it returns into sessiongate (before, every
+    child ran the rest of the run: each verdict printed many times, reports written over each
+    other); what a gateway prints goes to stderr, as an exec: child's does."""
+    (tmp_path / "sg_forks.py").write_text(FORKS_AND_PRINTS, encoding="utf-8")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(Path(__file__).parent.parent)]))
+    done = subprocess.run([sys.executable, "-m", "conformance.cli", "run", str(FIRST), str(SECOND), "--gateway",
+                           f"sg_forks:{factory}", "--no-failure-db", "--report", str(tmp_path / "r")],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [f"pass  {FIRST.stem}", f"pass  {SECOND.stem}", f"report written to {tmp_path / 'r'}",
+                                        "2 scenarios, 2 passed, 0 failed"]
+    assert json.loads((tmp_path / "r" / "summary.json").read_text())["totals"]["pass"] == 2
+    if factory == "Prints":
+        assert "hello from the gateway" in done.stderr

@@ -4,6 +4,7 @@ crash points, timer steps, resource samples, durable-state reads, and stopping a
 from __future__ import annotations
 
 import copy
+import os
 import traceback
 from collections import deque
 from collections.abc import Callable
@@ -54,6 +55,22 @@ def short_traceback(err: BaseException) -> tuple[str, ...]:
     frames = traceback.extract_tb(err.__traceback__)[-4:]
     lines = [f"{frame.filename.rsplit('/', 2)[-1]}:{frame.lineno} in {frame.name}" for frame in frames]
     return (*lines, exception_text(err))
+
+
+_FORKS = [0]  # os.fork()s this process came out of: a run's calls compare it with the count at its start
+
+
+def _forked() -> None:
+    _FORKS[0] += 1
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
+def _forked_child_returned() -> None:
+    """A child the gateway forked inside a call is coming back into sessiongate: it ends here,
+    quietly (no buffer flushed twice, no verdict or report written twice); the parent goes on."""
+    os._exit(0)
 
 
 VERIFY_EVERY = 64  # samples through `resources_delta` between two checks of it against `resources()`
@@ -148,6 +165,7 @@ class GatewayCalls:
         `EventBudgetExceeded` that does was raised by the gateway, and is its error too."""
         points = self.harness.points
         points.live = what not in _NO_POINTS and not self.final
+        forks = _FORKS[0]
         try:
             result = fn(*args)
         except CrashPointFired as fired:
@@ -169,6 +187,8 @@ class GatewayCalls:
             raise GatewayRaised(GatewayFailure("error", self.log.step, what, message, short_traceback(err))) from err
         finally:
             points.live = False
+            if _FORKS[0] != forks:
+                _forked_child_returned()
         if points.fired is not None:
             raise self._went_on(what, None)
         return result

@@ -290,8 +290,11 @@ def close_gateway(gateway: Gateway) -> None:
 def _stdio_kept() -> Iterator[None]:
     """The process's stdout and stderr after a run are the ones before it. A gateway may swap
     them (Hermes wraps them, and a redirect left by one of its threads once blanked a fuzz
-    run's output for good); the progress and verdicts printed after the run must still show."""
+    run's output for good); the progress and verdicts printed after the run must still show.
+    During the run, what the gateway prints goes to stderr, as an exec: child's does: stdout
+    carries sessiongate's verdicts only."""
     stdout, stderr = sys.stdout, sys.stderr
+    sys.stdout = stderr
     try:
         yield
     finally:
