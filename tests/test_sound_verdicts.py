@@ -706,3 +706,79 @@ def test_a_gateway_that_forks_or_prints_leaves_the_verdicts_and_the_report_as_th
     assert json.loads((tmp_path / "r" / "summary.json").read_text())["totals"]["pass"] == 2
     if factory == "Prints":
         assert "hello from the gateway" in done.stderr
+
+
+# -- 8. a gateway in process that hangs is a timeout at its step -------------------------------
+
+
+class Hangs(ReferenceGateway):
+    """Loops for ever in its first message, swallowing every Exception on the way."""
+
+    def deliver_message(self, message: Inbound) -> None:
+        while True:
+            try:
+                pass
+            except Exception:
+                continue
+
+
+def test_a_gateway_that_hangs_in_process_is_a_timeout_and_the_run_and_its_report_go_on(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], gateway_module: types.ModuleType) -> None:
+    """Before, an in-process gateway that looped never let the run end: no verdict, no report."""
+    gateway_module.make = Hangs  # type: ignore[attr-defined]
+    code, out = run_cli(capsys, str(FIRST), str(SECOND), "--gateway", "sg_sound:make", "--step-timeout", "0.4",
+                        "--report", str(tmp_path / "r"))
+    assert code == 1
+    assert out[0] == f"timeout {FIRST.stem}"
+    assert out[1] == (f"      gateway timeout at step 1 ({FIRST_MESSAGE}): no answer to {FIRST_MESSAGE} within 0.4s "
+                      f"(wall clock), in process: the step was interrupted")
+    assert out[-1] == "2 scenarios, 0 passed, 2 failed (2 gateway errors)"
+    assert json.loads((tmp_path / "r" / "summary.json").read_text())["totals"]["timeout"] == 2
+
+
+def test_the_watchdog_interrupts_only_a_call_in_progress_at_three_ticks_running() -> None:
+    from conformance.harness.watchdog import StepTimedOut, Watch
+
+    watch = Watch()
+    for _ in range(5):  # no call in progress: never
+        watch.tick(1.0)
+    watch.seq, watch.depth = 1, 1
+    watch.tick(1.0)
+    watch.tick(1.0)
+    watch.seq += 1  # the call ended and another began: counted from here
+    watch.tick(1.0)
+    watch.tick(1.0)
+    with pytest.raises(StepTimedOut):
+        watch.tick(1.0)
+
+
+def test_a_gateway_in_a_child_or_an_adapter_with_its_own_limit_is_timed_by_it() -> None:
+    from conformance.adapters.openclaw import STEP_TIMEOUT, OpenClawGateway
+    from conformance.harness.watchdog import limit_for
+    from conformance.transport.exec_gateway import ExecGateway
+
+    class OddLimit(ReferenceGateway):
+        @property
+        def STEP_TIMEOUT(self) -> float:  # read without running it: `limit_for` looks it up statically
+            raise SystemExit(0)
+
+    assert limit_for(object.__new__(ExecGateway), 10.0) is None
+    assert limit_for(object.__new__(OpenClawGateway), 10.0) == STEP_TIMEOUT
+    assert limit_for(ReferenceGateway(), 10.0) == 10.0 and limit_for(OddLimit(), 3.0) == 3.0
+
+
+def test_the_watchdogs_ticks_change_nothing_in_a_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ticking every 0.1 s through a run leaves its log and verdicts byte for byte as without."""
+    from conformance.harness.watchdog import Watch
+
+    monkeypatch.syspath_prepend(str(Path(__file__).parent.parent / "bench"))
+    import gateway_day  # type: ignore[import-not-found]
+
+    scenario = gateway_day.gateway_day(hours=4)
+    ticks = []
+    real = Watch.tick
+    monkeypatch.setattr(Watch, "tick", lambda self, limit: (ticks.append(limit), real(self, limit))[1])
+    ticked = run_scenario(scenario, ReferenceGateway(), "reference", step_timeout=0.2)
+    assert len(ticks) >= 2  # the run outlasted two ticks
+    quiet = run_scenario(scenario, ReferenceGateway(), "reference", step_timeout=None)
+    assert ticked.log_text() == quiet.log_text() and ticked.verdicts == quiet.verdicts

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from conformance.harness.suite import Expectations, catalog_file, catalog_paths, scenario_paths
+from conformance.harness.watchdog import DEFAULT_STEP_TIMEOUT
 from sessiongate import UsageError
 from sim.clock import parse_duration
 
@@ -97,8 +98,8 @@ def add_isolation_options(parser: argparse.ArgumentParser) -> None:
     """--isolate, --step-timeout and --memory-mb, defined once: `run` and `fuzz` take them alike,
     and `gateway_factory` reads them."""
     parser.add_argument("--isolate", action="store_true", help="run each scenario's gateway in a child process of its own")
-    parser.add_argument("--step-timeout", type=seconds, default=10.0, metavar="SECONDS",
-                        help="wall-clock limit per step for isolated and exec: gateways (default 10)")
+    parser.add_argument("--step-timeout", type=seconds, default=DEFAULT_STEP_TIMEOUT, metavar="SECONDS",
+                        help="wall-clock limit per gateway step, in process or in a child (default 10)")
     parser.add_argument("--memory-mb", type=megabytes, default=4096, metavar="MB",
                         help="memory cap of an isolated or exec: gateway (default 4096)")
 

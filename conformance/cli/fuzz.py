@@ -185,7 +185,8 @@ def replay_saved(db: FailureDB | None, gateway: str, isolation: Isolation, stric
     fail (a fixed one leaves the database)."""
     failing = 0
     for scenario in saved_failures(db):
-        result = run_scenario(scenario, factory(gateway, isolation)(), gateway, strict=strict)
+        result = run_scenario(scenario, factory(gateway, isolation)(), gateway, strict=strict,
+                              step_timeout=isolation.step_timeout)
         if outcome_of(result) != "pass":
             failing += 1
             print("\n".join(scenario_line(result)), flush=True)

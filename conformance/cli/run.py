@@ -98,7 +98,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     scenarios = [*saved, *scenarios]
     results: list[RunResult] = []
     try:
-        for result in run_all(scenarios, factory, args.gateway, expectations, args.budget, args.strict):
+        for result in run_all(scenarios, factory, args.gateway, expectations, args.budget, args.strict, args.step_timeout):
             if args.check_determinism:
                 check_determinism(result, again)
             results.append(result)

@@ -16,6 +16,7 @@ from conformance.harness.errors import GatewayTimeout, RemoteGatewayError, signa
 from conformance.harness.spill import SPILL_AT, ObservationLog, SpilledSessions
 from conformance.harness.swarm import Swarm
 from conformance.harness.verdict import GatewayFailure
+from conformance.harness.watchdog import StepTimedOut, Watch
 from conformance.observations import CacheReplay, DurableState, Resources, ResourcesDeltas, StoredMessage
 from conformance.observers import BadHandover, FakeLLM, HookBus, MemoryBackend, Platform, RecordingProvider
 from sim.clock import VirtualClock
@@ -124,6 +125,7 @@ class GatewayCalls:
         self.snapshot_rows: dict[str, tuple[tuple[StoredMessage, ...], list[list[Any]]]] = {}
         self.stored_known: dict[str, tuple[str | None, tuple[StoredMessage, ...]]] = {}
         self.current_event = "start"
+        self.watch = Watch()  # the calls in progress, for the step watchdog (`harness.watchdog`)
         # The log's step: the scenario event being applied (1..N; 0 boot, N+1 quiescence), or
         # "k.n" for the n-th callback (a timer, an LLM answer, a crash point's restart) that ran
         # since event k began: a record a timer produced carries its own step, not event k's.
@@ -166,6 +168,9 @@ class GatewayCalls:
         points = self.harness.points
         points.live = what not in _NO_POINTS and not self.final
         forks = _FORKS[0]
+        watch = self.watch
+        watch.seq += 1
+        watch.depth += 1
         try:
             result = fn(*args)
         except CrashPointFired as fired:
@@ -176,6 +181,12 @@ class GatewayCalls:
             raise Died(fired.point) from None
         except GatewayTimeout as err:
             raise GatewayRaised(GatewayFailure("timeout", self.log.step, what, str(err))) from err
+        except StepTimedOut as err:
+            raise GatewayRaised(GatewayFailure("timeout", self.log.step, what,
+                                               f"no answer to {what} within {err.args[0]:g}s (wall clock), in process: "
+                                               f"the step was interrupted",
+                                               tuple(line for line in short_traceback(err) if not line.startswith("watchdog.py:"))
+                                               )) from None
         except RemoteGatewayError as err:
             raise GatewayRaised(GatewayFailure("error", self.log.step, what, str(err), err.traceback)) from err
         except BaseException as err:  # the gateway under test raised: an error verdict, never a crash
@@ -186,6 +197,7 @@ class GatewayCalls:
             message = str(err) if type(err) is BadHandover else exception_text(err)  # worded as a bad answer is
             raise GatewayRaised(GatewayFailure("error", self.log.step, what, message, short_traceback(err))) from err
         finally:
+            watch.depth -= 1
             points.live = False
             if _FORKS[0] != forks:
                 _forked_child_returned()

@@ -27,6 +27,7 @@ from conformance.harness.events import EventSteps
 from conformance.harness.spill import SPILL_AT
 from conformance.harness.swarm import Swarm, with_fires
 from conformance.harness.verdict import GatewayFailure, Verdict
+from conformance.harness.watchdog import DEFAULT_STEP_TIMEOUT, limit_for, watching
 from conformance.observations import Obs, log_text
 from sim.clock import TZDATA
 from sim.engine import EventBudgetExceeded
@@ -246,16 +247,19 @@ def _left_running(before: set[int | None]) -> list[threading.Thread]:
 
 def run_scenario(scenario: Scenario, gateway: Gateway, name: str = "gateway", *, budget: int = DEFAULT_BUDGET,
                  check: bool = True, spill_at: int | None = SPILL_AT, strict: bool = False,
-                 crash_points: bool = False) -> RunResult:
+                 crash_points: bool = False, step_timeout: float | None = DEFAULT_STEP_TIMEOUT) -> RunResult:
     """Run `scenario` against a fresh `gateway` instance (closed at the end) and (by default)
     judge it (`strict`: a vacuous pass fails). A log longer than `spill_at` records (None: no
     limit) is kept in a temporary file. `crash_points`: a seeded `Swarm` fires the gateway's
-    declared crash points; `result.scenario` is then the scenario with its fires written in."""
+    declared crash points; `result.scenario` is then the scenario with its fires written in.
+    `step_timeout`: wall-clock seconds a step of a gateway in this process may take (None: no
+    limit; `harness.watchdog`)."""
     with cyclic_gc_paused(), _stdio_kept(), _sigint_is_ours():
         run = Run(scenario, gateway, name, budget, spill_at)
         if crash_points:
             run.swarm_seed = scenario.seed
-        result = run.execute()
+        with watching(run.watch, limit_for(gateway, step_timeout)):
+            result = run.execute()
         if check:
             from conformance.checks import judge
 

@@ -22,6 +22,7 @@ from conformance.harness.errors import signalled
 from conformance.harness.registry import UnknownGateway, expectation_names
 from conformance.harness.runner import DEFAULT_BUDGET, RunResult, run_scenario
 from conformance.harness.verdict import CHECK_IDS, CHECKER_ERROR, Verdict
+from conformance.harness.watchdog import DEFAULT_STEP_TIMEOUT
 from sessiongate import SessiongateError
 from sim.document import ScenarioError
 from sim.loader import load_file
@@ -203,12 +204,14 @@ def vacuous_note(result: RunResult) -> str:
 
 
 def run_all(scenarios: list[Scenario], factory: Callable[[], Gateway], name: str,
-            expectations: Expectations | None = None, budget: int = DEFAULT_BUDGET, strict: bool = False) -> Iterator[RunResult]:
+            expectations: Expectations | None = None, budget: int = DEFAULT_BUDGET, strict: bool = False,
+            step_timeout: float | None = DEFAULT_STEP_TIMEOUT) -> Iterator[RunResult]:
     """Each scenario on a fresh gateway. A factory that cannot make the first one is an
     `UnknownGateway` (nothing has run: a usage error); one that fails later makes that
     scenario an error and the run, and its report, go on."""
     for index, scenario in enumerate(scenarios):
-        result = run_scenario(scenario, fresh_gateway(factory, name, unknown_raises=index == 0), name, budget=budget, strict=strict)
+        result = run_scenario(scenario, fresh_gateway(factory, name, unknown_raises=index == 0), name, budget=budget,
+                              strict=strict, step_timeout=step_timeout)
         yield (expectations or Expectations({})).apply(result)
 
 

@@ -25,7 +25,7 @@ from conformance.harness.errors import Interrupted, raise_interrupted
 from conformance.harness.runner import RunResult, cyclic_gc_paused, run_scenario
 from conformance.harness.shell import command
 from conformance.harness.verdict import CHECKER_ERROR, FAILING, Violation
-from conformance.transport.exec_gateway import DEFAULT_STEP_TIMEOUT
+from conformance.harness.watchdog import DEFAULT_STEP_TIMEOUT
 from conformance.transport.factory import gateway_factory
 from sim.clock import MINUTE
 from sim.generate import scenario_for_seed
@@ -187,7 +187,7 @@ def _run_seed(task: SeedTask) -> SeedOutcome:
     scenario = scenario_for_seed(task.seed, task.profile)
     with cyclic_gc_paused():  # the run's log is freed before the collector is back: it would walk every record
         result = run_scenario(scenario, factory(task.gateway, task.isolation)(), task.gateway, strict=task.strict,
-                              crash_points=task.crash_points)
+                              crash_points=task.crash_points, step_timeout=task.isolation.step_timeout)
         bad, failure, verdicts, skipped = failing(result), result.failure, result.verdicts, bool(result.skipped)
         scenario = result.scenario  # with --crash-points, the fires written in as `crash_at` events
         del result

@@ -64,6 +64,8 @@ def _end_process(proc: subprocess.Popen[bytes], group: bool, owner: int) -> None
 class ChildProcess:
     """One child process and its pipes; `ExecGateway` speaks the protocol over them."""
 
+    STEP_TIMEOUT = None  # timed by `step_timeout` here, the child killed: not by `harness.watchdog`
+
     def __init__(self, step_timeout: float) -> None:
         self.step_timeout = step_timeout  # wall-clock seconds a step may take; a dead child's time to exit
         self._op = ""  # the request in flight, or the last one

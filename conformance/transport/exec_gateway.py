@@ -26,6 +26,7 @@ from conformance.adapter import BackendBusy, BackendUnavailable, CrashPointFired
 from conformance.harness.errors import GatewayTimeout, RemoteGatewayError
 from conformance.harness.registry import resolve
 from conformance.harness.values import BadValue, resources_change
+from conformance.harness.watchdog import DEFAULT_STEP_TIMEOUT
 from conformance.observations import DurableState, Resources
 from conformance.observers import BadHandover
 from conformance.transport.child import ChildProcess, _clip, _end_process
@@ -43,7 +44,6 @@ from sim.writer import config_document
 
 T = TypeVar("T")
 LIVE_CHILDREN: set[int] = set()  # pids of the children this process runs now (`leftovers` leaves them be)
-DEFAULT_STEP_TIMEOUT = 10.0
 STARTUP_TIMEOUT = 30.0  # for `hello`: starting an interpreter on a loaded machine is not a gateway step
 HANDSHAKE = "start-up handshake"  # prefixes an error in `hello`, which the runner attributes to its first call
 

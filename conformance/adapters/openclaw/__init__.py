@@ -119,6 +119,8 @@ class OpenClawGateway:
     """One scenario on the shared OpenClaw process, as an agent of its own (own workspace and
     store); a crash kills the process for real and the restart respawns it on the same state dir."""
 
+    STEP_TIMEOUT = STEP_TIMEOUT  # its Node child's own limit: `harness.watchdog` leaves its steps that long
+
     def __init__(self, release: str, memory: str) -> None:
         self.release, self.memory = release, memory
         self.exec = _child(release, memory)

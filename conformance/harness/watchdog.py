@@ -1,0 +1,78 @@
+"""A wall-clock limit on each step of a gateway in this process: a call into the gateway that
+has not returned after `limit` seconds is interrupted with `StepTimedOut`, the gateway's
+`timeout` at that step, so a gateway that loops or blocks forever cannot hang the run and lose
+its report. A gateway in a child process (exec:, --isolate) is timed by the child's own limit
+and killed; an adapter whose steps legitimately take longer says so with a `STEP_TIMEOUT`
+class attribute (seconds; None: not watched here).
+
+One interval timer (SIGALRM) a run, ticking every limit/2 seconds, and no system call per
+gateway call: `GatewayCalls._call` counts calls (`Watch.seq`) and how deep it is in them
+(`Watch.depth`); a tick that finds the same call in progress as the two ticks before it
+raises. So a step is interrupted after between `limit` and 1.5 × `limit` seconds. A run that
+ends before its first tick (nearly every scenario) never sees the signal.
+"""
+
+from __future__ import annotations
+
+import inspect
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+DEFAULT_STEP_TIMEOUT = 10.0  # seconds a step may take, in process or in a child (`--step-timeout`)
+
+
+class StepTimedOut(BaseException):
+    """The step ran past the limit. A BaseException, so a gateway's own `except Exception`
+    around the loop that hangs does not swallow it."""
+
+
+class Watch:
+    """What the ticks read: the number of calls begun, and how many are in progress."""
+
+    __slots__ = ("depth", "seen", "seq", "strikes")
+
+    def __init__(self) -> None:
+        self.seq = self.depth = self.strikes = 0
+        self.seen = -1
+
+    def tick(self, limit: float) -> None:
+        """One tick: `StepTimedOut` if the call in progress is the one of the last two ticks."""
+        if self.depth and self.seq == self.seen:
+            self.strikes += 1
+            if self.strikes >= 2:
+                self.strikes = 0
+                raise StepTimedOut(limit)
+        else:
+            self.seen, self.strikes = self.seq, 0
+
+
+def limit_for(gateway: Any, default: float | None) -> float | None:
+    """The gateway class's own `STEP_TIMEOUT` if it has one (read without running any of its
+    code), else `default`."""
+    own = inspect.getattr_static(type(gateway), "STEP_TIMEOUT", default)
+    return own if own is None or (type(own) in (int, float) and own > 0) else default
+
+
+@contextmanager
+def watching(watch: Watch, limit: float | None) -> Iterator[None]:
+    """Arm the ticks for one run: in the main thread only (where signals are delivered), and
+    only while SIGALRM is nobody else's (its default handler, no interval timer running: a
+    test runner's own timeout, say, is left alone)."""
+    if not limit or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer") \
+            or signal.getsignal(signal.SIGALRM) is not signal.SIG_DFL or signal.getitimer(signal.ITIMER_REAL)[0]:
+        yield
+        return
+
+    def tick(_signum: int, _frame: object) -> None:
+        watch.tick(limit)
+
+    previous = signal.signal(signal.SIGALRM, tick)
+    signal.setitimer(signal.ITIMER_REAL, limit / 2, limit / 2)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
