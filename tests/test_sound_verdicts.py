@@ -207,6 +207,10 @@ BAD_PROFILES: dict[str, tuple[object, str]] = {
     "int-durable": (Profile("eager", 0, crash_durable=1), "crash_durable: expected a bool, got 1"),  # type: ignore[arg-type]
     "unknown-kind": (Profile("eager", 0, unsupported=frozenset({"teleport"})), "unsupported: unknown name 'teleport'; known: "),
     "a-dict": ({"finalization": "eager"}, "expected a Profile, got dict {'finalization': 'eager'}"),
+    "policy-mode": (Profile("eager", 0, reset_default=ResetPolicy("sometimes")),  # type: ignore[arg-type]
+                    "reset_default.mode: expected 'idle' or 'daily' or 'both' or 'none', got 'sometimes'"),
+    "policy-minutes": (Profile("eager", 0, reset_default=ResetPolicy("idle", -5)),
+                       "reset_default.idle_minutes: expected a non-negative int, got -5"),
 }
 
 

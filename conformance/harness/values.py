@@ -68,11 +68,15 @@ def _field(name: str, hint: Any, value: Any) -> Any:
         if type(value) is str and value in args:
             return value
     elif origin in (typing.Union, types.UnionType):
+        inner: BadValue | None = None  # what is wrong inside a value of the right type (a field of it)
         for arg in args:
             try:
                 return _field(name, arg, value)
-            except BadValue:
-                continue
+            except BadValue as err:
+                if str(err).startswith(f"{name}."):
+                    inner = err
+        if inner is not None:
+            raise inner
     elif hint is type(None):
         if value is None:
             return value
@@ -90,7 +94,11 @@ def _field(name: str, hint: Any, value: Any) -> Any:
                                f"known: {', '.join(sorted(KNOWN_ITEMS[name]))}")
             return value if type(value) is frozenset else frozenset(value)
     elif isinstance(hint, type) and isinstance(value, hint):
-        return _exact(hint, value)
+        if dataclasses.is_dataclass(hint):  # its fields checked by their own types (a ResetPolicy's mode)
+            hints = typing.get_type_hints(hint)
+            return hint(**{f.name: _field(f"{name}.{f.name}", hints[f.name], getattr(value, f.name))
+                           for f in dataclasses.fields(hint)})
+        return value
     raise BadValue(f"{name}: expected {_expected(hint)}, got {_show(value)}")
 
 
