@@ -786,3 +786,41 @@ def test_the_watchdogs_ticks_change_nothing_in_a_run(monkeypatch: pytest.MonkeyP
     assert len(ticks) >= 2  # the run outlasted two ticks
     quiet = run_scenario(scenario, ReferenceGateway(), "reference", step_timeout=None)
     assert ticked.log_text() == quiet.log_text() and ticked.verdicts == quiet.verdicts
+
+
+EXITS = '''
+import os
+import threading
+from reference_impl import ReferenceGateway
+
+
+class Exits(ReferenceGateway):
+    def deliver_message(self, message):
+        os._exit(0)
+
+
+class ThreadExits(ReferenceGateway):
+    def deliver_message(self, message):
+        thread = threading.Thread(target=os._exit, args=(0,))
+        thread.start()
+        thread.join()
+        super().deliver_message(message)
+'''
+
+
+@pytest.mark.parametrize(("factory", "where"), [("Exits", FIRST_MESSAGE), ("ThreadExits", "thread")])
+def test_os_exit_in_a_gateway_is_its_error_and_never_a_green_exit(tmp_path: Path, factory: str, where: str) -> None:
+    """Before, `os._exit(0)` in an in-process gateway ended sessiongate with status 0 and no
+    report: a green CI (Hermes has an `os._exit` backstop in its shutdown)."""
+    (tmp_path / "sg_exits.py").write_text(EXITS, encoding="utf-8")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(Path(__file__).parent.parent)]))
+    done = subprocess.run([sys.executable, "-m", "conformance.cli", "run", str(FIRST), str(SECOND), "--gateway",
+                           f"sg_exits:{factory}", "--no-failure-db", "--report", str(tmp_path / "r")],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 1, done.stderr
+    out = done.stdout.splitlines()
+    assert out[1] == (f"      gateway error at step 1 ({where}): os._exit(0) called in process"
+                      f"{' by a thread the gateway started' if factory == 'ThreadExits' else ''}: sessiongate goes on")
+    assert out[-1] == "2 scenarios, 0 passed, 2 failed (2 gateway errors)"
+    assert json.loads((tmp_path / "r" / "summary.json").read_text())["totals"]["error"] == 2
+    assert "Traceback" not in done.stderr

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import copy
 import os
+import threading
 import traceback
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from conformance.adapter import CrashPointFired, Gateway, Harness, Profile, Scheduler
@@ -71,7 +73,44 @@ os.register_at_fork(after_in_child=_forked)
 def _forked_child_returned() -> None:
     """A child the gateway forked inside a call is coming back into sessiongate: it ends here,
     quietly (no buffer flushed twice, no verdict or report written twice); the parent goes on."""
-    os._exit(0)
+    REAL_EXIT(0)
+
+
+REAL_EXIT = os._exit  # sessiongate's own way out; during a run `os._exit` is `_gateway_exit`
+
+
+class GatewayExited(BaseException):
+    """A gateway in this process called `os._exit(status)`: its error at that step. Ended
+    there, sessiongate would exit with the gateway's status and no report (`os._exit(0)`: a
+    green CI); Hermes, for one, has an `os._exit` backstop in its shutdown."""
+
+
+class ExitsAsked(list):  # type: ignore[type-arg]
+    """(status, step) of each `os._exit` a gateway's thread called during a run; `step` says
+    the run's step at the time."""
+
+    step: Callable[[], Any] = staticmethod(lambda: 0)
+
+
+@contextmanager
+def exit_is_ours() -> Iterator[ExitsAsked]:
+    """During a run, `os._exit` in this process raises `GatewayExited` where it is called (a
+    forked child still exits); what other threads asked for is listed, for the runner to report."""
+    pid, asked = os.getpid(), ExitsAsked()
+
+    def _gateway_exit(status: int) -> None:
+        if os.getpid() != pid:
+            REAL_EXIT(status)
+        if threading.current_thread() is not threading.main_thread():
+            asked.append((status, asked.step()))
+            raise SystemExit(status)  # the thread ends, quietly; the runner reports it
+        raise GatewayExited(status)
+
+    previous, os._exit = os._exit, _gateway_exit  # type: ignore[assignment]
+    try:
+        yield asked
+    finally:
+        os._exit = previous
 
 
 VERIFY_EVERY = 64  # samples through `resources_delta` between two checks of it against `resources()`
@@ -126,6 +165,7 @@ class GatewayCalls:
         self.stored_known: dict[str, tuple[str | None, tuple[StoredMessage, ...]]] = {}
         self.current_event = "start"
         self.watch = Watch()  # the calls in progress, for the step watchdog (`harness.watchdog`)
+        self.exits: list[tuple[int, Any]] = []  # (status, step) of an os._exit a gateway's thread called (`exit_is_ours`)
         # The log's step: the scenario event being applied (1..N; 0 boot, N+1 quiescence), or
         # "k.n" for the n-th callback (a timer, an LLM answer, a crash point's restart) that ran
         # since event k began: a record a timer produced carries its own step, not event k's.
@@ -194,8 +234,11 @@ class GatewayCalls:
                 raise
             if points.fired is not None:
                 raise self._went_on(what, err) from err
-            message = str(err) if type(err) is BadHandover else exception_text(err)  # worded as a bad answer is
-            raise GatewayRaised(GatewayFailure("error", self.log.step, what, message, short_traceback(err))) from err
+            message = (str(err) if type(err) is BadHandover  # worded as a bad answer is
+                       else f"os._exit({err.args[0]!r}) called in process: sessiongate goes on" if type(err) is GatewayExited
+                       else exception_text(err))
+            trace = tuple(line for line in short_traceback(err) if not line.endswith(" in _gateway_exit"))
+            raise GatewayRaised(GatewayFailure("error", self.log.step, what, message, trace)) from err
         finally:
             watch.depth -= 1
             points.live = False

@@ -21,7 +21,7 @@ from typing import Any
 from conformance.adapter import Gateway, Profile
 from conformance.features import scenario_features
 from conformance.harness import values
-from conformance.harness.calls import Died, GatewayRaised, exception_text, short_traceback
+from conformance.harness.calls import Died, GatewayRaised, exception_text, exit_is_ours, short_traceback
 from conformance.harness.errors import raise_interrupted, signalled
 from conformance.harness.events import EventSteps
 from conformance.harness.spill import SPILL_AT
@@ -137,6 +137,10 @@ class Run(EventSteps):
             self._call("close", close_gateway, self.gateway)
         except GatewayRaised as raised:
             failure = failure or raised.failure
+        if failure is None and self.exits:  # from a thread of the gateway's, where no call's guard catches it
+            status, step = self.exits[0]
+            failure = GatewayFailure("error", step, "thread", f"os._exit({status!r}) called in process by a thread "
+                                     f"the gateway started: sessiongate goes on")
         if failure is not None:
             self.log.add("error", failure=failure.kind, event=failure.event, message=failure.message)
         scenario = with_fires(self.scenario, self.swarm.fires) if self.swarm is not None and self.swarm.fires else self.scenario
@@ -254,10 +258,11 @@ def run_scenario(scenario: Scenario, gateway: Gateway, name: str = "gateway", *,
     declared crash points; `result.scenario` is then the scenario with its fires written in.
     `step_timeout`: wall-clock seconds a step of a gateway in this process may take (None: no
     limit; `harness.watchdog`)."""
-    with cyclic_gc_paused(), _stdio_kept(), _sigint_is_ours():
+    with cyclic_gc_paused(), _stdio_kept(), _sigint_is_ours(), exit_is_ours() as exits:
         run = Run(scenario, gateway, name, budget, spill_at)
         if crash_points:
             run.swarm_seed = scenario.seed
+        run.exits, exits.step = exits, lambda: run.log.step
         with watching(run.watch, limit_for(gateway, step_timeout)):
             result = run.execute()
         if check:

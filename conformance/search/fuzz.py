@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import functools
 import multiprocessing
-import os
 import re
 import signal
 import threading
@@ -21,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from conformance.harness.calls import REAL_EXIT
 from conformance.harness.errors import Interrupted, raise_interrupted
 from conformance.harness.runner import RunResult, cyclic_gc_paused, run_scenario
 from conformance.harness.shell import command
@@ -313,7 +313,7 @@ def _worker_signal(signum: int, frame: Any) -> None:
     # Between seeds there is nothing to unwind, and the signal may land anywhere, in the
     # interpreter's own shutdown too (joining the queue's feeder thread), where a SystemExit
     # is printed as an ignored exception's traceback and the process exits 0: end at once.
-    os._exit(128 + signum)
+    REAL_EXIT(128 + signum)
 
 
 def _worker_exit(signum: int) -> None:
