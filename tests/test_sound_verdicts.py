@@ -692,6 +692,16 @@ class Prints(ReferenceGateway):
 '''
 
 
+def run_in_a_process(tmp_path: Path, module: str, factory: str) -> subprocess.CompletedProcess[str]:
+    """`sessiongate run FIRST SECOND --report` in a process of its own, on gateway `factory` of
+    `module` (what it does may end or multiply the process that runs it)."""
+    (tmp_path / "sg_own_process.py").write_text(module, encoding="utf-8")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(Path(__file__).parent.parent)]))
+    return subprocess.run([sys.executable, "-m", "conformance.cli", "run", str(FIRST), str(SECOND), "--gateway",
+                           f"sg_own_process:{factory}", "--no-failure-db", "--report", str(tmp_path / "r")],
+                          capture_output=True, text=True, env=env, timeout=120)
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 @pytest.mark.parametrize("factory", ["Forks", "Prints"])
 def test_a_gateway_that_forks_or_prints_leaves_the_verdicts_and_the_report_as_they_are(
@@ -699,11 +709,7 @@ def test_a_gateway_that_forks_or_prints_leaves_the_verdicts_and_the_report_as_th
     """A child forked in a gateway call ends when it returns into sessiongate (before, every
     child ran the rest of the run: each verdict printed many times, reports written over each
     other); what a gateway prints goes to stderr, as an exec: child's does."""
-    (tmp_path / "sg_forks.py").write_text(FORKS_AND_PRINTS, encoding="utf-8")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(Path(__file__).parent.parent)]))
-    done = subprocess.run([sys.executable, "-m", "conformance.cli", "run", str(FIRST), str(SECOND), "--gateway",
-                           f"sg_forks:{factory}", "--no-failure-db", "--report", str(tmp_path / "r")],
-                          capture_output=True, text=True, env=env, timeout=120)
+    done = run_in_a_process(tmp_path, FORKS_AND_PRINTS, factory)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [f"pass  {FIRST.stem}", f"pass  {SECOND.stem}", f"report written to {tmp_path / 'r'}",
                                         "2 scenarios, 2 passed, 0 failed"]
@@ -812,11 +818,7 @@ class ThreadExits(ReferenceGateway):
 def test_os_exit_in_a_gateway_is_its_error_and_never_a_green_exit(tmp_path: Path, factory: str, where: str) -> None:
     """Before, `os._exit(0)` in an in-process gateway ended sessiongate with status 0 and no
     report: a green CI (Hermes has an `os._exit` backstop in its shutdown)."""
-    (tmp_path / "sg_exits.py").write_text(EXITS, encoding="utf-8")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(Path(__file__).parent.parent)]))
-    done = subprocess.run([sys.executable, "-m", "conformance.cli", "run", str(FIRST), str(SECOND), "--gateway",
-                           f"sg_exits:{factory}", "--no-failure-db", "--report", str(tmp_path / "r")],
-                          capture_output=True, text=True, env=env, timeout=120)
+    done = run_in_a_process(tmp_path, EXITS, factory)
     assert done.returncode == 1, done.stderr
     out = done.stdout.splitlines()
     assert out[1] == (f"      gateway error at step 1 ({where}): os._exit(0) called in process"
