@@ -55,7 +55,10 @@ def exception_text(err: BaseException) -> str:
 
 
 def short_traceback(err: BaseException) -> tuple[str, ...]:
-    frames = traceback.extract_tb(err.__traceback__)[-4:]
+    """The last four frames and the exception, without the harness's own guards that raised
+    it into the gateway's code (the step watchdog's tick, `os._exit`'s stand-in)."""
+    frames = [frame for frame in traceback.extract_tb(err.__traceback__)
+              if frame.name != "_gateway_exit" and not frame.filename.endswith("watchdog.py")][-4:]
     lines = [f"{frame.filename.rsplit('/', 2)[-1]}:{frame.lineno} in {frame.name}" for frame in frames]
     return (*lines, exception_text(err))
 
@@ -224,9 +227,7 @@ class GatewayCalls:
         except StepTimedOut as err:
             raise GatewayRaised(GatewayFailure("timeout", self.log.step, what,
                                                f"no answer to {what} within {err.args[0]:g}s (wall clock), in process: "
-                                               f"the step was interrupted",
-                                               tuple(line for line in short_traceback(err) if not line.startswith("watchdog.py:"))
-                                               )) from None
+                                               f"the step was interrupted", short_traceback(err))) from None
         except RemoteGatewayError as err:
             raise GatewayRaised(GatewayFailure("error", self.log.step, what, str(err), err.traceback)) from err
         except BaseException as err:  # the gateway under test raised: an error verdict, never a crash
@@ -237,8 +238,7 @@ class GatewayCalls:
             message = (str(err) if type(err) is BadHandover  # worded as a bad answer is
                        else f"os._exit({err.args[0]!r}) called in process: sessiongate goes on" if type(err) is GatewayExited
                        else exception_text(err))
-            trace = tuple(line for line in short_traceback(err) if not line.endswith(" in _gateway_exit"))
-            raise GatewayRaised(GatewayFailure("error", self.log.step, what, message, trace)) from err
+            raise GatewayRaised(GatewayFailure("error", self.log.step, what, message, short_traceback(err))) from err
         finally:
             watch.depth -= 1
             points.live = False
