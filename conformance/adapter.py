@@ -20,12 +20,12 @@ from conformance.observations import DurableState, Resources
 from conformance.observers import (
     BackendBusy,
     BackendUnavailable,
-    BadHandover,
     FakeLLM,
     HookBus,
     MemoryBackend,
     Platform,
     RecordingProvider,
+    bad_handover,
     plain_detail,
     plain_str,
 )
@@ -166,8 +166,7 @@ class Scheduler:
 
     def call_at(self, when: int, callback: Callable[..., Any], *args: Any) -> Timer:
         if type(when) is not int:  # the engine's queue orders it: no gateway type may run in there
-            raise BadHandover(f"bad value handed to scheduler.call_at: when: expected an int of virtual ms, "
-                              f"got {type(when).__name__} {when!r:.60}")
+            raise bad_handover("scheduler.call_at", "when", "an int of virtual ms", when)
         if self.epoch is not None:
             return self._engine.timer(when, self._in_epoch, self.epoch, callback, args)
         if self._guard is None:

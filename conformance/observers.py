@@ -17,20 +17,24 @@ from sessiongate import SessiongateError
 from sim.engine import Engine
 from sim.scenario import Usage
 
-SHOWN = 60  # characters of a bad value quoted
+SHOWN = 80  # characters of a bad value quoted in an error
 
 
 class BadHandover(SessiongateError, TypeError):
     """A gateway handed the harness a value of the wrong type; the message names the call and argument."""
 
 
-def _bad(call: str, name: str, expected: str, value: object) -> BadHandover:
+def shown(value: object) -> str:
+    """`repr(value)`, cut to SHOWN characters, for an error about it (a repr that raises: `?`)."""
     try:
-        shown = repr(value)
+        text = repr(value)
     except Exception:
-        shown = "?"
-    shown = shown if len(shown) <= SHOWN else shown[: SHOWN - 1] + "…"
-    return BadHandover(f"bad value handed to {call}: {name}: expected {expected}, got {type(value).__name__} {shown}")
+        text = "?"
+    return text if len(text) <= SHOWN else text[: SHOWN - 1] + "…"
+
+
+def bad_handover(call: str, name: str, expected: str, value: object) -> BadHandover:
+    return BadHandover(f"bad value handed to {call}: {name}: expected {expected}, got {type(value).__name__} {shown(value)}")
 
 
 def plain_str(call: str, name: str, value: object) -> str:
@@ -39,7 +43,7 @@ def plain_str(call: str, name: str, value: object) -> str:
         return value
     if isinstance(value, str):
         return str.__str__(value)  # a copy of exact type: none of the subclass's methods run
-    raise _bad(call, name, "a str", value)
+    raise bad_handover(call, name, "a str", value)
 
 
 def plain_strs(call: str, name: str, values: Iterable[object]) -> list[str]:
@@ -64,7 +68,7 @@ def plain_detail(call: str, name: str, value: Any, depth: int = 0) -> Any:
     if depth < 8 and isinstance(value, dict):
         return {plain_str(call, f"{name} key", key): plain_detail(call, f"{name}[{key!r}]", item, depth + 1)
                 for key, item in value.items()}
-    raise _bad(call, name, "a str, number, bool, None, list or dict (at most 8 deep)", value)
+    raise bad_handover(call, name, "a str, number, bool, None, list or dict (at most 8 deep)", value)
 
 
 class BackendUnavailable(RuntimeError):

@@ -24,9 +24,9 @@ from typing import Any
 from conformance.adapter import Profile
 from conformance.features import FEATURES
 from conformance.observations import DurableState, Resources, StoredMessage, StoredSession
+from conformance.observers import shown
 from sessiongate import SessiongateError
 
-SHOWN = 80  # characters of a bad value quoted in an error
 SEQUENCES = (tuple, list)  # what a sequence field may be: a tuple in process, a JSON array on the wire
 SETS = (frozenset, set, tuple, list)  # what a set field may be (normalized to a frozenset)
 KNOWN_ITEMS: dict[str, frozenset[str]] = {"unsupported": FEATURES}  # set fields whose items are names
@@ -34,11 +34,6 @@ KNOWN_ITEMS: dict[str, frozenset[str]] = {"unsupported": FEATURES}  # set fields
 
 class BadValue(SessiongateError, ValueError):
     """An answer of the wrong shape: the message says where in it, and what was wrong."""
-
-
-def _show(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= SHOWN else text[: SHOWN - 1] + "…"
 
 
 @cache
@@ -99,7 +94,7 @@ def _field(name: str, hint: Any, value: Any) -> Any:
             return hint(**{f.name: _field(f"{name}.{f.name}", hints[f.name], getattr(value, f.name))
                            for f in dataclasses.fields(hint)})
         return value
-    raise BadValue(f"{name}: expected {_expected(hint)}, got {_show(value)}")
+    raise BadValue(f"{name}: expected {_expected(hint)}, got {shown(value)}")
 
 
 def _exact(cls: type[Any], value: Any) -> Any:
@@ -114,7 +109,7 @@ def _exact(cls: type[Any], value: Any) -> Any:
 def profile(value: object) -> Profile:
     """A `Profile` whose every field has its declared type, or `BadValue`."""
     if not isinstance(value, Profile):
-        raise BadValue(f"expected a Profile, got {type(value).__name__} {_show(value)}")
+        raise BadValue(f"expected a Profile, got {type(value).__name__} {shown(value)}")
     hints = _hints()
     exact = type(value) is Profile
     changed = {}
@@ -132,7 +127,7 @@ def profile_from_fields(data: object) -> Profile:
     """A `Profile` from its fields by name (the wire form). A field whose default declares nothing
     (None, no kinds) may be left out; leaving out any other would make a claim the gateway never made."""
     if not isinstance(data, dict):
-        raise BadValue(f"expected an object of Profile fields, got {_show(data)}")
+        raise BadValue(f"expected an object of Profile fields, got {shown(data)}")
     given = {}
     for f in dataclasses.fields(Profile):
         if f.name in data:
@@ -144,7 +139,7 @@ def profile_from_fields(data: object) -> Profile:
 
 def _sequence(where: str, value: object, what: str) -> Collection[Any]:
     if not isinstance(value, SEQUENCES):
-        raise BadValue(f"{where}: expected a sequence of {what}, got {_show(value)}")
+        raise BadValue(f"{where}: expected a sequence of {what}, got {shown(value)}")
     return value
 
 
@@ -155,7 +150,7 @@ def durable_state(value: object, known: dict[str, tuple[str | None, tuple[Stored
     parent is not walked again. Kept up to date here. (Fields, not the `StoredSession`: a gateway
     that rebinds a field of the one it handed out with `object.__setattr__` is walked again.)"""
     if not isinstance(value, DurableState):
-        raise BadValue(f"expected a DurableState, got {type(value).__name__} {_show(value)}")
+        raise BadValue(f"expected a DurableState, got {type(value).__name__} {shown(value)}")
     value = _exact(DurableState, value)
     if _well_formed(value, known):
         if known is not None:
@@ -168,10 +163,10 @@ def durable_state(value: object, known: dict[str, tuple[str | None, tuple[Stored
     for i, s in enumerate(_sequence("sessions", value.sessions, "StoredSession")):
         where = f"sessions[{i}]"
         if not isinstance(s, StoredSession):
-            raise BadValue(f"{where}: expected a StoredSession, got {_show(s)}")
+            raise BadValue(f"{where}: expected a StoredSession, got {shown(s)}")
         sid, parent, messages = s.id, s.parent, s.messages
         if type(sid) is not str or not (parent is None or type(parent) is str):
-            raise BadValue(f"{where}: expected a str id and a str or None parent, got {_show((sid, parent))}")
+            raise BadValue(f"{where}: expected a str id and a str or None parent, got {shown((sid, parent))}")
         if sid in seen:
             raise BadValue(f"{where}: session {sid!r} is listed twice")
         seen.add(sid)
@@ -180,7 +175,7 @@ def durable_state(value: object, known: dict[str, tuple[str | None, tuple[Stored
             fields = (m.role, m.content, m.visibility) if isinstance(m, StoredMessage) else None
             if fields is None or not all(type(field) is str for field in fields):
                 raise BadValue(f"{where}.messages[{j}]: expected a StoredMessage of str role, content and "
-                               f"visibility, got {_show(m)}")
+                               f"visibility, got {shown(m)}")
             rows.append(m if type(m) is StoredMessage else StoredMessage(*fields))
         sessions.append(StoredSession(sid, parent, tuple(rows)))
     chats: set[str] = set()
@@ -188,7 +183,7 @@ def durable_state(value: object, known: dict[str, tuple[str | None, tuple[Stored
     for i, pair in enumerate(_sequence("routing", value.routing, "(chat, session) pairs")):
         entry = (pair[0], pair[1]) if isinstance(pair, SEQUENCES) and len(pair) == 2 else None
         if entry is None or type(entry[0]) is not str or type(entry[1]) is not str:
-            raise BadValue(f"routing[{i}]: expected a (chat, session) pair of str, got {_show(pair)}")
+            raise BadValue(f"routing[{i}]: expected a (chat, session) pair of str, got {shown(pair)}")
         if entry[0] in chats:
             raise BadValue(f"routing[{i}]: chat {entry[0]!r} has two routing entries")
         chats.add(entry[0])
@@ -224,10 +219,10 @@ def _well_formed(state: DurableState, known: dict[str, tuple[str | None, tuple[S
 def resources(value: object) -> Resources:
     """A `Resources` of (str, bool) pairs and a non-negative int, or `BadValue`."""
     if not isinstance(value, Resources):
-        raise BadValue(f"expected a Resources, got {type(value).__name__} {_show(value)}")
+        raise BadValue(f"expected a Resources, got {type(value).__name__} {shown(value)}")
     value = _exact(Resources, value)
     if type(value.running) is not int or value.running < 0:
-        raise BadValue(f"running: expected a non-negative int, got {_show(value.running)}")
+        raise BadValue(f"running: expected a non-negative int, got {shown(value.running)}")
     cached = _sequence("cached", value.cached, "(session, busy) pairs")
     if type(cached) is tuple and _pairs_of(cached, str, bool):  # asked after every event: the common case in C
         return value
@@ -235,7 +230,7 @@ def resources(value: object) -> Resources:
     for i, pair in enumerate(cached):
         entry = (pair[0], pair[1]) if isinstance(pair, SEQUENCES) and len(pair) == 2 else None  # read once, kept
         if entry is None or type(entry[0]) is not str or type(entry[1]) is not bool:
-            raise BadValue(f"cached[{i}]: expected a (session, busy) pair of a str and a bool, got {_show(pair)}")
+            raise BadValue(f"cached[{i}]: expected a (session, busy) pair of a str and a bool, got {shown(pair)}")
         pairs.append(entry)
     return Resources(tuple(pairs), value.running)
 
@@ -264,29 +259,29 @@ def resources_change(value: object) -> dict[str, Any] | Resources | None:
     if isinstance(value, Resources):
         return resources(value)
     if type(value) is not dict:
-        raise BadValue(f"expected None, a Resources or a dict of changes, got {type(value).__name__} {_show(value)}")
+        raise BadValue(f"expected None, a Resources or a dict of changes, got {type(value).__name__} {shown(value)}")
     out: dict[str, Any] = {}
     for key, item in value.items():
         if type(key) is not str:
-            raise BadValue(f"expected str keys, got {_show(key)}")
+            raise BadValue(f"expected str keys, got {shown(key)}")
         if key in _CHANGE_LISTS:
             if type(item) not in SEQUENCES or (item and set(map(type, item)) != {str}):
-                raise BadValue(f"{key}: expected a list of session ids, got {_show(item)}")
+                raise BadValue(f"{key}: expected a list of session ids, got {shown(item)}")
             if item:
                 out[key] = list(item)
         elif key == "add":
             if type(item) not in SEQUENCES:
-                raise BadValue(f"add: expected a list of [session, busy] pairs, got {_show(item)}")
+                raise BadValue(f"add: expected a list of [session, busy] pairs, got {shown(item)}")
             pairs = []
             for i, pair in enumerate(item):
                 if not (type(pair) in SEQUENCES and len(pair) == 2 and type(pair[0]) is str and type(pair[1]) is bool):
-                    raise BadValue(f"add[{i}]: expected a [session, busy] pair of a str and a bool, got {_show(pair)}")
+                    raise BadValue(f"add[{i}]: expected a [session, busy] pair of a str and a bool, got {shown(pair)}")
                 pairs.append([pair[0], pair[1]])
             if pairs:
                 out["add"] = pairs
         elif key == "running":
             if type(item) is not int or item < 0:
-                raise BadValue(f"running: expected a non-negative int, got {_show(item)}")
+                raise BadValue(f"running: expected a non-negative int, got {shown(item)}")
             out["running"] = item
         else:
             raise BadValue(f"unknown key {key!r}: a change has drop, busy, idle, add and running")
