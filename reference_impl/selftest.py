@@ -2,6 +2,8 @@
 
     selftest:raise             raises on the first message          -> an `error` verdict naming the step
     selftest:hang              loops forever on the first message   -> a `timeout` verdict (isolated, 2 s)
+    selftest:swallows-interrupts  loops forever catching everything  -> a `timeout`, then sessiongate stops
+                                  (in process nothing can stop it; under --isolate the run goes on)
     selftest:nondeterministic  session ids from unseeded randomness -> found by --check-determinism
     selftest:leaky-threads     leaves a thread running at shutdown  -> I7 fails
     selftest:runaway           sets timers without end              -> stopped by the event budget
@@ -16,6 +18,8 @@ from __future__ import annotations
 
 import random
 import threading
+import time
+from contextlib import suppress
 
 from conformance.adapter import Harness, Inbound, Profile
 from conformance.harness.registry import UnknownGateway
@@ -34,6 +38,13 @@ class HangingGateway(ReferenceGateway):
     def deliver_message(self, message: Inbound) -> None:
         while True:  # a gateway stuck in a loop: only a wall-clock step timeout can stop it
             pass
+
+
+class SwallowsInterruptsGateway(ReferenceGateway):
+    def deliver_message(self, message: Inbound) -> None:
+        while True:  # a retry loop that catches everything, the step watchdog's StepTimedOut and Ctrl-C included
+            with suppress(BaseException):
+                time.sleep(0.01)
 
 
 class NondeterministicGateway(ReferenceGateway):
@@ -159,6 +170,7 @@ def selftest(mode: str | None = None):  # type: ignore[no-untyped-def]
     gateways = {
         "raise": RaisingGateway,
         "hang-in-process": HangingGateway,
+        "swallows-interrupts": SwallowsInterruptsGateway,
         "nondeterministic": NondeterministicGateway,
         "leaky-threads": LeakyThreadsGateway,
         "runaway": RunawayGateway,
@@ -166,7 +178,7 @@ def selftest(mode: str | None = None):  # type: ignore[no-untyped-def]
         "ignores-deletion": IgnoresDeletionGateway,
         "ignores-lock": IgnoresLockGateway,
         "hides-routing": HidesRoutingGateway,
-    "stale-routing": StaleRoutingGateway,
+        "stale-routing": StaleRoutingGateway,
     }
     if mode not in gateways:
         raise UnknownGateway(f"unknown self-test {mode!r}; known: hang, {', '.join(sorted(set(gateways) - {'hang-in-process'}))}")

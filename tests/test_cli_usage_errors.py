@@ -78,7 +78,7 @@ BAD_GATEWAYS = {
     "syntax-error": ("sg_usage_syntax:make", "gateway 'sg_usage_syntax:make': cannot import 'sg_usage_syntax': SyntaxError"),
     "bare-selftest": ("selftest", "gateway 'selftest' takes an argument, selftest:ARG; known: hang, do-nothing, "
                                   "hides-routing, ignores-deletion, ignores-lock, leaky-threads, nondeterministic, raise, runaway, "
-                                  "stale-routing"),
+                                  "stale-routing, swallows-interrupts"),
 }
 
 

@@ -21,7 +21,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from sessiongate import ExitCode, UsageError, __version__, interrupted_code
+from sessiongate import ExitCode, SessiongateError, UsageError, __version__, interrupted_code
 
 # command -> (its module, a line of purpose, an example)
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -94,6 +94,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_usage(sys.stderr)
         print(f"sessiongate: error: {err}", file=sys.stderr)
         return ExitCode.USAGE
+    except SessiongateError as err:  # one of its own that a command does not word itself (a worker process died)
+        print(f"sessiongate: {err}", file=sys.stderr)
+        return ExitCode.FAILED
     except KeyboardInterrupt as stop:
         return interrupted_code(stop)
     except BrokenPipeError:  # `sessiongate replay … | head`: the reader left; no traceback, and none at exit

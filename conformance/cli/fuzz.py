@@ -34,6 +34,7 @@ from conformance.search.fuzz import (
     Isolation,
     SeedOutcome,
     SeedTask,
+    WorkerDied,
     factory,
     in_order,
     run_seed,
@@ -102,7 +103,7 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     done = failed = broken = refused = vacuous = checkers = skipped = 0
     by_check: dict[str, int] = {}
     stopped = False
-    cannot_start = ""
+    cannot_start = worker_died = ""
     interrupted: KeyboardInterrupt | None = None
     outcomes = in_order(run_seed, tasks, workers, chunksize=seed_chunk(len(tasks), workers))
     try:
@@ -136,6 +137,9 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
                 break
     except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM: count and report what finished
         interrupted = stop
+    except WorkerDied as died:
+        progress.clear()
+        worker_died = f"stopped: {died} (a gateway it could not stop, said above, or a crash of its interpreter)"
     finally:
         outcomes.close()  # ends the pool now: no worker writes into staging after this
         shutil.rmtree(staging, ignore_errors=True)  # failures of seeds not counted
@@ -149,6 +153,8 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
               f"(--max-failures {args.max_failures}), {done} of {len(tasks)} seeds")
     if cannot_start:
         print(cannot_start)
+    if worker_died:
+        print(worker_died)
     lines = [f"{done} scenarios, {done - failed - skipped} passed, {failed - refused} failed"
              + (f", {refused} refused" if refused else "")
              + (f", {skipped} skipped (not judged: a feature the gateway declares unsupported)" if skipped else "")]
@@ -158,7 +164,7 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
         lines[-1] += f"; {len(distinct)} distinct failure{'s' if len(distinct) != 1 else ''} (by first check and violation)"
     if interrupted is not None:
         lines[-1] += " (interrupted)"
-    if (stopped or capped or interrupted is not None) and done < len(tasks):  # the last line: how to run the rest
+    if (stopped or capped or worker_died or interrupted is not None) and done < len(tasks):  # the last line: how to run the rest
         lines.append(f"resume: {resume_command(args.parser, args, seeds[done:])}")
     if failed:
         counts = ", ".join(f"{check} {by_check[check]}" for check in sorted(by_check))
@@ -175,6 +181,8 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
         return interrupted_code(interrupted)
     if checkers:
         return ExitCode.CHECKER_ERROR  # a check raised on some log: sessiongate's own bug, above any finding
+    if worker_died:
+        return ExitCode.FAILED  # a seed's gateway errored past what a worker survives
     if args.findings_ok:
         return ExitCode.FAILED if broken else ExitCode.OK
     return ExitCode.FAILED if failed or still_failing else ExitCode.OK

@@ -28,7 +28,7 @@ from conformance.cli.lines import (
     write_report,
 )
 from conformance.harness.failure_db import FailureDB
-from conformance.harness.runner import DEFAULT_BUDGET, RunResult, run_scenario
+from conformance.harness.runner import DEFAULT_BUDGET, RunResult, run_scenario, when_stuck
 from conformance.harness.suite import fresh_gateway, load_all, outcome, run_all
 from conformance.harness.verdict import GatewayFailure
 from conformance.observations import Obs
@@ -97,19 +97,31 @@ def cmd_run(args: argparse.Namespace) -> int:
     saved = saved_failures(db)
     scenarios = [*saved, *scenarios]
     results: list[RunResult] = []
+
+    def stuck(result: RunResult | None, _code: int) -> None:
+        """The gateway could not be stopped in this process (`runner.when_stuck`): what ran, reported."""
+        if result is not None:
+            results.append(expectations.apply(result))
+            print("\n".join(scenario_line(results[-1], expectations=expectations.source)))
+            print(f"stopped: the gateway cannot be stopped in this process "
+                  f"({len(scenarios) - len(results)} scenarios not run)")
+        write_report(results, args.report, args.gateway, errors)
+        print(summary_line(results, len(errors)) + (" (interrupted)" if result is None else ""))
+
     try:
-        for result in run_all(scenarios, factory, args.gateway, expectations, args.budget, args.strict, args.step_timeout):
-            if args.check_determinism:
-                check_determinism(result, again)
-            results.append(result)
-            if not args.quiet or outcome(result) not in ("pass", "xfail"):
-                print("\n".join(scenario_line(result, expectations=expectations.source)), flush=True)
-            if len(results) <= len(saved):
-                forget_if_fixed(db, result)
-            if len(results) == 1 and len(scenarios) > 1 and cannot_start(result):
-                print(f"stopped: the gateway failed before the first event of {result.scenario.name}; it cannot "
-                      f"start ({len(scenarios) - 1} scenarios not run)")
-                break
+        with when_stuck(stuck):
+            for result in run_all(scenarios, factory, args.gateway, expectations, args.budget, args.strict, args.step_timeout):
+                if args.check_determinism:
+                    check_determinism(result, again)
+                results.append(result)
+                if not args.quiet or outcome(result) not in ("pass", "xfail"):
+                    print("\n".join(scenario_line(result, expectations=expectations.source)), flush=True)
+                if len(results) <= len(saved):
+                    forget_if_fixed(db, result)
+                if len(results) == 1 and len(scenarios) > 1 and cannot_start(result):
+                    print(f"stopped: the gateway failed before the first event of {result.scenario.name}; it cannot "
+                          f"start ({len(scenarios) - 1} scenarios not run)")
+                    break
     except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM: keep what finished
         write_report(results, args.report, args.gateway, errors)
         print(summary_line(results, len(errors)) + " (interrupted)")

@@ -212,8 +212,9 @@ class GatewayCalls:
         points.live = what not in _NO_POINTS and not self.final
         forks = _FORKS[0]
         watch = self.watch
-        watch.seq += 1
+        seq = watch.seq = watch.seq + 1
         watch.depth += 1
+        watch.what = what
         try:
             result = fn(*args)
         except CrashPointFired as fired:
@@ -233,6 +234,8 @@ class GatewayCalls:
         except BaseException as err:  # the gateway under test raised: an error verdict, never a crash
             if signalled(err):
                 raise
+            if watch.interrupted == seq:
+                raise self._caught_timeout(what, f"raised {exception_text(err)} instead") from err
             if points.fired is not None:
                 raise self._went_on(what, err) from err
             message = (str(err) if type(err) is BadHandover  # worded as a bad answer is
@@ -244,9 +247,18 @@ class GatewayCalls:
             points.live = False
             if _FORKS[0] != forks:
                 _forked_child_returned()
+        if watch.interrupted == seq:
+            raise self._caught_timeout(what, "returned")
         if points.fired is not None:
             raise self._went_on(what, None)
         return result
+
+    def _caught_timeout(self, what: str, how: str) -> GatewayRaised:
+        """The step ran past the limit and was interrupted, and the gateway caught `StepTimedOut`:
+        still its timeout (a slow step is not made good by swallowing the interrupt)."""
+        return GatewayRaised(GatewayFailure("timeout", self.log.step, what,
+                                            f"no answer to {what} within {self.watch.limit:g}s (wall clock), in process: the "
+                                            f"step was interrupted, and the gateway caught StepTimedOut and {how}"))
 
     def _went_on(self, what: str, err: BaseException | None) -> GatewayRaised:
         """A dead process does not run on: a gateway that caught its crash point's exception."""

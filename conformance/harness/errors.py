@@ -3,6 +3,8 @@ failure, and sessiongate itself told to stop."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from sessiongate import SessiongateError
 
 
@@ -18,10 +20,15 @@ class Interrupted(KeyboardInterrupt):
 
 
 _RAISED: list[Interrupted] = []  # every Interrupted the handler raised: the harness's own, by identity
+ON_SIGNAL: list[Callable[[int], object]] = []  # the run in progress, told of each signal first (`runner`)
 
 
 def raise_interrupted(signum: int, _frame: object) -> None:
-    """The harness's signal handler: `Interrupted(signum)`, distinguishable from the gateway's own."""
+    """The harness's signal handler: `Interrupted(signum)`, distinguishable from the gateway's own.
+    The run in progress hears of it first: a second signal it has not stopped at (a gateway that
+    caught the first `Interrupted` and went on) ends the process there, with its report."""
+    if ON_SIGNAL:
+        ON_SIGNAL[-1](signum)
     stop = Interrupted(signum)
     _RAISED.append(stop)
     raise stop

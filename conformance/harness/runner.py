@@ -13,22 +13,23 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NoReturn
 
 from conformance.adapter import Gateway, Profile
 from conformance.features import scenario_features
 from conformance.harness import values
-from conformance.harness.calls import Died, GatewayRaised, exception_text, exit_is_ours, short_traceback
-from conformance.harness.errors import raise_interrupted, signalled
+from conformance.harness.calls import REAL_EXIT, Died, GatewayRaised, exception_text, exit_is_ours, short_traceback
+from conformance.harness.errors import ON_SIGNAL, raise_interrupted, signalled
 from conformance.harness.events import EventSteps
 from conformance.harness.spill import SPILL_AT
 from conformance.harness.swarm import Swarm, with_fires
 from conformance.harness.verdict import GatewayFailure, Verdict
 from conformance.harness.watchdog import DEFAULT_STEP_TIMEOUT, limit_for, watching
 from conformance.observations import Obs, log_text
+from sessiongate import ExitCode
 from sim.clock import TZDATA
 from sim.engine import EventBudgetExceeded
 from sim.scenario import BEFORE_TIMERS, Scenario
@@ -258,18 +259,92 @@ def run_scenario(scenario: Scenario, gateway: Gateway, name: str = "gateway", *,
     declared crash points; `result.scenario` is then the scenario with its fires written in.
     `step_timeout`: wall-clock seconds a step of a gateway in this process may take (None: no
     limit; `harness.watchdog`)."""
-    with cyclic_gc_paused(), _stdio_kept(), _sigint_is_ours(), exit_is_ours() as exits:
+    with cyclic_gc_paused(), _stdio_kept() as stdio, _sigint_is_ours(), exit_is_ours() as exits:
         run = Run(scenario, gateway, name, budget, spill_at)
         if crash_points:
             run.swarm_seed = scenario.seed
         run.exits, exits.step = exits, lambda: run.log.step
-        with watching(run.watch, limit_for(gateway, step_timeout)):
-            result = run.execute()
+        stuck = Stuck(run, stdio, strict)
+        run.watch.give_up = stuck.timed_out
+        ON_SIGNAL.append(stuck.signalled)
+        try:
+            with watching(run.watch, limit_for(gateway, step_timeout)):
+                result = run.execute()
+        finally:
+            ON_SIGNAL.remove(stuck.signalled)
         if check:
             from conformance.checks import judge
 
             result.verdicts = judge(result.records, strict)
     return result
+
+
+FINISH: list[Callable[[RunResult | None, int], object]] = []  # the command's way to end with its report (`when_stuck`)
+
+
+@contextmanager
+def when_stuck(finish: Callable[[RunResult | None, int], object]) -> Iterator[None]:
+    """While in this block, a run whose gateway cannot be stopped in this process ends the
+    process through `finish(result, exit_code)`: `result` is the stuck scenario's (its step's
+    timeout, judged), or None when a second signal stopped it (only the scenarios that finished
+    count); `finish` prints and writes the report. The process then exits with `exit_code`."""
+    FINISH.append(finish)
+    try:
+        yield
+    finally:
+        FINISH.remove(finish)
+
+
+class Stuck:
+    """What a run does when its gateway cannot be stopped: it caught the step's `StepTimedOut`
+    and kept running the same call for another step timeout, or caught the harness's
+    `Interrupted` and was still running at a second SIGINT/SIGTERM. No exception unwinds such
+    a gateway, and waiting hangs the command for good with no report; so the process ends here,
+    from inside the gateway's call, after `when_stuck`'s `finish` (or, outside any, a line on
+    stderr). Only a child process (`--isolate`, `exec:`) can be stopped and the run go on."""
+
+    def __init__(self, run: Run, stdio: tuple[Any, Any], strict: bool) -> None:
+        self.run, self.stdio, self.strict = run, stdio, strict
+
+    def signalled(self, signum: int) -> None:
+        """Before the handler raises `Interrupted` into the run: a second signal ends it here, and
+        the first lets the step watchdog end it at its next tick if a gateway call still runs."""
+        if self.run.watch.signum:
+            self.end(None, 128 + signum)
+        self.run.watch.signum = signum
+
+    def timed_out(self, limit: float) -> None:
+        run = self.run
+        if run.watch.signum:
+            self.end(None, 128 + run.watch.signum)
+        failure = GatewayFailure("timeout", run.log.step, run.watch.what,
+                                 f"no answer to {run.watch.what} within {limit:g}s (wall clock), in process, and the "
+                                 f"gateway went on after the step was interrupted (it caught StepTimedOut): nothing "
+                                 f"stops it in this process, so sessiongate stops here; run it with --isolate")
+        self.end(failure, ExitCode.FAILED)
+
+    def end(self, failure: GatewayFailure | None, code: int) -> NoReturn:
+        with suppress(BaseException):
+            signal.setitimer(signal.ITIMER_REAL, 0)  # no tick into what follows
+        sys.stdout, sys.stderr = self.stdio
+        try:
+            result = None
+            if failure is not None:
+                run = self.run
+                run.log.add("error", failure=failure.kind, event=failure.event, message=failure.message)
+                result = RunResult(run.scenario, run.name, run.profile, run.log.hand_over(), failure=failure)
+                from conformance.checks import judge
+
+                result.verdicts = judge(result.records, self.strict)
+            if FINISH:
+                FINISH[-1](result, code)
+            elif result is not None and result.failure is not None:
+                print(f"sessiongate: {result.scenario.name}: {result.failure.describe()}", file=sys.stderr)
+        finally:
+            for stream in (sys.stdout, sys.stderr):
+                with suppress(BaseException):
+                    stream.flush()
+            REAL_EXIT(code)
 
 
 @contextmanager
@@ -296,7 +371,7 @@ def close_gateway(gateway: Gateway) -> None:
 
 
 @contextmanager
-def _stdio_kept() -> Iterator[None]:
+def _stdio_kept() -> Iterator[tuple[Any, Any]]:
     """The process's stdout and stderr after a run are the ones before it. A gateway may swap
     them (Hermes wraps them, and a redirect left by one of its threads once blanked a fuzz
     run's output for good); the progress and verdicts printed after the run must still show.
@@ -305,7 +380,7 @@ def _stdio_kept() -> Iterator[None]:
     stdout, stderr = sys.stdout, sys.stderr
     sys.stdout = stderr
     try:
-        yield
+        yield stdout, stderr
     finally:
         sys.stdout, sys.stderr = stdout, stderr
 

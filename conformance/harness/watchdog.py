@@ -10,6 +10,14 @@ gateway call: `GatewayCalls._call` counts calls (`Watch.seq`) and how deep it is
 (`Watch.depth`); a tick that finds the same call in progress as the two ticks before it
 raises. So a step is interrupted after between `limit` and 1.5 × `limit` seconds. A run that
 ends before its first tick (nearly every scenario) never sees the signal.
+
+A gateway can catch `StepTimedOut` (`except BaseException`). If it then returns, the step is
+still its timeout (`GatewayCalls._call` reads `Watch.interrupted`). If it goes on running the
+same call for another `limit` (a retry loop that swallows everything), no exception can stop
+it in this process: the tick calls `Watch.give_up`, which ends the process with the verdicts
+and the report of what ran (`runner.when_stuck`) instead of hanging it for good. So does a
+tick that finds a gateway call still running after sessiongate's own SIGINT/SIGTERM was
+raised into the run (a gateway that caught that `Interrupted` too).
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ from __future__ import annotations
 import inspect
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -32,18 +40,29 @@ class StepTimedOut(BaseException):
 class Watch:
     """What the ticks read: the number of calls begun, and how many are in progress."""
 
-    __slots__ = ("depth", "seen", "seq", "strikes")
+    __slots__ = ("depth", "give_up", "interrupted", "limit", "seen", "seq", "signum", "strikes", "what")
 
     def __init__(self) -> None:
         self.seq = self.depth = self.strikes = 0
-        self.seen = -1
+        self.seen = self.interrupted = -1  # `interrupted`: the call StepTimedOut was raised into
+        self.what = ""  # the call in progress (or the last one), as the log names it
+        self.limit = 0.0  # the limit it was interrupted at
+        self.signum = 0  # the SIGINT/SIGTERM whose `Interrupted` was raised into the run, if one was
+        self.give_up: Callable[[float], object] | None = None  # the run's way out of a call that cannot be stopped
 
     def tick(self, limit: float) -> None:
-        """One tick: `StepTimedOut` if the call in progress is the one of the last two ticks."""
+        """One tick: `StepTimedOut` if the call in progress is the one of the last two ticks;
+        `give_up` if it is still the call that was interrupted so, a `limit` later, or if a call is
+        still in progress after a signal's `Interrupted` was raised into the run."""
+        if self.signum and self.depth and self.give_up is not None:
+            self.give_up(limit)
         if self.depth and self.seq == self.seen:
             self.strikes += 1
             if self.strikes >= 2:
                 self.strikes = 0
+                if self.interrupted == self.seq and self.give_up is not None:
+                    self.give_up(limit)  # does not return: the gateway caught the interrupt and went on
+                self.interrupted, self.limit = self.seq, limit
                 raise StepTimedOut(limit)
         else:
             self.seen, self.strikes = self.seq, 0

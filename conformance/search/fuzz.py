@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import itertools
 import multiprocessing
 import re
 import signal
@@ -22,11 +23,12 @@ from typing import Any, TypeVar
 
 from conformance.harness.calls import REAL_EXIT
 from conformance.harness.errors import Interrupted, raise_interrupted
-from conformance.harness.runner import RunResult, cyclic_gc_paused, run_scenario
+from conformance.harness.runner import RunResult, cyclic_gc_paused, run_scenario, when_stuck
 from conformance.harness.shell import command
 from conformance.harness.verdict import CHECKER_ERROR, FAILING, Violation
 from conformance.harness.watchdog import DEFAULT_STEP_TIMEOUT
 from conformance.transport.factory import gateway_factory
+from sessiongate import SessiongateError
 from sim.clock import MINUTE
 from sim.generate import scenario_for_seed
 from sim.loader import load_file, load_text
@@ -174,13 +176,27 @@ def run_seed(task: SeedTask) -> SeedOutcome:
     global _IN_SEED
     _IN_SEED = True
     try:
-        return _run_seed(task)
+        with when_stuck(functools.partial(_stuck, task)):
+            return _run_seed(task)
     except Interrupted as stop:
         if _IN_WORKER:
             _worker_exit(stop.args[0] if stop.args else signal.SIGTERM)
         raise
     finally:
         _IN_SEED = False
+
+
+def _stuck(task: SeedTask, result: RunResult | None, _code: int) -> None:
+    """The seed's gateway cannot be stopped in this process (`runner.when_stuck`), which ends
+    now: the seed's error said here, since no outcome can be handed back (in a worker, the
+    parent finds the worker gone: `WorkerDied`)."""
+    if result is not None and result.failure is not None:
+        print(f"seed {task.seed}: {result.failure.describe()}", flush=True)
+
+
+class WorkerDied(SessiongateError):
+    """A worker process ended while it had seeds to run (a gateway it could not stop, a crash of
+    the interpreter): its seeds' outcomes are lost, and the pool would wait for them for good."""
 
 
 def _run_seed(task: SeedTask) -> SeedOutcome:
@@ -253,9 +269,35 @@ def in_order(fn: Callable[[T], R], items: Iterable[T], workers: int, chunksize: 
     # (a gateway's, a test runner's), and a stopped pool then waited on it for good.
     pool = multiprocessing.get_context("spawn").Pool(workers, initializer=_worker_init)
     try:
-        yield from pool.imap(fn, items, chunksize=chunksize)
+        # Chunks made here, not by imap's `chunksize` (whose iterator has no `next(timeout)`).
+        results = pool.imap(functools.partial(_each, fn), _chunks(items, chunksize))
+        started = list(pool._pool)  # the pool's own worker list: Pool has no public one
+        while True:
+            try:
+                chunk = results.next(timeout=WORKER_POLL)
+            except StopIteration:
+                return
+            except multiprocessing.TimeoutError:
+                if dead := [w.exitcode for w in started if w.exitcode is not None]:  # the pool replaced it; its seeds are lost
+                    how = f"was killed by {signal.Signals(-dead[0]).name}" if dead[0] < 0 else f"exited with status {dead[0]}"
+                    raise WorkerDied(f"a worker process {how} while running seeds") from None
+                continue
+            yield from chunk
     finally:
         end_pool(pool)
+
+
+def _each(fn: Callable[[T], R], chunk: tuple[T, ...]) -> list[R]:
+    return [fn(item) for item in chunk]
+
+
+def _chunks(items: Iterable[T], size: int) -> Iterator[tuple[T, ...]]:
+    it = iter(items)
+    while chunk := tuple(itertools.islice(it, size)):
+        yield chunk
+
+
+WORKER_POLL = 1.0  # seconds between looks for a worker that died while the parent waits for a result
 
 
 STOP_GRACE = 2.0  # seconds a worker has after a stop signal before the next, stronger one
