@@ -133,6 +133,45 @@ def test_fuzz_writes_a_failure_file_that_loads_whatever_the_ids_hold(hostile, ca
         assert r"# failing: I1 session <img src=x onerror=alert(1)></script>]]>\x1b]0;pwned" in path.read_text(encoding="utf-8")
 
 
+def test_a_lone_surrogate_a_gateway_hands_over_does_not_lose_the_report(hostile, capsys, tmp_path: Path) -> None:
+    """Before: the log could not be written as UTF-8 and the run ended in a traceback, no report."""
+    hostile(r"\ud800 lone")
+    assert main(["run", FIRST, "--gateway", "hostile_gw:notes", "--report", "out"]) == 0
+    capsys.readouterr()
+    files = {name: (tmp_path / "out" / name).read_bytes() for name in ("junit.xml", "summary.json", "report.html")}
+    index = json.loads((tmp_path / "out" / "logs" / "index.json").read_text(encoding="utf-8"))
+    log = (tmp_path / "out" / index["runs"][0]["log"]).read_text(encoding="utf-8")
+    notes = [json.loads(line) for line in log.splitlines() if '"note"' in line]
+    assert notes and notes[0]["detail"]["said"] == "\ud800 lone"  # kept exactly, as a JSON escape
+    assert main(["report", "out"]) == 0  # re-rendered from the logs: the same bytes
+    assert files == {name: (tmp_path / "out" / name).read_bytes() for name in files}
+    assert main(["replay", FIRST, "--gateway", "hostile_gw:notes"]) == 0
+    assert r"said=\ud800 lone" in capsys.readouterr().out
+
+
+def test_a_lone_surrogate_over_the_wire_does_not_lose_the_report(hostile, capsys, tmp_path: Path) -> None:
+    """A child's JSON may spell a lone surrogate ("\\ud800"): the same as in process."""
+    child = tmp_path / "child.py"
+    child.write_text(
+        "import json, subprocess, sys\n"
+        "inner = subprocess.Popen([sys.executable, '-m', 'conformance.transport.exec_server', 'reference'],\n"
+        "                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)\n"
+        "for line in sys.stdin:\n"
+        "    if json.loads(line).get('op') == 'deliver_message':\n"
+        "        print(json.dumps({'call': 'note', 'args': {'what': '\\ud800', 'detail': {}}}), flush=True)\n"
+        "        sys.stdin.readline()\n"
+        "    inner.stdin.write(line); inner.stdin.flush()\n"
+        "    while True:\n"
+        "        out = inner.stdout.readline()\n"
+        "        sys.stdout.write(out); sys.stdout.flush()\n"
+        "        if 'call' not in json.loads(out):\n"
+        "            break\n"
+        "        inner.stdin.write(sys.stdin.readline()); inner.stdin.flush()\n")
+    assert main(["run", FIRST, "--gateway", f"exec:{sys.executable} {child}", "--report", "out"]) == 0
+    assert "1 scenarios, 1 passed" in capsys.readouterr().out
+    assert (tmp_path / "out" / "report.html").exists()
+
+
 def test_readable_leaves_plain_text_alone_and_escapes_the_rest() -> None:
     assert readable("s1 got on_session_end at 09:45 — ü, 字, 😀\ttab") == "s1 got on_session_end at 09:45 — ü, 字, 😀\ttab"
     assert readable("a\x00b\x1b[2J\r\u202e\ud800\x85\u2028") == r"a\x00b\x1b[2J\x0d\u202e\ud800\x85\u2028"
