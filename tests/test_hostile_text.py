@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from conformance.cli import main
+from conformance.harness.calls import exception_text
 from conformance.harness.suite import CATALOG
 from sessiongate.text import readable
 from sim.loader import load_file
@@ -170,6 +171,26 @@ def test_a_lone_surrogate_over_the_wire_does_not_lose_the_report(hostile, capsys
     assert main(["run", FIRST, "--gateway", f"exec:{sys.executable} {child}", "--report", "out"]) == 0
     assert "1 scenarios, 1 passed" in capsys.readouterr().out
     assert (tmp_path / "out" / "report.html").exists()
+
+
+def test_an_exception_whose_str_or_class_name_misbehaves_is_still_named() -> None:
+    """Before: a `__str__` raising SystemExit, or a metaclass `__name__` that raises, was reported
+    as that SystemExit "raised outside a gateway call: … or by sessiongate itself"."""
+
+    class Silent(Exception):
+        def __str__(self) -> str:
+            raise SystemExit(0)
+
+    class Meta(type):
+        @property
+        def __name__(cls) -> str:  # type: ignore[override]
+            raise SystemExit(0)
+
+    class Nameless(Exception, metaclass=Meta):
+        pass
+
+    assert exception_text(Silent()) == "Silent: <its message raised SystemExit>"
+    assert exception_text(Nameless("boom")) == "Nameless: boom"
 
 
 def test_readable_leaves_plain_text_alone_and_escapes_the_rest() -> None:

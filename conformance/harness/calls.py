@@ -45,13 +45,21 @@ class GatewayRaised(Exception):
         self.failure = failure
 
 
+_TYPE_NAME = type.__dict__["__name__"]  # a class's own name, whatever its metaclass makes `__name__` do
+
+
 def exception_text(err: BaseException) -> str:
-    """`Type: message`, even for an exception of the gateway's whose `__str__` raises."""
+    """`Type: message`, even for an exception of the gateway's whose `__str__` raises (SystemExit
+    included: it is still the gateway's exception that is reported) or whose class's `__name__` is
+    a metaclass property that raises or answers a non-str."""
+    name = _TYPE_NAME.__get__(type(err))
     try:
         message = str(err)
-    except Exception as broken:
-        message = f"<its message raised {type(broken).__name__}>"
-    return f"{type(err).__name__}: {message}"
+    except BaseException as broken:
+        if signalled(broken):
+            raise
+        message = f"<its message raised {_TYPE_NAME.__get__(type(broken))}>"
+    return f"{name}: {message}"
 
 
 def short_traceback(err: BaseException) -> tuple[str, ...]:
