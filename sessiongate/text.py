@@ -49,3 +49,12 @@ def readable(text: str, limit: int = LIMIT, lines: bool = False) -> str:
     pattern = _UNSAFE_KEEPING_NEWLINES if lines else _UNSAFE
     return pattern.sub(_escape, text) if pattern.search(text) else text
 
+
+_SPLITS = re.compile(r"[\s#]")  # what ends a word of a line read by `str.split()`, and a comment's start
+
+
+def word(text: str, limit: int = LIMIT) -> str:
+    """`readable(text)` as one word of a line-based file (an expectations file's signature): its
+    whitespace, Unicode's included, and `#` written as their escapes too."""
+    text = readable(text, limit)
+    return _SPLITS.sub(_escape, text) if _SPLITS.search(text) else text

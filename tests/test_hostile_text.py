@@ -16,7 +16,8 @@ import pytest
 
 from conformance.cli import main
 from conformance.harness.calls import exception_text
-from conformance.harness.suite import CATALOG
+from conformance.harness.suite import CATALOG, Expectations
+from conformance.harness.verdict import Violation
 from sessiongate.text import readable
 from sim.loader import load_file
 
@@ -191,6 +192,15 @@ def test_an_exception_whose_str_or_class_name_misbehaves_is_still_named() -> Non
 
     assert exception_text(Silent()) == "Silent: <its message raised SystemExit>"
     assert exception_text(Nameless("boom")) == "Nameless: boom"
+
+
+def test_a_signature_is_one_word_of_an_expectations_line_whatever_the_session_id() -> None:
+    """Before: a session id 'a b#c' made update-expectations write a line its own run refused
+    (`expected 'SCENARIO CHECK [SIGNATURE]  # reason'`, exit 2), so nothing was judged."""
+    violation = Violation("session a b#c\n got no end", session="a b#c\n")
+    line = f"01-x I1 {violation.signature}  # known"
+    assert violation.signature == r"b-c-got-no-end@a\x20b\x23c\x0a"
+    assert Expectations.parse(line, "x.txt").signed == {("01-x", "I1"): {violation.signature: "known"}}
 
 
 def test_readable_leaves_plain_text_alone_and_escapes_the_rest() -> None:
