@@ -209,3 +209,24 @@ def test_readable_leaves_plain_text_alone_and_escapes_the_rest() -> None:
     assert readable("one\ntwo\x1b", lines=True) == "one\ntwo\\x1b"
     cut = readable("x" * 5000)
     assert len(cut) < 1100 and cut.startswith("x" * 666) and cut.endswith("x" * 333) and "[4001 characters cut]" in cut
+
+
+def test_a_traceback_is_shown_without_reading_the_gateways_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: `short_traceback` read the source of every frame (`extract_tb`), so a gateway's code
+    compiled under the file name /dev/zero made sessiongate read it until memory ran out (15 s and
+    3 GB under `ulimit -v`, in process; in an exec: child, up to its memory cap)."""
+    import linecache
+
+    from conformance.harness.calls import short_traceback
+
+    source = tmp_path / "gw.py"
+    source.write_text("def boom():\n    raise RuntimeError('boom')\n")
+    namespace: dict[str, object] = {}
+    exec(compile(source.read_text(), str(source), "exec"), namespace)
+    read: list[str] = []
+    monkeypatch.setattr(linecache, "updatecache", lambda filename, *args: read.append(filename) or [])
+    try:
+        namespace["boom"]()  # type: ignore[operator]
+    except RuntimeError as err:
+        assert short_traceback(err)[-2:] == ("gw.py:2 in boom", "RuntimeError: boom")
+    assert read == []

@@ -64,8 +64,10 @@ def exception_text(err: BaseException) -> str:
 
 def short_traceback(err: BaseException) -> tuple[str, ...]:
     """The last four frames and the exception, without the harness's own guards that raised
-    it into the gateway's code (the step watchdog's tick, `os._exit`'s stand-in)."""
-    frames = [frame for frame in traceback.extract_tb(err.__traceback__)
+    it into the gateway's code (the step watchdog's tick, `os._exit`'s stand-in). No source line
+    is read: only file, line number and function are shown, and a gateway's code compiled under a
+    file name such as /dev/zero made `extract_tb` read it until memory ran out."""
+    frames = [frame for frame in traceback.StackSummary.extract(traceback.walk_tb(err.__traceback__), lookup_lines=False)
               if frame.name != "_gateway_exit" and not frame.filename.endswith("watchdog.py")][-4:]
     lines = [f"{frame.filename.rsplit('/', 2)[-1]}:{frame.lineno} in {frame.name}" for frame in frames]
     return (*lines, exception_text(err))
