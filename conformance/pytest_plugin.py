@@ -131,6 +131,7 @@ class ScenarioItem(pytest.Item):
         from conformance.harness.registry import resolve
         from conformance.harness.runner import run_scenario
         from conformance.harness.suite import Expectations, outcome
+        from sessiongate.text import readable
 
         settings = self.config.stash.get(SETTINGS, None)
         strict = settings is not None and settings.strict
@@ -142,13 +143,14 @@ class ScenarioItem(pytest.Item):
         if word == "skip":
             pytest.skip(result.skipped)
         if word == "xfail":
-            pytest.xfail("; ".join(f"{c}: {v.reason}" for c, v in result.verdicts.items() if v.status == "xfail"))
+            pytest.xfail(readable("; ".join(f"{c}: {v.reason}" for c, v in result.verdicts.items() if v.status == "xfail")))
         if word != "pass":
             raise ScenarioFailed(self._evidence(result))
 
     def _evidence(self, result: Any) -> str:
         from conformance.cli.lines import unexpected_pass
         from conformance.harness.shell import command
+        from sessiongate.text import readable
 
         bad = [check for check, v in result.verdicts.items() if v.status in ("fail", "xpass", "error", "timeout", "checker-error")]
         lines = [f"{result.scenario.name} on {self.gateway}: {', '.join(bad)} not passing"]
@@ -174,7 +176,7 @@ class ScenarioItem(pytest.Item):
         else:
             lines.append("reproduce: " + command("replay", _shown(self.scenario_path, self.config.invocation_params.dir),
                                                  "--gateway", self.gateway))
-        return "\n".join(lines)
+        return "\n".join(map(readable, lines))  # what the gateway chose: no terminal escape, no megabytes
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         from sim.document import ScenarioError

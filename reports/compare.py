@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from html import escape
 from pathlib import Path
 
 from conformance.harness.runner import RunResult
 from conformance.harness.suite import outcome
 from conformance.harness.verdict import CHECK_IDS, CHECK_NAMES
 from reports.rundir import Keyed, keyed, load
+from reports.text import escape
 
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;color:#222;margin:24px;max-width:1600px}

@@ -6,13 +6,12 @@ straight from a CI artifact. Passing runs are listed in a folded <details>.
 
 from __future__ import annotations
 
-from html import escape
-
 from conformance.checks.model import RunModel
 from conformance.harness.suite import outcome
 from conformance.harness.verdict import CHECK_IDS, CHECK_NAMES
 from reports.coverage import Coverage, Table
 from reports.rundir import Keyed, Unloaded
+from reports.text import escape
 from reports.timeline import PALETTE, RED, Numbered, timeline_svg
 
 SYMBOL = {"pass": "✓", "fail": "✗", "xfail": "x", "xpass": "X", "error": "E", "timeout": "T", "skip": "-", "checker-error": "!"}
@@ -137,7 +136,7 @@ def _run_section(k: Keyed) -> str:
              f"zone {escape(scenario.zone)} · gateway {escape(result.gateway)} · "
              f"{escape(result.profile.finalization)} finalization</p>"]
     if scenario.header:
-        parts.append(f"<pre>{escape(scenario.header)}</pre>")
+        parts.append(f"<pre>{escape(scenario.header, lines=True)}</pre>")
     items = numbered(k)
     if k.reproduce and word != "pass":
         parts.append(f"<p>reproduce: <code>{escape(k.reproduce)}</code></p>")

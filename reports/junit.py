@@ -5,23 +5,23 @@ gateway. A failure carries every violation message; an expected failure is skipp
 its reason; a gateway error or timeout is an error, and so is a check that raised (type
 'checker-error') and a scenario file that could not be loaded (classname = the file, name =
 'load'). A pass that examined nothing carries the property `vacuous=true`; a failing
-testcase's `system-out` says how to reproduce it. Control characters anywhere (a scenario name
-with \x01) become '?', so the file always parses. No timestamps: same runs, same bytes.
+testcase's `system-out` says how to reproduce it. Every text is `sessiongate.text.readable`: a
+control character anywhere (a scenario name with \x01, a session id with ESC) is written as its
+escape, so the file always parses, and a message of megabytes is cut. No timestamps: same runs,
+same bytes.
 """
 
 from __future__ import annotations
 
-import re
 import xml.etree.ElementTree as ET
 
 from conformance.harness.verdict import CHECK_IDS, CHECK_NAMES, Verdict
 from reports.rundir import Keyed, Unloaded
-
-_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+from sessiongate.text import readable
 
 
 def _clean(text: str) -> str:
-    return _NOT_XML.sub("?", text)
+    return readable(text, lines=True)
 
 
 def _case(suite: ET.Element, classname: str, check: str, verdict: Verdict | None, reproduce: str) -> str:
@@ -53,14 +53,14 @@ def _case(suite: ET.Element, classname: str, check: str, verdict: Verdict | None
 
 
 def render(runs: list[Keyed], gateway: str, unloaded: list[Unloaded]) -> str:
-    root = ET.Element("testsuites", name=f"sessiongate {gateway}")
+    root = ET.Element("testsuites", name=_clean(f"sessiongate {gateway}"))
     suites: dict[str, ET.Element] = {}
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     tallies: dict[str, dict[str, int]] = {}
     for run in runs:
         name = run.result.gateway
         if name not in suites:
-            suites[name] = ET.SubElement(root, "testsuite", name=name)
+            suites[name] = ET.SubElement(root, "testsuite", name=_clean(name))
             tallies[name] = dict.fromkeys(totals, 0)
         classname = run.key.rsplit("/", 1)[-1] if "/" in run.key and run.key.startswith(f"{name}/") else run.key
         reproduce = run.reproduce
@@ -73,7 +73,7 @@ def render(runs: list[Keyed], gateway: str, unloaded: list[Unloaded]) -> str:
             tally["skipped"] += status in ("xfail", "skip")
     if unloaded:
         if gateway not in suites:
-            suites[gateway] = ET.SubElement(root, "testsuite", name=gateway)
+            suites[gateway] = ET.SubElement(root, "testsuite", name=_clean(gateway))
             tallies[gateway] = dict.fromkeys(totals, 0)
         for file in unloaded:
             case = ET.SubElement(suites[gateway], "testcase", classname=_clean(file.file), name="load", time="0")

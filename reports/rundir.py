@@ -42,14 +42,21 @@ def canonical_json(data: Any) -> str:
     return json.dumps(data, sort_keys=True, indent=1, separators=(",", ": "), ensure_ascii=False) + "\n"
 
 
+def encoded(text: str) -> bytes:
+    """`text` as UTF-8, a lone surrogate (a gateway's id made of one, read from JSON's "\\ud800")
+    as its escape: in a JSON string that escape reads back as the same character, so a log keeps
+    it exactly, and no report fails to be written for it."""
+    return text.encode("utf-8", "backslashreplace")
+
+
 def atomic_write(path: Path, text: str) -> None:
-    """Write `text` to `path` through a temp file beside it and os.replace: a reader sees
-    the old file or the new one, never half of one."""
+    """Write `text` to `path` (`encoded`) through a temp file beside it and os.replace: a reader
+    sees the old file or the new one, never half of one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with open(temp, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
+        with open(temp, "wb") as handle:
+            handle.write(encoded(text))
         os.replace(temp, path)
     except BaseException:
         temp.unlink(missing_ok=True)
@@ -165,7 +172,7 @@ def save(directory: Path, runs: list[Keyed], gateway: str, unloaded: list[Unload
             "key": run.key,
             "log": run.log_path,
             "records": text.count("\n"),
-            "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
+            "sha256": hashlib.sha256(encoded(text)).hexdigest(),
             "gateway": run.result.gateway,
             "file": run.file,
             "header": scenario.header,

@@ -9,6 +9,7 @@ from conformance.harness.suite import outcome
 from conformance.harness.verdict import CHECK_IDS
 from reports.coverage import Coverage
 from reports.rundir import Keyed, Unloaded, canonical_json
+from sessiongate.text import cut
 
 SCHEMA = 2  # 2: each verdict's `examined` and `vacuous`, and `totals.vacuous_checks`
 
@@ -25,7 +26,7 @@ def document(runs: list[Keyed], gateway: str, cover: Coverage, unloaded: list[Un
             "seed": result.scenario.seed,
             "log": run.log_path,
             "outcome": outcome(result),
-            "verdicts": {c: result.verdicts[c].to_detail() for c in CHECK_IDS if c in result.verdicts},
+            "verdicts": {c: _bounded(result.verdicts[c].to_detail()) for c in CHECK_IDS if c in result.verdicts},
         })
     words = [s["outcome"] for s in scenarios]
     totals: dict[str, int] = {w: words.count(w) for w in ("pass", "fail", "xfail", "error", "timeout", "checker-error")}
@@ -34,6 +35,19 @@ def document(runs: list[Keyed], gateway: str, cover: Coverage, unloaded: list[Un
     totals["vacuous_checks"] = sum(v.vacuous for run in runs for v in run.result.verdicts.values())
     return {"schema": SCHEMA, "gateway": gateway, "totals": totals, "scenarios": scenarios,
             "unloaded": [u.to_detail() for u in unloaded], "coverage": cover.to_detail()}
+
+
+def _bounded(verdict: dict[str, Any]) -> dict[str, Any]:
+    """A verdict's words as the gateway made them (an exception's message, a session id quoted in
+    evidence), each `cut` to a bounded length: a message of 50 MB, repeated for nine checks,
+    made a summary of 450 MB. The log keeps the whole of it."""
+    if "reason" in verdict:
+        verdict["reason"] = cut(verdict["reason"])
+    for evidence in verdict["evidence"]:
+        evidence["message"] = cut(evidence["message"])
+        if "session" in evidence:
+            evidence["session"] = cut(evidence["session"])
+    return verdict
 
 
 def render(runs: list[Keyed], gateway: str, cover: Coverage, unloaded: list[Unloaded]) -> str:

@@ -10,12 +10,12 @@ numbered red line in its session's lane, with rings on the records it cites.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from html import escape
 
 from conformance.checks.model import RunModel
 from conformance.harness.verdict import Violation
 from conformance.observations import Obs
 from reports.axis import Axis
+from reports.text import escape
 from sim.clock import format_duration
 
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#76b7b2", "#edc948", "#ff9da7", "#9c755f", "#bab0ac")

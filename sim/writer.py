@@ -13,6 +13,7 @@ from zoneinfo import ZoneInfo
 
 import yaml
 
+from sessiongate.text import LIMIT, readable
 from sim.clock import SECOND_PASS, format_duration, from_ms, load_zone
 from sim.document import FLOAT_TEXT, INT_TEXT
 from sim.kinds import covered
@@ -183,9 +184,15 @@ class _Dumper(yaml.SafeDumper):
 _Dumper.add_implicit_resolver("tag:yaml.org,2002:int", re.compile(rf"^(?:{INT_TEXT.pattern})$", re.ASCII), list("-+0123456789"))
 _Dumper.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(rf"^(?:{FLOAT_TEXT.pattern})$", re.ASCII), list("-+.0123456789"))
 
+HEADER_LINE = 4 * LIMIT  # characters of a header line: a `reproduce:` line (PYTHONPATH and all) stays whole
+
 
 def dump_text(scenario: Scenario, header: str = "") -> str:
-    """YAML text for a scenario, with `header` as its leading comment."""
+    """YAML text for a scenario, with `header` as its leading comment. The header quotes what a
+    gateway said (a failure's message, its session ids): `readable` keeps every line of it a
+    comment YAML reads (no control character, no lone surrogate, no line break of YAML's own) and
+    cuts a line of megabytes."""
+    header = readable(header, HEADER_LINE, lines=True)
     comment = "".join(f"# {line}\n" if line else "#\n" for line in header.splitlines())
     body = yaml.dump(scenario_document(scenario), Dumper=_Dumper, sort_keys=False, default_flow_style=None, width=100)
     return comment + body

@@ -314,7 +314,7 @@ def test_junit_parses_with_a_control_character_in_a_name_and_says_how_to_reprodu
     reports.write_all([result], str(tmp_path), "reference:shutdown-ends-sessions")
     root = ET.parse(tmp_path / "junit.xml").getroot()  # raised 'not well-formed' before
     failing = [c for c in root.iter("testcase") if c.find("failure") is not None]
-    assert failing and all(c.get("classname") == "bad?name" for c in failing)
+    assert failing and all(c.get("classname") == "bad\\x01name" for c in failing)
     assert {c.findtext("system-out") for c in failing} == {
         "reproduce: sessiongate replay catalog/27-sigterm-turns-in-flight.yaml --gateway reference:shutdown-ends-sessions"}
 

@@ -20,6 +20,7 @@ from conformance.harness.suite import load_all, run_all
 from conformance.transport.factory import check_gateway
 from reports.coverage import Coverage, Table, lifecycle_coverage
 from sessiongate import ExitCode, UsageError
+from sessiongate.text import readable
 
 
 def cmd_coverage(args: argparse.Namespace) -> int:
@@ -57,9 +58,9 @@ def cmd_coverage(args: argparse.Namespace) -> int:
     cover = lifecycle_coverage(logs())
     if len(errored) < len(scenarios):  # an all-zero table says nothing when every run errored
         lines = markdown(cover, len(scenarios), args.gateway) if args.markdown else plain(cover)
-        print("\n".join(lines))
+        print("\n".join(map(readable, lines)))
     if errored:
-        print(f"{len(errored)} of {len(scenarios)} scenarios errored, so their coverage is missing; first: {errored[0]}",
+        print(readable(f"{len(errored)} of {len(scenarios)} scenarios errored, so their coverage is missing; first: {errored[0]}"),
               file=sys.stderr)
         return ExitCode.FAILED
     return ExitCode.OK

@@ -14,6 +14,7 @@ from conformance.search.explore import ALPHABET, evaluate, scenario_of
 from conformance.search.fuzz import in_order
 from conformance.transport.factory import check_gateway
 from sessiongate import ExitCode
+from sessiongate.text import readable
 from sim.writer import dump_text
 
 
@@ -47,7 +48,8 @@ def cmd_explore(args: argparse.Namespace) -> int:
     elapsed = time.monotonic() - started
     for checks, (steps, bad) in sorted(violations.items(), key=lambda item: (len(item[1][0]), item[1][0])):
         path = _write_violation(Path(args.out), steps, bad, args.gateway)
-        print(f"VIOLATION {' '.join(checks)} after {' '.join(steps)}: {next(iter(bad.values()))}\n          written to {path}")
+        print(readable(f"VIOLATION {' '.join(checks)} after {' '.join(steps)}: {next(iter(bad.values()))}")
+              + f"\n          written to {path}")
     print(f"{explored} states explored, {len(seen)} distinct, {explored / max(elapsed, 1e-9):.0f} states/s, "
           f"{violating} violating")
     return ExitCode.FAILED if violating else ExitCode.OK

@@ -43,6 +43,7 @@ from conformance.search.fuzz import (
 )
 from conformance.transport.factory import check_gateway
 from sessiongate import ExitCode, UsageError, interrupted_code
+from sessiongate.text import readable
 from sim.weights import PROFILES
 
 
@@ -205,21 +206,25 @@ def replay_saved(db: FailureDB | None, gateway: str, isolation: Isolation, stric
 
 
 def _print_failure(outcome: SeedOutcome, shrinking: bool = False) -> None:
+    print("\n".join(map(readable, _failure_lines(outcome, shrinking))))  # the gateway's words: no escape, no megabytes
+
+
+def _failure_lines(outcome: SeedOutcome, shrinking: bool) -> list[str]:
     first, *rest = outcome.failing.items()
     if outcome.refused:
-        print(f"refused gen-{outcome.seed}  {first[1]}")
-        return
-    print(f"FAIL gen-{outcome.seed}  {first[0]} {first[1]}" + (f" (+{', '.join(c for c, _ in rest)})" if rest else ""))
-    print(f"     written to {outcome.path}")
+        return [f"refused gen-{outcome.seed}  {first[1]}"]
+    lines = [f"FAIL gen-{outcome.seed}  {first[0]} {first[1]}" + (f" (+{', '.join(c for c, _ in rest)})" if rest else ""),
+             f"     written to {outcome.path}"]
     if outcome.shrunk is not None:
         s = outcome.shrunk
         note = "" if s.reproduces else " (NOTE: the file, with turns renumbered, does not reproduce; the in-memory shrink did)"
-        print(f"     shrunk {s.original} -> {s.events} events: {s.path}{note}")
+        lines.append(f"     shrunk {s.original} -> {s.events} events: {s.path}{note}")
         if s.other:
-            print(f"     NOTE: the shrunk scenario fails {outcome.key[0]} another way: {s.other}")
-            print(f"     the original: {outcome.message}")
+            lines.append(f"     NOTE: the shrunk scenario fails {outcome.key[0]} another way: {s.other}")
+            lines.append(f"     the original: {outcome.message}")
     elif shrinking and not outcome.broken:
-        print(f"     not shrunk: the same failure as an earlier seed's ({outcome.key[0]} {outcome.key[1]})")
+        lines.append(f"     not shrunk: the same failure as an earlier seed's ({outcome.key[0]} {outcome.key[1]})")
+    return lines
 
 
 def add_arguments(fuzz: argparse.ArgumentParser) -> None:

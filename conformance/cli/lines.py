@@ -12,6 +12,7 @@ from conformance.harness.runner import RunResult
 from conformance.harness.suite import XPASS_PREFIX, load_all, outcome, vacuous_checks, vacuous_note
 from conformance.harness.verdict import CHECK_IDS, CHECKER_ERROR, FAILING, Verdict
 from sessiongate import ExitCode
+from sessiongate.text import readable
 from sim.document import ScenarioError
 from sim.scenario import Scenario
 
@@ -57,7 +58,13 @@ def skipped_note(result: RunResult) -> str:
 
 def scenario_line(result: RunResult, *, every_violation: bool = False, expectations: str = "") -> list[str]:
     """A scenario's outcome and, below it, why. `every_violation` lists each violation (replay);
-    otherwise the first, and how many more (run). `expectations` names the file behind an xpass."""
+    otherwise the first, and how many more (run). `expectations` names the file behind an xpass.
+    Each line is `readable`: what the gateway chose (an id, an exception's text) cannot act on the
+    terminal or run to megabytes."""
+    return [readable(line) for line in _scenario_lines(result, every_violation, expectations)]
+
+
+def _scenario_lines(result: RunResult, every_violation: bool, expectations: str) -> list[str]:
     word = outcome(result)
     hollow = vacuous_note(result) if word == "pass" else ""  # a pass that judged less than it seems
     lines = [f"{word:<5} {result.scenario.name}{skipped_note(result)}{hollow}"]
@@ -102,11 +109,12 @@ def shown_path(path: str) -> str:
 
 
 def verdict_table(results: list[RunResult]) -> list[str]:
-    width = max((len(r.scenario.name) for r in results), default=8)
+    names = [readable(r.scenario.name) for r in results]
+    width = max(map(len, names), default=8)
     lines = [f"{'scenario':<{width}}  " + " ".join(f"{c:>2}" for c in CHECK_IDS)]
-    for result in results:
+    for result, name in zip(results, names, strict=True):
         cells = " ".join(f"{SYMBOL[result.verdicts[c].status] if c in result.verdicts else 'E':>2}" for c in CHECK_IDS)
-        lines.append(f"{result.scenario.name:<{width}}  {cells}")
+        lines.append(f"{name:<{width}}  {cells}")
     lines.append("(. pass  F fail  x expected failure  X unexpected pass  E error  T timeout  s skip  ! checker error)")
     return lines
 

@@ -13,6 +13,7 @@ from conformance.harness.runner import RunResult, run_scenario
 from conformance.harness.suite import load_all
 from conformance.transport.factory import check_gateway
 from sessiongate import ExitCode, UsageError
+from sessiongate.text import readable
 
 
 def timeline(result: RunResult) -> list[str]:
@@ -45,6 +46,7 @@ def timeline(result: RunResult) -> list[str]:
         if not run:
             return
         t, body = run[0]
+        body = readable(body)  # ids and details the gateway chose: no terminal escape, no megabytes
         lines.append(f"{at(t):>9}  {body}")
         if len(run) == 2:
             lines.append(f"{at(run[1][0]):>9}  {body}")

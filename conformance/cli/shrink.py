@@ -11,6 +11,7 @@ from conformance.harness.runner import run_scenario
 from conformance.search.fuzz import failing, shrink_and_write
 from conformance.transport.factory import check_gateway
 from sessiongate import ExitCode
+from sessiongate.text import readable
 from sim.loader import load_file
 
 
@@ -19,7 +20,7 @@ def cmd_shrink(args: argparse.Namespace) -> int:
     scenario = load_file(args.file)
     result = run_scenario(scenario, resolve(args.gateway)(), args.gateway)
     if result.failure is not None:  # it crashed, hung or could not start: no check's finding to keep
-        print(f"{scenario.name}: {result.failure.describe()}; nothing to shrink")
+        print(readable(f"{scenario.name}: {result.failure.describe()}; nothing to shrink"))
         return ExitCode.FAILED
     bad = failing(result)
     if not bad:

@@ -14,6 +14,7 @@ from conformance.harness.suite import EXPECTATIONS, Expectations, load_all, run_
 from conformance.harness.verdict import CHECK_IDS
 from conformance.transport.factory import gateway_factory
 from sessiongate import ExitCode
+from sessiongate.text import readable
 
 TODO_REASON = "TODO: what the gateway does, and where (file:function)"
 
@@ -58,7 +59,7 @@ def cmd_update_expectations(args: argparse.Namespace) -> int:
     results = [Expectations({}).apply(r) for r in run_all(scenarios, factory, args.gateway, None, args.budget)]
     broken = [r for r in results if r.failure is not None]
     for result in broken:
-        print(f"{result.failure.kind} {result.scenario.name}: {result.failure.describe()}", file=sys.stderr)  # type: ignore[union-attr]
+        print(readable(f"{result.failure.kind} {result.scenario.name}: {result.failure.describe()}"), file=sys.stderr)  # type: ignore[union-attr]
     header = [line for line in (target.read_text(encoding="utf-8").splitlines() if target.exists() else [])
               if line.startswith("#")]
     lines, todo = expectation_lines(results, old)

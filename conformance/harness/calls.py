@@ -45,19 +45,29 @@ class GatewayRaised(Exception):
         self.failure = failure
 
 
+_TYPE_NAME = type.__dict__["__name__"]  # a class's own name, whatever its metaclass makes `__name__` do
+
+
 def exception_text(err: BaseException) -> str:
-    """`Type: message`, even for an exception of the gateway's whose `__str__` raises."""
+    """`Type: message`, even for an exception of the gateway's whose `__str__` raises (SystemExit
+    included: it is still the gateway's exception that is reported) or whose class's `__name__` is
+    a metaclass property that raises or answers a non-str."""
+    name = _TYPE_NAME.__get__(type(err))
     try:
         message = str(err)
-    except Exception as broken:
-        message = f"<its message raised {type(broken).__name__}>"
-    return f"{type(err).__name__}: {message}"
+    except BaseException as broken:
+        if signalled(broken):
+            raise
+        message = f"<its message raised {_TYPE_NAME.__get__(type(broken))}>"
+    return f"{name}: {message}"
 
 
 def short_traceback(err: BaseException) -> tuple[str, ...]:
     """The last four frames and the exception, without the harness's own guards that raised
-    it into the gateway's code (the step watchdog's tick, `os._exit`'s stand-in)."""
-    frames = [frame for frame in traceback.extract_tb(err.__traceback__)
+    it into the gateway's code (the step watchdog's tick, `os._exit`'s stand-in). No source line
+    is read: only file, line number and function are shown, and a gateway's code compiled under a
+    file name such as /dev/zero made `extract_tb` read it until memory ran out."""
+    frames = [frame for frame in traceback.StackSummary.extract(traceback.walk_tb(err.__traceback__), lookup_lines=False)
               if frame.name != "_gateway_exit" and not frame.filename.endswith("watchdog.py")][-4:]
     lines = [f"{frame.filename.rsplit('/', 2)[-1]}:{frame.lineno} in {frame.name}" for frame in frames]
     return (*lines, exception_text(err))

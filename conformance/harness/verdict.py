@@ -6,6 +6,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from sessiongate.text import word
+
 Status = Literal["pass", "fail", "xfail", "xpass", "error", "timeout", "skip", "checker-error"]
 CHECKER_ERROR = "checker-error"  # the check itself raised: a sessiongate bug, never the gateway's (conformance.checks.judge)
 FAILING: tuple[Status, ...] = ("fail", "error", "timeout")  # a check's finding, or the gateway's error or hang
@@ -46,7 +48,9 @@ class Violation:
 
     @property
     def signature(self) -> str:
-        subject = self.session or ",".join(self.turns)
+        """`slug@subject`, one word of an expectations file line whatever the gateway's session ids
+        hold (a space, a `#`, a newline: `sessiongate.text.word`)."""
+        subject = word(self.session or ",".join(self.turns))
         return f"{self.slug}@{subject}" if subject else self.slug
 
     @property

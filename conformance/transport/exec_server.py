@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import json
 import sys
-import traceback
 from collections.abc import Callable
 from typing import IO, Any
 
 from conformance.adapter import BackendBusy, BackendUnavailable, CrashPointFired, Gateway, Harness, Inbound
 from conformance.harness import values
-from conformance.harness.calls import exception_text, resources_hook
+from conformance.harness.calls import exception_text, resources_hook, short_traceback
 from conformance.harness.registry import resolve
 from conformance.harness.runner import close_gateway
 from conformance.observations import Resources
@@ -217,9 +216,7 @@ def serve(factory: Callable[[], Gateway], reader: IO[str], writer: IO[str]) -> N
             except values.BadValue as err:  # the message the runner gives the same answer in process
                 channel.send({"fail": {"message": f"bad value in answer to {op}: {err}"}})
             except BaseException as err:
-                frames = traceback.extract_tb(err.__traceback__)[-4:]
-                trace = [f"{f.filename.rsplit('/', 2)[-1]}:{f.lineno} in {f.name}" for f in frames]
-                channel.send({"fail": {"message": exception_text(err), "traceback": [*trace, exception_text(err)]}})
+                channel.send({"fail": {"message": exception_text(err), "traceback": list(short_traceback(err))}})
     finally:  # end of input (the parent is done), or the parent went away mid-call
         close_gateway(gateway)
 
