@@ -18,6 +18,7 @@ Without a --sessiongate-* option it does nothing at all (every pytest run loads 
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -129,13 +130,14 @@ class ScenarioItem(pytest.Item):
 
     def runtest(self) -> None:
         from conformance.harness.registry import resolve
-        from conformance.harness.runner import run_scenario
+        from conformance.harness.runner import run_scenario, when_stuck
         from conformance.harness.suite import Expectations, outcome
         from sessiongate.text import readable
 
         settings = self.config.stash.get(SETTINGS, None)
         strict = settings is not None and settings.strict
-        result = run_scenario(self.scenario(), resolve(self.gateway)(), self.gateway, strict=strict)
+        with when_stuck(self._stuck):
+            result = run_scenario(self.scenario(), resolve(self.gateway)(), self.gateway, strict=strict)
         result = (self.expectations or Expectations.for_gateway(self.gateway)).apply(result)
         word = outcome(result)
         if self.saved is not None and word == "pass" and self.scenario_path is not None:
@@ -146,6 +148,20 @@ class ScenarioItem(pytest.Item):
             pytest.xfail(readable("; ".join(f"{c}: {v.reason}" for c, v in result.verdicts.items() if v.status == "xfail")))
         if word != "pass":
             raise ScenarioFailed(self._evidence(result))
+
+    def _stuck(self, result: Any, code: int) -> None:
+        """The gateway cannot be stopped in this process (`runner.when_stuck`), which ends now,
+        before pytest can report: say why on the terminal, past pytest's capture."""
+        from sessiongate.text import readable
+
+        capture = self.config.pluginmanager.getplugin("capturemanager")
+        if capture is not None:
+            capture.suspend_global_capture(in_=True)
+        why = (result.failure.describe() if result is not None and result.failure is not None
+               else f"stopped by signal {code - 128}, which the gateway caught")
+        print(f"\n{self.nodeid}: {readable(why)}\nsessiongate: the gateway cannot be stopped in this process, so "
+              f"pytest ends here (exit {code}); under pytest-xdist the worker's crash fails the item and the run goes on",
+              file=sys.__stderr__, flush=True)
 
     def _evidence(self, result: Any) -> str:
         from conformance.cli.lines import unexpected_pass

@@ -123,3 +123,25 @@ def test_fuzz_stops_with_a_resume_line_when_a_worker_dies(tmp_path: Path, gatewa
     lines = out.splitlines()
     assert f"stopped: {said} (a gateway it could not stop, said above, or a crash of its interpreter)" in lines
     assert lines[-1].startswith("resume: sessiongate fuzz --seeds 0:6 "), lines
+
+
+PLUGIN_SWALLOWS = SWALLOWS + '''
+
+class QuickSwallows(Swallows):
+    STEP_TIMEOUT = 0.5  # this test's step timeout (the plugin has no option for it)
+'''
+
+
+def test_the_pytest_plugin_says_why_on_the_terminal_when_it_must_end(tmp_path: Path) -> None:
+    """Before, pytest hung for good; with only the default last words, they went to pytest's
+    capture and the process ended in silence."""
+    (tmp_path / "sg_stuck.py").write_text(PLUGIN_SWALLOWS, encoding="utf-8")
+    (tmp_path / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(ROOT)]))
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist",
+                           "--sessiongate-gateway", "sg_stuck:QuickSwallows", "--sessiongate-scenarios", str(FIRST),
+                           "--sessiongate-no-failure-db"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"{FIRST.stem}.yaml: gateway timeout at step 1 (message (line 13)): no answer to message (line 13) within " \
+           "0.5s (wall clock), in process, and the gateway went on after the step was interrupted" in done.stderr
+    assert "sessiongate: the gateway cannot be stopped in this process, so pytest ends here (exit 1)" in done.stderr
