@@ -148,7 +148,12 @@ class Platform:
         if type(chat) is not str or type(session) is not str or type(text) is not str:
             call = "platform.send_reply"
             chat, session, text = plain_str(call, "chat", chat), plain_str(call, "session", session), plain_str(call, "text", text)
-        self._log.add("reply", chat=chat, session=session, turns=turn_ids(text))
+        turns = turn_ids(text)
+        answers = halves((text,))[1]
+        if answers == tuple(dict.fromkeys(turns)):  # the common case: the text is the answer of each turn it names
+            self._log.add("reply", chat=chat, session=session, turns=turns)
+        else:  # some turn named only by a copy of its message (an echo, a stripped tag): `answers` says which are
+            self._log.add("reply", chat=chat, session=session, turns=turns, answers=list(answers))
 
 
 class MemoryBackend:

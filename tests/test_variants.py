@@ -132,6 +132,10 @@ CASES: dict[str, tuple[Callable[[list[Obs]], Any], Any, Any]] = {
                                  ("s1", [("s1", ("t1", "t2"))])),
     "lazy-chat-stops-the-watcher": (lambda r: ends(r, "s1"), [("s1", ("t1",))], []),
     "eager-chat-left-lazy": (lambda r: ends(r, "s1"), [("s1", ("t1",))], []),
+    "replies-to-newest-chat": (lambda r: [(r.chat, r.turns) for r in r if r.kind == "reply"],
+                               [("alice", ("t1",)), ("bob", ("t2",))], [("bob", ("t1",)), ("bob", ("t2",))]),
+    "echoes-message": (lambda r: [(r.turns, r.d("answers")) for r in r if r.kind == "reply"],
+                       [(("t1",), None)], [(("t1",), [])]),
 }
 
 

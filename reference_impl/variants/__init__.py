@@ -32,7 +32,13 @@ from reference_impl.variants.heal import (
     OrphanChildNeverRecreated,
     ParentResurrectedForChild,
 )
-from reference_impl.variants.liveness import AnswersFirstTurnOnly, DropsReplies, NeverReplies
+from reference_impl.variants.liveness import (
+    AnswersFirstTurnOnly,
+    DropsReplies,
+    EchoesMessage,
+    NeverReplies,
+    RepliesToNewestChat,
+)
 from reference_impl.variants.memory import (
     BatchFlushReshipsRetained,
     BatchLostOnShutdown,
@@ -93,6 +99,8 @@ VARIANTS: dict[str, type[ReferenceGateway]] = {
     "group-shares-one-session": GroupSharesOneSession,
     "lazy-chat-stops-the-watcher": LazyChatStopsTheWatcher,
     "eager-chat-left-lazy": EagerChatLeftLazy,
+    "replies-to-newest-chat": RepliesToNewestChat,
+    "echoes-message": EchoesMessage,
 }
 
 

@@ -43,3 +43,33 @@ class AnswersFirstTurnOnly(ReferenceGateway):
         if pending.session not in answered:
             answered.add(pending.session)
             super().send_reply(pending)
+
+
+class RepliesToNewestChat(ReferenceGateway):
+    """replies-to-newest-chat — CONTRACT, Liveness: "its reply delivered" (found by sessiongate's
+    audit of lazy gateways: every check took a reply record for its turn whatever chat it went to).
+
+    Here: a reply goes out through the chat of the newest turn in flight (one process-wide
+    "current chat"): while two chats' turns overlap, the first chat's answer reaches the second
+    one, and the first is never answered. Alone, each chat is answered right.
+    """
+
+    def send_reply(self, pending: Pending) -> None:
+        newest = next(reversed(self.volatile.busy_chats.values()), None)  # the request of the newest turn started
+        current = self.volatile.inflight.get(newest) if newest is not None else None
+        chat = current.chat.name if current is not None else pending.chat.name
+        self.h.platform.send_reply(chat, pending.session, pending.reply or "")
+
+
+class EchoesMessage(ReferenceGateway):
+    """echoes-message — CONTRACT, Liveness: "its reply delivered, the turn acknowledged" (found by
+    sessiongate's audit of lazy gateways: a reply record was read by the turn id in its text alone).
+
+    Here: the text sent back is the user's own message (the prompt's last text), not the LLM's
+    answer; the turn is stored, synced and ended with its real reply, so only the chat can tell.
+    """
+
+    def send_reply(self, pending: Pending) -> None:
+        agent = self.agent_of(pending)
+        echo = next(row.content for row in reversed(agent.rows) if row.role == "user" and row.turn == pending.turn)
+        self.h.platform.send_reply(pending.chat.name, pending.session, echo)
