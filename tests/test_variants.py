@@ -136,6 +136,8 @@ CASES: dict[str, tuple[Callable[[list[Obs]], Any], Any, Any]] = {
                                [("alice", ("t1",)), ("bob", ("t2",))], [("bob", ("t1",)), ("bob", ("t2",))]),
     "echoes-message": (lambda r: [(r.turns, r.d("answers")) for r in r if r.kind == "reply"],
                        [(("t1",), None)], [(("t1",), [])]),
+    "end-replies-apart": (lambda r: [(r.turns, r.d("replies"), r.d("apart")) for r in r if r.kind == "on_session_end"],
+                          [(("t1", "t2"), ["t1", "t2"], None)], [(("t1", "t2"), ["t1", "t2"], ["t1"])]),
 }
 
 

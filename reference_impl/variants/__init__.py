@@ -10,6 +10,7 @@ from __future__ import annotations
 from reference_impl.gateway import ReferenceGateway
 from reference_impl.variants.boundaries import (
     EndAfterSwitch,
+    EndRepliesApart,
     ExpirySkipsEndWithoutAgent,
     IdleExpiryNoFinalize,
     ShutdownEndsSessions,
@@ -101,6 +102,7 @@ VARIANTS: dict[str, type[ReferenceGateway]] = {
     "eager-chat-left-lazy": EagerChatLeftLazy,
     "replies-to-newest-chat": RepliesToNewestChat,
     "echoes-message": EchoesMessage,
+    "end-replies-apart": EndRepliesApart,
 }
 
 
