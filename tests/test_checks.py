@@ -296,6 +296,21 @@ def test_i3_a_turn_ingested_under_another_session_is_named_and_not_counted() -> 
     ]
 
 
+def test_i3_a_delegated_task_reaches_no_backend() -> None:
+    """The audit of lazy gateways: a gateway syncing a delegate child's turns passed every check."""
+    records = log("fk")  # t1 in s1; the delegate t2 runs in child s2
+    assert messages(records, "I3") == []
+    t1 = find(records, "ingest", turn="t1", backend="recorder")
+    shipped = records[t1]._replace(t=records[find(records, "reply", turn="t2")].t, session="s2", turns=("t2",),
+                                   detail={"backend": "recorder", "replies": ["t2"]})
+    assert messages(insert(records, find(records, "reply", turn="t2") + 1, shipped), "I3") == [
+        "backend 'recorder' ingested delegated task t2 (child session s2): a delegate child has no memory"
+    ]
+    half = shipped._replace(session="s1", turns=(), detail={"backend": "recorder", "replies": ["t2"]})  # half of it, under the parent
+    assert messages(insert(records, find(records, "reply", turn="t2") + 1, half), "I3")[-1] == (
+        "backend 'recorder' ingested delegated task t2 (child session s2): a delegate child has no memory")
+
+
 def test_i3_batched_turns_flushed_at_end_eviction_and_sigterm() -> None:
     records = log("idle")  # hindsight ships every 3rd turn: s2's t3 at its end, s1's t1, t2 at eviction
     assert messages(drop(records, find(records, "ingest", turn="t3", backend="hindsight")), "I3") == [

@@ -138,6 +138,7 @@ CASES: dict[str, tuple[Callable[[list[Obs]], Any], Any, Any]] = {
                        [(("t1",), None)], [(("t1",), [])]),
     "end-replies-apart": (lambda r: [(r.turns, r.d("replies"), r.d("apart")) for r in r if r.kind == "on_session_end"],
                           [(("t1", "t2"), ["t1", "t2"], None)], [(("t1", "t2"), ["t1", "t2"], ["t1"])]),
+    "delegate-synced-to-memory": (lambda r: ingested(r, "recorder"), ["t1"], ["t1", "t2"]),
 }
 
 

@@ -57,7 +57,13 @@ from reference_impl.variants.policy import (
     ResetMidTurn,
     RestartKeepsOldPolicy,
 )
-from reference_impl.variants.trust import AbandonedTurnKept, BusyFlagStuck, DelegateAlwaysSkipped, StopIgnored
+from reference_impl.variants.trust import (
+    AbandonedTurnKept,
+    BusyFlagStuck,
+    DelegateAlwaysSkipped,
+    DelegateSyncedToMemory,
+    StopIgnored,
+)
 
 VARIANTS: dict[str, type[ReferenceGateway]] = {
     "expiry-skips-end-without-agent": ExpirySkipsEndWithoutAgent,
@@ -103,6 +109,7 @@ VARIANTS: dict[str, type[ReferenceGateway]] = {
     "replies-to-newest-chat": RepliesToNewestChat,
     "echoes-message": EchoesMessage,
     "end-replies-apart": EndRepliesApart,
+    "delegate-synced-to-memory": DelegateSyncedToMemory,
 }
 
 

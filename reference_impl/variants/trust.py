@@ -8,7 +8,8 @@ only when its chat has no live session. The reference does each; each variant he
 from __future__ import annotations
 
 from reference_impl.cache import Agent
-from reference_impl.gateway import ReferenceGateway
+from reference_impl.gateway import Pending, ReferenceGateway
+from reference_impl.memory import Turn
 from reference_impl.store import Route
 
 
@@ -65,3 +66,19 @@ class DelegateAlwaysSkipped(ReferenceGateway):
 
     def delegating_session(self, route: Route | None) -> str | None:
         return None  # live session or not
+
+
+class DelegateSyncedToMemory(ReferenceGateway):
+    """delegate-synced-to-memory — CONTRACT words (delegate child: "no memory"), I3 (found by
+    sessiongate's audit of lazy gateways: no check looked at what a backend took of a delegate).
+
+    Here: every answered turn is synced to memory, a delegated task's included: the child's
+    work lands in the user's memory under the child's session.
+    """
+
+    def send_reply(self, pending: Pending) -> None:
+        super().send_reply(pending)
+        if pending.delegate:  # the reference syncs chat turns only (`complete_turn`)
+            agent = self.agent_of(pending)
+            user = next(row.content for row in reversed(agent.rows) if row.role == "user" and row.turn == pending.turn)
+            self.volatile.memory.sync_turn(Turn(pending.session, pending.turn, user, pending.reply or ""))
