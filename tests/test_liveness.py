@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from check_logs import drop, edit, find, insert, log, messages
+from check_logs import drop, edit, find, insert, log, messages, move
 
 from conformance.checks import judge
 from conformance.harness.runner import run_scenario
@@ -58,6 +58,20 @@ def test_a_reply_without_the_answer_answers_nothing() -> None:
         "owed by 09:01:03"
     ]
     assert messages(edit(records, t2, detail={"answers": ["t2"]}), "I9") == []
+
+
+def test_a_reply_to_a_turn_the_llm_was_never_asked_answers_nothing() -> None:
+    records = log("idle")
+    ask = find(records, "llm_request", turn="t2")
+    assert messages(drop(records, ask), "I9") == [
+        "t2 delivered at 09:01 was never answered (a reply came at 09:01:02, but the LLM was not asked for it); "
+        "owed by 09:01:03"
+    ]
+    late_ask = move(records, ask, find(records, "reply", turn="t2") + 1)  # asked only after the reply
+    assert messages(late_ask, "I9") == [
+        "t2 delivered at 09:01 was never answered (a reply came at 09:01:02, but the LLM was not asked before it); "
+        "owed by 09:01:03"
+    ]
 
 
 def test_the_platform_logs_what_a_reply_answers() -> None:

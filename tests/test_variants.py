@@ -139,6 +139,7 @@ CASES: dict[str, tuple[Callable[[list[Obs]], Any], Any, Any]] = {
     "end-replies-apart": (lambda r: [(r.turns, r.d("replies"), r.d("apart")) for r in r if r.kind == "on_session_end"],
                           [(("t1", "t2"), ["t1", "t2"], None)], [(("t1", "t2"), ["t1", "t2"], ["t1"])]),
     "delegate-synced-to-memory": (lambda r: ingested(r, "recorder"), ["t1"], ["t1", "t2"]),
+    "answers-without-llm": (lambda r: (replied(r), count(r, "llm_request")), (["t1"], 1), (["t1"], 0)),
 }
 
 

@@ -58,8 +58,11 @@ def check(m: RunModel) -> Verdict:
             misreply = None
             if unanswered_by and turn.id in unanswered_by:  # a reply that did not answer it counts for nothing
                 answered, misreply = unanswered_by[turn.id]
+            unasked = None  # a reply to a turn the LLM was never asked (before it): the gateway's own words
+            if answered is not None and (turn.request_t == ABSENT or turn.request_index > turn.reply_index):
+                unasked, answered = answered, None
             if folded and (answer := folded.get(turn.id)) and (answered is None or answer < answered):
-                answered = answer
+                answered, unasked = answer, None
             given_up = _given_up(turn, stops, stop_reach)
             if answered is not None and answered <= deadline:
                 free = answered
@@ -69,7 +72,7 @@ def check(m: RunModel) -> Verdict:
                 violations.append(_violation(m, turn, start, behind, deadline, answered, misreply))
                 free = answered
             else:
-                violations.append(_violation(m, turn, start, behind, deadline, None, misreply))
+                violations.append(_violation(m, turn, start, behind, deadline, None, misreply, unasked))
                 free = deadline
             behind = turn
     violations.sort(key=lambda v: v.records)  # in log order, whatever the chat
@@ -125,7 +128,7 @@ def _misreply_words(m: RunModel, turn: Turn, index: int) -> str:
 
 
 def _violation(m: RunModel, turn: Turn, start: int, behind: Turn | None, deadline: int, answered: int | None,
-               misreply: int | None = None) -> Violation:
+               misreply: int | None = None, unasked: int | None = None) -> Violation:
     waited = ""
     if start > turn.arrival and behind is not None:
         waited = f" (behind {behind.id} until {m.at(start)})"
@@ -133,7 +136,11 @@ def _violation(m: RunModel, turn: Turn, start: int, behind: Turn | None, deadlin
     wrong = f" ({_misreply_words(m, turn, misreply)})" if misreply is not None else ""
     records = (turn.index,) if misreply is None else (turn.index, misreply)
     if answered is None:
-        admitted = "" if turn.request is not None else " (the LLM was never asked)"
+        admitted = ""
+        if unasked is not None:
+            admitted = f" (a reply came at {m.at(unasked)}, but the LLM was not asked {'before it' if turn.request else 'for it'})"
+        elif turn.request is None:
+            admitted = " (the LLM was never asked)"
         return Violation(f"{delivered} was never answered{admitted}{wrong}; owed by {m.at(deadline)}",
                          records, deadline, turn.session, (turn.id,))
     return Violation(f"{delivered} was answered at {m.at(answered)}{wrong}; owed by {m.at(deadline)}",

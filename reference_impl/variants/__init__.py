@@ -35,6 +35,7 @@ from reference_impl.variants.heal import (
 )
 from reference_impl.variants.liveness import (
     AnswersFirstTurnOnly,
+    AnswersWithoutLlm,
     DropsReplies,
     EchoesMessage,
     NeverReplies,
@@ -110,6 +111,7 @@ VARIANTS: dict[str, type[ReferenceGateway]] = {
     "echoes-message": EchoesMessage,
     "end-replies-apart": EndRepliesApart,
     "delegate-synced-to-memory": DelegateSyncedToMemory,
+    "answers-without-llm": AnswersWithoutLlm,
 }
 
 

@@ -7,6 +7,11 @@ do-nothing gateway passed the whole catalog), not by a gateway's report.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from types import SimpleNamespace
+
+from conformance.adapter import Inbound
+from conformance.observations import first_turn, reply_text
 from reference_impl.gateway import Pending, ReferenceGateway
 
 
@@ -73,3 +78,29 @@ class EchoesMessage(ReferenceGateway):
         agent = self.agent_of(pending)
         echo = next(row.content for row in reversed(agent.rows) if row.role == "user" and row.turn == pending.turn)
         self.h.platform.send_reply(pending.chat.name, pending.session, echo)
+
+
+class AnswersWithoutLlm(ReferenceGateway):
+    """answers-without-llm — CONTRACT words ("admitted when the gateway asks the LLM") and
+    Liveness (found by sessiongate's audit of lazy gateways: a gateway that never asked the LLM
+    passed the catalog, every reset-policy check judging nothing, since they judge admitted turns).
+
+    Here: the gateway is its own model: it composes each answer in the LLM's form
+    (`[t7] reply`) and delivers it at once. No turn is ever admitted, so no turn's session is
+    judged against its segment.
+    """
+
+    def start_turn(self, message: Inbound, arrival: int) -> None:
+        llm, own = self.h.llm, []
+
+        def request(chat: str, session: str, prompt: Sequence[str]) -> str:
+            own.append(f"own-{first_turn(prompt[-1])}")  # never the LLM: an answer of its own, in the LLM's form
+            return own[-1]
+
+        self.h.llm = SimpleNamespace(request=request)  # type: ignore[assignment]
+        try:
+            super().start_turn(message, arrival)
+        finally:
+            self.h.llm = llm
+        for request_id in own:
+            self.deliver_reply(request_id, reply_text(request_id.removeprefix("own-")))
