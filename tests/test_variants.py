@@ -140,6 +140,9 @@ CASES: dict[str, tuple[Callable[[list[Obs]], Any], Any, Any]] = {
                           [(("t1", "t2"), ["t1", "t2"], None)], [(("t1", "t2"), ["t1", "t2"], ["t1"])]),
     "delegate-synced-to-memory": (lambda r: ingested(r, "recorder"), ["t1"], ["t1", "t2"]),
     "answers-without-llm": (lambda r: (replied(r), count(r, "llm_request")), (["t1"], 1), (["t1"], 0)),
+    "stop-takes-first-busy-chat": (replied, ["t1"], ["t2"]),
+    "queued-clock-at-admission": (lambda r: (reply_session(r, "t3"), ends(r, "s1")), ("s2", [("s1", ("t1", "t2"))]),
+                                  ("s1", [("s1", ("t1", "t2", "t3"))])),
 }
 
 

@@ -55,6 +55,7 @@ from reference_impl.variants.policy import (
     LazyChatStopsTheWatcher,
     MessageResetFiresNoHooks,
     NewEndsEndedSession,
+    QueuedClockAtAdmission,
     ResetMidTurn,
     RestartKeepsOldPolicy,
 )
@@ -64,6 +65,7 @@ from reference_impl.variants.trust import (
     DelegateAlwaysSkipped,
     DelegateSyncedToMemory,
     StopIgnored,
+    StopTakesFirstBusyChat,
 )
 
 VARIANTS: dict[str, type[ReferenceGateway]] = {
@@ -112,6 +114,8 @@ VARIANTS: dict[str, type[ReferenceGateway]] = {
     "end-replies-apart": EndRepliesApart,
     "delegate-synced-to-memory": DelegateSyncedToMemory,
     "answers-without-llm": AnswersWithoutLlm,
+    "stop-takes-first-busy-chat": StopTakesFirstBusyChat,
+    "queued-clock-at-admission": QueuedClockAtAdmission,
 }
 
 

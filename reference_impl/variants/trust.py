@@ -82,3 +82,18 @@ class DelegateSyncedToMemory(ReferenceGateway):
             agent = self.agent_of(pending)
             user = next(row.content for row in reversed(agent.rows) if row.role == "user" and row.turn == pending.turn)
             self.volatile.memory.sync_turn(Turn(pending.session, pending.turn, user, pending.reply or ""))
+
+
+class StopTakesFirstBusyChat(ReferenceGateway):
+    """stop-takes-first-busy-chat — CONTRACT words ("abandoned … by a `/stop` in its chat") and
+    Liveness (found by sessiongate's audit of lazy gateways: no catalog scenario had two chats'
+    turns in flight at a /stop).
+
+    Here: the process keeps one notion of "the turn running": a /stop abandons the first busy
+    chat's turn, whoever sent it; while another chat's turn is in flight, the wrong user's
+    turn is cut and the one given up is answered.
+    """
+
+    def stop_turn(self, key: str) -> None:
+        busy = sorted(self.volatile.busy_chats)
+        super().stop_turn(busy[0] if busy else key)
