@@ -148,7 +148,12 @@ class Platform:
         if type(chat) is not str or type(session) is not str or type(text) is not str:
             call = "platform.send_reply"
             chat, session, text = plain_str(call, "chat", chat), plain_str(call, "session", session), plain_str(call, "text", text)
-        self._log.add("reply", chat=chat, session=session, turns=turn_ids(text))
+        turns = turn_ids(text)
+        answers = halves((text,))[1]
+        if answers == tuple(dict.fromkeys(turns)):  # the common case: the text is the answer of each turn it names
+            self._log.add("reply", chat=chat, session=session, turns=turns)
+        else:  # some turn named only by a copy of its message (an echo, a stripped tag): `answers` says which are
+            self._log.add("reply", chat=chat, session=session, turns=turns, answers=list(answers))
 
 
 class MemoryBackend:
@@ -247,7 +252,11 @@ class RecordingProvider:
                 pairs[i] = (plain_str(call, f"transcript[{i}] role", role), plain_str(call, f"transcript[{i}] content", content))
         turns = [turn for role, content in pairs if role == "user" for turn in turn_ids(content)]  # a folded message carries two
         replies = [turn for role, content in pairs if role == "assistant" for turn in turn_ids(content)]
-        self._log.add("on_session_end", session=session, turns=turns, messages=len(pairs), replies=replies)
+        apart = _apart(pairs)
+        if apart:  # left out when every reply follows its own message: logs from before read alike
+            self._log.add("on_session_end", session=session, turns=turns, messages=len(pairs), replies=replies, apart=apart)
+        else:
+            self._log.add("on_session_end", session=session, turns=turns, messages=len(pairs), replies=replies)
 
     def on_session_switch(self, old: str | None, new: str) -> None:
         if type(new) is not str or not (old is None or type(old) is str):
@@ -257,6 +266,22 @@ class RecordingProvider:
 
     def shutdown(self) -> None:
         self._log.add("memory_shutdown")
+
+
+def _apart(pairs: Sequence[tuple[str, str]]) -> list[str]:
+    """The turns whose reply in a transcript does not follow their own message: the last user
+    message before an assistant message carrying a turn's tag must carry that tag too (a folded
+    message carries two; messages of other roles, a tool's, between them are no matter)."""
+    apart: dict[str, None] = {}
+    asking: tuple[str, ...] = ()
+    for role, content in pairs:
+        if role == "user":
+            asking = turn_ids(content)
+        elif role == "assistant":
+            for turn in turn_ids(content):
+                if turn not in asking:
+                    apart[turn] = None
+    return list(apart)
 
 
 class HookBus:

@@ -53,6 +53,8 @@ KNOWN_VARIANTS = frozenset({
     "group-shares-one-session",
     "lazy-chat-stops-the-watcher",
     "eager-chat-left-lazy",
+    "stop-takes-first-busy-chat",
+    "queued-clock-at-admission",
 })
 FILE_NAME = re.compile(r"\d\d-[a-z0-9]+(-[a-z0-9]+)*\.yaml")
 PATHS = catalog_paths()

@@ -163,6 +163,32 @@ def test_i1_transcript_carries_each_turns_reply() -> None:
     assert messages([r._replace(detail=old) if i == end else r for i, r in enumerate(records)], "I1") == []
 
 
+def test_i1_transcript_carries_each_reply_after_its_own_message() -> None:
+    """The audit of lazy gateways: every message, then every reply, passed as a whole transcript."""
+    records = log("idle")
+    end = find(records, "on_session_end", session="s1")
+    assert records[end].d("apart") is None
+    assert messages(edit(records, end, detail={"apart": ["t1"]}), "I1") == [
+        "on_session_end for s1 carried the reply of [t1] apart from its own message (the last user message before "
+        "it is not the turn's): a turn is the user's message and its reply, in order"
+    ]
+    assert messages(edit(records, end, detail={"apart": ["t9"]}), "I1") == []  # not a turn it carries
+
+
+def test_the_recorder_logs_replies_apart_from_their_messages() -> None:
+    from conformance.harness.spill import ObservationLog
+    from conformance.observers import MemoryBackend, RecordingProvider
+
+    log_ = ObservationLog(lambda: 0)
+    recorder = RecordingProvider(log_, MemoryBackend("recorder", log_, lambda: 0))
+    paired = [("user", "[t1] a"), ("assistant", "[t1] reply"), ("user", "[t2] b"), ("tool", "x"), ("assistant", "[t2] reply")]
+    recorder.on_session_end("s1", paired)
+    recorder.on_session_end("s1", [("user", "[t1] a\n[t2] b"), ("assistant", "[t2] reply")])  # a folded message
+    recorder.on_session_end("s1", [("user", "[t1] a"), ("user", "[t2] b"), ("assistant", "[t1] reply"), ("assistant", "[t2] reply")])
+    recorder.on_session_end("s1", [("assistant", "[t1] reply"), ("user", "[t1] a")])
+    assert [r.d("apart") for r in log_] == [None, None, ["t1"], ["t1"]]
+
+
 def test_i1_one_finalize_after_the_end() -> None:
     records = log("new")
     fin, end = find(records, "on_session_finalize", session="s1"), find(records, "on_session_end", session="s1")
@@ -268,6 +294,21 @@ def test_i3_a_turn_ingested_under_another_session_is_named_and_not_counted() -> 
         "backend 'hindsight' ingested t1 of s1 under session s2 at 09:01",
         "backend 'hindsight' never ingested [t1] (session s1, acknowledged 09:00:02)",
     ]
+
+
+def test_i3_a_delegated_task_reaches_no_backend() -> None:
+    """The audit of lazy gateways: a gateway syncing a delegate child's turns passed every check."""
+    records = log("fk")  # t1 in s1; the delegate t2 runs in child s2
+    assert messages(records, "I3") == []
+    t1 = find(records, "ingest", turn="t1", backend="recorder")
+    shipped = records[t1]._replace(t=records[find(records, "reply", turn="t2")].t, session="s2", turns=("t2",),
+                                   detail={"backend": "recorder", "replies": ["t2"]})
+    assert messages(insert(records, find(records, "reply", turn="t2") + 1, shipped), "I3") == [
+        "backend 'recorder' ingested delegated task t2 (child session s2): a delegate child has no memory"
+    ]
+    half = shipped._replace(session="s1", turns=(), detail={"backend": "recorder", "replies": ["t2"]})  # half of it, under the parent
+    assert messages(insert(records, find(records, "reply", turn="t2") + 1, half), "I3")[-1] == (
+        "backend 'recorder' ingested delegated task t2 (child session s2): a delegate child has no memory")
 
 
 def test_i3_batched_turns_flushed_at_end_eviction_and_sigterm() -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from check_logs import drop, edit, find, log, messages
+from check_logs import drop, edit, find, insert, log, messages, move
 
 from conformance.checks import judge
 from conformance.harness.runner import run_scenario
@@ -34,6 +34,58 @@ def test_a_late_answer_fails() -> None:
     records = log("idle")
     late = edit(records, find(records, "reply", turn="t3"), t=records[find(records, "reply", turn="t3")].t + 60_000)
     assert messages(late, "I9") == ["t3 delivered at 09:02 was answered at 09:03:02; owed by 09:02:03"]
+
+
+def test_a_reply_in_another_chats_outbox_answers_nothing() -> None:
+    """The audit of lazy gateways: a reply record was credited by the turn id in its text alone."""
+    records = log("idle")
+    t2 = find(records, "reply", turn="t2")
+    assert records[t2].chat == "alice"
+    assert messages(edit(records, t2, chat="bob"), "I9") == [
+        "t2 delivered at 09:01 was never answered (its reply at 09:01:02 went to chat bob, not alice); owed by 09:01:03"
+    ]
+    # a second reply, to the right chat and in time, answers it (I4 judges the repeat)
+    again = insert(edit(records, t2, chat="bob"), t2 + 1, records[t2])
+    assert messages(again, "I9") == []
+
+
+def test_a_reply_without_the_answer_answers_nothing() -> None:
+    records = log("idle")
+    t2 = find(records, "reply", turn="t2")
+    assert "answers" not in records[t2].detail  # the reference's text is the answer
+    assert messages(edit(records, t2, detail={"answers": []}), "I9") == [
+        "t2 delivered at 09:01 was never answered (the reply at 09:01:02 named it but carried no answer to it); "
+        "owed by 09:01:03"
+    ]
+    assert messages(edit(records, t2, detail={"answers": ["t2"]}), "I9") == []
+
+
+def test_a_reply_to_a_turn_the_llm_was_never_asked_answers_nothing() -> None:
+    records = log("idle")
+    ask = find(records, "llm_request", turn="t2")
+    assert messages(drop(records, ask), "I9") == [
+        "t2 delivered at 09:01 was never answered (a reply came at 09:01:02, but the LLM was not asked for it); "
+        "owed by 09:01:03"
+    ]
+    late_ask = move(records, ask, find(records, "reply", turn="t2") + 1)  # asked only after the reply
+    assert messages(late_ask, "I9") == [
+        "t2 delivered at 09:01 was never answered (a reply came at 09:01:02, but the LLM was not asked before it); "
+        "owed by 09:01:03"
+    ]
+
+
+def test_the_platform_logs_what_a_reply_answers() -> None:
+    from conformance.harness.spill import ObservationLog
+    from conformance.observers import Platform
+
+    log_ = ObservationLog(lambda: 0)
+    platform = Platform(log_)
+    platform.send_reply("alice", "s1", "[t1] reply")
+    platform.send_reply("alice", "s1", "[t2] hello")
+    platform.send_reply("alice", "s1", "[t3]")
+    platform.send_reply("alice", "s1", "[t5] reply\n[t4] hi")
+    assert [(r.turns, r.d("answers")) for r in log_] == [
+        (("t1",), None), (("t2",), []), (("t3",), []), (("t5", "t4"), ["t5"])]
 
 
 def test_a_message_the_llm_never_saw_says_so() -> None:

@@ -132,6 +132,17 @@ CASES: dict[str, tuple[Callable[[list[Obs]], Any], Any, Any]] = {
                                  ("s1", [("s1", ("t1", "t2"))])),
     "lazy-chat-stops-the-watcher": (lambda r: ends(r, "s1"), [("s1", ("t1",))], []),
     "eager-chat-left-lazy": (lambda r: ends(r, "s1"), [("s1", ("t1",))], []),
+    "replies-to-newest-chat": (lambda r: [(r.chat, r.turns) for r in r if r.kind == "reply"],
+                               [("alice", ("t1",)), ("bob", ("t2",))], [("bob", ("t1",)), ("bob", ("t2",))]),
+    "echoes-message": (lambda r: [(r.turns, r.d("answers")) for r in r if r.kind == "reply"],
+                       [(("t1",), None)], [(("t1",), [])]),
+    "end-replies-apart": (lambda r: [(r.turns, r.d("replies"), r.d("apart")) for r in r if r.kind == "on_session_end"],
+                          [(("t1", "t2"), ["t1", "t2"], None)], [(("t1", "t2"), ["t1", "t2"], ["t1"])]),
+    "delegate-synced-to-memory": (lambda r: ingested(r, "recorder"), ["t1"], ["t1", "t2"]),
+    "answers-without-llm": (lambda r: (replied(r), count(r, "llm_request")), (["t1"], 1), (["t1"], 0)),
+    "stop-takes-first-busy-chat": (replied, ["t1"], ["t2"]),
+    "queued-clock-at-admission": (lambda r: (reply_session(r, "t3"), ends(r, "s1")), ("s2", [("s1", ("t1", "t2"))]),
+                                  ("s1", [("s1", ("t1", "t2", "t3"))])),
 }
 
 

@@ -161,6 +161,13 @@ def _replies(m: RunModel, session: str, index: int, end: Obs, carried: list[str]
             f"on_session_end for {session} carried {turn_list(carried)} without the "
             f"{'reply' if len(missing) == 1 else 'replies'} of {turn_list(missing)}: a turn is the user's "
             f"message and its reply", (index,), end.t, session, tuple(missing))]
+    mine = set(carried)
+    if apart := [t for t in end.detail.get("apart", ()) if t in mine]:
+        return [Violation(
+            f"on_session_end for {session} carried the {'reply' if len(apart) == 1 else 'replies'} of "
+            f"{turn_list(apart)} apart from {'its own message' if len(apart) == 1 else 'their own messages'} (the "
+            f"last user message before {'it' if len(apart) == 1 else 'each'} is not the turn's): a turn is the "
+            f"user's message and its reply, in order", (index,), end.t, session, tuple(apart))]
     return []
 
 

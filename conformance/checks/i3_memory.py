@@ -15,7 +15,8 @@ the wrong session's memory (the cross-session hazard of the batching provider in
 seeds), so it does not count as reaching the backend, and it is named. A turn is ingested
 when both its halves are, the user's message and the reply (`observations.ingested_halves`):
 a backend holding only one of them holds half a turn. A turn never acknowledged (stopped,
-interrupted) leaves nothing behind: no backend takes either half of it.
+interrupted) leaves nothing behind: no backend takes either half of it. A delegate child has no
+memory: no backend takes either half of a delegated task.
 """
 
 from __future__ import annotations
@@ -110,6 +111,7 @@ def check(m: RunModel) -> Verdict:
                 violations.append(_half_missing(m, backend, partial, _HALF[half]))
     violations.extend(_late(m, backends, whole, indexes, moments))
     violations.extend(_unacknowledged(m, ordered, took))
+    violations.extend(_delegated(m, ordered, took))
     return Verdict("I3", "fail" if violations else "pass", tuple(violations), examined=examined)
 
 
@@ -165,6 +167,22 @@ def _unacknowledged(m: RunModel, ordered: list[Turn], took: dict[str, bytearray]
             f"backend '{backend}' ingested turn {turn.id}, which was never acknowledged ({abandoned_words(m, turn)}): "
             f"a turn never acknowledged leaves nothing behind", (turn.index,), turn.done[0] if turn.done[0] < NEVER else turn.arrival,
             turn.session, (turn.id,)) for turn in never]
+    return out
+
+
+def _delegated(m: RunModel, ordered: list[Turn], took: dict[str, bytearray]) -> list[Violation]:
+    """Either half of a delegated task, in any backend, under any session: a delegate child has
+    no memory (its turns are the child's work, not the user's conversation)."""
+    delegates = [at for at, turn in enumerate(ordered) if turn.delegate]
+    out = []
+    for backend, mine in took.items():
+        for at in delegates:
+            if mine[at] & (_MINE_BOTH | _OTHER[2]):
+                turn = ordered[at]
+                out.append(Violation(
+                    f"backend '{backend}' ingested delegated task {turn.id} (child session {turn.session}): a delegate "
+                    f"child has no memory", (turn.index,), turn.reply_t if turn.reply_t != ABSENT else turn.arrival,
+                    turn.session, (turn.id,)))
     return out
 
 

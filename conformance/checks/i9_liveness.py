@@ -44,6 +44,7 @@ def check(m: RunModel) -> Verdict:
     # after an index is found by a bisect (`_given_up`)
     stop_reach = list(accumulate((i for _t, i in stops), max))
     folded = m.folded()
+    unanswered_by = _unanswering(m)  # turn -> (when its first reply that answered it came, or None; the first that did not)
     examined = 0
     for chat in sorted(by_chat):
         free = 0  # when the chat could take its next message: the previous one answered or given up
@@ -54,18 +55,24 @@ def check(m: RunModel) -> Verdict:
             deadline = _extended(start + within, start, within, locks) if locks else start + within
             # the earlier of its reply and the reply its folded request got (a time of 0 counts as none)
             answered = turn.reply_t if turn.reply_t != ABSENT and turn.reply_t else None
+            misreply = None
+            if unanswered_by and turn.id in unanswered_by:  # a reply that did not answer it counts for nothing
+                answered, misreply = unanswered_by[turn.id]
+            unasked = None  # a reply to a turn the LLM was never asked (before it): the gateway's own words
+            if answered is not None and (turn.request_t == ABSENT or turn.request_index > turn.reply_index):
+                unasked, answered = answered, None
             if folded and (answer := folded.get(turn.id)) and (answered is None or answer < answered):
-                answered = answer
+                answered, unasked = answer, None
             given_up = _given_up(turn, stops, stop_reach)
             if answered is not None and answered <= deadline:
                 free = answered
             elif given_up is not None and given_up < deadline and (answered is None or answered > given_up):
                 free = given_up  # abandoned, or the process stopped first (held ones are owed after it)
             elif answered is not None:
-                violations.append(_violation(m, turn, start, behind, deadline, answered))
+                violations.append(_violation(m, turn, start, behind, deadline, answered, misreply))
                 free = answered
             else:
-                violations.append(_violation(m, turn, start, behind, deadline, None))
+                violations.append(_violation(m, turn, start, behind, deadline, None, misreply, unasked))
                 free = deadline
             behind = turn
     violations.sort(key=lambda v: v.records)  # in log order, whatever the chat
@@ -93,14 +100,48 @@ def _given_up(turn: Turn, stops: list[tuple[int, int]], stop_reach: list[int]) -
     return stop
 
 
-def _violation(m: RunModel, turn: Turn, start: int, behind: Turn | None, deadline: int, answered: int | None) -> Violation:
+def _unanswering(m: RunModel) -> dict[str, tuple[int | None, int]]:
+    """Turns with a reply record that did not answer them (`RunModel.unanswering`: delivered to
+    another chat's outbox, or carrying a copy of the user's message and not the answer): when
+    a reply that did answer each came (None: none did), and the first one that did not."""
+    if not m.unanswering:
+        return {}
+    out: dict[str, tuple[int | None, int]] = {}
+    for index, r in m.of("reply"):
+        turn = m.turns.get(r.turns[0]) if r.turns else None
+        if turn is None or turn.id not in m.unanswering:
+            continue
+        wrong = m.unanswering[turn.id]
+        if turn.id not in out:
+            out[turn.id] = (None, wrong[0])
+        if index not in wrong and out[turn.id][0] is None:
+            out[turn.id] = (r.t, wrong[0])
+    return out
+
+
+def _misreply_words(m: RunModel, turn: Turn, index: int) -> str:
+    """What was wrong with the reply record at `index`, credited to `turn`."""
+    r = m.records[index]
+    if r.chat != turn.chat:
+        return f"its reply at {m.at(r.t)} went to chat {r.chat}, not {turn.chat}"
+    return f"the reply at {m.at(r.t)} named it but carried no answer to it"
+
+
+def _violation(m: RunModel, turn: Turn, start: int, behind: Turn | None, deadline: int, answered: int | None,
+               misreply: int | None = None, unasked: int | None = None) -> Violation:
     waited = ""
     if start > turn.arrival and behind is not None:
         waited = f" (behind {behind.id} until {m.at(start)})"
     delivered = f"{turn.id} delivered at {m.at(turn.arrival)}{waited}"
+    wrong = f" ({_misreply_words(m, turn, misreply)})" if misreply is not None else ""
+    records = (turn.index,) if misreply is None else (turn.index, misreply)
     if answered is None:
-        admitted = "" if turn.request is not None else " (the LLM was never asked)"
-        return Violation(f"{delivered} was never answered{admitted}; owed by {m.at(deadline)}",
-                         (turn.index,), deadline, turn.session, (turn.id,))
-    return Violation(f"{delivered} was answered at {m.at(answered)}; owed by {m.at(deadline)}",
-                     (turn.index, turn.reply_index), answered, turn.session, (turn.id,))
+        admitted = ""
+        if unasked is not None:
+            admitted = f" (a reply came at {m.at(unasked)}, but the LLM was not asked {'before it' if turn.request else 'for it'})"
+        elif turn.request is None:
+            admitted = " (the LLM was never asked)"
+        return Violation(f"{delivered} was never answered{admitted}{wrong}; owed by {m.at(deadline)}",
+                         records, deadline, turn.session, (turn.id,))
+    return Violation(f"{delivered} was answered at {m.at(answered)}{wrong}; owed by {m.at(deadline)}",
+                     (*records, turn.reply_index) if misreply is None else records, answered, turn.session, (turn.id,))

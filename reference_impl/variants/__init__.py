@@ -10,6 +10,7 @@ from __future__ import annotations
 from reference_impl.gateway import ReferenceGateway
 from reference_impl.variants.boundaries import (
     EndAfterSwitch,
+    EndRepliesApart,
     ExpirySkipsEndWithoutAgent,
     IdleExpiryNoFinalize,
     ShutdownEndsSessions,
@@ -32,7 +33,14 @@ from reference_impl.variants.heal import (
     OrphanChildNeverRecreated,
     ParentResurrectedForChild,
 )
-from reference_impl.variants.liveness import AnswersFirstTurnOnly, DropsReplies, NeverReplies
+from reference_impl.variants.liveness import (
+    AnswersFirstTurnOnly,
+    AnswersWithoutLlm,
+    DropsReplies,
+    EchoesMessage,
+    NeverReplies,
+    RepliesToNewestChat,
+)
 from reference_impl.variants.memory import (
     BatchFlushReshipsRetained,
     BatchLostOnShutdown,
@@ -47,10 +55,18 @@ from reference_impl.variants.policy import (
     LazyChatStopsTheWatcher,
     MessageResetFiresNoHooks,
     NewEndsEndedSession,
+    QueuedClockAtAdmission,
     ResetMidTurn,
     RestartKeepsOldPolicy,
 )
-from reference_impl.variants.trust import AbandonedTurnKept, BusyFlagStuck, DelegateAlwaysSkipped, StopIgnored
+from reference_impl.variants.trust import (
+    AbandonedTurnKept,
+    BusyFlagStuck,
+    DelegateAlwaysSkipped,
+    DelegateSyncedToMemory,
+    StopIgnored,
+    StopTakesFirstBusyChat,
+)
 
 VARIANTS: dict[str, type[ReferenceGateway]] = {
     "expiry-skips-end-without-agent": ExpirySkipsEndWithoutAgent,
@@ -93,6 +109,13 @@ VARIANTS: dict[str, type[ReferenceGateway]] = {
     "group-shares-one-session": GroupSharesOneSession,
     "lazy-chat-stops-the-watcher": LazyChatStopsTheWatcher,
     "eager-chat-left-lazy": EagerChatLeftLazy,
+    "replies-to-newest-chat": RepliesToNewestChat,
+    "echoes-message": EchoesMessage,
+    "end-replies-apart": EndRepliesApart,
+    "delegate-synced-to-memory": DelegateSyncedToMemory,
+    "answers-without-llm": AnswersWithoutLlm,
+    "stop-takes-first-busy-chat": StopTakesFirstBusyChat,
+    "queued-clock-at-admission": QueuedClockAtAdmission,
 }
 
 

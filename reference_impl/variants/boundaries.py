@@ -99,3 +99,18 @@ class SyncAfterEnd(ReferenceGateway):
         del self.volatile.busy_chats[key]
         self.drain_queue(key)  # a queued /new ends the session here...
         self.volatile.memory.sync_turn(turn)  # ...before this
+
+
+class EndRepliesApart(ReferenceGateway):
+    """end-replies-apart — CONTRACT I1: "carrying the session's acknowledged turns in order, each
+    with its reply" (found by sessiongate's audit of lazy gateways: the end record listed the
+    user messages and the replies it carried, not how they were paired).
+
+    Here: the end's transcript is built from two lists, every user message and then every reply:
+    each turn is there whole, but a provider pairing a message with the reply after it pairs
+    the session's first message with its last reply.
+    """
+
+    def end_memory(self, session: str, reason: str, agent: Agent | None) -> None:
+        rows = agent.rows if agent is not None else self.stored_transcript(session)
+        self.volatile.memory.end_session(session, [r for r in rows if r.role == "user"] + [r for r in rows if r.role != "user"])

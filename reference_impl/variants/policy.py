@@ -169,3 +169,17 @@ class EagerChatLeftLazy(ReferenceGateway):
 
     def watched(self, route: Route) -> bool:
         return self.config.watcher_interval is not None and super().watched(route)
+
+
+class QueuedClockAtAdmission(ReferenceGateway):
+    """queued-clock-at-admission — CONTRACT Boundaries: "the user-activity clock moves only with
+    user messages, at their arrival" (found by sessiongate's audit of lazy gateways: no catalog
+    scenario counted an idle boundary from a message that waited behind a turn; Hermes 0.13–0.19
+    fail catalog 69 so, docs/hermes.md).
+
+    Here: a message that waits behind a turn in flight stamps the chat's idle clock (and a new
+    session's daily anchor) when it is admitted, not when it arrived: the boundary comes late.
+    """
+
+    def start_turn(self, message: Inbound, arrival: int) -> None:
+        super().start_turn(message, self.h.clock.now())  # the admission, whenever the message arrived

@@ -8,7 +8,8 @@ only when its chat has no live session. The reference does each; each variant he
 from __future__ import annotations
 
 from reference_impl.cache import Agent
-from reference_impl.gateway import ReferenceGateway
+from reference_impl.gateway import Pending, ReferenceGateway
+from reference_impl.memory import Turn
 from reference_impl.store import Route
 
 
@@ -65,3 +66,34 @@ class DelegateAlwaysSkipped(ReferenceGateway):
 
     def delegating_session(self, route: Route | None) -> str | None:
         return None  # live session or not
+
+
+class DelegateSyncedToMemory(ReferenceGateway):
+    """delegate-synced-to-memory — CONTRACT words (delegate child: "no memory"), I3 (found by
+    sessiongate's audit of lazy gateways: no check looked at what a backend took of a delegate).
+
+    Here: every answered turn is synced to memory, a delegated task's included: the child's
+    work lands in the user's memory under the child's session.
+    """
+
+    def send_reply(self, pending: Pending) -> None:
+        super().send_reply(pending)
+        if pending.delegate:  # the reference syncs chat turns only (`complete_turn`)
+            agent = self.agent_of(pending)
+            user = next(row.content for row in reversed(agent.rows) if row.role == "user" and row.turn == pending.turn)
+            self.volatile.memory.sync_turn(Turn(pending.session, pending.turn, user, pending.reply or ""))
+
+
+class StopTakesFirstBusyChat(ReferenceGateway):
+    """stop-takes-first-busy-chat — CONTRACT words ("abandoned … by a `/stop` in its chat") and
+    Liveness (found by sessiongate's audit of lazy gateways: no catalog scenario had two chats'
+    turns in flight at a /stop).
+
+    Here: the process keeps one notion of "the turn running": a /stop abandons the first busy
+    chat's turn, whoever sent it; while another chat's turn is in flight, the wrong user's
+    turn is cut and the one given up is answered.
+    """
+
+    def stop_turn(self, key: str) -> None:
+        busy = sorted(self.volatile.busy_chats)
+        super().stop_turn(busy[0] if busy else key)

@@ -29,6 +29,10 @@ class RunModel(LogView):
     failure: Obs | None
     stopped_at: list[Downtime]  # index-free times
     acked_by_session: dict[str, list[Turn]] = field(default_factory=dict, repr=False)  # in reply order
+    # turn -> its reply records that did not answer it: sent to another chat, or carrying a copy
+    # of its message and not its answer (`reply` records' `answers`). They acknowledge the turn
+    # for every other check (the gateway holds it answered); I9 does not count them.
+    unanswering: dict[str, list[int]] = field(default_factory=dict, repr=False)
     facts: Facts = field(default_factory=Facts, repr=False)
 
     @staticmethod
@@ -41,7 +45,7 @@ class RunModel(LogView):
                          profile=view.profile, final_stop=view.final_stop, final_index=view.final_index,
                          by_kind=view.by_kind, by_session=view.by_session, changes=view.changes, turns=walked.turns,
                          segments={}, failure=walked.failure, stopped_at=walked.stopped_at,
-                         acked_by_session=walked.acked_by_session)
+                         acked_by_session=walked.acked_by_session, unanswering=walked.unanswering)
         by_chat: dict[str, list[Turn]] = defaultdict(list)
         for turn in model.turns.values():
             if turn.request_t != ABSENT:  # admitted

@@ -38,6 +38,7 @@ class Walked:
     failure: Obs | None
     stopped_at: list[Downtime]
     acked_by_session: dict[str, list[Turn]]  # in reply order
+    unanswering: dict[str, list[int]]  # turn -> its reply records that did not answer it (I9; few, or none)
 
 
 def _index_arrays(records: Sequence[Obs]) -> Callable[[], array[int]]:
@@ -88,6 +89,7 @@ def walk_log(records: Sequence[Obs]) -> Walked:
     # A spilled log knows its snapshots' labels: the walk leaves them unread (the final one is every row).
     labels: dict[int, object] | None = getattr(records, "durable_labels", None)
     appenders: dict[str, Callable[[int], None]] = {}  # kind -> its index's append
+    unanswering: dict[str, list[int]] = {}  # see `Walked`
     for index, (kind, r) in enumerate(_pairs(records, _UNREAD if labels is None else _UNREAD_SPILLED)):
         add = appenders.get(kind)
         if add is None:
@@ -138,6 +140,8 @@ def walk_log(records: Sequence[Obs]) -> Walked:
         elif kind == "reply" and r.turns and r.turns[0] in turns:
             turn = turns[r.turns[0]]
             turn.replies += 1
+            if r.chat != turn.chat or ("answers" in r.detail and turn.id not in r.detail["answers"]):
+                unanswering.setdefault(turn.id, []).append(index)  # another chat's outbox, or no answer in it
             if turn.reply_t == ABSENT:  # not acked
                 turn.reply_t, turn.reply_session, turn.reply_index = r.t, names.setdefault(r.session, r.session), index
         elif kind == "durable" and r.detail.get("label") == "final":
@@ -157,7 +161,7 @@ def walk_log(records: Sequence[Obs]) -> Walked:
     view = LogView(records=records, name=head.d("name"), zone=zone, config=config,
                    chats=head.d("chats") or {}, profile=head.d("profile") or {}, final_stop=final_stop,
                    final_index=final_index, by_kind=dict(by_kind), by_session=dict(by_session), changes=changes)
-    return Walked(view, turns, commands, failure, stopped, dict(acked))
+    return Walked(view, turns, commands, failure, stopped, dict(acked), unanswering)
 
 
 def _pairs(records: Sequence[Obs], unread: frozenset[str]) -> Iterator[tuple[str, Obs | None]]:
