@@ -133,6 +133,11 @@ ERRORS = [
     ("billion-laughs", LAUGHS, "x.yaml:1: document too large (over 500000 nodes)"),
     ("nested-too-deeply", "[" * 1500 + "]" * 1500, "x.yaml: invalid YAML: nested too deeply"),
     ("oversized", "name: x\nevents: []\n#" + "x" * MAX_FILE_BYTES, f"x.yaml: file is larger than {MAX_FILE_BYTES} bytes"),
+    # found by the input audit's fuzzer: each was a traceback, a misleading message or a file that loaded
+    ("lone-surrogate-in-a-comment", "# source: \ud800\nname: x\nevents: []\n",  # libyaml raised UnicodeEncodeError
+     "x.yaml:1: not valid Unicode: a lone surrogate \\ud800"),
+    ("duplicate-anchor", "name: x\na: &v 1\nb: &v 2\nevents: []\n",  # was 'invalid YAML: second occurrence'
+     "x.yaml:3: invalid YAML: found duplicate anchor 'v', first defined on line 2"),
 ]
 
 JSON_ERRORS = [
