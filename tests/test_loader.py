@@ -138,6 +138,8 @@ ERRORS = [
      "x.yaml:1: not valid Unicode: a lone surrogate \\ud800"),
     ("duplicate-anchor", "name: x\na: &v 1\nb: &v 2\nevents: []\n",  # was 'invalid YAML: second occurrence'
      "x.yaml:3: invalid YAML: found duplicate anchor 'v', first defined on line 2"),
+    ("catches-item-not-text", "name: x\ncatches:\n  - a\n  - [b]\nevents: []\n",  # was 'catches: expected a list …, got a list'
+     "x.yaml:4: catches[1]: expected a variant name, got a list"),
 ]
 
 JSON_ERRORS = [
