@@ -312,3 +312,11 @@ def test_shard_takes_ascii_digits_alone(text: str) -> None:
     with pytest.raises(UsageError, match=r"^--shard expects I/N, got "):
         parse_shard(text)
 
+
+@pytest.mark.parametrize("args", [("run", "no\nsuch.yaml"), ("fuzz", "--seeds", "0:2", "--budget", "^\nx")],
+                         ids=["usage-error", "argparse"])
+def test_an_error_naming_a_value_with_a_newline_stays_one_line(capsys: pytest.CaptureFixture[str], args: tuple[str, ...]) -> None:
+    code, out, err = cli(capsys, *args)
+    assert code == 2 and out == ""
+    last = err.splitlines()[-1]
+    assert re.match(r"sessiongate( \w+)?: error: ", last) and "\\x0a" in last, err
