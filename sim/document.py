@@ -263,6 +263,9 @@ def parse_document(text: str, source: str) -> Any:
             raise ScenarioError(source, err.lineno, "", f"invalid JSON: {err.msg} (column {err.colno})") from None
         except RecursionError:
             raise ScenarioError(source, 0, "", "invalid JSON: nested too deeply") from None
+    if (bad := _LONE_SURROGATE.search(text)) is not None:  # libyaml cannot encode one: a UnicodeEncodeError, not a message
+        line = text.count("\n", 0, bad.start()) + 1
+        raise ScenarioError(source, line, "", f"not valid Unicode: a lone surrogate \\u{ord(bad.group()):04x}")
     try:
         try:
             node = yaml.compose(text, Loader=_Loader)
@@ -275,8 +278,12 @@ def parse_document(text: str, source: str) -> Any:
         raise ScenarioError(source, line, "", f"invalid YAML: character U+{err.character:04X} is not allowed") from None
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
-        line = _Lines(text)(mark) if mark else 0
-        raise ScenarioError(source, line, "", f"invalid YAML: {err.problem or err.context}") from None
+        lines = _Lines(text)
+        line = lines(mark) if mark else 0
+        problem = err.problem or err.context
+        if err.problem == "second occurrence" and err.context and err.context_mark:  # the composer's duplicate anchor
+            problem = f"{err.context.removesuffix('; first occurrence')}, first defined on line {lines(err.context_mark)}"
+        raise ScenarioError(source, line, "", f"invalid YAML: {problem}") from None
     except yaml.YAMLError as err:
         raise ScenarioError(source, 0, "", f"invalid YAML: {err}") from None
     except RecursionError:

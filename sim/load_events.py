@@ -75,12 +75,17 @@ def _instant(text: Any, zone: ZoneInfo, start_day: date | None) -> int:
         raise ValueError(f"expected {expected}, got {show(text)}")
     offset = second * 1000 + milli
     if not clock[4]:
-        return local_instant(day, hour, minute, zone) + offset
-    second_pass = repeated_instant(day, hour, minute, zone)
-    if second_pass is None:
-        raise ValueError(f"{text}: no DST change repeats {hour:02d}:{minute:02d} on {day.isoformat()} in {zone.key}; "
-                         f"'(2nd)' names the second pass of a repeated wall time")
-    return second_pass + offset
+        instant = local_instant(day, hour, minute, zone) + offset
+    else:
+        second_pass = repeated_instant(day, hour, minute, zone)
+        if second_pass is None:
+            raise ValueError(f"{text}: no DST change repeats {hour:02d}:{minute:02d} on {day.isoformat()} in {zone.key}; "
+                             f"'(2nd)' names the second pass of a repeated wall time")
+        instant = second_pass + offset
+    if not 0 <= instant < END_OF_TIME:  # a local date in range whose zone puts it outside: 1969 or 9000 in UTC
+        raise ValueError(f"expected a date in the years {FIRST_YEAR} to {LAST_YEAR} (in UTC as well), got {show(text)}, "
+                         f"which is {datetime.fromtimestamp(instant / 1000, UTC):%Y-%m-%d %H:%M} UTC")
+    return instant
 
 
 # The keys an event may carry beside its kind (when, and each kind's own fields).

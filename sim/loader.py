@@ -15,7 +15,7 @@ from typing import Any
 from zoneinfo import ZoneInfoNotFoundError
 
 from sim.clock import load_zone
-from sim.document import MAX_FILE_BYTES, ScenarioError, parse_document, show
+from sim.document import MAX_FILE_BYTES, LocatedList, ScenarioError, parse_document, show
 from sim.fields import _at_least, _Fields
 from sim.load_config import _chats, _check_finalization_chats, _config
 from sim.load_events import END_OF_TIME, LAST_YEAR, _events, _instant
@@ -50,8 +50,12 @@ def load_text(text: str, source: str = "<scenario>") -> Scenario:
         raise f.error("config", f"its idle times and intervals run the timeline past the year {LAST_YEAR}")
     f.raw("catches")  # zoo metadata: the variants this scenario exists to catch
     catches = f.data.get("catches")
-    if catches is not None and not (isinstance(catches, list) and all(isinstance(c, str) for c in catches)):
+    if catches is not None and not isinstance(catches, list):
         raise f.error("catches", f"expected a list of variant names, got {show(catches)}")
+    for index, variant in enumerate(catches or ()):
+        if not isinstance(variant, str):  # the item at fault, on its own line
+            line = catches.lines[index] if isinstance(catches, LocatedList) else f.line_of("catches")
+            raise ScenarioError(source, line, f"catches[{index}]", f"expected a variant name, got {show(variant)}")
     f.done()
     header = "\n".join(line[1:].strip() for line in _leading_comment(text))
     return Scenario(

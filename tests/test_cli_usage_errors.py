@@ -15,6 +15,7 @@ import pytest
 from test_cli import cli
 
 from conformance.harness.suite import catalog_paths
+from sessiongate import UsageError
 from sim.document import ScenarioError
 from sim.loader import load_text
 
@@ -264,3 +265,58 @@ def test_an_unknown_event_key_is_named() -> None:
     assert str(caught.value) == ("x.yaml:5: events[1]: unknown key 'explode'; expected exactly one of message, command, delegate, "
                                  "advance, sigterm, crash, restart, delete_session, delete_parent, db_locked, backend_fail, "
                                  "backend_slow, checkpoint, crash_at")
+
+
+# -- 11. values found by the input audit's fuzzer ------------------------------------------------------
+
+@pytest.mark.parametrize(("value", "message"), [
+    ("1e300", "expected at most 9223372036 seconds, got '1e300'"),  # was an OverflowError traceback from setitimer
+    ("1e-5", "expected at least 0.01 seconds, got '1e-5'"),  # the watchdog's signals spun the run for good
+])
+def test_step_timeout_is_bounded(value: str, message: str) -> None:
+    import argparse
+
+    from conformance.cli.args import seconds
+
+    with pytest.raises(argparse.ArgumentTypeError, match=re.escape(message)):
+        seconds(value)
+
+
+def test_step_timeout_too_long_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = cli(capsys, "run", "--step-timeout", "1e300", str(C))
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert err.splitlines()[-1].endswith("argument --step-timeout: expected at most 9223372036 seconds, got '1e300'")
+
+
+def test_memory_cap_past_what_setrlimit_takes_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    """It was every scenario's `gateway error at (profile): SubprocessError: Exception occurred in preexec_fn`."""
+    code, out, err = cli(capsys, "run", "--isolate", "--memory-mb", "99999999999999999999", str(C))
+    assert code == 2 and out == "", out
+    assert err.splitlines()[-1].endswith("argument --memory-mb: expected at most 8796093022207 megabytes, got '99999999999999999999'")
+
+
+@pytest.mark.parametrize("text", ["0\n:1", " 0:1", "1_0:2_0", "\u0663:\u0664", "0:" + "9" * 5000])
+def test_seeds_take_ascii_digits_alone(text: str) -> None:
+    """int() took whitespace, underscores and other scripts' digits: `--seeds $'0\\n:1'` ran and
+    printed `in seeds 0` and `:1` on two lines."""
+    from conformance.cli.args import parse_seeds
+
+    with pytest.raises(UsageError, match=r"^--seeds expects A:B \(A <= seed < B\), got "):
+        parse_seeds(text)
+
+
+@pytest.mark.parametrize("text", [" 1/2", "1/2\n", "1_0/2_0"])
+def test_shard_takes_ascii_digits_alone(text: str) -> None:
+    from conformance.cli.args import parse_shard
+
+    with pytest.raises(UsageError, match=r"^--shard expects I/N, got "):
+        parse_shard(text)
+
+
+@pytest.mark.parametrize("args", [("run", "no\nsuch.yaml"), ("fuzz", "--seeds", "0:2", "--budget", "^\nx")],
+                         ids=["usage-error", "argparse"])
+def test_an_error_naming_a_value_with_a_newline_stays_one_line(capsys: pytest.CaptureFixture[str], args: tuple[str, ...]) -> None:
+    code, out, err = cli(capsys, *args)
+    assert code == 2 and out == ""
+    last = err.splitlines()[-1]
+    assert re.match(r"sessiongate( \w+)?: error: ", last) and "\\x0a" in last, err

@@ -118,6 +118,16 @@ def test_a_signed_violation_that_no_longer_occurs_is_an_unexpected_pass() -> Non
     assert gone.status == "xpass" and "gone@s9 did not occur" in gone.reason
 
 
+def test_lines_are_numbered_at_line_ends_alone() -> None:
+    """A reason holding U+2028, NEL or a form feed is one line (`str.splitlines` made it two: the
+    entry's reason cut, its rest refused as a malformed line, and every later line misnumbered)."""
+    text = "01-a I1  # cut\u2028here\r\n01-b I2  # caf\x85\x0cé\n01-c I3\n"
+    with pytest.raises(ScenarioError, match=r"^x\.txt:3: 01-c: every expected failure needs a one-line reason"):
+        Expectations.parse(text, "x.txt")
+    assert Expectations.parse(text.replace("I3\n", "I3  # r\n"), "x.txt").pairs == {
+        ("01-a", "I1"): "cut\u2028here", ("01-b", "I2"): "caf\x85\x0cé", ("01-c", "I3"): "r"}
+
+
 def test_a_check_listed_with_and_without_a_signature_is_refused() -> None:
     with pytest.raises(ScenarioError, match=r"x\.txt:2: 01-a: I1 is listed both with and without a signature"):
         Expectations.parse("01-a I1  # any\n01-a I1 kind@s1  # one\n", "x.txt")

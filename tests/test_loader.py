@@ -133,6 +133,21 @@ ERRORS = [
     ("billion-laughs", LAUGHS, "x.yaml:1: document too large (over 500000 nodes)"),
     ("nested-too-deeply", "[" * 1500 + "]" * 1500, "x.yaml: invalid YAML: nested too deeply"),
     ("oversized", "name: x\nevents: []\n#" + "x" * MAX_FILE_BYTES, f"x.yaml: file is larger than {MAX_FILE_BYTES} bytes"),
+    # found by the input audit's fuzzer: each was a traceback, a misleading message or a file that loaded
+    ("lone-surrogate-in-a-comment", "# source: \ud800\nname: x\nevents: []\n",  # libyaml raised UnicodeEncodeError
+     "x.yaml:1: not valid Unicode: a lone surrogate \\ud800"),
+    ("duplicate-anchor", "name: x\na: &v 1\nb: &v 2\nevents: []\n",  # was 'invalid YAML: second occurrence'
+     "x.yaml:3: invalid YAML: found duplicate anchor 'v', first defined on line 2"),
+    ("catches-item-not-text", "name: x\ncatches:\n  - a\n  - [b]\nevents: []\n",  # was 'catches: expected a list …, got a list'
+     "x.yaml:4: catches[1]: expected a variant name, got a list"),
+    ("start-before-1970-in-utc", "name: x\nzone: Etc/GMT-14\nstart: 1970-01-01T00:00\nevents: []\n",  # loaded: a negative clock
+     "x.yaml:3: start: expected a date in the years 1970 to 8999 (in UTC as well), got '1970-01-01T00:00', "
+     "which is 1969-12-31 10:00 UTC"),
+    ("start-after-8999-in-utc", "name: x\nzone: Pacific/Pago_Pago\nstart: 8999-12-31T23:00\nevents: []\n",  # was 'x.yaml:1: config: …'
+     "x.yaml:3: start: expected a date in the years 1970 to 8999 (in UTC as well), got '8999-12-31T23:00', "
+     "which is 9000-01-01 10:00 UTC"),
+    ("at-after-8999-in-utc", "name: x\nzone: Pacific/Pago_Pago\nstart: 8999-12-31T00:00\nevents:\n  - message: a\n    at: '23:30'\n",
+     "x.yaml:6: events[0].at: expected a date in the years 1970 to 8999 (in UTC as well), got '23:30', which is 9000-01-01 10:30 UTC"),
 ]
 
 JSON_ERRORS = [

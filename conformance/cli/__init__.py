@@ -53,8 +53,16 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str):  # type: ignore[no-untyped-def]
         self.print_usage(sys.stderr)
-        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        print(f"{self.prog}: error: {one_line(message)}", file=sys.stderr)
         raise SystemExit(ExitCode.USAGE)
+
+
+def one_line(message: str) -> str:
+    """An error as one line: an argument or a path given with a newline or an escape in it
+    (argparse echoes `unrecognized arguments` as typed) is shown escaped, never split."""
+    from sessiongate.text import readable
+
+    return readable(message, limit=1 << 20)
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -92,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     except UsageError as err:  # a scenario file's error and an unknown gateway are UsageErrors too
         parser.print_usage(sys.stderr)
-        print(f"sessiongate: error: {err}", file=sys.stderr)
+        print(f"sessiongate: error: {one_line(str(err))}", file=sys.stderr)
         return ExitCode.USAGE
     except SessiongateError as err:  # one of its own that a command does not word itself (a worker process died)
         print(f"sessiongate: {err}", file=sys.stderr)

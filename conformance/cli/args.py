@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -13,6 +15,10 @@ from conformance.harness.suite import Expectations, catalog_file, catalog_paths,
 from conformance.harness.watchdog import DEFAULT_STEP_TIMEOUT
 from sessiongate import UsageError
 from sim.clock import parse_duration
+
+MIN_STEP_SECONDS = 0.01  # the watchdog ticks every limit/2: far below this its signals leave the run no time to go on
+MAX_STEP_SECONDS = threading.TIMEOUT_MAX  # the longest wait (and interval timer) the platform takes
+MAX_MEGABYTES = (1 << 63) // (1 << 20) - 1  # the largest cap RLIMIT_AS takes, in megabytes
 
 
 def seconds(text: str) -> float:
@@ -24,6 +30,10 @@ def seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a finite number of seconds, got {text!r}")
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    if value < MIN_STEP_SECONDS:  # 1e-5 spun in the watchdog's signals for good; 1e-4 called the reference unstoppable
+        raise argparse.ArgumentTypeError(f"expected at least {MIN_STEP_SECONDS} seconds, got {text!r}")
+    if value > MAX_STEP_SECONDS:  # 1e300 was an OverflowError traceback from setitimer
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_STEP_SECONDS:.0f} seconds, got {text!r}")
     return value
 
 
@@ -34,6 +44,8 @@ def megabytes(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number of megabytes, got {text!r}") from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive number of megabytes, got {text!r}")
+    if value > MAX_MEGABYTES:  # setrlimit overflowed in the child: every scenario the gateway's error
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_MEGABYTES} megabytes, got {text!r}")
     return value
 
 
@@ -115,12 +127,17 @@ def add_gateway_option(parser: argparse.ArgumentParser, help: str | None = None)
     parser.add_argument("--gateway", default="reference", help=help)
 
 
+_SEEDS = re.compile(r"(\d+):(\d+)", re.ASCII)  # int() alone also took ' 0\n', '1_0' and other scripts' digits
+_SHARD = re.compile(r"(\d+)/(\d+)", re.ASCII)
+
+
 def parse_seeds(text: str) -> range:
-    try:
-        low, high = (int(part) for part in text.split(":"))
-    except ValueError:
-        raise UsageError(f"--seeds expects A:B (A <= seed < B), got {text!r}") from None
-    if low < 0 or high < low:
+    match = _SEEDS.fullmatch(text) if len(text) <= 40 else None
+    if match is None:
+        negative = len(text) <= 40 and re.fullmatch(r"-?\d+:-?\d+", text, re.ASCII)
+        raise UsageError(f"--seeds expects {'0 <= A <= B' if negative else 'A:B (A <= seed < B)'}, got {text!r}")
+    low, high = int(match.group(1)), int(match.group(2))
+    if high < low:
         raise UsageError(f"--seeds expects 0 <= A <= B, got {text!r}")
     if high == low:  # zero scenarios would pass trivially
         raise UsageError(f"--seeds {text} is empty (A <= seed < B)")
@@ -146,10 +163,10 @@ def parse_time_budget(text: str | None) -> float | None:
 def parse_shard(text: str | None) -> tuple[int, int]:
     if not text:
         return 1, 1
-    try:
-        index, count = (int(part) for part in text.split("/"))
-    except ValueError:
-        raise UsageError(f"--shard expects I/N, got {text!r}") from None
+    match = _SHARD.fullmatch(text) if len(text) <= 40 else None
+    if match is None:
+        raise UsageError(f"--shard expects I/N, got {text!r}")
+    index, count = int(match.group(1)), int(match.group(2))
     if not 1 <= index <= count:
         raise UsageError(f"--shard expects 1 <= I <= N, got {text!r}")
     return index, count

@@ -10,7 +10,7 @@ from conformance.cli.args import add_gateway_option, load_expectations, scenario
 from conformance.cli.lines import shown_path
 from conformance.harness.registry import expectation_names
 from conformance.harness.runner import DEFAULT_BUDGET, RunResult
-from conformance.harness.suite import EXPECTATIONS, Expectations, load_all, run_all
+from conformance.harness.suite import EXPECTATIONS, Expectations, load_all, run_all, text_lines
 from conformance.harness.verdict import CHECK_IDS
 from conformance.transport.factory import gateway_factory
 from sessiongate import ExitCode
@@ -60,7 +60,7 @@ def cmd_update_expectations(args: argparse.Namespace) -> int:
     broken = [r for r in results if r.failure is not None]
     for result in broken:
         print(readable(f"{result.failure.kind} {result.scenario.name}: {result.failure.describe()}"), file=sys.stderr)  # type: ignore[union-attr]
-    header = [line for line in (target.read_text(encoding="utf-8").splitlines() if target.exists() else [])
+    header = [line for line in (text_lines(target.read_text(encoding="utf-8")) if target.exists() else [])
               if line.startswith("#")]
     lines, todo = expectation_lines(results, old)
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -68,6 +68,12 @@ def load_all(paths: list[Path]) -> tuple[list[Scenario], list[ScenarioError]]:
     return scenarios, errors
 
 
+def text_lines(text: str) -> list[str]:
+    """A text file's lines as an editor numbers them: split at line ends alone (`str.splitlines`
+    also splits at U+2028, NEL, form feed and the like, which a reason may hold)."""
+    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+
+
 @dataclass(frozen=True)
 class Expectations:
     """`pairs`: (scenario, check) -> reason, for a line `SCENARIO CHECK  # reason` (any failure of
@@ -85,7 +91,7 @@ class Expectations:
     def parse(text: str, source: str) -> Expectations:
         pairs: dict[tuple[str, str], str] = {}
         signed: dict[tuple[str, str], dict[str, str]] = {}
-        for number, line in enumerate(text.splitlines(), start=1):
+        for number, line in enumerate(text_lines(text), start=1):
             body, _, reason = line.partition("#")
             words = body.split()
             if not words:
