@@ -27,16 +27,12 @@ def _escape(match: re.Match[str]) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
-def _cut(text: str, limit: int) -> str:
+def cut(text: str, limit: int = LIMIT) -> str:
+    """`text`, or its start and end with how many characters between them were left out."""
     if len(text) <= limit:
         return text
     head, tail = limit * 2 // 3, limit // 3
     return f"{text[:head]} …[{len(text) - head - tail} characters cut]… {text[len(text) - tail:]}"
-
-
-def cut(text: str, limit: int = LIMIT) -> str:
-    """`text`, or its start and end with how many characters between them were left out."""
-    return _cut(text, limit)
 
 
 def readable(text: str, limit: int = LIMIT, lines: bool = False) -> str:
@@ -45,7 +41,7 @@ def readable(text: str, limit: int = LIMIT, lines: bool = False) -> str:
     kept and each line is cut on its own (a header, a list of violations)."""
     if lines and "\n" in text:
         return "\n".join(readable(line, limit) for line in text.split("\n"))
-    text = _cut(text, limit)
+    text = cut(text, limit)
     pattern = _UNSAFE_KEEPING_NEWLINES if lines else _UNSAFE
     return pattern.sub(_escape, text) if pattern.search(text) else text
 
