@@ -5,6 +5,7 @@ Empty input is an error, not a success; a gateway that cannot start is not a fin
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 from test_cli import cli
 
+from conformance.cli.args import parse_workers
 from conformance.harness.suite import catalog_paths
 from sessiongate import UsageError
 from sim.document import ScenarioError
@@ -239,6 +241,18 @@ def test_python_dash_m_handles_usage_errors_like_the_script() -> None:
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
     assert done.stderr.splitlines()[-1] == "sessiongate: error: -j/-n expects at least 1, got 0"
+
+
+@pytest.mark.parametrize("command", ["fuzz", "explore", "zoo"])
+def test_too_many_workers_is_refused_before_any_starts(capsys: pytest.CaptureFixture[str], command: str) -> None:
+    from conformance.cli.args import max_workers
+
+    extra = ["--generated", "--seeds", "0:1"] if command == "zoo" else ["--seeds", "0:1"] if command == "fuzz" else []
+    code, out, err = cli(capsys, command, "-n", "100000", *extra)
+    assert code == 2 and out == ""
+    assert err.splitlines()[-1].endswith(f"-j/-n expects at most {max_workers()} (8 a core on this machine's "
+                                         f"{os.cpu_count() or 1}), got 100000")
+    assert parse_workers(str(max_workers())) == max_workers()
 
 
 def test_hermes_without_hermes_agent_fails_once_up_front(capsys: pytest.CaptureFixture[str]) -> None:

@@ -189,4 +189,13 @@ def parse_workers(text: str | None) -> int:
         raise UsageError(f"-j/-n expects a number or 'auto', got {text!r}") from None
     if workers < 1:
         raise UsageError(f"-j/-n expects at least 1, got {workers}")
+    most = max_workers()
+    if workers > most:  # each is a process with its own interpreter: 100,000 would exhaust the machine
+        raise UsageError(f"-j/-n expects at most {most} (8 a core on this machine's {os.cpu_count() or 1}), got {workers}")
     return workers
+
+
+def max_workers() -> int:
+    """The most worker processes a run may start: 8 a core (a gateway that waits on I/O can use
+    more than one a core; past that, processes only cost memory and start-up)."""
+    return 8 * (os.cpu_count() or 1)
