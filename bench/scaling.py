@@ -13,7 +13,8 @@ grows with N. Time per event should not.
 
 Run: python bench/scaling.py [--max-exp 6] [--quick] [--spill-at N]; `--phases N` instead
 breaks one size down (the run, the checks' model, each check: CPU, resident memory after it
-and the peak so far). The last line is
+and the peak so far); `--anatomy N` says what the checks' model of N events holds, in bytes a
+turn by the line of code that allocated it (tracemalloc: slow, use 10^5). The last line is
 `µs/event ratio 10^N vs 10^3: X.XX` for the largest size run.
 """
 
@@ -117,6 +118,34 @@ def phases(events: int, spill_at: int | None) -> None:
     print(f"{events:,} events, {len(result.records):,} records (log in {log}); judging {judging:.2f}s CPU; peak RSS {peak} MB")
 
 
+def anatomy(events: int, lines: int = 8) -> None:
+    """In this process: the model of one run, by the source line that allocated its memory
+    (what a turn of a long run costs the checks, and which object it is)."""
+    import linecache
+    import tracemalloc
+
+    from conformance.checks.model import RunModel
+    from conformance.harness.runner import run_scenario
+    from reference_impl import ReferenceGateway
+
+    result = run_scenario(steady_scenario(events), ReferenceGateway(), "reference", check=False)
+    gc.collect()
+    tracemalloc.start()
+    model = RunModel.build(result.records)
+    gc.collect()
+    stats = tracemalloc.take_snapshot().statistics("lineno")
+    tracemalloc.stop()
+    turns = len(model.turns)
+    total = sum(stat.size for stat in stats)
+    print(f"{events:,} events: the model holds {total / 2**20:.0f} MB, {total / turns:.0f} bytes a turn ({turns:,} turns)")
+    print(f"{'B/turn':>7}  allocated at")
+    root = str(Path(__file__).resolve().parent.parent) + "/"
+    for stat in stats[:lines]:
+        frame = stat.traceback[0]
+        source = linecache.getline(frame.filename, frame.lineno).strip()
+        print(f"{stat.size / turns:>7.0f}  {frame.filename.removeprefix(root)}:{frame.lineno}  {source[:70]}")
+
+
 def in_subprocess(events: int, spill_at: int | None) -> dict[str, float]:
     extra = [] if spill_at is None else ["--spill-at", str(spill_at)]
     done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", str(events), *extra],
@@ -130,8 +159,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="10^2 to 10^3 events (smoke test)")
     parser.add_argument("--spill-at", type=int, help="records kept in memory before the log moves to a file (0: never)")
     parser.add_argument("--phases", type=int, metavar="N", help="one size of N events in this process: CPU and memory by phase")
+    parser.add_argument("--anatomy", type=int, metavar="N", help="what the checks' model of N events holds, by allocating line")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.anatomy is not None:
+        anatomy(args.anatomy)
+        return
     if args.phases is not None:
         phases(args.phases, args.spill_at)
         return

@@ -54,6 +54,12 @@ def test_scaling_bench_quick_ends_with_the_per_event_ratio() -> None:
     assert re.fullmatch(r"µs/event ratio 10\^3 vs 10\^2: \d+\.\d\d", last_line(out)), out
 
 
+def test_scaling_anatomy_names_what_a_turn_of_the_model_holds() -> None:
+    out = run_quick("scaling.py", "--anatomy", "300")
+    assert re.match(r"300 events: the model holds \d+ MB, \d+ bytes a turn \(300 turns\)\n", out), out
+    assert "conformance/checks/model/walk.py:" in out, out  # the turns, by the line that makes them
+
+
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="bench/instructions.py counts with valgrind")
 def test_instructions_bench_quick_prints_each_ratio() -> None:
     out = run_quick("instructions.py")
