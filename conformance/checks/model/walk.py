@@ -101,12 +101,29 @@ def walk_log(records: Sequence[Obs]) -> Walked:
             if kind in SESSION_KINDS and r.session is not None:
                 by_session[(kind, r.session)].append(index)
             continue
-        if kind in ("message", "delegate"):
+        # The kinds of every turn first: an LLM request and a reply (the chain of tests is per record).
+        if kind == "llm_request":
+            turn = turns.get(r.turns[0]) if r.turns else None
+            if turn is not None:
+                if turn.request_index < 0:
+                    turn.request_t, turn.request_session, turn.request_index = r.t, names.setdefault(r.session, r.session), index
+                if turn.reply_t == ABSENT:  # not acked: a gateway that interrupts and asks again is answered at the last ask
+                    turn.asked = r.t
+        elif kind == "reply":
+            turn = turns.get(r.turns[0]) if r.turns else None
+            if turn is not None:
+                turn.replies += 1
+                if r.chat != turn.chat or ("answers" in r.detail and turn.id not in r.detail["answers"]):
+                    unanswering.setdefault(turn.id, []).append(index)  # another chat's outbox, or no answer in it
+                if turn.reply_t == ABSENT:  # not acked
+                    turn.reply_t, turn.reply_session, turn.reply_index = r.t, names.setdefault(r.session, r.session), index
+        elif kind in ("message", "delegate"):
             chat = r.chat or ""
-            turn = Turn(r.turns[0], names.setdefault(chat, chat), r.t, index, delegate=kind == "delegate",
-                        muted=bool(r.detail.get("muted")))
+            detail = r.detail
+            # (id, chat, arrival, index, delegate, muted): positional, a turn's keywords cost a third of its making
+            turn = Turn(r.turns[0], names.setdefault(chat, chat), r.t, index, kind == "delegate", bool(detail.get("muted")))
             turns[turn.id] = turn
-            if r.detail.get("queued"):
+            if detail.get("queued"):
                 held.append(turn)
         elif kind == "command":
             if r.detail.get("queued"):
@@ -131,19 +148,6 @@ def walk_log(records: Sequence[Obs]) -> Walked:
                 final_stop = r.t
             elif down_since is None:
                 down_since = r.t
-        elif kind == "llm_request" and r.turns and r.turns[0] in turns:
-            turn = turns[r.turns[0]]
-            if turn.request_index < 0:
-                turn.request_t, turn.request_session, turn.request_index = r.t, names.setdefault(r.session, r.session), index
-            if turn.reply_t == ABSENT:  # not acked: a gateway that interrupts and asks again is answered at the last ask
-                turn.asked = r.t
-        elif kind == "reply" and r.turns and r.turns[0] in turns:
-            turn = turns[r.turns[0]]
-            turn.replies += 1
-            if r.chat != turn.chat or ("answers" in r.detail and turn.id not in r.detail["answers"]):
-                unanswering.setdefault(turn.id, []).append(index)  # another chat's outbox, or no answer in it
-            if turn.reply_t == ABSENT:  # not acked
-                turn.reply_t, turn.reply_session, turn.reply_index = r.t, names.setdefault(r.session, r.session), index
         elif kind == "durable" and r.detail.get("label") == "final":
             final_index = index
         elif kind == "error":
