@@ -36,13 +36,15 @@ def check(m: RunModel) -> Verdict:
 
     turns = m.turns
     for index, r in m.of("ingest"):
-        backend = r.detail.get("backend")
+        detail = r.detail
+        backend = detail.get("backend")
         known = seen_known.get(backend)
         if known is None:
             known = seen_known[backend] = bytearray(len(turns))
             seen_unknown[backend] = (set(), set())
         unknown = seen_unknown[backend]
-        users, replies = ingested_halves(r)
+        users = r.turns  # and the replies: `ingested_halves(r)`, written out (once a turn)
+        replies = users if (listed := detail.get("replies")) is None else tuple(listed)
         # Both halves in one record, the common case: each turn looked up once, for both.
         for bits, ids in ((_BOTH, users),) if users == replies else ((_USER, users), (_REPLY, replies)):
             for turn in ids:
