@@ -151,9 +151,24 @@ def _read(rows: list, last: _Read | None) -> _Read:
     """One session's rows read (or, unchanged since the last snapshot, as read then)."""
     if last is not None and last.rows == rows:
         return last
-    users = [turn for role, turn, _vis in rows if role == "user" and turn]
-    return _Read(rows, users, {turn: None for role, turn, _vis in rows if role == "assistant" and turn},
-                 dict.fromkeys(users), _apart(rows))
+    # One pass over the rows (a run's last snapshot is every row of it). A reply is apart when the
+    # last user row before it is another turn's (rows of other roles between them are no matter):
+    # kept with that turn, '' for none.
+    users: list[str] = []
+    replied: dict[str, None] = {}
+    apart: dict[str, str] = {}
+    asking = ""
+    for role, turn, _vis in rows:
+        if not turn:
+            continue
+        if role == "user":
+            users.append(turn)
+            asking = turn
+        elif role == "assistant":
+            replied[turn] = None
+            if turn != asking:
+                apart.setdefault(turn, asking)
+    return _Read(rows, users, replied, dict.fromkeys(users), apart)
 
 
 class _Where:
@@ -169,22 +184,6 @@ class _Where:
                 for t in dict.fromkeys(t for role, t, _vis in self.sessions[sid]["rows"] if role == "user" and t):
                     self.table.setdefault(t, []).append(sid)
         return [sid for sid in self.table.get(turn, []) if sid != session]
-
-
-def _apart(rows: list) -> dict[str, str]:
-    """Turns whose reply row does not follow their own question, each with the turn whose
-    question the reply follows ('' for none): beside means the last user row before it is its
-    own (rows of other roles, a tool's, between them are no matter)."""
-    out: dict[str, str] = {}
-    asking = ""
-    for role, turn, _vis in rows:
-        if not turn:
-            continue
-        if role == "user":
-            asking = turn
-        elif role == "assistant" and turn != asking:
-            out.setdefault(turn, asking)
-    return out
 
 
 def _problem(m: RunModel, turn: Turn, stored: int, where: _Where) -> tuple[str, str]:

@@ -134,7 +134,8 @@ def chat_segments(model: LogView, chat: str, turns: list[Turn], commands: list[C
     for turn in admitted:
         assert turn.request_t != ABSENT  # admitted (`turn.request`, without the Stamp)
         x = turn.request_t
-        apply_commands(x, turn.request_index)
+        if effective:  # a chat with no command (the common one) calls nothing per turn
+            apply_commands(x, turn.request_index)
         if current is not None:
             expiry = expiry_at(current.anchor, current.last_user)
             if expiry is not None and expiry.at <= x:
