@@ -54,6 +54,13 @@ _PASSIVE = frozenset({"resources", "ingest", "sync_turn", "on_session_end", "on_
 _UNREAD = _PASSIVE - SESSION_KINDS
 _UNREAD_SPILLED = _UNREAD | {"durable"}  # a spilled log's `durable_labels` say which snapshot is final
 _kind = attrgetter("kind")
+_INDEXED, _BY_SESSION, _READ = 0, 1, 2  # what `walk_log` does with a kind's records besides indexing them
+
+
+def _role(kind: str) -> int:
+    if kind not in _PASSIVE:
+        return _READ
+    return _BY_SESSION if kind in SESSION_KINDS else _INDEXED
 
 
 def walk_log(records: Sequence[Obs]) -> Walked:
@@ -88,17 +95,21 @@ def walk_log(records: Sequence[Obs]) -> Walked:
     names: dict[str | None, str | None] = {}
     # A spilled log knows its snapshots' labels: the walk leaves them unread (the final one is every row).
     labels: dict[int, object] | None = getattr(records, "durable_labels", None)
-    appenders: dict[str, Callable[[int], None]] = {}  # kind -> its index's append
+    # kind -> its index's append, and what the walk does with its records: _INDEXED (nothing
+    # else), _BY_SESSION (indexed by session too) or _READ (its case below). Looked up once a
+    # record, not tested against the sets of kinds.
+    appenders: dict[str, tuple[Callable[[int], None], int]] = {}
     unanswering: dict[str, list[int]] = {}  # see `Walked`
     for index, (kind, r) in enumerate(_pairs(records, _UNREAD if labels is None else _UNREAD_SPILLED)):
-        add = appenders.get(kind)
-        if add is None:
-            add = appenders[kind] = by_kind[kind].append
+        entry = appenders.get(kind)
+        if entry is None:
+            entry = appenders[kind] = (by_kind[kind].append, _role(kind))
+        add, role = entry
         add(index)
-        if r is None:
+        if role == _INDEXED or r is None:
             continue
-        if kind in _PASSIVE:  # SESSION_KINDS among them
-            if kind in SESSION_KINDS and r.session is not None:
+        if role == _BY_SESSION:
+            if r.session is not None:
                 by_session[(kind, r.session)].append(index)
             continue
         # The kinds of every turn first: an LLM request and a reply (the chain of tests is per record).
