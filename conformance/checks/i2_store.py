@@ -52,6 +52,9 @@ def check(m: RunModel) -> Verdict:
     # ≈ 80 bytes each in a set, 30 in a dict. A snapshot is judged session by session, so a
     # spilled log's final snapshot (every turn of a long run) is read one session at a time.
     parsed: dict[str, _Read] | None = {} if type(m.records) is list else None
+    # session -> (its rows as read, its owed turns) when last judged, in such a log: a session the
+    # same in both at a later snapshot adds nothing (whatever was wrong was said then).
+    judged: dict[str, tuple[_Read, list[int]]] | None = {} if parsed is not None else None
     for index, snap in m.of("durable"):
         stored = snap.d("sessions", {})
         where = _Where(stored)
@@ -74,6 +77,11 @@ def check(m: RunModel) -> Verdict:
             read = _read(body["rows"], parsed.get(session) if parsed is not None else None) if body else _NOTHING
             if parsed is not None and body:
                 parsed[session] = read
+            if judged is not None:
+                last = judged.get(session)
+                if last is not None and last[0] is read and last[1] == owed:
+                    continue
+                judged[session] = (read, owed)
             users, replied, distinct, apart = read.users, read.replied, read.distinct, read.apart
             for k in owed:
                 turn = acked[k]
