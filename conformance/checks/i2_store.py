@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Mapping
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import NamedTuple
 
 from conformance.checks.deletions import deletions, excused_from_store
@@ -38,13 +38,14 @@ def check(m: RunModel) -> Verdict:
     violations: list[Violation] = []
     reported: set[tuple[str, str]] = set()
     examined = 0
-    acked = sorted((t for t in m.turns.values() if t.reply_t != ABSENT), key=lambda t: t.reply_index)  # acked
+    acked = sorted([t for t in m.turns.values() if t.reply_t != ABSENT], key=attrgetter("reply_index"))  # acked
     acked_at = [t.reply_index for t in acked]
     sessions = [t.session or "" for t in acked]
     # Only a deletion of the session, or a crash without claimed durability, excuses a turn.
     excusable = {cut.session for cut in deletions(m)}
     crash_durable = m.profile.get("crash_durable", True)
-    abandoned = sorted((t for t in m.turns.values() if m.unacknowledged(t) and t.done_index < NEVER), key=lambda t: t.done_index)
+    abandoned = sorted([t for t in m.turns.values() if t.reply_t == ABSENT and m.unacknowledged(t) and t.done_index < NEVER],
+                       key=attrgetter("done_index"))  # the test of a reply first: no call a replied turn
     abandoned_at = [t.done_index for t in abandoned]
     # session -> (its rows at the last snapshot, what was read of them): a session whose rows
     # are the same again is not read again (a log in memory only: a spilled one keeps no snapshot)

@@ -54,6 +54,7 @@ _PASSIVE = frozenset({"resources", "ingest", "sync_turn", "on_session_end", "on_
 _UNREAD = _PASSIVE - SESSION_KINDS
 _UNREAD_SPILLED = _UNREAD | {"durable"}  # a spilled log's `durable_labels` say which snapshot is final
 _kind = attrgetter("kind")
+_reply_index = attrgetter("reply_index")  # sort keys a turn: in C, not a lambda
 _INDEXED, _BY_SESSION, _READ = 0, 1, 2  # what `walk_log` does with a kind's records besides indexing them
 
 
@@ -171,7 +172,7 @@ def walk_log(records: Sequence[Obs]) -> Walked:
         for chat, command in _delivered(delivery):
             commands[chat].append(command)
     acked: dict[str, list[Turn]] = defaultdict(list)
-    for turn in sorted((t for t in turns.values() if t.reply_t != ABSENT and t.reply_session), key=lambda t: t.reply_index):
+    for turn in sorted([t for t in turns.values() if t.reply_t != ABSENT and t.reply_session], key=_reply_index):
         acked[turn.session or ""].append(turn)
     view = LogView(records=records, name=head.d("name"), zone=zone, config=config,
                    chats=head.d("chats") or {}, profile=head.d("profile") or {}, final_stop=final_stop,
