@@ -365,26 +365,33 @@ class CacheReplay:
             self.listed = listed if len(listed) != len(cached) else None
             self.idle = sum(not busy for _sid, busy in listed)
             return touched
+        # Replayed after most events, by the runner and by I7: each list looked up once, and
+        # skipped when absent (a record of one change names one list).
         idle = self.idle
         touched = set()
-        for sid in detail.get("drop", ()):
-            if sid in cached:
-                idle -= not cached.pop(sid)
+        get = detail.get
+        if drop := get("drop"):
+            for sid in drop:
+                if sid in cached:
+                    idle -= not cached.pop(sid)
+                    touched.add(sid)
+        if busy := get("busy"):
+            for sid in busy:
+                if cached.get(sid) is False:
+                    cached[sid], idle = True, idle - 1
+                    touched.add(sid)
+        if idled := get("idle"):
+            for sid in idled:
+                if cached.get(sid) is True:
+                    cached[sid], idle = False, idle + 1
+                    touched.add(sid)
+        if add := get("add"):
+            for sid, now_busy in add:
+                if sid in cached:
+                    idle -= not cached.pop(sid)
+                cached[sid] = now_busy
+                idle += not now_busy
                 touched.add(sid)
-        for sid in detail.get("busy", ()):
-            if cached.get(sid) is False:
-                cached[sid], idle = True, idle - 1
-                touched.add(sid)
-        for sid in detail.get("idle", ()):
-            if cached.get(sid) is True:
-                cached[sid], idle = False, idle + 1
-                touched.add(sid)
-        for sid, busy in detail.get("add", ()):
-            if sid in cached:
-                idle -= not cached.pop(sid)
-            cached[sid] = busy
-            idle += not busy
-            touched.add(sid)
         self.idle = idle
         return touched
 

@@ -14,6 +14,7 @@ from itertools import islice
 
 from conformance.checks.deletions import lost_cuts
 from conformance.checks.model import NEVER, RunModel, Segment
+from conformance.checks.model.facts import _ABSENT as ABSENT
 from conformance.checks.text import abandoned_words, at_times, boundary_words, describe_time_context, turn_list
 from conformance.harness.verdict import Verdict, Violation
 from conformance.observations import Obs
@@ -175,7 +176,9 @@ def _unacknowledged(m: RunModel, session: str, index: int, end: Obs) -> list[Vio
     """What the end carries of turns never acknowledged (abandoned by /stop, interrupted by
     SIGTERM or a crash): such a turn leaves nothing behind."""
     ids = [*end.turns, *end.detail.get("replies", ())]
-    never = [m.turns[t] for t in dict.fromkeys(ids) if t in m.turns and m.unacknowledged(m.turns[t])]
+    turns = m.turns  # a replied turn (nearly every one an end carries) is acknowledged: no call for it
+    never = [turn for t in dict.fromkeys(ids)
+             if (turn := turns.get(t)) is not None and turn.reply_t == ABSENT and m.unacknowledged(turn)]
     return [Violation(
         f"on_session_end for {session} at {m.at(end.t)} carried turn {turn.id}, which was never acknowledged "
         f"({abandoned_words(m, turn)}): a turn never acknowledged leaves nothing behind",
@@ -191,7 +194,8 @@ def _acknowledged(m: RunModel, session: str, index: int, end: Obs) -> list[Viola
     """The session's acknowledged turns, in order, once, each whole (what a deletion
     destroyed for good may be missing)."""
     full = [t.id for t in m.acked_in(session, before=index)]
-    carried = [t for t in end.turns if t in m.turns and m.turns[t].acked]
+    turns = m.turns
+    carried = [t for t in end.turns if (turn := turns.get(t)) is not None and turn.reply_t != ABSENT]  # `turn.acked`
     if carried == full:
         return _replies(m, session, index, end, carried)
     acked = m.acked_in(session, before=index)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Mapping
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import NamedTuple
 
 from conformance.checks.deletions import deletions, excused_from_store
@@ -38,13 +38,14 @@ def check(m: RunModel) -> Verdict:
     violations: list[Violation] = []
     reported: set[tuple[str, str]] = set()
     examined = 0
-    acked = sorted((t for t in m.turns.values() if t.reply_t != ABSENT), key=lambda t: t.reply_index)  # acked
+    acked = sorted([t for t in m.turns.values() if t.reply_t != ABSENT], key=attrgetter("reply_index"))  # acked
     acked_at = [t.reply_index for t in acked]
     sessions = [t.session or "" for t in acked]
     # Only a deletion of the session, or a crash without claimed durability, excuses a turn.
     excusable = {cut.session for cut in deletions(m)}
     crash_durable = m.profile.get("crash_durable", True)
-    abandoned = sorted((t for t in m.turns.values() if m.unacknowledged(t) and t.done_index < NEVER), key=lambda t: t.done_index)
+    abandoned = sorted([t for t in m.turns.values() if t.reply_t == ABSENT and m.unacknowledged(t) and t.done_index < NEVER],
+                       key=attrgetter("done_index"))  # the test of a reply first: no call a replied turn
     abandoned_at = [t.done_index for t in abandoned]
     # session -> (its rows at the last snapshot, what was read of them): a session whose rows
     # are the same again is not read again (a log in memory only: a spilled one keeps no snapshot)
@@ -52,6 +53,9 @@ def check(m: RunModel) -> Verdict:
     # ≈ 80 bytes each in a set, 30 in a dict. A snapshot is judged session by session, so a
     # spilled log's final snapshot (every turn of a long run) is read one session at a time.
     parsed: dict[str, _Read] | None = {} if type(m.records) is list else None
+    # session -> (its rows as read, its owed turns) when last judged, in such a log: a session the
+    # same in both at a later snapshot adds nothing (whatever was wrong was said then).
+    judged: dict[str, tuple[_Read, list[int]]] | None = {} if parsed is not None else None
     for index, snap in m.of("durable"):
         stored = snap.d("sessions", {})
         where = _Where(stored)
@@ -74,6 +78,11 @@ def check(m: RunModel) -> Verdict:
             read = _read(body["rows"], parsed.get(session) if parsed is not None else None) if body else _NOTHING
             if parsed is not None and body:
                 parsed[session] = read
+            if judged is not None:
+                last = judged.get(session)
+                if last is not None and last[0] is read and last[1] == owed:
+                    continue
+                judged[session] = (read, owed)
             users, replied, distinct, apart = read.users, read.replied, read.distinct, read.apart
             for k in owed:
                 turn = acked[k]
@@ -151,9 +160,24 @@ def _read(rows: list, last: _Read | None) -> _Read:
     """One session's rows read (or, unchanged since the last snapshot, as read then)."""
     if last is not None and last.rows == rows:
         return last
-    users = [turn for role, turn, _vis in rows if role == "user" and turn]
-    return _Read(rows, users, {turn: None for role, turn, _vis in rows if role == "assistant" and turn},
-                 dict.fromkeys(users), _apart(rows))
+    # One pass over the rows (a run's last snapshot is every row of it). A reply is apart when the
+    # last user row before it is another turn's (rows of other roles between them are no matter):
+    # kept with that turn, '' for none.
+    users: list[str] = []
+    replied: dict[str, None] = {}
+    apart: dict[str, str] = {}
+    asking = ""
+    for role, turn, _vis in rows:
+        if not turn:
+            continue
+        if role == "user":
+            users.append(turn)
+            asking = turn
+        elif role == "assistant":
+            replied[turn] = None
+            if turn != asking:
+                apart.setdefault(turn, asking)
+    return _Read(rows, users, replied, dict.fromkeys(users), apart)
 
 
 class _Where:
@@ -169,22 +193,6 @@ class _Where:
                 for t in dict.fromkeys(t for role, t, _vis in self.sessions[sid]["rows"] if role == "user" and t):
                     self.table.setdefault(t, []).append(sid)
         return [sid for sid in self.table.get(turn, []) if sid != session]
-
-
-def _apart(rows: list) -> dict[str, str]:
-    """Turns whose reply row does not follow their own question, each with the turn whose
-    question the reply follows ('' for none): beside means the last user row before it is its
-    own (rows of other roles, a tool's, between them are no matter)."""
-    out: dict[str, str] = {}
-    asking = ""
-    for role, turn, _vis in rows:
-        if not turn:
-            continue
-        if role == "user":
-            asking = turn
-        elif role == "assistant" and turn != asking:
-            out.setdefault(turn, asking)
-    return out
 
 
 def _problem(m: RunModel, turn: Turn, stored: int, where: _Where) -> tuple[str, str]:

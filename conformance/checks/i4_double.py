@@ -36,13 +36,15 @@ def check(m: RunModel) -> Verdict:
 
     turns = m.turns
     for index, r in m.of("ingest"):
-        backend = r.detail.get("backend")
+        detail = r.detail
+        backend = detail.get("backend")
         known = seen_known.get(backend)
         if known is None:
             known = seen_known[backend] = bytearray(len(turns))
             seen_unknown[backend] = (set(), set())
         unknown = seen_unknown[backend]
-        users, replies = ingested_halves(r)
+        users = r.turns  # and the replies: `ingested_halves(r)`, written out (once a turn)
+        replies = users if (listed := detail.get("replies")) is None else tuple(listed)
         # Both halves in one record, the common case: each turn looked up once, for both.
         for bits, ids in ((_BOTH, users),) if users == replies else ((_USER, users), (_REPLY, replies)):
             for turn in ids:
@@ -202,9 +204,17 @@ def _repeats(m: RunModel, sessions: Mapping[str, dict],
         if last is not None and last[0] == rows:
             mine, unknown = last[1], last[2]
         else:
-            users = [turn for role, turn, _vis in rows if turn and role == "user"]
-            replies = [turn for role, turn, _vis in rows if turn and role == "assistant"]
-            others = [(role, turn) for role, turn, _vis in rows if turn and role != "user" and role != "assistant"]
+            users: list[str] = []
+            replies: list[str] = []
+            others: list[tuple[str, str]] = []
+            for role, turn, _vis in rows:  # one pass over a snapshot's rows (every row of the run at the last)
+                if turn:
+                    if role == "user":
+                        users.append(turn)
+                    elif role == "assistant":
+                        replies.append(turn)
+                    else:
+                        others.append((role, turn))
             if len(set(users)) != len(users) or len(set(replies)) != len(replies) or len(set(others)) != len(others):
                 return True
             mine, unknown = array("i"), []

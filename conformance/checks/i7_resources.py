@@ -43,25 +43,24 @@ def in_flight(m: RunModel) -> Iterator[tuple[int, int, int, str]]:
     others = sorted((turn.done_index, turn.done_t, -1, turn.request_session) for turn in admitted
                     if turn.reply_t == ABSENT and turn.done_index < NEVER)
     del admitted
-    def ask(i: int) -> tuple[int, int, int, str] | None:
-        turn = asks[i] if i < len(asks) else None
-        return None if turn is None else (turn.request_index, turn.request_t, 1, turn.request_session)
-
-    def answer(j: int) -> tuple[int, int, int, str] | None:
-        turn = answers[j] if j < len(answers) else None
-        return None if turn is None else (turn.reply_index, turn.reply_t, -1, turn.request_session)
-
-    # A three-way merge in (index, t, step, session) order; an ask and an answer never share a record.
+    # A three-way merge in (index, t, step, session) order. An ask and an answer never share a
+    # record, so those two merge by index alone, the next of each read off its turn (no tuple
+    # made to compare); an end that is no reply may share one, so it is compared whole.
+    n_asks, n_answers, n_others = len(asks), len(answers), len(others)
     i = j = k = 0
-    n_others = len(others)
-    next_ask, next_answer = ask(0), answer(0)
-    while next_ask is not None or next_answer is not None:
-        if next_ask is None or (next_answer is not None and next_answer < next_ask):
-            first, j = next_answer, j + 1
-            next_answer = answer(j)
+    ask_at = asks[0].request_index if asks else NEVER
+    answer_at = answers[0].reply_index if answers else NEVER
+    while i < n_asks or j < n_answers:
+        if answer_at < ask_at:
+            turn = answers[j]
+            first = (answer_at, turn.reply_t, -1, turn.request_session)
+            j += 1
+            answer_at = answers[j].reply_index if j < n_answers else NEVER
         else:
-            first, i = next_ask, i + 1
-            next_ask = ask(i)
+            turn = asks[i]
+            first = (ask_at, turn.request_t, 1, turn.request_session)
+            i += 1
+            ask_at = asks[i].request_index if i < n_asks else NEVER
         while k < n_others and others[k] < first:
             yield others[k]
             k += 1

@@ -16,6 +16,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections import defaultdict
 from itertools import accumulate
+from operator import attrgetter
 
 from conformance.checks.model import RunModel, Turn
 from conformance.checks.model.facts import _ABSENT as ABSENT
@@ -49,7 +50,7 @@ def check(m: RunModel) -> Verdict:
     for chat in sorted(by_chat):
         free = 0  # when the chat could take its next message: the previous one answered or given up
         behind: Turn | None = None
-        for turn in sorted(by_chat[chat], key=lambda t: t.index):
+        for turn in sorted(by_chat[chat], key=attrgetter("index")):
             examined += 1
             start = max(turn.arrival, free)
             deadline = _extended(start + within, start, within, locks) if locks else start + within

@@ -134,9 +134,9 @@ class EventSteps(GatewayCalls):
     def _apply(self, step: int, event: Event) -> None:
         self.event_step, self.timer_steps = step, 0
         self.log.step = step
-        self.current_event = f"{event.kind} (line {event.line})" if event.line else event.kind
+        kind = event.kind  # a property (a look-up by class): read once an event
+        self.current_event = f"{kind} (line {event.line})" if event.line else kind
         self.harness.points.since = {}  # a fired point's hit count, as a `crash_at` before this event would count it
-        kind = event.kind
         if kind in self.profile.unsupported:
             self.log.add("skipped", event=kind, reason="the gateway declares it cannot take this event")
             return
@@ -144,13 +144,10 @@ class EventSteps(GatewayCalls):
             self.log.add("skipped", event=event.name, reason="the gateway declares it has no such command")
             return
         try:  # noqa: SIM105 (once per event: a plain try costs nothing until it catches; suppress() is a call)
-            self._apply_event(event, kind)
+            APPLY[kind](self, event, kind)
         except Died:  # a crash point killed it mid-event: the run goes on as after any crash
             pass
         self._sample_resources()
-
-    def _apply_event(self, event: Event, kind: str) -> None:
-        APPLY[kind](self, event, kind)
 
     # -- one handler per kind (`APPLY`) ----------------------------------------------------
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from itertools import pairwise
 
 from conformance.checks.model.facts import _ABSENT as ABSENT
-from conformance.checks.model.facts import UNDONE, OracleError, Segment, Turn
+from conformance.checks.model.facts import NEVER, OracleError, Segment, Turn
 from conformance.checks.model.log import LogView
 
 
@@ -39,7 +39,7 @@ def _turns_are_placed(turns: dict[str, Turn], size: int, segments: dict[str, lis
         if turn.request_t != ABSENT:  # admitted (the plain fields: `turn.request` builds a Stamp)
             if not index < turn.request_index < size:
                 raise OracleError(f"turn {turn.id} was asked at record {turn.request_index}, not after its input")
-            if (turn.done_t, turn.done_index) == UNDONE:
+            if turn.done_t == NEVER and turn.done_index == NEVER:  # `turn.done == UNDONE`, without a Moment made
                 raise OracleError(f"admitted turn {turn.id} has no end")
             if not turn.delegate and turn.chat in segments:
                 admitted += 1

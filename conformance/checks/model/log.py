@@ -111,7 +111,9 @@ class LogView:
         """Records of one kind (one of SESSION_KINDS) about one session, with index in [lo, hi)."""
         if kind not in SESSION_KINDS:
             raise ValueError(f"records of kind {kind!r} are not indexed by session")
-        indexes = self.by_session.get((kind, session), [])
+        indexes = self.by_session.get((kind, session))
+        if indexes is None:  # asked of most sessions for most kinds (a switch, a reset), and never logged
+            return []
         return [(i, self.records[i]) for i in indexes[bisect_left(indexes, lo):bisect_left(indexes, hi)]]
 
     @property

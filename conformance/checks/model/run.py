@@ -3,7 +3,6 @@ questions the checks ask of both."""
 
 from __future__ import annotations
 
-from array import array
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -147,10 +146,12 @@ class RunModel(LogView):
 class Places(NamedTuple):
     """The model's turns in log order (of their inputs) and their inputs' record indexes: a
     turn's place is `bisect_left(indexes, turn.index)`, written out where it is asked per
-    ingested id (a call a look-up cost more than the bisect)."""
+    ingested id (a call a look-up cost more than the bisect). The indexes are a list of the
+    turns' own `index` ints: as small as an 8-byte array, and a bisect's every probe of an
+    array made an int (it cost twice as much)."""
 
     turns: list[Turn]
-    indexes: array[int]
+    indexes: list[int]
 
     def of(self, turn: Turn) -> int:
         """The turn's place in log order."""
@@ -159,4 +160,4 @@ class Places(NamedTuple):
 
 def _turn_places(m: RunModel) -> Places:
     ordered = sorted(m.turns.values(), key=attrgetter("index"))
-    return Places(ordered, array("q", (turn.index for turn in ordered)))
+    return Places(ordered, [turn.index for turn in ordered])

@@ -4,11 +4,14 @@ command takes effect, the segments, and the record window of each life of a sess
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from operator import attrgetter
 from typing import NamedTuple
 
 from conformance.checks.model.facts import _ABSENT as ABSENT
 from conformance.checks.model.facts import NEVER, CommandAt, Effective, Moment, Segment, Turn, Window, new_moment
 from conformance.checks.model.log import LogView
+
+_index, _request_index = attrgetter("index"), attrgetter("request_index")  # sort keys a turn: in C, not a lambda
 
 
 class _Ending(NamedTuple):
@@ -72,7 +75,7 @@ def _effective(m: LogView, admitted: list[Turn], commands: list[CommandAt]) -> l
     ends after the log, never."""
     if not commands:
         return []
-    by_arrival = sorted(admitted, key=lambda t: t.index)
+    by_arrival = sorted(admitted, key=_index)
     arrivals = [t.index for t in by_arrival]
     done: list[Moment] = []  # done[k]: the latest end among the first k+1 arrivals
     latest = Moment(-1, -1)
@@ -93,7 +96,7 @@ def _effective(m: LogView, admitted: list[Turn], commands: list[CommandAt]) -> l
 
 def chat_segments(model: LogView, chat: str, turns: list[Turn], commands: list[CommandAt]) -> list[Segment]:
     """Walk the chat's admitted turns and commands in order; cut where the contract cuts."""
-    admitted = sorted(turns, key=lambda t: t.request_index)
+    admitted = sorted(turns, key=_request_index)
     effective = _effective(model, admitted, commands)
     expiry_at = model.expiry_of(chat)  # (anchor, last user message) -> the entry's expiry, asked per turn
     segments: list[Segment] = []
@@ -134,7 +137,8 @@ def chat_segments(model: LogView, chat: str, turns: list[Turn], commands: list[C
     for turn in admitted:
         assert turn.request_t != ABSENT  # admitted (`turn.request`, without the Stamp)
         x = turn.request_t
-        apply_commands(x, turn.request_index)
+        if effective:  # a chat with no command (the common one) calls nothing per turn
+            apply_commands(x, turn.request_index)
         if current is not None:
             expiry = expiry_at(current.anchor, current.last_user)
             if expiry is not None and expiry.at <= x:

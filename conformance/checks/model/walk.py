@@ -54,6 +54,14 @@ _PASSIVE = frozenset({"resources", "ingest", "sync_turn", "on_session_end", "on_
 _UNREAD = _PASSIVE - SESSION_KINDS
 _UNREAD_SPILLED = _UNREAD | {"durable"}  # a spilled log's `durable_labels` say which snapshot is final
 _kind = attrgetter("kind")
+_reply_index = attrgetter("reply_index")  # sort keys a turn: in C, not a lambda
+_INDEXED, _BY_SESSION, _READ = 0, 1, 2  # what `walk_log` does with a kind's records besides indexing them
+
+
+def _role(kind: str) -> int:
+    if kind not in _PASSIVE:
+        return _READ
+    return _BY_SESSION if kind in SESSION_KINDS else _INDEXED
 
 
 def walk_log(records: Sequence[Obs]) -> Walked:
@@ -88,25 +96,46 @@ def walk_log(records: Sequence[Obs]) -> Walked:
     names: dict[str | None, str | None] = {}
     # A spilled log knows its snapshots' labels: the walk leaves them unread (the final one is every row).
     labels: dict[int, object] | None = getattr(records, "durable_labels", None)
-    appenders: dict[str, Callable[[int], None]] = {}  # kind -> its index's append
+    # kind -> its index's append, and what the walk does with its records: _INDEXED (nothing
+    # else), _BY_SESSION (indexed by session too) or _READ (its case below). Looked up once a
+    # record, not tested against the sets of kinds.
+    appenders: dict[str, tuple[Callable[[int], None], int]] = {}
     unanswering: dict[str, list[int]] = {}  # see `Walked`
     for index, (kind, r) in enumerate(_pairs(records, _UNREAD if labels is None else _UNREAD_SPILLED)):
-        add = appenders.get(kind)
-        if add is None:
-            add = appenders[kind] = by_kind[kind].append
+        entry = appenders.get(kind)
+        if entry is None:
+            entry = appenders[kind] = (by_kind[kind].append, _role(kind))
+        add, role = entry
         add(index)
-        if r is None:
+        if role == _INDEXED or r is None:
             continue
-        if kind in _PASSIVE:  # SESSION_KINDS among them
-            if kind in SESSION_KINDS and r.session is not None:
+        if role == _BY_SESSION:
+            if r.session is not None:
                 by_session[(kind, r.session)].append(index)
             continue
-        if kind in ("message", "delegate"):
+        # The kinds of every turn first: an LLM request and a reply (the chain of tests is per record).
+        if kind == "llm_request":
+            turn = turns.get(r.turns[0]) if r.turns else None
+            if turn is not None:
+                if turn.request_index < 0:
+                    turn.request_t, turn.request_session, turn.request_index = r.t, names.setdefault(r.session, r.session), index
+                if turn.reply_t == ABSENT:  # not acked: a gateway that interrupts and asks again is answered at the last ask
+                    turn.asked = r.t
+        elif kind == "reply":
+            turn = turns.get(r.turns[0]) if r.turns else None
+            if turn is not None:
+                turn.replies += 1
+                if r.chat != turn.chat or ("answers" in r.detail and turn.id not in r.detail["answers"]):
+                    unanswering.setdefault(turn.id, []).append(index)  # another chat's outbox, or no answer in it
+                if turn.reply_t == ABSENT:  # not acked
+                    turn.reply_t, turn.reply_session, turn.reply_index = r.t, names.setdefault(r.session, r.session), index
+        elif kind in ("message", "delegate"):
             chat = r.chat or ""
-            turn = Turn(r.turns[0], names.setdefault(chat, chat), r.t, index, delegate=kind == "delegate",
-                        muted=bool(r.detail.get("muted")))
+            detail = r.detail
+            # (id, chat, arrival, index, delegate, muted): positional, a turn's keywords cost a third of its making
+            turn = Turn(r.turns[0], names.setdefault(chat, chat), r.t, index, kind == "delegate", bool(detail.get("muted")))
             turns[turn.id] = turn
-            if r.detail.get("queued"):
+            if detail.get("queued"):
                 held.append(turn)
         elif kind == "command":
             if r.detail.get("queued"):
@@ -131,19 +160,6 @@ def walk_log(records: Sequence[Obs]) -> Walked:
                 final_stop = r.t
             elif down_since is None:
                 down_since = r.t
-        elif kind == "llm_request" and r.turns and r.turns[0] in turns:
-            turn = turns[r.turns[0]]
-            if turn.request_index < 0:
-                turn.request_t, turn.request_session, turn.request_index = r.t, names.setdefault(r.session, r.session), index
-            if turn.reply_t == ABSENT:  # not acked: a gateway that interrupts and asks again is answered at the last ask
-                turn.asked = r.t
-        elif kind == "reply" and r.turns and r.turns[0] in turns:
-            turn = turns[r.turns[0]]
-            turn.replies += 1
-            if r.chat != turn.chat or ("answers" in r.detail and turn.id not in r.detail["answers"]):
-                unanswering.setdefault(turn.id, []).append(index)  # another chat's outbox, or no answer in it
-            if turn.reply_t == ABSENT:  # not acked
-                turn.reply_t, turn.reply_session, turn.reply_index = r.t, names.setdefault(r.session, r.session), index
         elif kind == "durable" and r.detail.get("label") == "final":
             final_index = index
         elif kind == "error":
@@ -156,7 +172,7 @@ def walk_log(records: Sequence[Obs]) -> Walked:
         for chat, command in _delivered(delivery):
             commands[chat].append(command)
     acked: dict[str, list[Turn]] = defaultdict(list)
-    for turn in sorted((t for t in turns.values() if t.reply_t != ABSENT and t.reply_session), key=lambda t: t.reply_index):
+    for turn in sorted([t for t in turns.values() if t.reply_t != ABSENT and t.reply_session], key=_reply_index):
         acked[turn.session or ""].append(turn)
     view = LogView(records=records, name=head.d("name"), zone=zone, config=config,
                    chats=head.d("chats") or {}, profile=head.d("profile") or {}, final_stop=final_stop,
