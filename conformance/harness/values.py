@@ -245,7 +245,7 @@ def _pairs_of(items: tuple[Any, ...], first: type, second: type) -> bool:
     return set(map(type, left)) == {first} and set(map(type, right)) == {second}
 
 
-_CHANGE_LISTS = ("drop", "busy", "idle")
+_CHANGE_LISTS = frozenset(("drop", "busy", "idle"))  # a str looked up by its cached hash, not compared with each
 
 
 def resources_change(value: object) -> dict[str, Any] | Resources | None:
