@@ -365,28 +365,27 @@ class CacheReplay:
             self.listed = listed if len(listed) != len(cached) else None
             self.idle = sum(not busy for _sid, busy in listed)
             return touched
-        # Replayed after most events, by the runner and by I7: each list looked up once, and
-        # skipped when absent (a record of one change names one list).
+        # Replayed after most events, by the runner and by I7: a list skipped when absent (a
+        # record of one change names one list), tested with `in` (no method call a list).
         idle = self.idle
         touched = set()
-        get = detail.get
-        if drop := get("drop"):
-            for sid in drop:
+        if "drop" in detail:
+            for sid in detail["drop"]:
                 if sid in cached:
                     idle -= not cached.pop(sid)
                     touched.add(sid)
-        if busy := get("busy"):
-            for sid in busy:
+        if "busy" in detail:
+            for sid in detail["busy"]:
                 if cached.get(sid) is False:
                     cached[sid], idle = True, idle - 1
                     touched.add(sid)
-        if idled := get("idle"):
-            for sid in idled:
+        if "idle" in detail:
+            for sid in detail["idle"]:
                 if cached.get(sid) is True:
                     cached[sid], idle = False, idle + 1
                     touched.add(sid)
-        if add := get("add"):
-            for sid, now_busy in add:
+        if "add" in detail:
+            for sid, now_busy in detail["add"]:
                 if sid in cached:
                     idle -= not cached.pop(sid)
                 cached[sid] = now_busy
