@@ -49,14 +49,12 @@ def check(m: RunModel) -> Verdict:
     whole: dict[str, array[int]] = {b: array("q", [NOT_YET]) * len(ordered) for b in backends}
     turns_get = m.turns.get
     for index, r in m.of("ingest"):
-        detail = r.detail
-        backend = detail.get("backend")
+        backend = r.detail.get("backend")
         mine = took.get(backend)
         if mine is None:
             mine = took[backend] = bytearray(len(ordered))
         arrived = whole.get(backend)
-        users = r.turns  # and the replies: `ingested_halves(r)`, written out (once a turn)
-        replies = users if (listed := detail.get("replies")) is None else tuple(listed)
+        users, replies = ingested_halves(r)
         # Both halves in one record, the common case: each turn looked up once, for both.
         for half, ids in ((2, users),) if users == replies else ((0, users), (1, replies)):
             bits, other_bits = _MINE[half], _OTHER[half]

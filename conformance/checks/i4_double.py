@@ -36,15 +36,13 @@ def check(m: RunModel) -> Verdict:
 
     turns = m.turns
     for index, r in m.of("ingest"):
-        detail = r.detail
-        backend = detail.get("backend")
+        backend = r.detail.get("backend")
         known = seen_known.get(backend)
         if known is None:
             known = seen_known[backend] = bytearray(len(turns))
             seen_unknown[backend] = (set(), set())
         unknown = seen_unknown[backend]
-        users = r.turns  # and the replies: `ingested_halves(r)`, written out (once a turn)
-        replies = users if (listed := detail.get("replies")) is None else tuple(listed)
+        users, replies = ingested_halves(r)
         # Both halves in one record, the common case: each turn looked up once, for both.
         for bits, ids in ((_BOTH, users),) if users == replies else ((_USER, users), (_REPLY, replies)):
             for turn in ids:
