@@ -8,7 +8,9 @@ cancel out:
   day (1,214 turns): the reference gateway alone driven by a plain loop (the harness objects it
   needs: clock, engine, fake LLM, recorders, the log they write), the same day through
   `run_scenario` without the checks, and with every check;
-- per generated seed, `conformance.search.fuzz.run_seed` over seeds 0..N-1 serially minus 0 seeds.
+- per generated seed, `conformance.search.fuzz.run_seed` over seeds 0..N-1 serially minus 0 seeds,
+  and the same seeds generated and run without the checks (what a seed costs before judging:
+  the reference gateway and the runner; the difference is the checks').
 
 The 10,000-seed figure is an estimate for an idle machine, made without one: instructions a
 seed, times 10,000, over two workers at `--ips` instructions per second and worker. The
@@ -49,6 +51,14 @@ def child(what: str, size: int) -> None:
                 outcome = run_seed(SeedTask(seed, "reference", "default", out, shrink=False))
                 if outcome.failing:
                     raise SystemExit(f"seed {seed} failed on the reference")
+        return
+    if what == "seeds-unjudged":
+        from conformance.harness.runner import cyclic_gc_paused
+        from sim.generate import scenario_for_seed
+
+        for seed in range(size):
+            with cyclic_gc_paused():  # as run_seed runs a seed
+                run_scenario(scenario_for_seed(seed, "default"), ReferenceGateway(), "reference", check=False)
         return
     day = gateway_day.gateway_day(hours=size) if size else None
     if day is None:
@@ -101,6 +111,7 @@ def main(argv: list[str] | None = None) -> None:
     n = turns(large) - turns(small) if small else turns(large)
     per_turn = {what: (instructions(what, large) - instructions(what, small)) / n for what in ("gateway", "run", "checked")}
     per_seed = (instructions("seeds", seeds) - instructions("seeds", 0)) / seeds
+    unjudged = (instructions("seeds-unjudged", seeds) - instructions("seeds-unjudged", 0)) / seeds
     gateway, run, checked = per_turn["gateway"], per_turn["run"], per_turn["checked"]
     print(machine())
     print(f"gateway day, {n:,} turns ({large} h minus {small} h), instructions per turn:")
@@ -108,6 +119,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"  run_scenario, no checks      {run:>12,.0f}")
     print(f"  run_scenario, every check    {checked:>12,.0f}")
     print(f"generated seed, run_seed, instructions per seed ({seeds} seeds): {per_seed:,.0f}")
+    print(f"  of which generated and run, not judged: {unjudged:,.0f}; judged: {per_seed - unjudged:,.0f}")
     print(f"10,000 seeds on 2 idle workers at {args.ips:.2g} instructions/s each: {per_seed * 10_000 / 2 / args.ips:.0f} s (target 45 s)")
     print(f"runner / gateway instructions per turn: {(run - gateway) / gateway:.2f}")
     print(f"checks / gateway instructions per turn: {(checked - run) / gateway:.2f}")

@@ -65,6 +65,7 @@ def test_instructions_bench_quick_prints_each_ratio() -> None:
     out = run_quick("instructions.py")
     for ratio in ("runner / gateway", "checks / gateway"):
         assert re.search(rf"^{ratio} instructions per turn: \d+\.\d\d$", out, re.MULTILINE), out
+    assert re.search(r"^  of which generated and run, not judged: [\d,]+; judged: -?[\d,]+$", out, re.MULTILINE), out
     assert re.fullmatch(r"harness\+checks / gateway instructions per turn: \d+\.\d\d", last_line(out)), out
 
 
