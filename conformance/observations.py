@@ -150,7 +150,10 @@ class StoredMessage:
     @property
     def turns(self) -> tuple[str | None, ...]:
         """Every turn the row carries (a gateway may fold two messages into one row), or (None,)."""
-        return tuple(dict.fromkeys(turn_ids(self.content))) or (None,)
+        found = TURN_ID.findall(self.content)
+        if len(found) == 1:  # the usual row: one turn (made unique by dict.fromkeys, it cost more than the scan)
+            return (found[0],)
+        return tuple(dict.fromkeys(found)) or (None,)
 
 
 @dataclass(frozen=True, slots=True)
