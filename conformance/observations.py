@@ -212,7 +212,8 @@ class DurableState:
                     turns = m.turns
                     if type(m) is StoredMessage and len(known) < _TURNS_KEPT:
                         known[m.content] = turns
-                rows += [[m.role, shared(turn, turn), m.visibility] for turn in turns]
+                for turn in turns:  # a loop: a comprehension makes a function call of each row
+                    rows.append([m.role, shared(turn, turn), m.visibility])
             if keep is not None:
                 keep[s.id] = (s.messages, rows)
             yield s.id, {"parent": s.parent, "rows": rows}
