@@ -338,22 +338,19 @@ class GatewayCalls:
             self._call(f"reply {request_id}", self.gateway.deliver_reply, request_id, text)
 
     def _sample_resources(self) -> None:
+        """What the gateway holds now, logged as a `resources` record when it changed: through
+        its `resources_delta` hook if it has one (the usual case, asked after every event and
+        timer: no call in between), else by diffing `resources()` (`_sample_whole`). The hook's
+        changes are logged as they come (validated), a whole state it answers is diffed as a
+        `resources()` sample. While changes have come since the last whole state, every
+        `VERIFY_EVERY`th sample and the last are held to `resources()`: a hook that disagrees
+        with it is the gateway's error, so it can never hide what `resources()` would show."""
         changes = self.changes
         if changes is None:  # an exec: child says in its hello whether it has the hook
             changes = self.changes = ResourcesChanges(self.gateway)
-        if changes.hook is not None:
-            self._sample_changes(changes)
+        if changes.hook is None:
+            self._sample_whole()
             return
-        detail = self.resources.detail(self._answer("resources", self._valid_resources, self.gateway.resources))
-        if detail is not None:
-            self.log.add_detail("resources", detail)
-
-    def _sample_changes(self, changes: ResourcesChanges) -> None:
-        """`_sample_resources` through the gateway's `resources_delta` hook: the changes it
-        answers are logged as they come (validated), a whole state is diffed as a `resources()`
-        sample. While changes have come since the last whole state, every `VERIFY_EVERY`th sample
-        and the last are held to `resources()`: a hook that disagrees with it is the gateway's
-        error, so it can never hide what `resources()` would show."""
         answer = self._call("resources_delta", changes.hook)
         if type(answer) is dict:  # validated in place; `_checked` again only to word what is wrong
             try:
@@ -386,6 +383,12 @@ class GatewayCalls:
                 raise GatewayRaised(GatewayFailure("error", self.log.step, "resources_delta",
                                                     f"the changes resources_delta() answered disagree with resources() "
                                                     f"({what})"))
+
+    def _sample_whole(self) -> None:
+        """`_sample_resources` of a gateway without the hook: `resources()`, diffed against the last sample."""
+        detail = self.resources.detail(self._answer("resources", self._valid_resources, self.gateway.resources))
+        if detail is not None:
+            self.log.add_detail("resources", detail)
 
     def _valid_change(self, answer: Any) -> dict[str, Any] | Resources | None:
         """`values.resources_change`; a whole state as `_valid_resources`, diffed against the
