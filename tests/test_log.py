@@ -7,11 +7,13 @@ import enum
 import json
 import pickle
 import random
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from conformance.checks.deletions import _cache_moves
 from conformance.harness.runner import RunResult, run_scenario
 from conformance.harness.spill import ObservationLog, SpilledRecords
 from conformance.harness.suite import catalog_paths
@@ -78,6 +80,46 @@ def test_replay_rebuilds_every_sample() -> None:
                 assert replay.resources() == after
                 assert replay.idle == sum(not busy for _sid, busy in after.cached)
                 before = after
+
+
+class _Samples:
+    """A log of `resources` records, as `deletions._cache_moves` reads it (`RunModel.of`)."""
+
+    def __init__(self, records: list[Obs]) -> None:
+        self.records = records
+
+    def of(self, kind: str) -> Iterator[tuple[int, Obs]]:
+        return ((index, r) for index, r in enumerate(self.records) if r.kind == kind)
+
+
+def test_deletions_follow_the_cache_as_replayed() -> None:
+    """The deletions' pass over the samples (agents in and out of the cache, for the sessions a
+    deletion names) agrees with `CacheReplay` on any valid change, not only the runner's diffs."""
+    rng = random.Random(11)
+    names = [f"s{i}" for i in range(5)]
+    for _trial in range(1000):
+        details: list[dict[str, Any]] = []
+        for _step in range(12):
+            if rng.random() < 0.15:
+                details.append({"cached": [[rng.choice(names), rng.random() < 0.5] for _ in range(rng.randrange(4))]})
+                continue
+            detail: dict[str, Any] = {key: rng.sample(names, rng.randrange(1, 3))
+                                      for key in ("drop", "busy", "idle") if rng.random() < 0.4}
+            if rng.random() < 0.5:
+                detail["add"] = [[rng.choice(names), rng.random() < 0.5] for _ in range(rng.randrange(1, 3))]
+            details.append(detail)
+        wanted = set(rng.sample(names, 2))
+        records = [Obs(10 * k, k, "resources" if k % 3 else "note", detail=d) for k, d in enumerate(details)]
+        expected: dict[str, list[tuple[int, int, bool]]] = {}
+        replay, inside = CacheReplay(), set()
+        for index, r in enumerate(records):
+            if r.kind == "resources":
+                replay.apply(r.detail)
+                now = wanted & set(replay.cached)
+                for sid in inside ^ now:
+                    expected.setdefault(sid, []).append((index, r.t, sid in now))
+                inside = now
+        assert _cache_moves(_Samples(records), wanted) == expected  # type: ignore[arg-type]
 
 
 def test_spilled_records_read_back() -> None:

@@ -15,7 +15,6 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
 from conformance.checks.model import NEVER, RunModel, Segment, Turn
-from conformance.observations import CacheReplay
 
 
 @dataclass(frozen=True)
@@ -112,33 +111,30 @@ def _derive(m: RunModel) -> _Cuts:
     locks = [(r.t, r.d("until", r.t)) for _i, r in m.of("db_locked")]
     sigterms = list(m.by_kind.get("sigterm", ()))
     stops = sorted([*sigterms, *crashes])
-    replay = CacheReplay()  # resources records are deltas
-    cached = replay.cached
-    gone: dict[str, list[tuple[int, int]]] = {}  # session -> (index, t) of samples where its agent left the cache
-    ended: set[str] = set()
+    deleted: list[tuple[str, int, int]] = []  # (session, index, t) of each row removed, in log order
+    for index, r in m.of("delete_session", "delete_parent"):
+        if not r.session:
+            continue
+        removed = [r.session]
+        if "cascade" in r.detail:  # the rows the harness saw the cascade take (the store's own parent links)
+            removed += r.d("cascade")
+        elif r.kind == "delete_session":  # a log from before the harness recorded it
+            removed += [child for born, child in children.get(r.session, []) if born < index]
+        deleted += [(sid, index, r.t) for sid in removed]
+    moves = _cache_moves(m, {sid for sid, _index, _t in deleted})
+    # session -> (index, t) of samples where its agent left the cache
+    gone = {sid: [(index, t) for index, t, cached in its if not cached] for sid, its in moves.items()}
     raw: list[tuple[str, int, int, str, bool]] = []  # (session, index, t, why-if-lost, unheld)
-    kinds = ("resources", "on_session_end", "delete_session", "delete_parent")
-    for index, r in m.of(*kinds):
-        if r.kind == "resources":
-            for sid in replay.apply(r.detail):
-                if sid not in cached:
-                    gone.setdefault(sid, []).append((index, r.t))
-        elif r.kind == "on_session_end" and r.session:
-            ended.add(r.session)
-        elif r.session:
-            removed = [r.session]
-            if "cascade" in r.detail:  # the rows the harness saw the cascade take (the store's own parent links)
-                removed += r.d("cascade")
-            elif r.kind == "delete_session":  # a log from before the harness recorded it
-                removed += [child for born, child in children.get(r.session, []) if born < index]
-            for sid in removed:
-                why, unheld = "", False
-                if sid not in cached:
-                    why = "no live agent held its transcript"
-                    unheld = not _maybe_held(gone.get(sid, []), index, locks, stops)
-                elif sid in ended and not _live(m, sid, index):
-                    why = "the session had already ended"
-                raw.append((sid, index, r.t, why, unheld))
+    for sid, index, t in deleted:
+        why, unheld = "", False
+        its = moves.get(sid, [])
+        k = bisect_left(its, (index,))  # its last move before the deletion: into the cache, or out
+        if not (k and its[k - 1][2]):
+            why = "no live agent held its transcript"
+            unheld = not _maybe_held(gone.get(sid, []), index, locks, stops)
+        elif _ended_before(m, sid, index) and not _live(m, sid, index):
+            why = "the session had already ended"
+        raw.append((sid, index, t, why, unheld))
     out = _Cuts(crashes=crashes, crash_durable=crash_durable)
     for sid, index, t, why, unheld in raw:
         lost_at, owed_at, owed_by = (index if why else NEVER), NEVER, ""
@@ -162,6 +158,41 @@ def _derive(m: RunModel) -> _Cuts:
             counts.append(counts[-1] + cut.lost)
         out.lost_upto[sid] = counts
     return out
+
+
+def _cache_moves(m: RunModel, sessions: set[str]) -> dict[str, list[tuple[int, int, bool]]]:
+    """Session -> (index, t, cached after) of each `resources` sample that moved its agent into
+    or out of the cache, for `sessions` only (those a deletion names). Whether an agent is
+    cached is all the deletions read of the cache: `CacheReplay`'s rules without the busy
+    flags (a whole `cached` list states it; else `drop`, then `add`, move agents, and `busy`
+    and `idle` flip flags in place), a pass that costs a fraction of replaying every agent."""
+    moves: dict[str, list[tuple[int, int, bool]]] = {}
+    present: set[str] = set()  # of `sessions`, those whose agent is cached
+    for index, r in m.of("resources"):
+        detail = r.detail
+        if "cached" in detail:
+            now = {sid for sid, _busy in detail["cached"] if sid in sessions}
+        else:
+            now = present
+            if "drop" in detail and not sessions.isdisjoint(detail["drop"]):
+                now = present.difference(detail["drop"])
+            if "add" in detail:
+                for sid, _busy in detail["add"]:
+                    if sid in sessions and sid not in now:
+                        now = now | {sid}
+        if now is not present and now != present:
+            for sid in present - now:
+                moves.setdefault(sid, []).append((index, r.t, False))
+            for sid in now - present:
+                moves.setdefault(sid, []).append((index, r.t, True))
+            present = now
+    return moves
+
+
+def _ended_before(m: RunModel, session: str, index: int) -> bool:
+    """Whether the session got an on_session_end before record `index`."""
+    ends = m.by_session.get(("on_session_end", session))
+    return bool(session and ends and ends[0] < index)
 
 
 def _cut_short(m: RunModel, stop: int, crash: int) -> bool:
