@@ -114,7 +114,18 @@ class LogView:
         indexes = self.by_session.get((kind, session))
         if indexes is None:  # asked of most sessions for most kinds (a switch, a reset), and never logged
             return []
-        return [(i, self.records[i]) for i in indexes[bisect_left(indexes, lo):bisect_left(indexes, hi)]]
+        # Asked a few hundred times a generated seed, mostly of a range with one record or none:
+        # no bisect for an open end, no list built for none, and a loop (a comprehension's own
+        # function cost more than the loop, for a record or two).
+        first = bisect_left(indexes, lo) if lo > 0 else 0
+        end = bisect_left(indexes, hi) if hi < NEVER else len(indexes)
+        if first >= end:
+            return []
+        records = self.records
+        found: list[tuple[int, Obs]] = []
+        for i in indexes[first:end]:
+            found.append((i, records[i]))
+        return found
 
     @property
     def final(self) -> Obs | None:
