@@ -25,6 +25,7 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Callable
 
+from conformance.checks.ingests import MINE, MINE_BOTH, NOT_YET, OTHER, ingests
 from conformance.checks.model import NEVER, RunModel, Turn
 from conformance.checks.model.facts import _ABSENT as ABSENT
 from conformance.checks.text import abandoned_words, turn_list
@@ -36,47 +37,18 @@ _HALF = {0: "user message", 1: "reply"}
 
 def check(m: RunModel) -> Verdict:
     backends = ["recorder", *(p.name for p in m.config.providers)]
-    # What each backend took of each turn, by the turn's place in log order (`RunModel.places`): a byte
-    # a turn of MINE_* / OTHER_* bits (a set of ids per backend and half was most of I3's
-    # memory on a long run). A half of a turn the model does not know counts nowhere: only
-    # the model's turns are owed, or must leave nothing behind.
+    # What each backend took of each turn, and when each turn was whole in it, by the turn's
+    # place in log order (`ingests`: one pass over the ingests, shared with I4).
     places = m.places()
     ordered, indexes = places
-    took: dict[str, bytearray] = {b: bytearray(len(ordered)) for b in backends}
+    taken = m.derived(ingests)
+    took, whole = taken.took, taken.whole
     foreign: list[Violation] = []
-    # backend -> when each turn was in whole, both halves (its record's time; the record itself
-    # is found again for a violation only), NOT_YET before
-    whole: dict[str, array[int]] = {b: array("q", [NOT_YET]) * len(ordered) for b in backends}
-    turns_get = m.turns.get
-    for index, r in m.of("ingest"):
-        backend = r.detail.get("backend")
-        mine = took.get(backend)
-        if mine is None:
-            mine = took[backend] = bytearray(len(ordered))
-        arrived = whole.get(backend)
-        users, replies = ingested_halves(r)
-        # Both halves in one record, the common case: each turn looked up once, for both.
-        for half, ids in ((2, users),) if users == replies else ((0, users), (1, replies)):
-            bits, other_bits = _MINE[half], _OTHER[half]
-            for turn_id in ids:
-                turn = turns_get(turn_id)
-                if turn is None:
-                    continue
-                at = bisect_left(indexes, turn.index)
-                # the turn's session (`turn.session`, without the property call)
-                session = turn.reply_session if turn.reply_t != ABSENT else (
-                    turn.request_session if turn.request_t != ABSENT else None)
-                if session is None or session == r.session:
-                    took_now = mine[at] = mine[at] | bits
-                else:
-                    took_now = mine[at] = mine[at] | other_bits
-                    if len(foreign) < 20 and (half != 1 or turn_id not in r.turns):  # one name per turn
-                        foreign.append(Violation(
-                            f"backend '{r.d('backend')}' ingested {turn_id} of {session} under session {r.session} "
-                            f"at {m.at(r.t)}", (index,), r.t, session, (turn_id,)))
-                # a turn reaches a backend when its second half does
-                if arrived is not None and took_now & _EITHER[0] and took_now & _EITHER[1] and arrived[at] == NOT_YET:
-                    arrived[at] = r.t
+    for index, turn_id, session in taken.foreign:
+        r = m.records[index]
+        foreign.append(Violation(
+            f"backend '{r.d('backend')}' ingested {turn_id} of {session} under session {r.session} "
+            f"at {m.at(r.t)}", (index,), r.t, session, (turn_id,)))
     crashes = [i for i, _ in m.of("crash")]
     excused_before = crashes[-1] if crashes and not m.profile.get("crash_durable", True) else -1
     down = _failing(m)
@@ -105,8 +77,8 @@ def check(m: RunModel) -> Verdict:
                          key=lambda t: t.reply_index)
         if not missing:
             continue
-        violations += _missing(m, backend, [t for t in missing if not mine[places.of(t)] & _MINE_BOTH])
-        for half, have in ((0, _MINE[1]), (1, _MINE[0])):
+        violations += _missing(m, backend, [t for t in missing if not mine[places.of(t)] & MINE_BOTH])
+        for half, have in ((0, MINE[1]), (1, MINE[0])):
             if partial := [t for t in missing if mine[places.of(t)] & have]:
                 violations.append(_half_missing(m, backend, partial, _HALF[half]))
     violations.extend(_late(m, backends, whole, indexes, moments))
@@ -115,12 +87,7 @@ def check(m: RunModel) -> Verdict:
     return Verdict("I3", "fail" if violations else "pass", tuple(violations), examined=examined)
 
 
-_MINE = (1, 2, 1 | 2)  # (user message, reply, both) taken under the turn's own session
-_OTHER = (4, 8, 4 | 8)  # under another session's
-_EITHER = (1 | 4, 2 | 8)
-_MINE_BOTH = 1 | 2
-NOT_YET = -(2**63)  # in `whole`: not yet in whole (below any time: a turn not yet whole is never late)
-_LACKS_BOTH = bytes(int(b & _MINE_BOTH != _MINE_BOTH) for b in range(256))  # a `took` byte -> 1: a half missing
+_LACKS_BOTH = bytes(int(b & MINE_BOTH != MINE_BOTH) for b in range(256))  # a `took` byte -> 1: a half missing
 
 
 def _half_missing(m: RunModel, backend: str, partial: list[Turn], half: str) -> Violation:
@@ -162,7 +129,7 @@ def _unacknowledged(m: RunModel, ordered: list[Turn], took: dict[str, bytearray]
     unacked = [at for at, turn in enumerate(ordered) if turn.reply_t == ABSENT and m.unacknowledged(turn)]
     out = []
     for backend, mine in took.items():
-        never = [ordered[at] for at in unacked if mine[at] & _MINE_BOTH]
+        never = [ordered[at] for at in unacked if mine[at] & MINE_BOTH]
         out += [Violation(
             f"backend '{backend}' ingested turn {turn.id}, which was never acknowledged ({abandoned_words(m, turn)}): "
             f"a turn never acknowledged leaves nothing behind", (turn.index,), turn.done[0] if turn.done[0] < NEVER else turn.arrival,
@@ -177,7 +144,7 @@ def _delegated(m: RunModel, ordered: list[Turn], took: dict[str, bytearray]) -> 
     out = []
     for backend, mine in took.items():
         for at in delegates:
-            if mine[at] & (_MINE_BOTH | _OTHER[2]):
+            if mine[at] & (MINE_BOTH | OTHER[2]):
                 turn = ordered[at]
                 out.append(Violation(
                     f"backend '{backend}' ingested delegated task {turn.id} (child session {turn.session}): a delegate "

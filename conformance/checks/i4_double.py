@@ -9,6 +9,7 @@ from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Mapping
 
+from conformance.checks.ingests import ingests
 from conformance.checks.model import RunModel
 from conformance.checks.text import at_times
 from conformance.harness.verdict import Verdict, Violation
@@ -17,56 +18,14 @@ from conformance.observations import ingested_halves
 
 def check(m: RunModel) -> Verdict:
     violations: list[Violation] = []
-    examined = 0
-    # backend -> which halves of each of the model's turns it took yet, a byte by the turn's place
-    # in log order (bit 1 the user message, 2 the reply; a dict of every turn's first ingest was
-    # most of I4's memory on a long run); a turn the model does not know, by its id in a set a
-    # half. The first ingest of a repeated one is found again for its violation only.
-    inputs = m.places().indexes  # a turn's place in log order: bisect_left(inputs, turn.index)
-    seen_known: dict[str, bytearray] = {}
-    seen_unknown: dict[str, tuple[set[str], set[str]]] = {}
-    repeated: dict[tuple[str, str], list[list[int]]] = {}  # (backend, turn) -> [user ingests, reply ingests]
-    unfound: dict[tuple[str, int, str], list[int]] = {}  # (backend, half, turn) -> its list, its first ingest to find
-
-    def repeat(backend: str, half: int, turn: str, index: int) -> None:
-        lists = repeated.setdefault((backend, turn), [[], []])
-        if not lists[half]:
-            unfound[backend, half, turn] = lists[half]
-        lists[half].append(index)
-
-    turns = m.turns
-    for index, r in m.of("ingest"):
-        backend = r.detail.get("backend")
-        known = seen_known.get(backend)
-        if known is None:
-            known = seen_known[backend] = bytearray(len(turns))
-            seen_unknown[backend] = (set(), set())
-        unknown = seen_unknown[backend]
-        users, replies = ingested_halves(r)
-        # Both halves in one record, the common case: each turn looked up once, for both.
-        for bits, ids in ((_BOTH, users),) if users == replies else ((_USER, users), (_REPLY, replies)):
-            for turn in ids:
-                if (model_turn := turns.get(turn)) is not None:
-                    at = bisect_left(inputs, model_turn.index)
-                    again = known[at] & bits  # the halves of this pass taken before
-                    known[at] |= bits
-                else:
-                    again = 0
-                    for half in (0, 1):
-                        if bits & _BIT[half]:
-                            if turn in unknown[half]:
-                                again |= _BIT[half]
-                            unknown[half].add(turn)
-                if bits & _USER:
-                    if again & _USER:
-                        repeat(backend, 0, turn, index)
-                    else:
-                        examined += 1
-                if again & _REPLY:
-                    repeat(backend, 1, turn, index)
-    if unfound:
-        _first_ingests(m, unfound)
-    del seen_known, seen_unknown
+    # A half a backend took again (`ingests`: one pass over the ingests, shared with I3); the
+    # first ingest of each is found again for its violation only.
+    taken = m.derived(ingests)
+    examined = taken.first_users
+    repeated = {key: [list(users), list(replies)] for key, (users, replies) in taken.repeated.items()}
+    if repeated:
+        _first_ingests(m, {(backend, half, turn): lists[half] for (backend, turn), lists in repeated.items()
+                           for half in (0, 1) if lists[half]})
 
     # In log order of each turn's first ingest (turns of one record in the record's order).
     def order(item: tuple[tuple[str, str], list[list[int]]]) -> tuple[int, int]:
@@ -85,7 +44,8 @@ def check(m: RunModel) -> Verdict:
     # Each turn's first on_session_end, and, for a turn that a second session's end carried too,
     # session -> its first end index (a dict for every turn was most of I4's memory on long runs).
     end_session: dict[int, str] = {}
-    first_known = array("q", [-1]) * len(turns)  # by the turn's place, as above
+    inputs, turns = m.places().indexes, m.turns  # a turn's place in log order: bisect_left(inputs, turn.index)
+    first_known = array("q", [-1]) * len(turns)  # by the turn's place
     first_unknown: dict[str, int] = {}
     carriers: dict[str, dict[str, int]] = {}
     for index, r in m.of("on_session_end"):
@@ -124,11 +84,6 @@ def check(m: RunModel) -> Verdict:
                 f"turn {turn.id} was replied to {turn.replies} times: at {at_times(m, indexes[:3])}", tuple(indexes),
                 m.records[indexes[1]].t, turn.session, (turn.id,)))
     return Verdict("I4", "fail" if violations else "pass", tuple(violations), examined=examined)
-
-
-_USER, _REPLY = 1, 2  # a half's bit in I4's bytes
-_BOTH = _USER | _REPLY
-_BIT = (_USER, _REPLY)
 
 
 def _first_ingests(m: RunModel, unfound: dict[tuple[str, int, str], list[int]]) -> None:
