@@ -240,7 +240,8 @@ _next_boundary = lru_cache(maxsize=4096)(next_daily_boundary_after)  # asked per
 
 def expiry_instant(policy: ResetPolicy, anchor: int, last_user: int, zone: ZoneInfo) -> Expiry | None:
     """The first instant the entry is past a policy boundary, if no user message comes (asked
-    per turn: each mode's case written out, no list of options)."""
+    per turn: each mode's case written out, no list of options, no `max` call: the builtin's
+    argument parsing cost more than the rest)."""
     mode = policy.mode
     if mode == "idle" or mode == "both":
         idle = last_user + policy.idle_minutes * MINUTE + 1
@@ -248,7 +249,9 @@ def expiry_instant(policy: ResetPolicy, anchor: int, last_user: int, zone: ZoneI
             return new_expiry((idle, "idle"))
     elif mode != "daily":
         return None
-    daily = max(_next_boundary(anchor, policy.at_hour, zone), last_user + policy.daily_min_idle_minutes * MINUTE)
+    daily = _next_boundary(anchor, policy.at_hour, zone)
+    if (rested := last_user + policy.daily_min_idle_minutes * MINUTE) > daily:  # not before the minimum idle
+        daily = rested
     if mode == "daily" or daily <= idle:  # at one instant, "daily" < "idle": the daily boundary
         return new_expiry((daily, "daily"))
     return new_expiry((idle, "idle"))

@@ -73,10 +73,12 @@ class LogView:
 
     def expiry_of(self, chat: str) -> Callable[[int, int], Expiry | None]:
         """`expiry` for one chat, (anchor, last_user) -> its expiry: the chat's policy looked up
-        once where no restart changed it (the segments ask it per turn)."""
+        once where no restart changed it (the segments ask it per turn: a closure, as a partial
+        binding the zone by keyword copied its keywords per call)."""
         if self.changes:
             return partial(self.expiry, chat)
-        return partial(expiry_instant, self.policy(chat), zone=self.zone)
+        policy, zone = self.policy(chat), self.zone
+        return lambda anchor, last_user: expiry_instant(policy, anchor, last_user, zone)
 
     @property
     def eager(self) -> bool:
