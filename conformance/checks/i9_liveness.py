@@ -52,7 +52,7 @@ def check(m: RunModel) -> Verdict:
         behind: Turn | None = None
         for turn in sorted(by_chat[chat], key=attrgetter("index")):
             examined += 1
-            start = max(turn.arrival, free)
+            start = free if free > turn.arrival else turn.arrival  # the later (no `max` call per turn)
             deadline = _extended(start + within, start, within, locks) if locks else start + within
             # the earlier of its reply and the reply its folded request got (a time of 0 counts as none)
             answered = turn.reply_t if turn.reply_t != ABSENT and turn.reply_t else None
@@ -64,10 +64,10 @@ def check(m: RunModel) -> Verdict:
                 unasked, answered = answered, None
             if folded and (answer := folded.get(turn.id)) and (answered is None or answer < answered):
                 answered, unasked = answer, None
-            given_up = _given_up(turn, stops, stop_reach)
-            if answered is not None and answered <= deadline:
+            if answered is not None and answered <= deadline:  # answered in time: when it was given up is no matter
                 free = answered
-            elif given_up is not None and given_up < deadline and (answered is None or answered > given_up):
+            elif (given_up := _given_up(turn, stops, stop_reach)) is not None and given_up < deadline and (
+                    answered is None or answered > given_up):
                 free = given_up  # abandoned, or the process stopped first (held ones are owed after it)
             elif answered is not None:
                 violations.append(_violation(m, turn, start, behind, deadline, answered, misreply))
