@@ -18,6 +18,7 @@ from collections import Counter
 from conformance.checks.deletions import Deletion, deletions, excused_from_store
 from conformance.checks.i2_store import snapshot_rows
 from conformance.checks.model import NEVER, RunModel
+from conformance.checks.model.facts import _ABSENT as ABSENT
 from conformance.checks.text import SnapshotLabel, Words, turn_list
 from conformance.harness.verdict import Verdict, Violation
 
@@ -96,7 +97,8 @@ def _stuck(m: RunModel, cut: Deletion) -> Violation | None:
     sigterm, shows a row that was not recreated at the next flush."""
     final_stop = next((i for i, r in m.of("sigterm") if r.d("final")), NEVER)
     locks = [(r.t, r.d("until", r.t)) for _i, r in m.of("db_locked")]
-    pending = [t for t in m.turns.values() if t.session == cut.session and t.request is not None and t.done[1] > cut.index]
+    pending = [t for t in m.turns.values() if t.request_t != ABSENT and t.done_index > cut.index  # `t.request`, `t.done`
+               and (t.reply_session if t.reply_t != ABSENT else t.request_session) == cut.session]  # and `t.session`
     for turn in sorted(pending, key=lambda t: t.request_index)[:1]:
         assert turn.request is not None
         answer = turn.asked + m.config.turn_latency  # the answer to its last ask (a gateway may interrupt and ask again)
@@ -224,8 +226,9 @@ def _resurrected(m: RunModel, cuts: list[Deletion]) -> list[Violation]:
         return []
     requests: dict[str, list[int]] = {}  # session -> its own comebacks: its turns asked, switches into it (/resume)
     for turn in m.turns.values():
-        if turn.session and turn.request is not None:
-            requests.setdefault(turn.session, []).append(turn.request_index)
+        # asked, in a session (`turn.request`, `turn.session`, without the calls a turn)
+        if turn.request_t != ABSENT and (session := turn.reply_session if turn.reply_t != ABSENT else turn.request_session):
+            requests.setdefault(session, []).append(turn.request_index)
     for sid in by_session:
         requests.setdefault(sid, []).extend(i for i, _r in m.of_session("on_session_switch", sid))
     for indexes in requests.values():

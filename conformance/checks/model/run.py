@@ -78,16 +78,24 @@ class RunModel(LogView):
         return self.of_session("on_session_end", seg.session or "", *seg.window)
 
     def chat_sessions(self) -> set[str]:
-        facts = self.facts
-        if facts.chat_sessions is None:
-            facts.chat_sessions = {t.session for t in self.turns.values() if not t.delegate and t.session}
-        return facts.chat_sessions
+        return self._sessions()[0]
 
     def delegate_sessions(self) -> set[str]:
+        return self._sessions()[1]
+
+    def _sessions(self) -> tuple[set[str], set[str]]:
+        """The chat turns' sessions and the delegates', made together in one pass over the turns
+        (each turn's session read off its fields: `turn.session` is a call a turn)."""
         facts = self.facts
-        if facts.delegate_sessions is None:
-            facts.delegate_sessions = {t.session for t in self.turns.values() if t.delegate and t.session}
-        return facts.delegate_sessions
+        if facts.chat_sessions is None or facts.delegate_sessions is None:
+            chat: set[str] = set()
+            delegate: set[str] = set()
+            for t in self.turns.values():
+                session = t.reply_session if t.reply_t != ABSENT else (t.request_session if t.request_t != ABSENT else None)
+                if session:
+                    (delegate if t.delegate else chat).add(session)
+            facts.chat_sessions, facts.delegate_sessions = chat, delegate
+        return facts.chat_sessions, facts.delegate_sessions
 
     def folded(self) -> dict[str, int]:
         """When each turn a gateway folded into another turn's request (its prompt's last message

@@ -173,7 +173,7 @@ def walk_log(records: Sequence[Obs]) -> Walked:
             commands[chat].append(command)
     acked: dict[str, list[Turn]] = defaultdict(list)
     for turn in sorted([t for t in turns.values() if t.reply_t != ABSENT and t.reply_session], key=_reply_index):
-        acked[turn.session or ""].append(turn)
+        acked[turn.reply_session].append(turn)  # its session (`turn.session`, without the property call)
     view = LogView(records=records, name=head.d("name"), zone=zone, config=config,
                    chats=head.d("chats") or {}, profile=head.d("profile") or {}, final_stop=final_stop,
                    final_index=final_index, by_kind=dict(by_kind), by_session=dict(by_session), changes=changes)
