@@ -26,14 +26,6 @@ from conformance.checks.text import SnapshotLabel, abandoned_words, turn_list
 from conformance.harness.verdict import Verdict, Violation
 
 
-def snapshot_rows(snapshot_detail: dict) -> dict[str, list[str]]:
-    """session -> turn ids of its user rows, in stored order."""
-    return {
-        sid: [turn for role, turn, _vis in body["rows"] if role == "user" and turn]
-        for sid, body in snapshot_detail.get("sessions", {}).items()
-    }
-
-
 def check(m: RunModel) -> Verdict:
     violations: list[Violation] = []
     reported: set[tuple[str, str]] = set()

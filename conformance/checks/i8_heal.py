@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import Counter
+from collections.abc import Mapping
 
 from conformance.checks.deletions import Deletion, deletions, excused_from_store
-from conformance.checks.i2_store import snapshot_rows
 from conformance.checks.model import NEVER, RunModel
 from conformance.checks.model.facts import _ABSENT as ABSENT
 from conformance.checks.text import SnapshotLabel, Words, turn_list
@@ -27,7 +27,6 @@ def check(m: RunModel) -> Verdict:
     final = m.final
     if final is None:
         return Verdict("I8", "skip", reason="no final durable state in the log")
-    rows = snapshot_rows(final.detail)
     sessions = final.d("sessions", {})
     violations: list[Violation] = []
     examined = 0
@@ -41,13 +40,13 @@ def check(m: RunModel) -> Verdict:
             stuck_reported.add(cut.session)
             violations.append(stuck)
         if latest[cut.session] is cut:
-            violations += _recreated(m, cut, rows.get(cut.session))
+            violations += _recreated(m, cut, _user_rows(sessions, cut.session))
     violations += _resurrected(m, cuts)
     for delete_index, r in m.of("delete_parent"):
         children = {t.session for t in m.turns.values() if t.delegate and t.session and t.reply_index > delete_index}
         for child in sorted(children):
             examined += 1
-            counts = Counter(rows.get(child, []))
+            counts = Counter(_user_rows(sessions, child) or [])
             doubled = sorted(t for t, n in counts.items() if n > 1)
             if doubled:
                 violations.append(Violation(
@@ -71,6 +70,13 @@ def check(m: RunModel) -> Verdict:
                     (m.final_index,), final.t, sid, (turn,)))
                 break
     return Verdict("I8", "fail" if violations else "pass", tuple(violations), examined=examined)
+
+
+def _user_rows(sessions: Mapping[str, dict], sid: str) -> list[str] | None:
+    """The turn ids of a stored session's user rows, in stored order (None: not stored). Read
+    for the sessions a deletion names only: a run without one reads no row of the final state."""
+    body = sessions.get(sid)
+    return None if body is None else [turn for role, turn, _vis in body["rows"] if role == "user" and turn]
 
 
 def _same_id(m: RunModel, cut: Deletion) -> list[Violation]:
