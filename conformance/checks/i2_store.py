@@ -76,10 +76,11 @@ def check(m: RunModel) -> Verdict:
                     continue
                 judged[session] = (read, owed)
             users, replied, distinct, apart = read.users, read.replied, read.distinct, read.apart
+            doubled = len(distinct) < len(users)  # a turn stored twice somewhere in the session
             for k in owed:
                 turn = acked[k]
-                count = int(turn.id in distinct)
-                if count and len(distinct) < len(users):  # a turn stored twice somewhere in the session
+                count = 1 if turn.id in distinct else 0
+                if count and doubled:
                     count = users.count(turn.id)
                 if count == 1 and turn.id in replied:
                     if turn.id not in apart:
@@ -97,7 +98,7 @@ def check(m: RunModel) -> Verdict:
                                            (turn.id,))))
             ids = [acked[k].id for k in owed]
             wanted = set(ids)
-            seen = list(dict.fromkeys(t for t in users if t in wanted))
+            seen = list(dict.fromkeys([t for t in users if t in wanted]))
             if seen == ids or (session, "order") in reported:
                 continue
             kept = set(seen)
