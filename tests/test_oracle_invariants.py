@@ -73,6 +73,11 @@ def _admitted_turn_undone(m: RunModel) -> None:
     turn.done = UNDONE
 
 
+def _session_kept_wrong(m: RunModel) -> None:
+    turn = next(t for t in m.turns.values() if t.reply is not None)
+    turn.session = f"{turn.session}-elsewhere"
+
+
 CORRUPTIONS: dict[str, tuple[Callable[[RunModel], None], str]] = {
     "turn-in-two-segments": (_turn_in_two_segments, "out of order, or twice"),
     "turn-in-no-segment": (_turn_in_no_segment, "turns of"),
@@ -83,6 +88,7 @@ CORRUPTIONS: dict[str, tuple[Callable[[RunModel], None], str]] = {
     "lives-overlap": (_lives_overlap, "inside the life before it"),
     "acked-out-of-order": (_acked_out_of_order, "out of order, or wrongly"),
     "admitted-turn-undone": (_admitted_turn_undone, "has no end"),
+    "session-kept-wrong": (_session_kept_wrong, "as its records say"),
 }
 
 

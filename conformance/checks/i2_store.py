@@ -32,7 +32,7 @@ def check(m: RunModel) -> Verdict:
     examined = 0
     acked = sorted([t for t in m.turns.values() if t.reply_t != ABSENT], key=attrgetter("reply_index"))  # acked
     acked_at = [t.reply_index for t in acked]
-    sessions = [t.reply_session or "" for t in acked]  # an acked turn's session (`t.session`, without the call)
+    sessions = [t.session or "" for t in acked]
     # Only a deletion of the session, or a crash without claimed durability, excuses a turn.
     excusable = {cut.session for cut in deletions(m)}
     crash_durable = m.profile.get("crash_durable", True)

@@ -57,12 +57,11 @@ def _turns(m: RunModel, seg: Segment, segments: list[Segment]) -> list[Violation
                 f"turn {turn.id} started in {turn.request.session} but its reply landed in {turn.reply.session} "
                 f"at {m.at(turn.reply.t)} (a reset mid-turn)", (turn.request_index, turn.reply_index),
                 turn.reply.t, turn.request.session, (turn.id,)))
-        # Else its session is its request's (`turn.session`, without the call a turn).
-        elif resumed is not None and turn.request_session != resumed:
+        elif resumed is not None and turn.session != resumed:
             out.append(Violation(
                 f"after /resume at {m.at(seg.start)} turn {turn.id} landed in {turn.session}, "
                 f"not the resumed session {resumed}", (turn.request_index,), turn.arrival, turn.session, (turn.id,)))
-        elif turn.request_session != seg.session:
+        elif turn.session != seg.session:
             out.append(Violation(
                 f"turn {turn.id} arrived at {m.at(turn.arrival)}, before any boundary of {seg.session} "
                 f"({boundary_words(m, seg) if seg.boundary else 'none reached'}): it belongs in {seg.session} "

@@ -103,8 +103,8 @@ def _stuck(m: RunModel, cut: Deletion) -> Violation | None:
     sigterm, shows a row that was not recreated at the next flush."""
     final_stop = next((i for i, r in m.of("sigterm") if r.d("final")), NEVER)
     locks = [(r.t, r.d("until", r.t)) for _i, r in m.of("db_locked")]
-    pending = [t for t in m.turns.values() if t.request_t != ABSENT and t.done_index > cut.index  # `t.request`, `t.done`
-               and (t.reply_session if t.reply_t != ABSENT else t.request_session) == cut.session]  # and `t.session`
+    pending = [t for t in m.turns.values()
+               if t.session == cut.session and t.request_t != ABSENT and t.done_index > cut.index]  # `t.request`, `t.done`
     for turn in sorted(pending, key=lambda t: t.request_index)[:1]:
         assert turn.request is not None
         answer = turn.asked + m.config.turn_latency  # the answer to its last ask (a gateway may interrupt and ask again)
@@ -232,9 +232,8 @@ def _resurrected(m: RunModel, cuts: list[Deletion]) -> list[Violation]:
         return []
     requests: dict[str, list[int]] = {}  # session -> its own comebacks: its turns asked, switches into it (/resume)
     for turn in m.turns.values():
-        # asked, in a session (`turn.request`, `turn.session`, without the calls a turn)
-        if turn.request_t != ABSENT and (session := turn.reply_session if turn.reply_t != ABSENT else turn.request_session):
-            requests.setdefault(session, []).append(turn.request_index)
+        if turn.session and turn.request_t != ABSENT:  # asked (`turn.request`, without the Stamp), in a session
+            requests.setdefault(turn.session, []).append(turn.request_index)
     for sid in by_session:
         requests.setdefault(sid, []).extend(i for i, _r in m.of_session("on_session_switch", sid))
     for indexes in requests.values():

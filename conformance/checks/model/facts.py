@@ -148,24 +148,19 @@ class Turn:
     done_index: int = NEVER
     ended_by: str = ""  # what ended it: 'reply', '/stop', 'sigterm', 'crash', or 'dropped' (answered by the LLM, never replied)
     stopped: Moment | None = None  # the /stop that abandoned it (a reply after it is owed to no one)
+    # Where it ran: its reply's session once acked, else its request's once admitted (the walk
+    # keeps it so as it reads them: a field, since the checks ask it per turn).
+    session: str | None = None
 
     @property
     def request(self) -> Stamp | None:
         """Admission: the LLM request."""
         return None if self.request_t == _ABSENT else new_stamp((self.request_t, self.request_session))
 
-    @request.setter
-    def request(self, stamp: Stamp | None) -> None:
-        self.request_t, self.request_session = (_ABSENT, None) if stamp is None else stamp
-
     @property
     def reply(self) -> Stamp | None:
         """Acknowledgment: the reply."""
         return None if self.reply_t == _ABSENT else new_stamp((self.reply_t, self.reply_session))
-
-    @reply.setter
-    def reply(self, stamp: Stamp | None) -> None:
-        self.reply_t, self.reply_session = (_ABSENT, None) if stamp is None else stamp
 
     @property
     def done(self) -> Moment:
@@ -179,12 +174,6 @@ class Turn:
     @property
     def acked(self) -> bool:
         return self.reply_t != _ABSENT
-
-    @property
-    def session(self) -> str | None:
-        if self.reply_t != _ABSENT:
-            return self.reply_session
-        return self.request_session if self.request_t != _ABSENT else None
 
 
 @dataclass(slots=True)

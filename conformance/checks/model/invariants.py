@@ -28,7 +28,8 @@ def verify(view: LogView, turns: dict[str, Turn], segments: dict[str, list[Segme
 
 
 def _turns_are_placed(turns: dict[str, Turn], size: int, segments: dict[str, list[Segment]]) -> tuple[int, int]:
-    """Every turn's records follow its input, inside the log; every admitted turn is done.
+    """Every turn's records follow its input, inside the log; every admitted turn is done; its
+    session is its reply's once acked, else its request's.
     Returns how many admitted chat turns the segments must hold, and how many turns were replied
     in a session (one pass over the turns for every invariant that counts them)."""
     admitted = replied = 0
@@ -48,6 +49,9 @@ def _turns_are_placed(turns: dict[str, Turn], size: int, segments: dict[str, lis
                 raise OracleError(f"turn {turn.id} was replied at record {turn.reply_index}, not after its input")
             if turn.reply_session:
                 replied += 1
+        ran = turn.reply_session if turn.reply_t != ABSENT else turn.request_session if turn.request_t != ABSENT else None
+        if turn.session != ran:
+            raise OracleError(f"turn {turn.id} is kept in session {turn.session!r}, not {ran!r} as its records say")
     return admitted, replied
 
 

@@ -84,14 +84,13 @@ class RunModel(LogView):
         return self._sessions()[1]
 
     def _sessions(self) -> tuple[set[str], set[str]]:
-        """The chat turns' sessions and the delegates', made together in one pass over the turns
-        (each turn's session read off its fields: `turn.session` is a call a turn)."""
+        """The chat turns' sessions and the delegates', made together in one pass over the turns."""
         facts = self.facts
         if facts.chat_sessions is None or facts.delegate_sessions is None:
             chat: set[str] = set()
             delegate: set[str] = set()
             for t in self.turns.values():
-                session = t.reply_session if t.reply_t != ABSENT else (t.request_session if t.request_t != ABSENT else None)
+                session = t.session
                 if session:
                     (delegate if t.delegate else chat).add(session)
             facts.chat_sessions, facts.delegate_sessions = chat, delegate

@@ -119,6 +119,8 @@ def walk_log(records: Sequence[Obs]) -> Walked:
             if turn is not None:
                 if turn.request_index < 0:
                     turn.request_t, turn.request_session, turn.request_index = r.t, names.setdefault(r.session, r.session), index
+                    if turn.reply_t == ABSENT:  # its session is its request's until it is acked
+                        turn.session = turn.request_session
                 if turn.reply_t == ABSENT:  # not acked: a gateway that interrupts and asks again is answered at the last ask
                     turn.asked = r.t
         elif kind == "reply":
@@ -129,6 +131,7 @@ def walk_log(records: Sequence[Obs]) -> Walked:
                     unanswering.setdefault(turn.id, []).append(index)  # another chat's outbox, or no answer in it
                 if turn.reply_t == ABSENT:  # not acked
                     turn.reply_t, turn.reply_session, turn.reply_index = r.t, names.setdefault(r.session, r.session), index
+                    turn.session = turn.reply_session
         elif kind in ("message", "delegate"):
             chat = r.chat or ""
             detail = r.detail
@@ -173,7 +176,7 @@ def walk_log(records: Sequence[Obs]) -> Walked:
             commands[chat].append(command)
     acked: dict[str, list[Turn]] = defaultdict(list)
     for turn in sorted([t for t in turns.values() if t.reply_t != ABSENT and t.reply_session], key=_reply_index):
-        acked[turn.reply_session].append(turn)  # its session (`turn.session`, without the property call)
+        acked[turn.session].append(turn)
     view = LogView(records=records, name=head.d("name"), zone=zone, config=config,
                    chats=head.d("chats") or {}, profile=head.d("profile") or {}, final_stop=final_stop,
                    final_index=final_index, by_kind=dict(by_kind), by_session=dict(by_session), changes=changes)
