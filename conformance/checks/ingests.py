@@ -15,7 +15,6 @@ from bisect import bisect_left
 from dataclasses import dataclass
 
 from conformance.checks.model import RunModel
-from conformance.checks.model.facts import _ABSENT as ABSENT
 from conformance.observations import ingested_halves
 
 MINE = (1, 2, 1 | 2)  # (user message, reply, both) taken under the turn's own session
@@ -67,9 +66,7 @@ def ingests(m: RunModel) -> Ingests:
                     at = bisect_left(indexes, turn.index)
                     before = mine[at]
                     again = before & either  # the halves of this pass taken before, under any session
-                    # the turn's session (`turn.session`, without the property call)
-                    session = turn.reply_session if turn.reply_t != ABSENT else (
-                        turn.request_session if turn.request_t != ABSENT else None)
+                    session = turn.session
                     if session is None or session == r.session:
                         took_now = mine[at] = before | bits
                     else:
