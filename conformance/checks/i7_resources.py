@@ -90,15 +90,18 @@ def _replay(m: RunModel, indexes: Sequence[int], wanted: set[int]
     stretches: list[_Stretch] = []
     present: set[str] = set()  # watched sessions whose agent is in the cache
     loads: dict[str, list[int]] = {}  # session -> times its agent entered the cache
-    flying: dict[str, int] = {}  # session -> turns in flight
-    cached_flying: set[str] = set()  # cached sessions with a turn in flight: the cap needs no walk below the cap
+    flying: dict[str, int] = {}  # session -> turns in flight, if any (no entry at none)
     replay = CacheReplay()
+    # Live views: `cached_keys & flying_keys` are the cached sessions with a turn in flight, in
+    # one C operation over the smaller (the few in flight), so the cap needs no walk below the
+    # cap and no set of them kept current at every flight and sample.
+    cached_keys, flying_keys = replay.cached.keys(), flying.keys()
     flights = in_flight(m)
     pending = NEVER  # an instant that left an agent idle, judged once it is over
 
     def judge_cap(index: int, t: int) -> None:
         entries = replay.listed if replay.listed is not None else replay.cached
-        if over or len(entries) <= cap or (replay.listed is None and len(entries) - len(cached_flying) <= cap):
+        if over or len(entries) <= cap or (replay.listed is None and len(entries) - len(cached_keys & flying_keys) <= cap):
             return
         idle = [sid for sid, _busy in replay.entries() if not flying.get(sid)]
         if len(idle) > cap:
@@ -108,13 +111,6 @@ def _replay(m: RunModel, indexes: Sequence[int], wanted: set[int]
             over.append(Violation(
                 f"the agent cache held {len(idle)} idle agents at {m.at(t)} (cap {cap}): {', '.join(idle)}{claim}",
                 (index,), t))
-
-    def in_flight_now(sid: str) -> None:
-        """Keep `cached_flying` (cached sessions with a turn in flight) current for `sid`."""
-        if flying.get(sid) and sid in replay.cached:
-            cached_flying.add(sid)
-        else:
-            cached_flying.discard(sid)
 
     def settle(sid: str, index: int, t: int) -> None:
         idle = sid in replay.cached and not flying.get(sid)
@@ -130,15 +126,18 @@ def _replay(m: RunModel, indexes: Sequence[int], wanted: set[int]
         if f_t > pending:
             judge_cap(f_index, pending)
             pending = NEVER
-        flying[sid] = flying.get(sid, 0) + step
-        in_flight_now(sid)
+        now_flying = flying.get(sid, 0) + step
+        if now_flying:
+            flying[sid] = now_flying
+        else:
+            del flying[sid]
         if step < 0:
             pending = min(pending, f_t)
         if sid in watched:
             settle(sid, f_index, f_t)
 
-    # The loop below is the hot one (two samples and two flights a turn): `fly`, `in_flight_now`
-    # written out, and `judge_cap` called only where the cache can be over the cap (its own test).
+    # The loop below is the hot one (two samples and two flights a turn): `fly` written out, and
+    # `judge_cap` called only where the cache can be over the cap (its own test).
     t = 0
     cached = replay.cached  # the same dict throughout (`CacheReplay.apply` updates it in place)
     flight = next(flights, None)
@@ -147,29 +146,24 @@ def _replay(m: RunModel, indexes: Sequence[int], wanted: set[int]
             f_index, f_t, step, sid = flight
             flight = next(flights, None)
             if f_t > pending:
-                if replay.listed is not None or len(cached) - len(cached_flying) > cap:
+                if replay.listed is not None or (len(cached) > cap and len(cached) - len(cached_keys & flying_keys) > cap):
                     judge_cap(f_index, pending)
                 pending = NEVER
-            now_flying = flying[sid] = flying.get(sid, 0) + step
-            if now_flying and sid in cached:
-                cached_flying.add(sid)
+            now_flying = flying.get(sid, 0) + step
+            if now_flying:
+                flying[sid] = now_flying
             else:
-                cached_flying.discard(sid)
+                del flying[sid]
             if step < 0 and f_t < pending:
                 pending = f_t
             if sid in watched:
                 settle(sid, f_index, f_t)
-        if r.t > pending and (replay.listed is not None or len(cached) - len(cached_flying) > cap):
+        if r.t > pending and (replay.listed is not None or (len(cached) > cap and len(cached) - len(cached_keys & flying_keys) > cap)):
             judge_cap(index, pending)
         pending = NEVER
         t = r.t
         touched = replay.apply(r.detail)
-        for sid in touched:
-            if flying.get(sid) and sid in cached:
-                cached_flying.add(sid)
-            else:
-                cached_flying.discard(sid)
-        if replay.listed is not None or len(cached) - len(cached_flying) > cap:
+        if replay.listed is not None or (len(cached) > cap and len(cached) - len(cached_keys & flying_keys) > cap):
             judge_cap(index, t)
         if index in wanted:
             held[index] = replay.resources()
