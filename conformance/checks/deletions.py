@@ -15,6 +15,7 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
 from conformance.checks.model import NEVER, RunModel, Segment, Turn
+from conformance.observations import CacheReplay
 
 
 @dataclass(frozen=True)
@@ -162,31 +163,38 @@ def _derive(m: RunModel) -> _Cuts:
 
 def _cache_moves(m: RunModel, sessions: set[str]) -> dict[str, list[tuple[int, int, bool]]]:
     """Session -> (index, t, cached after) of each `resources` sample that moved its agent into
-    or out of the cache, for `sessions` only (those a deletion names). Whether an agent is
-    cached is all the deletions read of the cache: `CacheReplay`'s rules without the busy
-    flags (a whole `cached` list states it; else `drop`, then `add`, move agents, and `busy`
-    and `idle` flip flags in place), a pass that costs a fraction of replaying every agent."""
+    or out of the cache, for `sessions` only (those a deletion names). Replayed by
+    `CacheReplay` itself, each record cut down to its entries naming those sessions (whether
+    an agent is cached depends on those alone): the replay holds a few agents, not the cache."""
     moves: dict[str, list[tuple[int, int, bool]]] = {}
-    present: set[str] = set()  # of `sessions`, those whose agent is cached
+    if not sessions:
+        return moves
+    replay = CacheReplay()
+    cached = replay.cached
     for index, r in m.of("resources"):
-        detail = r.detail
-        if "cached" in detail:
-            now = {sid for sid, _busy in detail["cached"] if sid in sessions}
-        else:
-            now = present
-            if "drop" in detail and not sessions.isdisjoint(detail["drop"]):
-                now = present.difference(detail["drop"])
-            if "add" in detail:
-                for sid, _busy in detail["add"]:
-                    if sid in sessions and sid not in now:
-                        now = now | {sid}
-        if now is not present and now != present:
-            for sid in present - now:
-                moves.setdefault(sid, []).append((index, r.t, False))
-            for sid in now - present:
-                moves.setdefault(sid, []).append((index, r.t, True))
-            present = now
+        naming = _naming(r.detail, sessions)
+        if naming:
+            for sid in replay.apply(naming):  # the sessions whose entry it touched
+                now = sid in cached
+                its = moves.setdefault(sid, [])
+                if now != (its[-1][2] if its else False):
+                    its.append((index, r.t, now))
     return moves
+
+
+def _naming(detail: dict, sessions: set[str]) -> dict[str, list]:
+    """A `resources` record's entries that move an agent of `sessions` in or out of the cache
+    (a whole list, or `drop` and `add`: flags aside)."""
+    if "cached" in detail:  # a whole list, even with none of them: it empties the others
+        return {"cached": [entry for entry in detail["cached"] if entry[0] in sessions]}
+    out: dict[str, list] = {}
+    if "drop" in detail and not sessions.isdisjoint(detail["drop"]):
+        out["drop"] = [sid for sid in detail["drop"] if sid in sessions]
+    if "add" in detail:
+        add = [entry for entry in detail["add"] if entry[0] in sessions]
+        if add:
+            out["add"] = add
+    return out
 
 
 def _ended_before(m: RunModel, session: str, index: int) -> bool:
