@@ -32,7 +32,11 @@ def check(m: RunModel) -> Verdict:
     examined = 0
     acked = sorted([t for t in m.turns.values() if t.reply_t != ABSENT], key=attrgetter("reply_index"))  # acked
     acked_at = [t.reply_index for t in acked]
-    sessions = [t.session or "" for t in acked]
+    # session -> its turns' places in `acked`, the sessions in order of their first: a snapshot's
+    # owed turns of a session are a prefix of its list (a slice, not a test a turn a snapshot)
+    places_of: dict[str, list[int]] = {}
+    for k, turn in enumerate(acked):
+        places_of.setdefault(turn.session or "", []).append(k)
     # Only a deletion of the session, or a crash without claimed durability, excuses a turn.
     excusable = {cut.session for cut in deletions(m)}
     crash_durable = m.profile.get("crash_durable", True)
@@ -55,17 +59,22 @@ def check(m: RunModel) -> Verdict:
         gone = abandoned[: bisect_left(abandoned_at, index)]
         examined += len(gone)
         violations += _left_behind(m, gone, stored, label, index, snap.t, reported)
-        owed_by_session: dict[str, list[int]] = {}  # session -> its owed turns' places in `acked`
+        owed_by_session: list[tuple[str, list[int]]] = []  # (session, its owed turns' places in `acked`)
         upto = bisect_left(acked_at, index)
         examined += upto
-        for k in range(upto):
-            turn, session = acked[k], sessions[k]
-            if (session in excusable or not crash_durable) and excused_from_store(m, turn, index):
-                continue
-            owed_by_session.setdefault(session, []).append(k)
+        for session, places in places_of.items():
+            if places[0] >= upto:
+                break  # nor any session after it: none acknowledged a turn yet
+            owed = places if places[-1] < upto else places[: bisect_left(places, upto)]
+            if session in excusable or not crash_durable:
+                owed = [k for k in owed if not excused_from_store(m, acked[k], index)]
+                if not owed:
+                    continue
+            owed_by_session.append((session, owed))
+        owed_by_session.sort(key=_first_owed)  # by the first owed turn (an excused one is not its session's first)
         found: list[tuple[int, Violation]] = []  # (place in `acked`, violation): said in acknowledgment order
         out_of_order: list[Violation] = []
-        for session, owed in owed_by_session.items():
+        for session, owed in owed_by_session:
             body = stored.get(session)
             read = _read(body["rows"], parsed.get(session) if parsed is not None else None) if body else _NOTHING
             if parsed is not None and body:
@@ -110,6 +119,10 @@ def check(m: RunModel) -> Verdict:
                     f"asked as {turn_list(expected)}", (index,), snap.t, session))
         violations += [violation for _k, violation in sorted(found, key=itemgetter(0))] + out_of_order
     return Verdict("I2", "fail" if violations else "pass", tuple(violations), examined=examined)
+
+
+def _first_owed(item: tuple[str, list[int]]) -> int:
+    return item[1][0]
 
 
 def _left_behind(m: RunModel, gone: list[Turn], sessions: dict, label: SnapshotLabel, index: int, t: int,

@@ -51,11 +51,15 @@ def check(m: RunModel) -> Verdict:
 
 def _successor_hook(m: RunModel, lo: int, end_index: int, successor: Segment) -> tuple[int, Obs] | None:
     """The first hook of the successor's new life that came before `end_index`: a sync_turn
-    of one of its turns, its switch or reset (from `lo`, the predecessor's start), or an end."""
+    of one of its turns, its switch or reset (from `lo`, the predecessor's start), or an end.
+    Each kind's first index bounds the next kind's search (most segments find none)."""
     session = successor.session or ""
-    mine = {t.id for t in successor.turns}
-    found = [next(((i, r) for i, r in m.of_session("sync_turn", session, hi=end_index) if mine.intersection(r.turns)), None)]
-    found += [hooks[0] for kind in ("on_session_switch", "on_session_reset") if (hooks := m.of_session(kind, session, lo, end_index))]
-    found += [hooks[0] for kind in ("on_session_end", "on_session_finalize")
-              if (hooks := m.of_session(kind, session, successor.window[0], end_index))]
-    return min((f for f in found if f is not None), default=None, key=lambda f: f[0])
+    first = end_index
+    if syncs := m.of_session("sync_turn", session, hi=end_index):
+        mine = {t.id for t in successor.turns}
+        first = next((i for i, r in syncs if not mine.isdisjoint(r.turns)), end_index)
+    for kind, start in (("on_session_switch", lo), ("on_session_reset", lo),
+                        ("on_session_end", successor.window[0]), ("on_session_finalize", successor.window[0])):
+        if (at := m.first_of_session(kind, session, start, first)) is not None:
+            first = at
+    return (first, m.records[first]) if first < end_index else None

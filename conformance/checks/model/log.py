@@ -111,9 +111,7 @@ class LogView:
 
     def of_session(self, kind: str, session: str, lo: int = 0, hi: int = NEVER) -> list[tuple[int, Obs]]:
         """Records of one kind (one of SESSION_KINDS) about one session, with index in [lo, hi)."""
-        if kind not in SESSION_KINDS:
-            raise ValueError(f"records of kind {kind!r} are not indexed by session")
-        indexes = self.by_session.get((kind, session))
+        indexes = self._session_indexes(kind, session)
         if indexes is None:  # asked of most sessions for most kinds (a switch, a reset), and never logged
             return []
         # Asked a few hundred times a generated seed, mostly of a range with one record or none:
@@ -128,6 +126,20 @@ class LogView:
         for i in indexes[first:end]:
             found.append((i, records[i]))
         return found
+
+    def first_of_session(self, kind: str, session: str, lo: int = 0, hi: int = NEVER) -> int | None:
+        """The index of `of_session`'s first record, if any: asked where only the earliest
+        matters (no list made, no record read)."""
+        indexes = self._session_indexes(kind, session)
+        if indexes is None:
+            return None
+        k = bisect_left(indexes, lo) if lo > 0 else 0
+        return indexes[k] if k < len(indexes) and indexes[k] < hi else None
+
+    def _session_indexes(self, kind: str, session: str) -> array[int] | None:
+        if kind not in SESSION_KINDS:
+            raise ValueError(f"records of kind {kind!r} are not indexed by session")
+        return self.by_session.get((kind, session))
 
     @property
     def final(self) -> Obs | None:
