@@ -21,10 +21,10 @@ from conformance.observations import Obs
 from sim.clock import format_duration
 
 
-def _deadline(m: RunModel, seg: Segment, segments: list[Segment]) -> int | None:
+def _deadline(m: RunModel, seg: Segment, segments: list[Segment], lazy: bool) -> int | None:
     """When the end is owed at the latest (None: not yet owed); `_claim` says why."""
     assert seg.boundary is not None
-    if _lazy(m, seg):
+    if lazy:
         following = _next_with_turns(seg, segments)
         return None if following is None else following.start
     due = seg.boundary
@@ -33,16 +33,16 @@ def _deadline(m: RunModel, seg: Segment, segments: list[Segment]) -> int | None:
             due = turn.done_t
     # A stop in the meantime restarts the countdown at restart; after the final stop nothing
     # is owed (a turn a backlog kept in flight until then may leave its session unended).
-    final = [] if m.final_stop is None else [(m.final_stop, NEVER)]
-    for down, up in [*m.stopped_at, *final]:
-        if down <= due + m.latency and up > due:
+    latency = m.latency
+    for down, up in m.stopped_at if m.final_stop is None else [*m.stopped_at, (m.final_stop, NEVER)]:
+        if down <= due + latency and up > due:
             due = up
-    return None if due >= NEVER else due + m.latency
+    return None if due >= NEVER else due + latency
 
 
-def _claim(m: RunModel, seg: Segment, segments: list[Segment]) -> str:
+def _claim(m: RunModel, seg: Segment, segments: list[Segment], lazy: bool) -> str:
     """How the gateway's claim makes the end owed by `_deadline` (words for a violation)."""
-    if _lazy(m, seg):
+    if lazy:
         if _next_with_turns(seg, segments) is None:
             return "lazy finalization: owed at the chat's next message, and none came"
         return "lazy finalization: owed before the chat's next message"
@@ -63,11 +63,13 @@ def check(m: RunModel) -> Verdict:
     examined = 0
     for chat in sorted(m.segments):
         segments = m.segments[chat]
+        lazy_chat = m.finalization(chat) == "lazy"
         for seg in segments:
             if seg.session is None:
                 continue
             examined += 1
-            violations += _check_segment(m, seg, segments)
+            # A policy boundary of a lazy chat: the end is owed at the chat's next message.
+            violations += _check_segment(m, seg, segments, lazy_chat and seg.reason in ("idle", "daily"))
     for session in sorted(m.delegate_sessions()):
         for i, r in m.of_session("on_session_end", session):
             violations.append(Violation(
@@ -76,7 +78,7 @@ def check(m: RunModel) -> Verdict:
     return Verdict("I1", "fail" if violations else "pass", tuple(violations), examined=examined)
 
 
-def _check_segment(m: RunModel, seg: Segment, segments: list[Segment]) -> list[Violation]:
+def _check_segment(m: RunModel, seg: Segment, segments: list[Segment], lazy: bool) -> list[Violation]:
     session = seg.session or ""
     ends = m.ends_in(seg)
     fins = m.of_session("on_session_finalize", session, *seg.window)
@@ -88,13 +90,13 @@ def _check_segment(m: RunModel, seg: Segment, segments: list[Segment]) -> list[V
             f"session {session} got on_session_finalize at {m.at(r.t)}{describe_time_context(m, i)} "
             f"but never reached a boundary ({boundary_words(m, seg)})", (i,), r.t, session) for i, r in fins]
         return out
-    due = _deadline(m, seg, segments)
+    due = _deadline(m, seg, segments, lazy)
     if not ends:
         out = []
         if due is not None:
             out.append(Violation(
                 f"session {session} reached {_what(m, seg)} but got no on_session_end "
-                f"(owed by {m.at(due)}: {_claim(m, seg, segments)})",
+                f"(owed by {m.at(due)}: {_claim(m, seg, segments, lazy)})",
                 (), seg.boundary, session, tuple(t.id for t in seg.turns)))
         if fins:
             i, r = fins[0]
@@ -112,16 +114,16 @@ def _check_segment(m: RunModel, seg: Segment, segments: list[Segment]) -> list[V
             f"session {session} got on_session_end at {m.at(end.t)}{describe_time_context(m, index)}, "
             f"before {_what(m, seg)}",
             (index,), end.t, session))
-    elif due is not None and _lazy(m, seg) and index > _next_request(seg, segments):
+    elif due is not None and lazy and index > _next_request(seg, segments):
         following = _next_with_turns(seg, segments)
         assert following is not None
         out.append(Violation(
             f"session {session} reached {_what(m, seg)} but its on_session_end came only after the chat's next message "
             f"{following.turns[0].id} at {m.at(due)} (lazy finalization)", (index,), end.t, session))
-    elif due is not None and not _lazy(m, seg) and end.t > due:
+    elif due is not None and not lazy and end.t > due:
         out.append(Violation(
             f"session {session} reached {_what(m, seg)} but its on_session_end came only at {m.at(end.t)} "
-            f"(owed by {m.at(due)}: {_claim(m, seg, segments)})", (index,), end.t, session))
+            f"(owed by {m.at(due)}: {_claim(m, seg, segments, lazy)})", (index,), end.t, session))
     out += _transcript(m, session, index, end)
     before = [(i, r) for i, r in fins if i < index]
     if before:
@@ -137,11 +139,6 @@ def _check_segment(m: RunModel, seg: Segment, segments: list[Segment]) -> list[V
             f"session {session} got {len(fins)} on_session_finalize calls: at {at_times(m, [i for i, _ in fins])}",
             tuple(i for i, _ in fins), fins[1][1].t, session))
     return out
-
-
-def _lazy(m: RunModel, seg: Segment) -> bool:
-    """A policy boundary of a lazy chat: the end is owed at the chat's next message."""
-    return seg.reason in ("idle", "daily") and m.finalization(seg.chat) == "lazy"
 
 
 def _next_request(seg: Segment, segments: list[Segment]) -> int:
