@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 from conformance.checks.model import NEVER, RunModel, Segment, Turn
 from conformance.observations import CacheReplay
@@ -190,11 +191,12 @@ def _naming(detail: dict, sessions: set[str]) -> dict[str, list]:
     out: dict[str, list] = {}
     if "drop" in detail and not sessions.isdisjoint(detail["drop"]):
         out["drop"] = [sid for sid in detail["drop"] if sid in sessions]
-    if "add" in detail:
-        add = [entry for entry in detail["add"] if entry[0] in sessions]
-        if add:
-            out["add"] = add
+    if "add" in detail and not sessions.isdisjoint(map(_entry_session, detail["add"])):  # most name none of them
+        out["add"] = [entry for entry in detail["add"] if entry[0] in sessions]
     return out
+
+
+_entry_session = itemgetter(0)  # an `add` entry's session: [session, busy]
 
 
 def _ended_before(m: RunModel, session: str, index: int) -> bool:

@@ -159,8 +159,9 @@ def _failing(m: RunModel) -> Callable[[str, int], bool]:
     for _index, r in m.of("backend_fail"):
         failing.setdefault(r.d("backend"), []).append((r.t, r.d("until")))
 
-    def down(backend: str, t: int) -> bool:
-        return any(start <= t < until for start, until in failing.get(backend, []))
+    def down(backend: str, t: int) -> bool:  # asked a session end and backend: most backends never fail
+        windows = failing.get(backend)
+        return windows is not None and any(start <= t < until for start, until in windows)
 
     return down
 
@@ -173,7 +174,8 @@ def _slow(m: RunModel) -> Callable[[str, int], bool]:
         windows.setdefault(r.d("backend"), []).append((r.t, r.d("until") + r.d("delay")))
 
     def slow(backend: str, t: int) -> bool:
-        return any(start <= t < until for start, until in windows.get(backend, []))
+        its = windows.get(backend)
+        return its is not None and any(start <= t < until for start, until in its)
 
     return slow
 
