@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 
 from conformance.checks.model import NEVER, RunModel, Segment, Turn
 from conformance.observations import CacheReplay
@@ -243,7 +243,7 @@ def _maybe_held(gone: list[tuple[int, int]], index: int, locks: list[tuple[int, 
 def _parents(m: RunModel) -> dict[str, tuple[str, int]]:
     """Delegate child session -> the chat session that spawned it, and the child's first request."""
     parents: dict[str, tuple[str, int]] = {}
-    for turn in sorted(m.turns.values(), key=lambda t: t.request_index):
+    for turn in sorted(m.turns.values(), key=attrgetter("request_index")):
         if turn.delegate and turn.session and turn.request is not None and turn.session not in parents:
             parent = _chat_session_at(m, turn.chat, turn.request_index)
             if parent:

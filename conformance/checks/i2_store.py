@@ -62,16 +62,18 @@ def check(m: RunModel) -> Verdict:
         owed_by_session: list[tuple[str, list[int]]] = []  # (session, its owed turns' places in `acked`)
         upto = bisect_left(acked_at, index)
         examined += upto
+        excusing = False
         for session, places in places_of.items():
             if places[0] >= upto:
                 break  # nor any session after it: none acknowledged a turn yet
             owed = places if places[-1] < upto else places[: bisect_left(places, upto)]
             if session in excusable or not crash_durable:
-                owed = [k for k in owed if not excused_from_store(m, acked[k], index)]
+                owed, excusing = [k for k in owed if not excused_from_store(m, acked[k], index)], True
                 if not owed:
                     continue
             owed_by_session.append((session, owed))
-        owed_by_session.sort(key=_first_owed)  # by the first owed turn (an excused one is not its session's first)
+        if excusing:  # in order of the first owed turn (an excused one is not its session's first)
+            owed_by_session.sort(key=_first_owed)
         found: list[tuple[int, Violation]] = []  # (place in `acked`, violation): said in acknowledgment order
         out_of_order: list[Violation] = []
         for session, owed in owed_by_session:

@@ -111,8 +111,9 @@ class LogView:
 
     def of_session(self, kind: str, session: str, lo: int = 0, hi: int = NEVER) -> list[tuple[int, Obs]]:
         """Records of one kind (one of SESSION_KINDS) about one session, with index in [lo, hi)."""
-        indexes = self._session_indexes(kind, session)
+        indexes = self.by_session.get((kind, session))
         if indexes is None:  # asked of most sessions for most kinds (a switch, a reset), and never logged
+            _session_kind(kind)
             return []
         # Asked a few hundred times a generated seed, mostly of a range with one record or none:
         # no bisect for an open end, no list built for none, and a loop (a comprehension's own
@@ -130,19 +131,22 @@ class LogView:
     def first_of_session(self, kind: str, session: str, lo: int = 0, hi: int = NEVER) -> int | None:
         """The index of `of_session`'s first record, if any: asked where only the earliest
         matters (no list made, no record read)."""
-        indexes = self._session_indexes(kind, session)
+        indexes = self.by_session.get((kind, session))
         if indexes is None:
+            _session_kind(kind)
             return None
         k = bisect_left(indexes, lo) if lo > 0 else 0
         return indexes[k] if k < len(indexes) and indexes[k] < hi else None
-
-    def _session_indexes(self, kind: str, session: str) -> array[int] | None:
-        if kind not in SESSION_KINDS:
-            raise ValueError(f"records of kind {kind!r} are not indexed by session")
-        return self.by_session.get((kind, session))
 
     @property
     def final(self) -> Obs | None:
         """The final durable snapshot, read when asked: it holds every stored row, the largest
         record of a long run, which the model does not keep."""
         return self.records[self.final_index] if self.final_index >= 0 else None
+
+
+def _session_kind(kind: str) -> None:
+    """Asking `of_session` of a kind not indexed by session is a check's bug: said where the
+    index has no entry (so on that path only, as such a kind never has one)."""
+    if kind not in SESSION_KINDS:
+        raise ValueError(f"records of kind {kind!r} are not indexed by session")

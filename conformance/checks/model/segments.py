@@ -80,7 +80,8 @@ def _effective(m: LogView, admitted: list[Turn], commands: list[CommandAt]) -> l
     done: list[Moment] = []  # done[k]: the latest end among the first k+1 arrivals
     latest = Moment(-1, -1)
     for turn in by_arrival:
-        latest = max(latest, turn.done)
+        if (turn.done_t, turn.done_index) > latest:  # `turn.done`, made only when later (no `max` call a turn)
+            latest = turn.done
         done.append(latest)
     effective: list[tuple[int, int, int, str]] = []  # (time, index, arrival, name): sorted, ties keep arrival order
     for t, index, name, arrival in commands:
