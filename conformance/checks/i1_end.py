@@ -125,9 +125,8 @@ def _check_segment(m: RunModel, seg: Segment, segments: list[Segment], lazy: boo
             f"session {session} reached {_what(m, seg)} but its on_session_end came only at {m.at(end.t)} "
             f"(owed by {m.at(due)}: {_claim(m, seg, segments, lazy)})", (index,), end.t, session))
     out += _transcript(m, session, index, end)
-    before = [(i, r) for i, r in fins if i < index]
-    if before:
-        i, r = before[0]
+    if fins and fins[0][0] < index:  # the first finalize came before the end (fins in log order)
+        i, r = fins[0]
         out.append(Violation(
             f"session {session} got on_session_finalize at {m.at(r.t)} before its on_session_end at {m.at(end.t)}",
             (i, index), r.t, session))
@@ -154,13 +153,15 @@ def _replies(m: RunModel, session: str, index: int, end: Obs, carried: list[str]
     if replies is None:
         return []
     replied = set(replies)
-    if missing := [t for t in carried if t not in replied and m.turns[t].reply_index < index]:
+    # (each list made only when a set test in C says it has something: the common end has neither)
+    if not replied.issuperset(carried) and (
+            missing := [t for t in carried if t not in replied and m.turns[t].reply_index < index]):
         return [Violation(
             f"on_session_end for {session} carried {turn_list(carried)} without the "
             f"{'reply' if len(missing) == 1 else 'replies'} of {turn_list(missing)}: a turn is the user's "
             f"message and its reply", (index,), end.t, session, tuple(missing))]
-    mine = set(carried)
-    if apart := [t for t in end.detail.get("apart", ()) if t in mine]:
+    if (named := end.detail.get("apart")) and not (mine := set(carried)).isdisjoint(named):
+        apart = [t for t in named if t in mine]
         return [Violation(
             f"on_session_end for {session} carried the {'reply' if len(apart) == 1 else 'replies'} of "
             f"{turn_list(apart)} apart from {'its own message' if len(apart) == 1 else 'their own messages'} (the "
@@ -176,6 +177,8 @@ def _unacknowledged(m: RunModel, session: str, index: int, end: Obs) -> list[Vio
     turns = m.turns  # a replied turn (nearly every one an end carries) is acknowledged: no call for it
     never = [turn for t in dict.fromkeys(ids)
              if (turn := turns.get(t)) is not None and turn.reply_t == ABSENT and m.unacknowledged(turn)]
+    if not never:
+        return []
     return [Violation(
         f"on_session_end for {session} at {m.at(end.t)} carried turn {turn.id}, which was never acknowledged "
         f"({abandoned_words(m, turn)}): a turn never acknowledged leaves nothing behind",

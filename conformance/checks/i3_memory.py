@@ -24,6 +24,7 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left
 from collections.abc import Callable
+from operator import itemgetter
 
 from conformance.checks.ingests import MINE, MINE_BOTH, NOT_YET, OTHER, ingests
 from conformance.checks.model import NEVER, RunModel, Turn
@@ -193,7 +194,7 @@ def _moments(m: RunModel) -> list[tuple[int, int, list[Turn]]]:
             continue  # killed at a crash point inside its shutdown: not a graceful stop, it owes nothing
         owed = [t for t in m.turns.values() if t.reply_t != ABSENT and not t.delegate and t.reply_index < index]
         moments.append((index, stop.t, owed))
-    return sorted(moments, key=lambda moment: moment[0])
+    return sorted(moments, key=itemgetter(0))
 
 
 def _late(m: RunModel, backends: list[str], whole: dict[str, array[int]], indexes: array[int],

@@ -194,17 +194,18 @@ def _ended_twice(m: RunModel) -> list[Violation]:
     """More than one on_session_end in one life of a session (a /resume starts a new life)."""
     out: list[Violation] = []
     covered: set[str] = set()
-    lives = []
+    lives = []  # (session, (index, t) of its ends) of each life ended more than once: not the records (they carry every turn)
     for chat in sorted(m.segments):
         for seg in m.segments[chat]:
             if seg.session is not None:
                 covered.add(seg.session)
-                lives.append((seg.session, [(i, r.t) for i, r in m.ends_in(seg)]))  # not the records: they carry every turn
+                if len(ends := m.ends_in(seg)) > 1:
+                    lives.append((seg.session, [(i, r.t) for i, r in ends]))
     for session in sorted({r.session for _i, r in m.of("on_session_end") if r.session} - covered):
-        lives.append((session, [(i, r.t) for i, r in m.of_session("on_session_end", session)]))
-    for session, ends in lives:
-        if len(ends) > 1:
-            out.append(Violation(
-                f"session {session} got {len(ends)} on_session_end calls: at {at_times(m, [i for i, _ in ends])}",
-                tuple(i for i, _ in ends), ends[1][1], session))
+        if len(ends := m.of_session("on_session_end", session)) > 1:
+            lives.append((session, [(i, r.t) for i, r in ends]))
+    for session, times in lives:
+        out.append(Violation(
+            f"session {session} got {len(times)} on_session_end calls: at {at_times(m, [i for i, _ in times])}",
+            tuple(i for i, _ in times), times[1][1], session))
     return out

@@ -31,7 +31,11 @@ def check(m: RunModel) -> Verdict:
                 violations.append(Violation(
                     f"sync_turn for {', '.join(r.turns)} of {session} came at {m.at(r.t)}, after {session}'s "
                     f"on_session_end at {m.at(end.t)}", (end_index, i), r.t, session, r.turns))
-            successor = next((s for s in islice(segments, seg.number + 1, None) if s.session and s.session != session), None)
+            successor = None  # the next segment of another session (a loop: no generator a segment)
+            for later in islice(segments, seg.number + 1, None):
+                if later.session and later.session != session:
+                    successor = later
+                    break
             # From this life's start: a /resume's life starts at the gateway's switch into it (its
             # window), which for resumes queued behind a turn comes after another life's hooks.
             lo = max(seg.start_index, seg.window[0])
