@@ -59,7 +59,7 @@ def check(m: RunModel) -> Verdict:
         gone = abandoned[: bisect_left(abandoned_at, index)]
         examined += len(gone)
         violations += _left_behind(m, gone, stored, label, index, snap.t, reported)
-        owed_by_session: list[tuple[str, list[int]]] = []  # (session, its owed turns' places in `acked`)
+        owed_by_session: list[tuple[int, str, list[int]]] = []  # (its first, session, its owed turns' places in `acked`)
         upto = bisect_left(acked_at, index)
         examined += upto
         excusing = False
@@ -71,16 +71,22 @@ def check(m: RunModel) -> Verdict:
                 owed, excusing = [k for k in owed if not excused_from_store(m, acked[k], index)], True
                 if not owed:
                     continue
-            owed_by_session.append((session, owed))
+            owed_by_session.append((owed[0], session, owed))
         if excusing:  # in order of the first owed turn (an excused one is not its session's first)
-            owed_by_session.sort(key=_first_owed)
+            owed_by_session.sort()
         found: list[tuple[int, Violation]] = []  # (place in `acked`, violation): said in acknowledgment order
         out_of_order: list[Violation] = []
-        for session, owed in owed_by_session:
+        for _first, session, owed in owed_by_session:
             body = stored.get(session)
-            read = _read(body["rows"], parsed.get(session) if parsed is not None else None) if body else _NOTHING
-            if parsed is not None and body:
-                parsed[session] = read
+            read = _NOTHING
+            if body:
+                last_read = parsed.get(session) if parsed is not None else None
+                if last_read is not None and last_read.rows == body["rows"]:
+                    read = last_read  # unchanged since the last snapshot: as read then (no call)
+                else:
+                    read = _read(body["rows"])
+                    if parsed is not None:
+                        parsed[session] = read
             if judged is not None:
                 last = judged.get(session)
                 if last is not None and last[0] is read and last[1] == owed:
@@ -123,10 +129,6 @@ def check(m: RunModel) -> Verdict:
     return Verdict("I2", "fail" if violations else "pass", tuple(violations), examined=examined)
 
 
-def _first_owed(item: tuple[str, list[int]]) -> int:
-    return item[1][0]
-
-
 def _left_behind(m: RunModel, gone: list[Turn], sessions: dict, label: SnapshotLabel, index: int, t: int,
                  reported: set[tuple[str, str]]) -> list[Violation]:
     """Rows of turns that ended unacknowledged before this snapshot (each turn said once)."""
@@ -164,10 +166,8 @@ class _Read(NamedTuple):
 _NOTHING = _Read([], [], {}, {}, {})
 
 
-def _read(rows: list, last: _Read | None) -> _Read:
-    """One session's rows read (or, unchanged since the last snapshot, as read then)."""
-    if last is not None and last.rows == rows:
-        return last
+def _read(rows: list) -> _Read:
+    """One session's rows read."""
     # One pass over the rows (a run's last snapshot is every row of it). A reply is apart when the
     # last user row before it is another turn's (rows of other roles between them are no matter):
     # kept with that turn, '' for none.
