@@ -185,8 +185,9 @@ def _moments(m: RunModel) -> list[tuple[int, int, list[Turn]]]:
     """(index, t, turns owed by then), in log order: each session end owes its session's
     acknowledged turns, each SIGTERM every acknowledged turn."""
     moments: list[tuple[int, int, list[Turn]]] = []
+    chat_sessions = m.chat_sessions()
     for index, end in m.of("on_session_end"):
-        if end.session in m.chat_sessions():
+        if end.session in chat_sessions:
             moments.append((index, end.t, m.acked_in(end.session, before=index)))
     cut = [i for i, r in m.of("crash") if r.d("point")]
     for index, stop in m.of("sigterm"):

@@ -48,6 +48,7 @@ def ingests(m: RunModel) -> Ingests:
     foreign: list[tuple[int, str, str]] = []
     repeated: dict[tuple[str, str], list[list[int]]] = {}
     first_users = 0
+    user_bits, reply_bits = EITHER[0], EITHER[1]  # read per id: locals, not a global's subscript
     for index, r in m.of("ingest"):
         backend = r.detail.get("backend")
         mine = took.get(backend)
@@ -74,14 +75,14 @@ def ingests(m: RunModel) -> Ingests:
                         if len(foreign) < FOREIGN_KEPT and (half != 1 or turn_id not in r.turns):  # one name per turn
                             foreign.append((index, turn_id, session))
                     # a turn reaches a backend when its second half does
-                    if arrived is not None and took_now & EITHER[0] and took_now & EITHER[1] and arrived[at] == NOT_YET:
+                    if arrived is not None and took_now & user_bits and took_now & reply_bits and arrived[at] == NOT_YET:
                         arrived[at] = r.t
                 if half != 1:
-                    if again & EITHER[0]:
+                    if again & user_bits:
                         _repeat(repeated, backend, 0, turn_id, index)
                     else:
                         first_users += 1
-                if again & EITHER[1]:
+                if again & reply_bits:
                     _repeat(repeated, backend, 1, turn_id, index)
     return Ingests(took, whole, foreign, repeated, first_users)
 

@@ -227,7 +227,7 @@ def time_text(t: int | None, zone: ZoneInfo, start: int | None) -> str:
 _next_boundary = lru_cache(maxsize=4096)(next_daily_boundary_after)  # asked per turn with the segment's anchor
 
 
-def expiry_instant(policy: ResetPolicy, anchor: int, last_user: int, zone: ZoneInfo) -> Expiry | None:
+def expiry_instant(policy: ResetPolicy, zone: ZoneInfo, anchor: int, last_user: int) -> Expiry | None:
     """The first instant the entry is past a policy boundary, if no user message comes (asked
     per turn: each mode's case written out, no list of options, no `max` call: the builtin's
     argument parsing cost more than the rest)."""

@@ -62,23 +62,23 @@ class LogView:
         if no user message comes: under each policy from when it is in force (a policy that
         finds the entry already past when it comes in force ends it at that instant)."""
         if not self.changes:
-            return expiry_instant(self.policy(chat), anchor, last_user, self.zone)
+            return expiry_instant(self.policy(chat), self.zone, anchor, last_user)
         starts = [0, *(since for since, _ in self.changes)]
         for k, since in enumerate(starts):
             until = starts[k + 1] if k + 1 < len(starts) else NEVER
-            expiry = expiry_instant(self.policy(chat, since if k else None), anchor, last_user, self.zone)
+            expiry = expiry_instant(self.policy(chat, since if k else None), self.zone, anchor, last_user)
             if expiry is not None and max(expiry.at, since) < until:
                 return Expiry(max(expiry.at, since), expiry.reason)
         return None
 
     def expiry_of(self, chat: str) -> Callable[[int, int], Expiry | None]:
         """`expiry` for one chat, (anchor, last_user) -> its expiry: the chat's policy looked up
-        once where no restart changed it (the segments ask it per turn: a closure, as a partial
-        binding the zone by keyword copied its keywords per call)."""
+        once where no restart changed it (the segments ask it per turn: a partial of positional
+        arguments, no closure's frame a call; one binding the zone by keyword copied its keywords
+        per call)."""
         if self.changes:
             return partial(self.expiry, chat)
-        policy, zone = self.policy(chat), self.zone
-        return lambda anchor, last_user: expiry_instant(policy, anchor, last_user, zone)
+        return partial(expiry_instant, self.policy(chat), self.zone)
 
     @property
     def eager(self) -> bool:
