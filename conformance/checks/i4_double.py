@@ -8,6 +8,7 @@ from array import array
 from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from conformance.checks.ingests import ingests
 from conformance.checks.model import RunModel
@@ -103,10 +104,11 @@ def _stored_twice(m: RunModel) -> list[Violation]:
     """Rows stored twice in one session, or one turn stored in two sessions (each said once)."""
     out: list[Violation] = []
     said: set[tuple[str, ...]] = set()
-    parsed: dict[str, tuple[list, array[int], list[str]]] | None = \
-        {} if type(m.records) is list else None  # see `_repeats`
+    # The last snapshot without a repeat, kept for the next (a log in memory only: a spilled one
+    # keeps no snapshot), see `_repeats`.
+    last = _Held(bytearray(len(m.places().turns))) if type(m.records) is list else None
     for index, snap in m.of("durable"):
-        if not _repeats(m, snap.d("sessions", {}), parsed):
+        if not _repeats(m, snap.d("sessions", {}), last):
             continue
         holders: dict[str, str] = {}  # turn -> first session holding its user row
         shared: dict[str, list[str]] = {}
@@ -140,54 +142,82 @@ def _stored_twice(m: RunModel) -> list[Violation]:
     return out
 
 
-def _repeats(m: RunModel, sessions: Mapping[str, dict],
-             parsed: dict[str, tuple[list, array[int], list[str]]] | None = None) -> bool:
+@dataclass(slots=True)
+class _Held:
+    """What `_repeats` read of the last snapshot without a repeat: each session's rows, and the
+    places and unknown ids of their user turns; every such place marked in `held` (a byte a
+    turn) and every unknown id in `strays`."""
+
+    held: bytearray
+    sessions: dict[str, tuple[list, array[int], list[str]]] = field(default_factory=dict)
+    strays: set[str] = field(default_factory=set)
+
+
+def _repeats(m: RunModel, sessions: Mapping[str, dict], last: _Held | None = None) -> bool:
     """Whether a snapshot repeats a row in a session or a user turn across sessions (the
     common answer, no). A user turn the model knows is marked held by its place (a byte a turn:
     a set of every stored turn was I4's memory at a long run's final snapshot); one it does
-    not know, in a set. `parsed`: session -> (its rows, the places and unknown ids of their user
-    turns) at the last snapshot without a repeat: the same rows again are not read again."""
+    not know, in a set. `last`: the last snapshot without a repeat, updated to this one: a
+    session whose rows are the same again is neither read nor marked again (those sessions
+    held no turn twice then, so a repeat needs a session read now); the others' marks are
+    taken back first."""
     places = m.places()
     indexes, turns_get = places.indexes, m.turns.get
-    held = bytearray(len(places.turns))
-    strays: set[str] = set()
+    if last is None:
+        last = _Held(bytearray(len(places.turns)))
+    held, strays, before = last.held, last.strays, last.sessions
+    kept: dict[str, tuple[list, array[int], list[str]]] = {}
+    for sid, entry in before.items():
+        body = sessions.get(sid)
+        if body is not None and body["rows"] == entry[0]:
+            kept[sid] = entry
+            continue
+        for at in entry[1]:
+            held[at] = 0
+        strays.difference_update(entry[2])
+    last.sessions = kept
     for sid, body in sessions.items():
+        if sid in kept:
+            continue
         rows = body["rows"]  # (role, turn) distinct in the session: each role's turns distinct (no pair a row)
-        last = parsed.get(sid) if parsed is not None else None
-        if last is not None and last[0] == rows:
-            mine, unknown = last[1], last[2]
-        else:
-            users: list[str] = []
-            replies: list[str] = []
-            others: list[tuple[str, str]] = []
-            for role, turn, _vis in rows:  # one pass over a snapshot's rows (every row of the run at the last)
-                if turn:
-                    if role == "user":
-                        users.append(turn)
-                    elif role == "assistant":
-                        replies.append(turn)
-                    else:
-                        others.append((role, turn))
-            if len(set(users)) != len(users) or len(set(replies)) != len(replies) or len(set(others)) != len(others):
-                return True
-            mine, unknown = array("i"), []
-            for turn_id in users:
-                turn = turns_get(turn_id)
-                if turn is None:
-                    unknown.append(turn_id)
+        users: list[str] = []
+        replies: list[str] = []
+        others: list[tuple[str, str]] = []
+        for role, turn, _vis in rows:  # one pass over a snapshot's rows (every row of the run at the last)
+            if turn:
+                if role == "user":
+                    users.append(turn)
+                elif role == "assistant":
+                    replies.append(turn)
                 else:
-                    mine.append(bisect_left(indexes, turn.index))
-            if parsed is not None:
-                parsed[sid] = (rows, mine, unknown)
+                    others.append((role, turn))
+        if len(set(users)) != len(users) or len(set(replies)) != len(replies) or len(set(others)) != len(others):
+            return _forget(last)
+        mine, unknown = array("i"), []
+        for turn_id in users:
+            turn = turns_get(turn_id)
+            if turn is None:
+                unknown.append(turn_id)
+            else:
+                mine.append(bisect_left(indexes, turn.index))
+        kept[sid] = (rows, mine, unknown)  # taken back by the next snapshot, marked or not
         for at in mine:
             if held[at]:
-                return True
+                return _forget(last)
             held[at] = 1
         for turn_id in unknown:
             if turn_id in strays:
-                return True
+                return _forget(last)
             strays.add(turn_id)
     return False
+
+
+def _forget(last: _Held) -> bool:
+    """A repeat: nothing of this snapshot is kept for the next (it is read whole again)."""
+    last.held[:] = bytes(len(last.held))
+    last.strays.clear()
+    last.sessions = {}
+    return True
 
 
 def _ended_twice(m: RunModel) -> list[Violation]:
