@@ -4,14 +4,15 @@ building and the checks ask."""
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import lru_cache, partial
+from functools import partial
 from typing import Any, NamedTuple
 from zoneinfo import ZoneInfo
 
 from sessiongate import SessiongateError
-from sim.clock import MINUTE, from_ms, next_daily_boundary_after
+from sim.clock import HOUR, MINUTE, from_ms, next_daily_boundary_after
 from sim.scenario import GatewayConfig, ResetPolicy
 
 NEVER = 1 << 62
@@ -224,7 +225,29 @@ def time_text(t: int | None, zone: ZoneInfo, start: int | None) -> str:
     return moment.strftime("%a %H:%M:%S" if moment.second else "%a %H:%M")
 
 
-_next_boundary = lru_cache(maxsize=4096)(next_daily_boundary_after)  # asked per turn with the segment's anchor
+# (hour, zone) -> the daily boundaries found, each with the one before it: (befores, boundaries),
+# sorted. Every instant from a boundary up to the next has that next one as its answer, so
+# one computed day answers every anchor in it (each segment of a daily policy asks with its
+# own anchor: a cache by instant missed once a segment, and each miss parsed local dates).
+_days: dict[tuple[int, ZoneInfo], tuple[list[int], list[int]]] = {}
+_DAYS_KEPT = 4096  # intervals a (hour, zone) keeps before it starts again (a worker judges many seeds)
+
+
+def _next_boundary(t: int, at_hour: int, zone: ZoneInfo) -> int:
+    """`next_daily_boundary_after`, answered from the days already found. The boundary before
+    `b` is the first after `b` - 36 h: consecutive boundaries are 22 to 26 hours apart."""
+    befores, boundaries = _days.setdefault((at_hour, zone), ([], []))
+    k = bisect_right(befores, t) - 1
+    if k >= 0 and t < boundaries[k]:
+        return boundaries[k]
+    boundary = next_daily_boundary_after(t, at_hour, zone)
+    if len(befores) >= _DAYS_KEPT:
+        befores.clear()
+        boundaries.clear()
+    k = bisect_right(befores, t)
+    befores.insert(k, next_daily_boundary_after(boundary - 36 * HOUR, at_hour, zone))
+    boundaries.insert(k, boundary)
+    return boundary
 
 
 def expiry_instant(policy: ResetPolicy, zone: ZoneInfo, anchor: int, last_user: int) -> Expiry | None:
