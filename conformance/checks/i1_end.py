@@ -81,7 +81,8 @@ def check(m: RunModel) -> Verdict:
 def _check_segment(m: RunModel, seg: Segment, segments: list[Segment], lazy: bool) -> list[Violation]:
     session = seg.session or ""
     ends = m.ends_in(seg)
-    fins = m.of_session("on_session_finalize", session, *seg.window)
+    lo, hi = seg.window  # (not a starred call: see `ends_in`)
+    fins = m.of_session("on_session_finalize", session, lo, hi)
     if seg.boundary is None:
         out = [Violation(
             f"session {session} got on_session_end at {m.at(r.t)}{describe_time_context(m, i)} "

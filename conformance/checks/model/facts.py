@@ -7,7 +7,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any, NamedTuple
 from zoneinfo import ZoneInfo
 
@@ -233,7 +233,7 @@ _days: dict[tuple[int, ZoneInfo], tuple[list[int], list[int]]] = {}
 _DAYS_KEPT = 4096  # intervals a (hour, zone) keeps before it starts again (a worker judges many seeds)
 
 
-def _next_boundary(t: int, at_hour: int, zone: ZoneInfo) -> int:
+def _from_days(t: int, at_hour: int, zone: ZoneInfo) -> int:
     """`next_daily_boundary_after`, answered from the days already found. The boundary before
     `b` is the first after `b` - 36 h: consecutive boundaries are 22 to 26 hours apart."""
     befores, boundaries = _days.setdefault((at_hour, zone), ([], []))
@@ -248,6 +248,10 @@ def _next_boundary(t: int, at_hour: int, zone: ZoneInfo) -> int:
     befores.insert(k, next_daily_boundary_after(boundary - 36 * HOUR, at_hour, zone))
     boundaries.insert(k, boundary)
     return boundary
+
+
+# Asked per turn with its segment's anchor: an anchor asked before is answered in C.
+_next_boundary = lru_cache(maxsize=4096)(_from_days)
 
 
 def expiry_instant(policy: ResetPolicy, zone: ZoneInfo, anchor: int, last_user: int) -> Expiry | None:

@@ -75,7 +75,8 @@ class RunModel(LogView):
 
     def ends_in(self, seg: Segment) -> list[tuple[int, Obs]]:
         """The on_session_end calls that belong to this life of the segment's session."""
-        return self.of_session("on_session_end", seg.session or "", *seg.window)
+        lo, hi = seg.window  # unpacked: a call with positional arguments, not a starred one
+        return self.of_session("on_session_end", seg.session or "", lo, hi)
 
     def chat_sessions(self) -> set[str]:
         return self._sessions()[0]

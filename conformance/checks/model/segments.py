@@ -118,7 +118,7 @@ def chat_segments(model: LogView, chat: str, turns: list[Turn], commands: list[C
             if current is not None and current.boundary is None:
                 expiry = expiry_at(current.anchor, current.last_user)
                 if expiry is not None and expiry.at <= when:
-                    close(*expiry)
+                    close(expiry.at, expiry.reason)
             if name in ("/new", "/reset") and current is not None:
                 close(when, "new")
             elif name == "/resume":
@@ -143,7 +143,7 @@ def chat_segments(model: LogView, chat: str, turns: list[Turn], commands: list[C
         if current is not None:
             expiry = expiry_at(current.anchor, current.last_user)
             if expiry is not None and expiry.at <= x:
-                close(*expiry)
+                close(expiry.at, expiry.reason)
         if current is None:
             current = Segment(chat, len(segments), start=x, start_index=turn.request_index, anchor=turn.arrival)
             segments.append(current)
@@ -156,7 +156,7 @@ def chat_segments(model: LogView, chat: str, turns: list[Turn], commands: list[C
         expiry = expiry_at(current.anchor, current.last_user)
         horizon = model.final_stop if model.final_stop is not None else (model.records[-1].t if model.records else 0)
         if expiry is not None and expiry.at <= horizon:
-            close(*expiry)
+            close(expiry.at, expiry.reason)
     return segments
 
 
