@@ -139,19 +139,21 @@ class AgentCache:
         elif not left and kept == len(agents):
             return {}
         moved = list(islice(reversed(agents.values()), len(agents) - kept))[::-1]  # at the end, in order
-        listed = list(reported)
-        places = sorted(map(listed.index, left))  # a few, each found by a C scan
-        last = len(reported) - 1  # the last agent listed that stayed in place
-        split = len(places)
-        while split and places[split - 1] == last:
-            split, last = split - 1, last - 1
+        rest = []  # those listed after the last agent that stayed in place: matched against the end, as the diff walks
+        for sid in reversed(reported):  # a few steps from the end, not a walk of every agent
+            if sid not in left:
+                break
+            rest.append(sid)
+        rest.reverse()
+        split = len(left) - len(rest)
         if split >= 8:
             return None
-        drop = [listed[place] for place in places[:split]]  # before the last one in place: gone or moved
+        drop = [sid for sid in left if sid not in rest]  # before it: gone or moved, in the order listed
+        if split > 1:
+            drop.sort(key=list(reported).index)  # a few, each found by a C scan
         changes = split
         busy: list[str] = []
         idle: list[str] = []
-        rest = [listed[place] for place in places[split:]]  # after it: matched against the end, as the diff walks
         i = j = 0
         while i < len(rest) and j < len(moved):
             sid, agent = rest[i], moved[j]
@@ -178,7 +180,10 @@ class AgentCache:
             detail["busy"] = busy
         if idle:
             detail["idle"] = idle
-        self.reported = dict.fromkeys(agents)
+        for sid in left:  # the agents listed now: those that stayed, then the ones moved to the end
+            del reported[sid]
+        for agent in moved:
+            reported[agent.session] = None
         left.clear()
         return detail
 

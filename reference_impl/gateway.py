@@ -285,19 +285,20 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
         the cache's journal (`AgentCache.changes`), so the runner's sample after every event
         walks no agent; the whole state (`resources()`) when the journal cannot say. A subclass
         that changes `resources()` sets `resources_delta = None` (the runner then diffs)."""
-        if self.running:
-            cache = self.volatile.cache
-            detail = cache.changes()
+        volatile = self.volatile  # asked after every event and timer: `running` read without its property
+        if volatile is not None and volatile.running:
+            detail = volatile.cache.changes()
             if detail is not None:
-                running = 1 + len(self.volatile.timers) - sum(map(_cancelled, self.volatile.timers))
-                if running != self.volatile.reported_running:
-                    detail["running"] = self.volatile.reported_running = running
+                timers = volatile.timers
+                running = 1 + len(timers) - sum(map(_cancelled, timers))
+                if running != volatile.reported_running:
+                    detail["running"] = volatile.reported_running = running
                 return detail or None
-        now = self.resources()
-        if self.running:
-            cache.rebase()
-            self.volatile.reported_running = now.running
-        return now
+            now = self.resources()
+            volatile.cache.rebase()
+            volatile.reported_running = now.running
+            return now
+        return self.resources()
 
     # -- turns ------------------------------------------------------------------------
 
