@@ -120,9 +120,12 @@ class Store:
 
     def new_session_id(self) -> str:
         """An id no session has had (the counter is durable). Its life is 0 with no read: a
-        `lives` row only exists for a session /resume went back to."""
+        `lives` row only exists for a session /resume went back to. It has no rows either, so
+        its transcript is cached from the start (`append` keeps it): loading it after an
+        eviction, or ending it without an agent, reads nothing."""
         session = f"s{self.next_id('session')}"
         self._lives[session] = 0
+        self._transcripts[session] = []
         return session
 
     def upsert_session(self, session_id: str, chat: str, parent_id: str | None, kind: str, started: int) -> None:
@@ -228,8 +231,6 @@ class Store:
     def delete_session(self, session_id: str, *, keep_children: bool = False) -> None:
         """What another surface does. `keep_children` deletes with foreign keys off, as the
         sqlite3 shell does by default: the row and its messages go, its children dangle."""
-        self._transcripts.clear()  # a cascade reaches sessions the caches cannot name
-        self._existing.clear()
         self._sessions = None
         try:
             if keep_children:
@@ -242,8 +243,11 @@ class Store:
                     self.db.execute("PRAGMA foreign_keys = ON")
             else:
                 self.db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
-        finally:  # messages only go with their session's row: forget the rows read of sessions gone
+        finally:  # messages only go with their session's row: forget what the caches hold of sessions gone
             alive = {sid for (sid,) in self.db.execute("SELECT id FROM sessions")}
+            for known in (self._transcripts, self._existing):  # a cascade reaches sessions no cache names
+                for gone in [sid for sid in known if sid not in alive]:
+                    del known[gone]
             for gone in [sid for sid in self._seen_rows if sid not in alive]:
                 del self._seen_rows[gone]
                 self._seen_tuples.pop(gone, None)
