@@ -41,7 +41,8 @@ class Store:
         else:
             self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA foreign_keys = ON")
-        # The writes that return no rows, on one cursor (each `db.execute` makes a cursor: ≈ 4% of a write)
+        # The writes, on one cursor (each `db.execute` makes a cursor: ≈ 4% of a write); a write
+        # that returns a row (`next_id`) has it read at once, which ends the statement
         self._dml: Callable[..., sqlite3.Cursor] = self.db.cursor().execute
         self.locked_until = -1
         # A read cache of transcripts: reloading an evicted agent re-reads its whole session,
@@ -111,12 +112,14 @@ class Store:
     # -- transcripts ------------------------------------------------------------------
 
     def next_id(self, name: str) -> int:
-        value = self.db.execute(
-            "INSERT INTO counters(name, value) VALUES (?, 1) ON CONFLICT(name) DO UPDATE SET value = value + 1 "
-            "RETURNING value",
-            (name,),
-        ).fetchone()[0]
-        return int(value)
+        """The counter's next value, durable before it is handed out: an UPDATE once the row
+        exists (an upsert costs more, and only a store's first id needs the INSERT). Read from
+        the database every time, not kept: another writer may have moved it."""
+        row = self._dml("UPDATE counters SET value = value + 1 WHERE name = ? RETURNING value", (name,)).fetchone()
+        if row is None:
+            self._dml("INSERT INTO counters(name, value) VALUES (?, 1)", (name,))
+            return 1
+        return int(row[0])
 
     def new_session_id(self) -> str:
         """An id no session has had (the counter is durable). Its life is 0 with no read: a
