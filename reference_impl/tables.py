@@ -54,8 +54,10 @@ CREATE TABLE lives (session_id TEXT PRIMARY KEY, life INTEGER NOT NULL) WITHOUT 
 -- Memory watermark: which turns each provider's backend has taken (idempotent recovery).
 CREATE TABLE ingested (provider TEXT NOT NULL, turn_id TEXT NOT NULL, PRIMARY KEY (provider, turn_id)) WITHOUT ROWID;
 -- A batching provider's buffer, durable apart from the transcript: what it has not shipped yet.
+-- Its order is `seq`'s: a new row's is past every row there (no AUTOINCREMENT, whose counter
+-- costs a write per insert, is needed for that; only `messages` needs one never reused).
 CREATE TABLE memory_outbox (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    seq INTEGER PRIMARY KEY,
     provider TEXT NOT NULL,
     session_id TEXT NOT NULL,
     turn_id TEXT NOT NULL,
@@ -68,8 +70,9 @@ CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT RO
 CREATE TABLE command_journal (chat_key TEXT PRIMARY KEY, command TEXT NOT NULL, t INTEGER NOT NULL, left_id TEXT, target_id TEXT)
     WITHOUT ROWID;
 -- Commands a turn's reply made due (they waited behind it; messages between them never started),
--- not yet carried out: a crash before the chat's queue is drained must not lose them.
-CREATE TABLE due_commands (seq INTEGER PRIMARY KEY AUTOINCREMENT, chat_key TEXT NOT NULL, command TEXT NOT NULL, t INTEGER NOT NULL);
+-- not yet carried out: a crash before the chat's queue is drained must not lose them. In `seq`'s
+-- order, as the outbox is.
+CREATE TABLE due_commands (seq INTEGER PRIMARY KEY, chat_key TEXT NOT NULL, command TEXT NOT NULL, t INTEGER NOT NULL);
 """
 
 
