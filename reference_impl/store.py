@@ -37,9 +37,11 @@ class Store:
         self.crash_point: Callable[[str], None] = _no_point  # the gateway's `Harness.crash_point`
         self._in_memory = path == ":memory:"
         if self._in_memory:
-            self.db = _fresh_memory_db()
+            self.db = _fresh_memory_db()  # the schema, and no row
         else:
             self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            if not self.db.execute("SELECT name FROM sqlite_master WHERE name = 'sessions'").fetchone():
+                self.db.executescript(SCHEMA)
         self.db.execute("PRAGMA foreign_keys = ON")
         # The writes, on one cursor (each `db.execute` makes a cursor: ≈ 4% of a write); a write
         # that returns a row (`next_id`) has it read at once, which ends the statement
@@ -60,15 +62,10 @@ class Store:
         self._sessions: list[tuple[str, str | None]] | None = None  # `all_sessions`, while no session row is written or deleted
         self._unlinked: set[str] = set()  # parents some child row was written without (`orphan_session`)
         self.saved_routes: dict[str, None] = {}  # keys of the routing entries written, oldest first, for the watcher
-        if not self.db.execute("SELECT name FROM sqlite_master WHERE name = 'sessions'").fetchone():
-            self.db.executescript(SCHEMA)
         # The routing table, read once: only `save_route` writes it, and it keeps this in step.
-        self._routing: dict[str, tuple[str, str, str | None, str | None, int | None, int | None, bool]] = {
-            route.chat_key: (route.chat_key, route.chat, route.session_id, route.previous_id, route.last_user,
-                             route.anchor, route.ended)
-            for route in self.read_routes()
-        }
-        self._read_unlinked()
+        self._routing: dict[str, tuple[str, str, str | None, str | None, int | None, int | None, bool]] = {}
+        if not self._in_memory:  # a new in-memory database has nothing to read
+            self._read_kept()
 
     def reopen(self) -> None:
         """After a crash: the read caches were the dead process's memory (a crash point may have
@@ -78,14 +75,16 @@ class Store:
         self._lives.clear()
         self._sessions = None
         self.saved_routes = {}
+        self._read_kept()
+
+    def _read_kept(self) -> None:
+        """The state kept beside the database, read from it: the routing table and the parents
+        children were written without."""
         self._routing = {
             route.chat_key: (route.chat_key, route.chat, route.session_id, route.previous_id, route.last_user,
                              route.anchor, route.ended)
             for route in self.read_routes()
         }
-        self._read_unlinked()
-
-    def _read_unlinked(self) -> None:
         self._unlinked = {parent for (parent,) in self.db.execute(
             "SELECT DISTINCT spawned_by FROM sessions WHERE parent_id IS NULL AND spawned_by IS NOT NULL")}
 
