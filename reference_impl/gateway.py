@@ -29,7 +29,7 @@ from sim.scenario import Chat, GatewayConfig, ProviderSpec, ResetPolicy
 
 __all__ = ["CRASH_POINTS", "FLUSH_RETRY", "SWEEP_INTERVAL", "Pending", "ReferenceGateway"]
 
-_cancelled = attrgetter("cancelled")
+_cancelled, _owed = attrgetter("cancelled"), attrgetter("owed")
 
 
 class ReferenceGateway(SessionBoundaries, AgentTranscripts):
@@ -181,12 +181,13 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
         """The earliest instant a tick would have work: an expiry, a stale agent, a retry
         (asked after every turn: no list of candidates, and the clock read only for a retry)."""
         volatile = self.volatile
-        self.track_expiries(self.store.take_saved_routes())
+        if self.store.saved_routes:  # most calls: no route written since the last
+            self.track_expiries(self.store.take_saved_routes())
         due = volatile.expiries.earliest()
         idle = volatile.cache.oldest_idle_activity()
         if idle is not None and (due is None or idle + self.config.idle_ttl + 1 < due):
             due = idle + self.config.idle_ttl + 1
-        if volatile.unflushed or any(p.owed for p in volatile.memory.providers):
+        if volatile.unflushed or any(map(_owed, volatile.memory.providers)):
             now = self.h.clock.now()
             if due is None or now < due:
                 due = now
