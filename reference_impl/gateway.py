@@ -371,8 +371,12 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
             self.volatile.due_chats.add(pending.key)
         agent.busy, agent.last_activity = self.still_busy(agent.session), self.h.clock.now()
         if not pending.delegate:
-            user = next(r.content for r in reversed(agent.rows) if r.role == "user" and r.turn == pending.turn)
-            self.hand_on(pending.key, Turn(pending.session, pending.turn, user, pending.reply))
+            for row in reversed(agent.rows):  # its user row, near the end (a plain loop: no generator a turn)
+                if row.role == "user" and row.turn == pending.turn:
+                    break
+            else:
+                raise RuntimeError(f"turn {pending.turn} of session {pending.session} has no user row")
+            self.hand_on(pending.key, Turn(pending.session, pending.turn, row.content, pending.reply))
         self.enforce_cap()
 
     def hand_on(self, key: str, turn: Turn) -> None:
