@@ -29,7 +29,7 @@ from sim.scenario import Chat, GatewayConfig, ProviderSpec, ResetPolicy
 
 __all__ = ["CRASH_POINTS", "FLUSH_RETRY", "SWEEP_INTERVAL", "Pending", "ReferenceGateway"]
 
-_cancelled, _owed, _session = attrgetter("cancelled"), attrgetter("owed"), attrgetter("session")
+_cancelled, _session = attrgetter("cancelled"), attrgetter("session")
 
 
 class ReferenceGateway(SessionBoundaries, AgentTranscripts):
@@ -188,7 +188,7 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
         idle = volatile.cache.oldest_idle_activity()
         if idle is not None and (due is None or idle + self.config.idle_ttl + 1 < due):
             due = idle + self.config.idle_ttl + 1
-        if volatile.unflushed or any(map(_owed, volatile.memory.providers)):
+        if volatile.unflushed or any(p.owed for p in volatile.memory.providers):
             now = self.h.clock.now()
             if due is None or now < due:
                 due = now

@@ -76,9 +76,8 @@ class BatchingProvider:
     def deliver(self, session: str, pending: Sequence[Turn]) -> None:
         """Ship the batch, then save the watermark (durably: it outlives a crash)."""
         self.ship(session, pending)
-        turns = [t.turn for t in pending]
-        self.store.mark_ingested(self.name, turns)
-        self.shipped.update(turns)
+        self.store.mark_ingested(self.name, [t.turn for t in pending])
+        self.shipped.update(t.turn for t in pending)
 
     def ship(self, session: str, pending: Sequence[Turn]) -> None:
         """One backend call, keyed by turn and half (`keys`): a crash after it and before the
