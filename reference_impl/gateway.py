@@ -29,7 +29,7 @@ from sim.scenario import Chat, GatewayConfig, ProviderSpec, ResetPolicy
 
 __all__ = ["CRASH_POINTS", "FLUSH_RETRY", "SWEEP_INTERVAL", "Pending", "ReferenceGateway"]
 
-_cancelled = attrgetter("cancelled")
+_cancelled, _session = attrgetter("cancelled"), attrgetter("session")
 
 
 class ReferenceGateway(SessionBoundaries, AgentTranscripts):
@@ -66,6 +66,7 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
     def start(self, config: GatewayConfig, harness: Harness) -> None:
         self.config, self.h = config, harness
         self.policies: dict[str, ResetPolicy] = {}  # chat key -> its reset policy under `config`
+        self.eager_chats: dict[str, bool] = {}  # chat -> whether `config` has the watcher end its sessions
         self.store = self.make_store()  # the disk: it outlives crashes
         self.store.crash_point = harness.crash_point
         self.boot()
@@ -139,7 +140,7 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
         """Rebuild from the store; under `config` when the restart changes it: every entry is
         judged by the policy it brings from now on (the expiries `boot` queues included)."""
         if config is not None:
-            self.config, self.policies = config, {}
+            self.config, self.policies, self.eager_chats = config, {}, {}
         self.boot()
 
     def close(self) -> None:
@@ -181,7 +182,8 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
         """The earliest instant a tick would have work: an expiry, a stale agent, a retry
         (asked after every turn: no list of candidates, and the clock read only for a retry)."""
         volatile = self.volatile
-        self.track_expiries(self.store.take_saved_routes())
+        if self.store.saved_routes:  # most calls: no route written since the last
+            self.track_expiries(self.store.take_saved_routes())
         due = volatile.expiries.earliest()
         idle = volatile.cache.oldest_idle_activity()
         if idle is not None and (due is None or idle + self.config.idle_ttl + 1 < due):
@@ -194,8 +196,12 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
 
     def watched(self, route: Route) -> bool:
         """Whether the watcher ends this chat's session at its boundary (eager), or leaves it
-        to the chat's next message (lazy): the chat's own mode, else the gateway's."""
-        return self.config.finalization_of(route.chat) == "eager"
+        to the chat's next message (lazy): the chat's own mode, else the gateway's (asked after
+        every turn: looked up once a chat)."""
+        eager = self.eager_chats.get(route.chat)
+        if eager is None:
+            eager = self.eager_chats[route.chat] = self.config.finalization_of(route.chat) == "eager"
+        return eager
 
     def track_expiries(self, routes: list[Route]) -> None:
         """Keep `expiries` current with the routes written since it last looked (watched
@@ -233,10 +239,13 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
         agent = self.agent_of(pending)
         # Beside its own user row: a delegate child may have another turn's question after it,
         # still in flight, which no write may store (a turn never acknowledged leaves nothing).
-        at = next((i + 1 for i in range(len(agent.rows) - 1, -1, -1)
-                   if agent.rows[i].turn == pending.turn and agent.rows[i].role == "user"), len(agent.rows))
-        visibility = agent.rows[at - 1].visibility if at else "visible"
-        agent.rows.insert(at, Row(pending.turn, "assistant", text, visibility))
+        rows, at = agent.rows, len(agent.rows)
+        for i in range(at - 1, -1, -1):  # from the end: the user row is almost always the last
+            if rows[i].turn == pending.turn and rows[i].role == "user":
+                at = i + 1
+                break
+        visibility = rows[at - 1].visibility if at else "visible"
+        rows.insert(at, Row(pending.turn, "assistant", text, visibility))
         pending.reply = text
         self.complete_turn(request_id)
 
@@ -363,8 +372,12 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
             self.volatile.due_chats.add(pending.key)
         agent.busy, agent.last_activity = self.still_busy(agent.session), self.h.clock.now()
         if not pending.delegate:
-            user = next(r.content for r in reversed(agent.rows) if r.role == "user" and r.turn == pending.turn)
-            self.hand_on(pending.key, Turn(pending.session, pending.turn, user, pending.reply))
+            for row in reversed(agent.rows):  # its user row, near the end (a plain loop: no generator a turn)
+                if row.role == "user" and row.turn == pending.turn:
+                    break
+            else:
+                raise RuntimeError(f"turn {pending.turn} of session {pending.session} has no user row")
+            self.hand_on(pending.key, Turn(pending.session, pending.turn, row.content, pending.reply))
         self.enforce_cap()
 
     def hand_on(self, key: str, turn: Turn) -> None:
@@ -397,7 +410,7 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
 
     def still_busy(self, session: str) -> bool:
         """Whether another turn (a delegate's, say) is still in flight in this session."""
-        return any(p.session == session for p in self.volatile.inflight.values())
+        return session in map(_session, self.volatile.inflight.values())  # a C loop, not a generator
 
     def drop_turn(self, agent: Agent, turn: str) -> None:
         """Forget an interrupted turn's rows; they never reached the store."""

@@ -15,8 +15,9 @@ class SessionBoundaries:
     # -- the chat's queue: what waits behind a turn --------------------------------------
 
     def waiting_commands(self, key: str) -> list[str]:
-        """The commands in the chat's queue, in order."""
-        return [payload[1] for kind, payload, _arrival in self.volatile.queues.get(key, ()) if kind == "command"]
+        """The commands in the chat's queue, in order (asked after every turn: most chats have none)."""
+        queue = self.volatile.queues.get(key)
+        return [payload[1] for kind, payload, _arrival in queue if kind == "command"] if queue else []
 
     def drain_queue(self, key: str) -> None:
         queue = self.volatile.queues.get(key)

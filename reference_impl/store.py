@@ -37,11 +37,14 @@ class Store:
         self.crash_point: Callable[[str], None] = _no_point  # the gateway's `Harness.crash_point`
         self._in_memory = path == ":memory:"
         if self._in_memory:
-            self.db = _fresh_memory_db()
+            self.db = _fresh_memory_db()  # the schema, and no row
         else:
             self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            if not self.db.execute("SELECT name FROM sqlite_master WHERE name = 'sessions'").fetchone():
+                self.db.executescript(SCHEMA)
         self.db.execute("PRAGMA foreign_keys = ON")
-        # The writes that return no rows, on one cursor (each `db.execute` makes a cursor: ≈ 4% of a write)
+        # The writes, on one cursor (each `db.execute` makes a cursor: ≈ 4% of a write); a write
+        # that returns a row (`next_id`) has it read at once, which ends the statement
         self._dml: Callable[..., sqlite3.Cursor] = self.db.cursor().execute
         self.locked_until = -1
         # A read cache of transcripts: reloading an evicted agent re-reads its whole session,
@@ -59,15 +62,10 @@ class Store:
         self._sessions: list[tuple[str, str | None]] | None = None  # `all_sessions`, while no session row is written or deleted
         self._unlinked: set[str] = set()  # parents some child row was written without (`orphan_session`)
         self.saved_routes: dict[str, None] = {}  # keys of the routing entries written, oldest first, for the watcher
-        if not self.db.execute("SELECT name FROM sqlite_master WHERE name = 'sessions'").fetchone():
-            self.db.executescript(SCHEMA)
         # The routing table, read once: only `save_route` writes it, and it keeps this in step.
-        self._routing: dict[str, tuple[str, str, str | None, str | None, int | None, int | None, bool]] = {
-            route.chat_key: (route.chat_key, route.chat, route.session_id, route.previous_id, route.last_user,
-                             route.anchor, route.ended)
-            for route in self.read_routes()
-        }
-        self._read_unlinked()
+        self._routing: dict[str, tuple[str, str, str | None, str | None, int | None, int | None, bool]] = {}
+        if not self._in_memory:  # a new in-memory database has nothing to read
+            self._read_kept()
 
     def reopen(self) -> None:
         """After a crash: the read caches were the dead process's memory (a crash point may have
@@ -77,14 +75,16 @@ class Store:
         self._lives.clear()
         self._sessions = None
         self.saved_routes = {}
+        self._read_kept()
+
+    def _read_kept(self) -> None:
+        """The state kept beside the database, read from it: the routing table and the parents
+        children were written without."""
         self._routing = {
             route.chat_key: (route.chat_key, route.chat, route.session_id, route.previous_id, route.last_user,
                              route.anchor, route.ended)
             for route in self.read_routes()
         }
-        self._read_unlinked()
-
-    def _read_unlinked(self) -> None:
         self._unlinked = {parent for (parent,) in self.db.execute(
             "SELECT DISTINCT spawned_by FROM sessions WHERE parent_id IS NULL AND spawned_by IS NOT NULL")}
 
@@ -111,18 +111,23 @@ class Store:
     # -- transcripts ------------------------------------------------------------------
 
     def next_id(self, name: str) -> int:
-        value = self.db.execute(
-            "INSERT INTO counters(name, value) VALUES (?, 1) ON CONFLICT(name) DO UPDATE SET value = value + 1 "
-            "RETURNING value",
-            (name,),
-        ).fetchone()[0]
-        return int(value)
+        """The counter's next value, durable before it is handed out: an UPDATE once the row
+        exists (an upsert costs more, and only a store's first id needs the INSERT). Read from
+        the database every time, not kept: another writer may have moved it."""
+        row = self._dml("UPDATE counters SET value = value + 1 WHERE name = ? RETURNING value", (name,)).fetchone()
+        if row is None:
+            self._dml("INSERT INTO counters(name, value) VALUES (?, 1)", (name,))
+            return 1
+        return int(row[0])
 
     def new_session_id(self) -> str:
         """An id no session has had (the counter is durable). Its life is 0 with no read: a
-        `lives` row only exists for a session /resume went back to."""
+        `lives` row only exists for a session /resume went back to. It has no rows either, so
+        its transcript is cached from the start (`append` keeps it): loading it after an
+        eviction, or ending it without an agent, reads nothing."""
         session = f"s{self.next_id('session')}"
         self._lives[session] = 0
+        self._transcripts[session] = []
         return session
 
     def upsert_session(self, session_id: str, chat: str, parent_id: str | None, kind: str, started: int) -> None:
@@ -228,8 +233,6 @@ class Store:
     def delete_session(self, session_id: str, *, keep_children: bool = False) -> None:
         """What another surface does. `keep_children` deletes with foreign keys off, as the
         sqlite3 shell does by default: the row and its messages go, its children dangle."""
-        self._transcripts.clear()  # a cascade reaches sessions the caches cannot name
-        self._existing.clear()
         self._sessions = None
         try:
             if keep_children:
@@ -242,8 +245,11 @@ class Store:
                     self.db.execute("PRAGMA foreign_keys = ON")
             else:
                 self.db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
-        finally:  # messages only go with their session's row: forget the rows read of sessions gone
+        finally:  # messages only go with their session's row: forget what the caches hold of sessions gone
             alive = {sid for (sid,) in self.db.execute("SELECT id FROM sessions")}
+            for known in (self._transcripts, self._existing):  # a cascade reaches sessions no cache names
+                for gone in [sid for sid in known if sid not in alive]:
+                    del known[gone]
             for gone in [sid for sid in self._seen_rows if sid not in alive]:
                 del self._seen_rows[gone]
                 self._seen_tuples.pop(gone, None)

@@ -9,6 +9,8 @@ from functools import cache
 from typing import NamedTuple
 
 SCHEMA = """
+-- A table keyed by text is WITHOUT ROWID: a write or a foreign-key check by its key touches one
+-- b-tree, not the table and its key's index (most writes of a turn are such writes).
 CREATE TABLE sessions (
     id TEXT PRIMARY KEY,
     chat TEXT NOT NULL,
@@ -18,7 +20,7 @@ CREATE TABLE sessions (
     -- A delegate child's parent when its row had to be written without it (the parent's row
     -- not there): not a foreign key, so the link is made again once the parent's row lands.
     spawned_by TEXT
-);
+) WITHOUT ROWID;
 CREATE TABLE messages (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
@@ -37,7 +39,7 @@ CREATE TABLE routing (
     last_user INTEGER,
     anchor INTEGER,
     ended INTEGER NOT NULL DEFAULT 0
-);
+) WITHOUT ROWID;
 -- Boundary bookkeeping survives row deletion and restarts: a boundary fires exactly once.
 CREATE TABLE session_ends (
     session_id TEXT NOT NULL,
@@ -47,26 +49,30 @@ CREATE TABLE session_ends (
     memory_done INTEGER NOT NULL DEFAULT 0,
     finalize_done INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (session_id, life)
-);
-CREATE TABLE lives (session_id TEXT PRIMARY KEY, life INTEGER NOT NULL);
+) WITHOUT ROWID;
+CREATE TABLE lives (session_id TEXT PRIMARY KEY, life INTEGER NOT NULL) WITHOUT ROWID;
 -- Memory watermark: which turns each provider's backend has taken (idempotent recovery).
-CREATE TABLE ingested (provider TEXT NOT NULL, turn_id TEXT NOT NULL, PRIMARY KEY (provider, turn_id));
+CREATE TABLE ingested (provider TEXT NOT NULL, turn_id TEXT NOT NULL, PRIMARY KEY (provider, turn_id)) WITHOUT ROWID;
 -- A batching provider's buffer, durable apart from the transcript: what it has not shipped yet.
+-- Its order is `seq`'s: a new row's is past every row there (no AUTOINCREMENT, whose counter
+-- costs a write per insert, is needed for that; only `messages` needs one never reused).
 CREATE TABLE memory_outbox (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    seq INTEGER PRIMARY KEY,
     provider TEXT NOT NULL,
     session_id TEXT NOT NULL,
     turn_id TEXT NOT NULL,
     user TEXT NOT NULL,
     assistant TEXT NOT NULL
 );
-CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
 -- A command being carried out, so a crash inside it is finished at the restart (a /resume with
 -- the sessions it switches between once it has chosen them: finishing it must not resume twice).
-CREATE TABLE command_journal (chat_key TEXT PRIMARY KEY, command TEXT NOT NULL, t INTEGER NOT NULL, left_id TEXT, target_id TEXT);
+CREATE TABLE command_journal (chat_key TEXT PRIMARY KEY, command TEXT NOT NULL, t INTEGER NOT NULL, left_id TEXT, target_id TEXT)
+    WITHOUT ROWID;
 -- Commands a turn's reply made due (they waited behind it; messages between them never started),
--- not yet carried out: a crash before the chat's queue is drained must not lose them.
-CREATE TABLE due_commands (seq INTEGER PRIMARY KEY AUTOINCREMENT, chat_key TEXT NOT NULL, command TEXT NOT NULL, t INTEGER NOT NULL);
+-- not yet carried out: a crash before the chat's queue is drained must not lose them. In `seq`'s
+-- order, as the outbox is.
+CREATE TABLE due_commands (seq INTEGER PRIMARY KEY, chat_key TEXT NOT NULL, command TEXT NOT NULL, t INTEGER NOT NULL);
 """
 
 
