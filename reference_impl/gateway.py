@@ -370,7 +370,7 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
         del self.volatile.inflight[request_id]
         assert pending.reply is not None
         self.send_reply(pending)
-        if not pending.delegate and (waiting := self.waiting_commands(pending.key)):
+        if not pending.delegate and pending.key in self.volatile.queues and (waiting := self.waiting_commands(pending.key)):
             self.store.commands_due(pending.key, waiting)  # due now, crash or not, until a turn starts ahead
             self.volatile.due_chats.add(pending.key)
         agent.busy, agent.last_activity = self.still_busy(agent.session), self.h.clock.now()
