@@ -36,14 +36,11 @@ class Agent:
     def dirty(self) -> bool:
         return self.replay_pending or self.flushed < len(self.rows)
 
-    def prompt(self) -> Prompt:
-        """The session's texts, last one the user's: what the LLM is asked."""
-        return Prompt(self.rows)
-
 
 class Prompt(Sequence[str]):
-    """An agent's texts as they are now, read through its rows instead of copied: a copy per
-    turn made every turn cost the length of its session. Later rows are not part of it."""
+    """An agent's texts as they are now, last one the user's (what the LLM is asked), read
+    through its rows instead of copied: a copy per turn made every turn cost the length of its
+    session. Later rows are not part of it."""
 
     __slots__ = ("_length", "_rows")
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from conformance.adapter import Harness, Inbound, Profile
 from conformance.observations import DurableState, Resources, StoredSession, first_turn
-from reference_impl.cache import Agent, AgentCache
+from reference_impl.cache import Agent, AgentCache, Prompt
 from reference_impl.memory import BatchingProvider, MemoryManager, Turn
 from reference_impl.policy import ResetPolicyEvaluator, chat_key
 from reference_impl.sessions import SessionBoundaries
@@ -341,7 +341,7 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
         turn = first_turn(message.text)
         agent.rows.append(Row(turn, "user", message.text, "hidden" if message.muted else "visible"))
         agent.busy, agent.last_activity = True, self.h.clock.now()
-        request = self.h.llm.request(chat.name, agent.session, agent.prompt())
+        request = self.h.llm.request(chat.name, agent.session, Prompt(agent.rows))
         self.volatile.inflight[request] = Pending(chat, key, agent.session, turn or "")
         self.volatile.busy_chats[key] = request
         self.enforce_cap()
@@ -385,10 +385,13 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
 
     def hand_on(self, key: str, turn: Turn) -> None:
         """A chat's turn is done: its memory sync first, then the chat's queue (a /new waiting
-        behind the turn ends the session only after the turn's sync_turn: I5)."""
-        self.volatile.memory.sync_turn(turn)
-        del self.volatile.busy_chats[key]
-        self.drain_queue(key)
+        behind the turn ends the session only after the turn's sync_turn: I5). Most chats have
+        nothing waiting: their queue is not asked."""
+        volatile = self.volatile
+        volatile.memory.sync_turn(turn)
+        del volatile.busy_chats[key]
+        if key in volatile.queues or key in volatile.due_chats:
+            self.drain_queue(key)
 
     def send_reply(self, pending: Pending) -> None:
         """Deliver the turn's reply to the chat: the turn is acknowledged."""

@@ -105,7 +105,8 @@ class Store:
     # -- faults -----------------------------------------------------------------------
 
     def _check_lock(self) -> None:
-        if self._now() < self.locked_until:
+        """Before a write (a few a turn): the clock is read only once a lock was ever asked."""
+        if self.locked_until >= 0 and self._now() < self.locked_until:
             raise StoreLocked("database is locked")
 
     # -- transcripts ------------------------------------------------------------------
