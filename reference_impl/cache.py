@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import filterfalse, islice
+from itertools import islice
 from operator import attrgetter
 from typing import Any, overload
 
@@ -36,14 +36,11 @@ class Agent:
     def dirty(self) -> bool:
         return self.replay_pending or self.flushed < len(self.rows)
 
-    def prompt(self) -> Prompt:
-        """The session's texts, last one the user's: what the LLM is asked."""
-        return Prompt(self.rows)
-
 
 class Prompt(Sequence[str]):
-    """An agent's texts as they are now, read through its rows instead of copied: a copy per
-    turn made every turn cost the length of its session. Later rows are not part of it."""
+    """An agent's texts as they are now, last one the user's (what the LLM is asked), read
+    through its rows instead of copied: a copy per turn made every turn cost the length of its
+    session. Later rows are not part of it."""
 
     __slots__ = ("_length", "_rows")
 
@@ -67,7 +64,7 @@ class Prompt(Sequence[str]):
         return self._rows[index].content
 
 
-_busy, _last_activity = attrgetter("busy"), attrgetter("last_activity")
+_busy = attrgetter("busy")
 
 
 class AgentCache:
@@ -83,10 +80,13 @@ class AgentCache:
         self.left: dict[str, bool] = {}  # session listed at the last report -> its flag then: each one moved or gone since
 
     def get(self, session: str) -> Agent | None:
+        """The agent, moved to the end (asked a few times a turn: the journal's test inline)."""
         agent = self.agents.pop(session, None)
         if agent is not None:
-            self._leaving(session, agent)
             self.agents[session] = agent
+            reported = self.reported
+            if reported is not None and session in reported and session not in self.left:
+                self.left[session] = agent.busy
         return agent
 
     def put(self, agent: Agent) -> None:
@@ -203,10 +203,6 @@ class AgentCache:
                 if len(out) == excess:
                     break
         return out
-
-    def oldest_idle_activity(self) -> int | None:
-        """The earliest last activity among idle agents (asked after most turns: C loops only)."""
-        return min(map(_last_activity, filterfalse(_busy, self.agents.values())), default=None)
 
     def stale(self, now: int) -> list[Agent]:
         """Idle agents unused for longer than the idle TTL."""

@@ -13,12 +13,13 @@ and boundaries) and `transcripts` (the agent cache and writing the transcript). 
 from __future__ import annotations
 
 from collections import deque
+from itertools import filterfalse
 from operator import attrgetter
 from typing import Any
 
 from conformance.adapter import Harness, Inbound, Profile
 from conformance.observations import DurableState, Resources, StoredSession, first_turn
-from reference_impl.cache import Agent, AgentCache
+from reference_impl.cache import Agent, AgentCache, Prompt
 from reference_impl.memory import BatchingProvider, MemoryManager, Turn
 from reference_impl.policy import ResetPolicyEvaluator, chat_key
 from reference_impl.sessions import SessionBoundaries
@@ -29,7 +30,8 @@ from sim.scenario import Chat, GatewayConfig, ProviderSpec, ResetPolicy
 
 __all__ = ["CRASH_POINTS", "FLUSH_RETRY", "SWEEP_INTERVAL", "Pending", "ReferenceGateway"]
 
-_cancelled, _session = attrgetter("cancelled"), attrgetter("session")
+_busy, _cancelled, _last_activity, _session = (attrgetter("busy"), attrgetter("cancelled"), attrgetter("last_activity"),
+                                               attrgetter("session"))
 
 
 class ReferenceGateway(SessionBoundaries, AgentTranscripts):
@@ -161,22 +163,23 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
         """Set the watcher's next tick: the first tick of its grid (every interval since boot)
         at which something is due. Ticks with nothing to do are skipped, which changes
         nothing: expiry, idleness and pending retries only become due as time passes."""
-        if not self.running:
+        volatile = self.volatile  # asked after every turn: `running` read without its property
+        if volatile is None or not volatile.running:
             return
         now, interval = self.h.clock.now(), self.config.watcher_interval or SWEEP_INTERVAL
-        timer = self.volatile.tick_timer
+        timer = volatile.tick_timer
         if timer is not None and not timer.cancelled and timer.when - interval <= now:
             return  # the next tick is the first one after now: nothing can be due sooner
         due = self.next_due()
         if due is None:
             return
-        steps = -(-(max(due, now + 1) - self.volatile.tick_origin) // interval)
-        when = self.volatile.tick_origin + steps * interval
+        steps = -(-(max(due, now + 1) - volatile.tick_origin) // interval)
+        when = volatile.tick_origin + steps * interval
         if self.volatile.tick_timer is not None and not self.volatile.tick_timer.cancelled and self.volatile.tick_timer.when <= when:
             return
         if self.volatile.tick_timer is not None:
             self.volatile.tick_timer.cancel()
-        self.volatile.tick_timer = self.h.scheduler.call_at(when, self.tick)
+        volatile.tick_timer = self.h.scheduler.call_at(when, self.tick)
 
     def next_due(self) -> int | None:
         """The earliest instant a tick would have work: an expiry, a stale agent, a retry
@@ -185,7 +188,8 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
         if self.store.saved_routes:  # most calls: no route written since the last
             self.track_expiries(self.store.take_saved_routes())
         due = volatile.expiries.earliest()
-        idle = volatile.cache.oldest_idle_activity()
+        # The idle agents' earliest activity, by C loops (no call of the cache's a turn).
+        idle = min(map(_last_activity, filterfalse(_busy, volatile.cache.agents.values())), default=None)
         if idle is not None and (due is None or idle + self.config.idle_ttl + 1 < due):
             due = idle + self.config.idle_ttl + 1
         if volatile.unflushed or any(p.owed for p in volatile.memory.providers):
@@ -247,7 +251,7 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
         visibility = rows[at - 1].visibility if at else "visible"
         rows.insert(at, Row(pending.turn, "assistant", text, visibility))
         pending.reply = text
-        self.complete_turn(request_id)
+        self.complete_turn(request_id, pending, agent)
 
     def delegate(self, chat: Chat, text: str) -> None:
         key = self.route_key(chat)
@@ -337,7 +341,7 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
         turn = first_turn(message.text)
         agent.rows.append(Row(turn, "user", message.text, "hidden" if message.muted else "visible"))
         agent.busy, agent.last_activity = True, self.h.clock.now()
-        request = self.h.llm.request(chat.name, agent.session, agent.prompt())
+        request = self.h.llm.request(chat.name, agent.session, Prompt(agent.rows))
         self.volatile.inflight[request] = Pending(chat, key, agent.session, turn or "")
         self.volatile.busy_chats[key] = request
         self.enforce_cap()
@@ -355,10 +359,9 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
             self.volatile.memory.switch(previous, session)
             self.h.hooks.on_session_reset(session)
 
-    def complete_turn(self, request_id: str) -> None:
-        """Write the turn, then deliver the reply: an acknowledged turn is always durable."""
-        pending = self.volatile.inflight[request_id]
-        agent = self.agent_of(pending)
+    def complete_turn(self, request_id: str, pending: Pending, agent: Agent) -> None:
+        """Write the turn, then deliver the reply: an acknowledged turn is always durable (the
+        caller has the turn in flight and its agent, just fetched: no second look-up a turn)."""
         if not self.flush(agent):
             now = self.h.clock.now()
             self.volatile.timers = [t for t in self.volatile.timers if not t.cancelled and t.when > now]  # forget fired retries
@@ -367,7 +370,7 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
         del self.volatile.inflight[request_id]
         assert pending.reply is not None
         self.send_reply(pending)
-        if not pending.delegate and (waiting := self.waiting_commands(pending.key)):
+        if not pending.delegate and pending.key in self.volatile.queues and (waiting := self.waiting_commands(pending.key)):
             self.store.commands_due(pending.key, waiting)  # due now, crash or not, until a turn starts ahead
             self.volatile.due_chats.add(pending.key)
         agent.busy, agent.last_activity = self.still_busy(agent.session), self.h.clock.now()
@@ -382,10 +385,13 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
 
     def hand_on(self, key: str, turn: Turn) -> None:
         """A chat's turn is done: its memory sync first, then the chat's queue (a /new waiting
-        behind the turn ends the session only after the turn's sync_turn: I5)."""
-        self.volatile.memory.sync_turn(turn)
-        del self.volatile.busy_chats[key]
-        self.drain_queue(key)
+        behind the turn ends the session only after the turn's sync_turn: I5). Most chats have
+        nothing waiting: their queue is not asked."""
+        volatile = self.volatile
+        volatile.memory.sync_turn(turn)
+        del volatile.busy_chats[key]
+        if key in volatile.queues or key in volatile.due_chats:
+            self.drain_queue(key)
 
     def send_reply(self, pending: Pending) -> None:
         """Deliver the turn's reply to the chat: the turn is acknowledged."""
@@ -394,7 +400,8 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
 
     def retry_turn(self, request_id: str) -> None:
         if self.running and request_id in self.volatile.inflight:
-            self.complete_turn(request_id)
+            pending = self.volatile.inflight[request_id]
+            self.complete_turn(request_id, pending, self.agent_of(pending))
 
     def stop_turn(self, key: str) -> None:
         request = self.volatile.busy_chats.pop(key, None)

@@ -136,8 +136,11 @@ class MemoryManager:
         """The recorder ships each turn at once and keeps no buffer, so it needs no watermark
         (one was written per turn and never read); the batching providers keep theirs."""
         self.recorder.sync_turn(turn.session, turn.user, turn.assistant)
-        due = [provider for provider in self.providers if provider.buffer(turn)]  # every outbox first: a crash
-        for provider in due:  # in one provider's ship must not cost the next provider the turn
+        due = []  # every outbox first: a crash in one provider's ship must not cost the next provider the turn
+        for provider in self.providers:  # a plain loop: no comprehension's frame a turn
+            if provider.buffer(turn):
+                due.append(provider)
+        for provider in due:
             provider.flush(turn.session)
 
     def end_session(self, session: str, transcript: Sequence[Row]) -> None:

@@ -56,13 +56,12 @@ class ResetPolicyEvaluator:
 
     def expiry_instant(self, policy: ResetPolicy, anchor: int, last_user: int) -> int | None:
         """The first instant `expiry_reason` holds if no user message comes (None: never)."""
-        options = []
-        if policy.mode in ("idle", "both"):
-            options.append(last_user + policy.idle_minutes * MINUTE + 1)
-        if policy.mode in ("daily", "both"):
-            boundary = self._window(policy.at_hour, anchor)[1]
-            options.append(max(boundary, last_user + policy.daily_min_idle_minutes * MINUTE))
-        return min(options, default=None)
+        mode = policy.mode  # asked after every turn of a watched chat: no list, no min() with a default
+        idle = last_user + policy.idle_minutes * MINUTE + 1 if mode in ("idle", "both") else None
+        if mode not in ("daily", "both"):
+            return idle
+        daily = max(self._window(policy.at_hour, anchor)[1], last_user + policy.daily_min_idle_minutes * MINUTE)
+        return daily if idle is None or daily < idle else idle
 
 
 class ExpiryQueue:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Iterable
 from functools import cache
-from itertools import chain
+from itertools import chain, starmap
 
 from conformance.observations import StoredMessage
 from reference_impl.tables import (
@@ -105,7 +105,8 @@ class Store:
     # -- faults -----------------------------------------------------------------------
 
     def _check_lock(self) -> None:
-        if self._now() < self.locked_until:
+        """Before a write (a few a turn): the clock is read only once a lock was ever asked."""
+        if self.locked_until >= 0 and self._now() < self.locked_until:
             raise StoreLocked("database is locked")
 
     # -- transcripts ------------------------------------------------------------------
@@ -180,7 +181,7 @@ class Store:
         and COMMIT); a long replay is chunked inside a transaction."""
         self._check_lock()
         rows = list(rows)
-        self._write_rows(_insert_messages, [(session_id, *row) for row in rows])
+        self._write_rows(_insert_messages, rows, (session_id,))
         cached = self._transcripts.get(session_id)
         if cached is not None:
             cached.extend(rows)
@@ -301,7 +302,7 @@ class Store:
         first written (a change feed, so the gateway's expiry index never re-reads the whole
         table)."""
         saved, self.saved_routes = self.saved_routes, {}
-        return [Route(*self._routing[key]) for key in saved]
+        return list(starmap(Route, map(self._routing.__getitem__, saved)))  # C loops: no comprehension's frame a turn
 
     # -- lifecycle flags --------------------------------------------------------------
 
@@ -353,7 +354,7 @@ class Store:
     # -- memory watermark -------------------------------------------------------------
 
     def mark_ingested(self, provider: str, turns: Iterable[str]) -> None:
-        self._write_rows(_insert_ingested, [(provider, turn) for turn in turns])
+        self._write_rows(_insert_ingested, list(zip(turns)), (provider,))
 
     def ingested(self, provider: str) -> set[str]:
         return {row[0] for row in self.db.execute("SELECT turn_id FROM ingested WHERE provider = ?", (provider,))}

@@ -164,13 +164,15 @@ def is_foreign_key_error(err: sqlite3.Error) -> bool:
 
 @cache
 def _insert_messages(count: int) -> str:
-    values = ", ".join(["(?, ?, ?, ?, ?)"] * count)
+    """Shares the session (`?1` in every row: no tuple made a row to prefix it); each row is a `Row`."""
+    values = ", ".join(["(?1, ?, ?, ?, ?)"] * count)
     return f"INSERT INTO messages(session_id, turn_id, role, content, visibility) VALUES {values}"
 
 
 @cache
 def _insert_ingested(count: int) -> str:
-    return f"INSERT OR IGNORE INTO ingested(provider, turn_id) VALUES {', '.join(['(?, ?)'] * count)}"
+    """Shares the provider (`?1` in every row); each row is a turn."""
+    return f"INSERT OR IGNORE INTO ingested(provider, turn_id) VALUES {', '.join(['(?1, ?)'] * count)}"
 
 
 @cache

@@ -21,9 +21,12 @@ class AgentTranscripts:
     # -- the agent cache --------------------------------------------------------------
 
     def enforce_cap(self) -> None:
-        """After every turn starts or ends: evict idle agents past the cap, re-arm the watcher."""
-        for agent in self.volatile.cache.over_cap():
-            self.evict(agent, "lru_cap")
+        """After every turn starts or ends: evict idle agents past the cap, re-arm the watcher
+        (the cache asked only when it holds more agents than the cap: most turns it does not)."""
+        cache = self.volatile.cache
+        if len(cache.agents) > cache.cap:
+            for agent in cache.over_cap():
+                self.evict(agent, "lru_cap")
         self.schedule_tick()
 
     def evict(self, agent: Agent, why: str) -> None:
