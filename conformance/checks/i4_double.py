@@ -163,6 +163,7 @@ def _repeats(m: RunModel, sessions: Mapping[str, dict], last: _Held | None = Non
     taken back first."""
     places = m.places()
     indexes, turns_get = places.indexes, m.turns.get
+    keep = last is not None  # a spilled log's snapshot keeps nothing for the next: its final one is every row
     if last is None:
         last = _Held(bytearray(len(places.turns)))
     held, strays, before = last.held, last.strays, last.sessions
@@ -200,7 +201,8 @@ def _repeats(m: RunModel, sessions: Mapping[str, dict], last: _Held | None = Non
                 unknown.append(turn_id)
             else:
                 mine.append(bisect_left(indexes, turn.index))
-        kept[sid] = (rows, mine, unknown)  # taken back by the next snapshot, marked or not
+        if keep:
+            kept[sid] = (rows, mine, unknown)  # taken back by the next snapshot, marked or not
         for at in mine:
             if held[at]:
                 return _forget(last)
