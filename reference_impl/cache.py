@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import islice
+from itertools import filterfalse, islice
 from operator import attrgetter
 from typing import Any, overload
 
@@ -64,7 +64,7 @@ class Prompt(Sequence[str]):
         return self._rows[index].content
 
 
-_busy = attrgetter("busy")
+_busy, _last_activity = attrgetter("busy"), attrgetter("last_activity")
 
 
 class AgentCache:
@@ -203,6 +203,10 @@ class AgentCache:
                 if len(out) == excess:
                     break
         return out
+
+    def oldest_idle_activity(self) -> int | None:
+        """The earliest last activity among idle agents (asked after most turns: C loops only)."""
+        return min(map(_last_activity, filterfalse(_busy, self.agents.values())), default=None)
 
     def stale(self, now: int) -> list[Agent]:
         """Idle agents unused for longer than the idle TTL."""

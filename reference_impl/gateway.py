@@ -13,7 +13,6 @@ and boundaries) and `transcripts` (the agent cache and writing the transcript). 
 from __future__ import annotations
 
 from collections import deque
-from itertools import filterfalse
 from operator import attrgetter
 from typing import Any
 
@@ -30,8 +29,7 @@ from sim.scenario import Chat, GatewayConfig, ProviderSpec, ResetPolicy
 
 __all__ = ["CRASH_POINTS", "FLUSH_RETRY", "SWEEP_INTERVAL", "Pending", "ReferenceGateway"]
 
-_busy, _cancelled, _last_activity, _session = (attrgetter("busy"), attrgetter("cancelled"), attrgetter("last_activity"),
-                                               attrgetter("session"))
+_cancelled, _session = attrgetter("cancelled"), attrgetter("session")
 
 
 class ReferenceGateway(SessionBoundaries, AgentTranscripts):
@@ -188,8 +186,7 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
         if self.store.saved_routes:  # most calls: no route written since the last
             self.track_expiries(self.store.take_saved_routes())
         due = volatile.expiries.earliest()
-        # The idle agents' earliest activity, by C loops (no call of the cache's a turn).
-        idle = min(map(_last_activity, filterfalse(_busy, volatile.cache.agents.values())), default=None)
+        idle = volatile.cache.oldest_idle_activity()
         if idle is not None and (due is None or idle + self.config.idle_ttl + 1 < due):
             due = idle + self.config.idle_ttl + 1
         if volatile.unflushed or any(p.owed for p in volatile.memory.providers):
