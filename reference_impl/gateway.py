@@ -292,7 +292,7 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
             if known is None or known.parent != parent or known.messages is not rows:  # the same one while nothing moved
                 known = made[sid] = StoredSession(sid, parent, rows)
             sessions.append(known)
-        routing = tuple(sorted((r.chat, r.session_id) for r in self.store.read_routes() if r.session_id))
+        routing = tuple(sorted(self.store.routed_sessions()))
         return DurableState(tuple(sessions), routing)
 
     def resources(self) -> Resources:
