@@ -371,7 +371,12 @@ class Store:
         self._write_rows(_insert_ingested, list(zip(turns)), (provider,))
 
     def ingested(self, provider: str) -> set[str]:
-        return {row[0] for row in self.db.execute("SELECT turn_id FROM ingested WHERE provider = ?", (provider,))}
+        """The watermark's turns a restart needs: those the outbox still holds (a ship whose
+        watermark was saved, before its outbox rows went). A turn is handed to memory once, so
+        no later turn is in the watermark: reading all of it cost a row a turn at every boot."""
+        return {row[0] for row in self.db.execute(
+            "SELECT turn_id FROM ingested WHERE provider = ?1 AND turn_id IN "
+            "(SELECT turn_id FROM memory_outbox WHERE provider = ?1)", (provider,))}
 
     def outbox_add(self, provider: str, session: str, turn: str, user: str, assistant: str) -> None:
         self._dml(
