@@ -25,11 +25,22 @@ from reference_impl.sessions import SessionBoundaries
 from reference_impl.state import CRASH_POINTS, FLUSH_RETRY, SWEEP_INTERVAL, Pending, Volatile
 from reference_impl.store import Route, Row, Store
 from reference_impl.transcripts import AgentTranscripts
+from sim.engine import Timer
 from sim.scenario import Chat, GatewayConfig, ProviderSpec, ResetPolicy
 
 __all__ = ["CRASH_POINTS", "FLUSH_RETRY", "SWEEP_INTERVAL", "Pending", "ReferenceGateway"]
 
-_cancelled, _session = attrgetter("cancelled"), attrgetter("session")
+_session = attrgetter("session")
+
+
+def _running(timers: list[Timer]) -> int:
+    """The timers `resources` counts: the watcher, and the retries not cancelled (asked after
+    every event: a plain loop over the few retries, cheaper than a `sum(map(...))` of none)."""
+    running = 1
+    for timer in timers:
+        if not timer.cancelled:
+            running += 1
+    return running
 
 
 class ReferenceGateway(SessionBoundaries, AgentTranscripts):
@@ -189,7 +200,7 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
         idle = volatile.cache.oldest_idle_activity()
         if idle is not None and (due is None or idle + self.config.idle_ttl + 1 < due):
             due = idle + self.config.idle_ttl + 1
-        if volatile.unflushed or any(p.owed for p in volatile.memory.providers):
+        if volatile.unflushed or volatile.memory.owes():
             now = self.h.clock.now()
             if due is None or now < due:
                 due = now
@@ -281,14 +292,14 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
             if known is None or known.parent != parent or known.messages is not rows:  # the same one while nothing moved
                 known = made[sid] = StoredSession(sid, parent, rows)
             sessions.append(known)
-        routing = tuple(sorted((r.chat, r.session_id) for r in self.store.read_routes() if r.session_id))
+        routing = tuple(sorted(self.store.routed_sessions()))
         return DurableState(tuple(sessions), routing)
 
     def resources(self) -> Resources:
         if not self.running:
             return Resources()
         cached = tuple([(a.session, a.busy) for a in self.volatile.cache.agents.values()])
-        return Resources(cached, 1 + len(self.volatile.timers) - sum(map(_cancelled, self.volatile.timers)))  # the watcher, and retries
+        return Resources(cached, _running(self.volatile.timers))
 
     def resources_delta(self) -> dict[str, Any] | Resources | None:
         """The optional hook `Gateway.resources_delta`: what changed since the last call, from
@@ -299,8 +310,7 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
         if volatile is not None and volatile.running:
             detail = volatile.cache.changes()
             if detail is not None:
-                timers = volatile.timers
-                running = 1 + len(timers) - sum(map(_cancelled, timers))
+                running = _running(volatile.timers)
                 if running != volatile.reported_running:
                     detail["running"] = volatile.reported_running = running
                 return detail or None

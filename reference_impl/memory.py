@@ -164,6 +164,14 @@ class MemoryManager:
         for provider in self.providers:
             provider.retry()
 
+    def owes(self) -> bool:
+        """Whether a provider holds a failed flush for a retry (asked after every turn: a plain
+        loop, no generator's frame)."""
+        for provider in self.providers:  # noqa: SIM110 (any() of a generator costs a frame a turn)
+            if provider.owed:
+                return True
+        return False
+
     def shutdown(self) -> None:
         for provider in self.providers:
             provider.shutdown()

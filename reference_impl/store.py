@@ -59,7 +59,9 @@ class Store:
         self._seen_rows: dict[str, list[StoredMessage]] = {}  # what `read_messages` has read, up to `_seen_seq`
         self._seen_tuples: dict[str, tuple[StoredMessage, ...]] = {}  # the same as handed out: one tuple while no row comes
         self._seen_seq = 0
-        self._sessions: list[tuple[str, str | None]] | None = None  # `all_sessions`, while no session row is written or deleted
+        # `all_sessions`' rows (id -> parent), kept in step by the writes of session rows; None
+        # (after a deletion, whose cascade no cache follows, or a crash): read again.
+        self._sessions: dict[str, str | None] | None = None
         self._unlinked: set[str] = set()  # parents some child row was written without (`orphan_session`)
         self.saved_routes: dict[str, None] = {}  # keys of the routing entries written, oldest first, for the watcher
         # The routing table, read once: only `save_route` writes it, and it keeps this in step.
@@ -141,13 +143,14 @@ class Store:
         known = self._existing
         if session_id in known and known[session_id] == parent_id and (parent_id is None or parent_id in known):
             return
-        self._sessions = None
         self._dml(
             "INSERT INTO sessions(id, chat, parent_id, kind, started) VALUES (?, ?, ?, ?, ?) "
             "ON CONFLICT(id) DO UPDATE SET parent_id = excluded.parent_id",
             (session_id, chat, parent_id, kind, started),
         )
         self._existing[session_id] = parent_id
+        if self._sessions is not None:
+            self._sessions[session_id] = parent_id
         if session_id in self._unlinked:
             self._link_children(session_id)
 
@@ -157,13 +160,14 @@ class Store:
         when the parent's row lands (`_link_children`), so a child never stays parentless beside
         the parent that spawned it."""
         self._check_lock()
-        self._sessions = None
         self._dml(
             "INSERT INTO sessions(id, chat, parent_id, kind, started, spawned_by) VALUES (?, ?, NULL, ?, ?, ?) "
             "ON CONFLICT(id) DO UPDATE SET parent_id = NULL, spawned_by = excluded.spawned_by",
             (session_id, chat, kind, started, spawned_by),
         )
         self._existing[session_id] = None
+        if self._sessions is not None:
+            self._sessions[session_id] = None
         self._unlinked.add(spawned_by)
 
     def _link_children(self, parent_id: str) -> None:
@@ -174,6 +178,8 @@ class Store:
         self._dml("UPDATE sessions SET parent_id = ? WHERE spawned_by = ? AND parent_id IS NULL", (parent_id, parent_id))
         for child in children:
             self._existing[child] = parent_id
+            if self._sessions is not None:
+                self._sessions[child] = parent_id
 
     def append(self, session_id: str, rows: Iterable[Row]) -> None:
         """Append rows atomically: all land or none do. One multi-row INSERT is one statement,
@@ -220,16 +226,18 @@ class Store:
         checkpoint and deletion: re-reading every row each time cost more than the turns that
         wrote them.)"""
         seen, words, tuples = self._seen_rows, _WORDS, self._seen_tuples
+        grown: dict[str, list[StoredMessage]] = {}  # the sessions with new rows: only their tuples are made again
         for seq, session, role, content, visibility in self.db.execute(
             "SELECT seq, session_id, role, content, visibility FROM messages WHERE seq > ? ORDER BY seq", (self._seen_seq,)
         ):  # SQLite hands out a new string per value: a role or visibility is kept as one shared copy
-            seen.setdefault(session, []).append(StoredMessage(words.get(role, role), content, words.get(visibility, visibility)))
-            tuples.pop(session, None)
+            rows = grown.get(session)
+            if rows is None:
+                rows = grown[session] = seen.setdefault(session, [])
+            rows.append(StoredMessage(words.get(role, role), content, words.get(visibility, visibility)))
             self._seen_seq = seq
-        for session, rows in seen.items():  # a session with no new row keeps its tuple (the runner's checks skip it)
-            if session not in tuples:
-                tuples[session] = tuple(rows)
-        return {session: tuples[session] for session in seen}
+        for session, rows in grown.items():  # a session with no new row keeps its tuple (the runner's checks skip it)
+            tuples[session] = tuple(rows)
+        return dict(tuples)  # a tuple for every session `seen` holds (a deletion forgets both)
 
     def delete_session(self, session_id: str, *, keep_children: bool = False) -> None:
         """What another surface does. `keep_children` deletes with foreign keys off, as the
@@ -269,6 +277,12 @@ class Store:
                 "SELECT chat_key, chat, session_id, previous_id, last_user, anchor, ended FROM routing ORDER BY chat_key"
             )
         ]
+
+    def routed_sessions(self) -> list[tuple[str, str]]:
+        """(chat, session) of every routing entry that leads to a session, as the database holds
+        them (the snapshot's routing: two columns fetched, not a `Route` of seven a row, read at
+        every snapshot). `<> ''` is false for NULL too."""
+        return list(self.db.execute("SELECT chat, session_id FROM routing WHERE session_id <> ''"))
 
     def route(self, chat_key: str) -> Route | None:
         row = self._routing.get(chat_key)
@@ -357,7 +371,12 @@ class Store:
         self._write_rows(_insert_ingested, list(zip(turns)), (provider,))
 
     def ingested(self, provider: str) -> set[str]:
-        return {row[0] for row in self.db.execute("SELECT turn_id FROM ingested WHERE provider = ?", (provider,))}
+        """The watermark's turns a restart needs: those the outbox still holds (a ship whose
+        watermark was saved, before its outbox rows went). A turn is handed to memory once, so
+        no later turn is in the watermark: reading all of it cost a row a turn at every boot."""
+        return {row[0] for row in self.db.execute(
+            "SELECT turn_id FROM ingested WHERE provider = ?1 AND turn_id IN "
+            "(SELECT turn_id FROM memory_outbox WHERE provider = ?1)", (provider,))}
 
     def outbox_add(self, provider: str, session: str, turn: str, user: str, assistant: str) -> None:
         self._dml(
@@ -412,11 +431,13 @@ class Store:
         return list(self.db.execute("SELECT chat_key, command, t, left_id, target_id FROM command_journal ORDER BY chat_key"))
 
     def all_sessions(self) -> list[tuple[str, str | None]]:
-        """(id, parent) of every session row, by id: read again only after a session row was
-        written or deleted (`upsert_session`, `delete_session`; a restart reads it anew)."""
+        """(id, parent) of every session row, by id: read again only after a deletion (or a
+        crash); the writes of session rows keep it in step (`upsert_session`, `orphan_session`,
+        `_link_children`): a snapshot after a new session reads no row (the ids' order is SQLite's
+        `BINARY`, bytes of UTF-8: the order of Python's `str`)."""
         if self._sessions is None:
-            self._sessions = list(self.db.execute("SELECT id, parent_id FROM sessions ORDER BY id"))
-        return list(self._sessions)
+            self._sessions = dict(self.db.execute("SELECT id, parent_id FROM sessions"))
+        return sorted(self._sessions.items())
 
     def _write_rows(self, statement: Callable[[int], str], rows: list[tuple], shared: tuple = ()) -> None:
         """Write many rows with few statements: `statement(n)` is the SQL for n rows, whose
