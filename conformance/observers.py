@@ -149,6 +149,9 @@ class Platform:
             call = "platform.send_reply"
             chat, session, text = plain_str(call, "chat", chat), plain_str(call, "session", session), plain_str(call, "text", text)
         turns = turn_ids(text)
+        if len(turns) == 1 and text == reply_text(turns[0]):  # the fake LLM's answer as it came: no second scan
+            self._log.add("reply", chat=chat, session=session, turns=turns)
+            return
         answers = halves((text,))[1]
         if answers == tuple(dict.fromkeys(turns)):  # the common case: the text is the answer of each turn it names
             self._log.add("reply", chat=chat, session=session, turns=turns)
@@ -250,9 +253,7 @@ class RecordingProvider:
             for i, pair in enumerate(pairs):
                 role, content = pair
                 pairs[i] = (plain_str(call, f"transcript[{i}] role", role), plain_str(call, f"transcript[{i}] content", content))
-        turns = [turn for role, content in pairs if role == "user" for turn in turn_ids(content)]  # a folded message carries two
-        replies = [turn for role, content in pairs if role == "assistant" for turn in turn_ids(content)]
-        apart = _apart(pairs)
+        turns, replies, apart = _transcript_turns(pairs)
         if apart:  # left out when every reply follows its own message: logs from before read alike
             self._log.add("on_session_end", session=session, turns=turns, messages=len(pairs), replies=replies, apart=apart)
         else:
@@ -268,20 +269,27 @@ class RecordingProvider:
         self._log.add("memory_shutdown")
 
 
-def _apart(pairs: Sequence[tuple[str, str]]) -> list[str]:
-    """The turns whose reply in a transcript does not follow their own message: the last user
-    message before an assistant message carrying a turn's tag must carry that tag too (a folded
-    message carries two; messages of other roles, a tool's, between them are no matter)."""
+def _transcript_turns(pairs: Sequence[tuple[str, str]]) -> tuple[list[str], list[str], list[str]]:
+    """(the turns the user messages of a transcript carry, those its assistant messages carry,
+    those apart), each message's tags read once. A folded message carries two. A turn is apart
+    when its reply does not follow its own message: the last user message before an assistant
+    message carrying a turn's tag must carry that tag too (messages of other roles, a tool's,
+    between them are no matter)."""
+    turns: list[str] = []
+    replies: list[str] = []
     apart: dict[str, None] = {}
     asking: tuple[str, ...] = ()
     for role, content in pairs:
         if role == "user":
             asking = turn_ids(content)
+            turns += asking
         elif role == "assistant":
-            for turn in turn_ids(content):
+            answered = turn_ids(content)
+            replies += answered
+            for turn in answered:
                 if turn not in asking:
                     apart[turn] = None
-    return list(apart)
+    return turns, replies, list(apart)
 
 
 class HookBus:
