@@ -43,12 +43,13 @@ def halves(texts: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(turns whose user message, turns whose reply) the texts carry, each in first-seen order
     once. A tag is a reply's where ' reply' and a line end (or the text's end) follow it, as in
     `reply_text`; every other tag is a copy of the user's message, however a gateway wrapped it.
-    Read by content, not position: a provider may ship one text per message or whole turns."""
+    Read by content, not position: a provider may ship one text per message or whole turns.
+    The texts are scanned as one, joined by line ends: a tag holds no line end, and one that
+    ends a text reads the same before the next text's line end as at the end of its own."""
     users: dict[str, None] = {}
     replies: dict[str, None] = {}
-    for text in texts:
-        for turn, reply in _halves_of(text):  # (turn, ' reply' where a reply's tag, else '')
-            (replies if reply else users)[turn] = None
+    for turn, reply in _halves_of("\n".join(texts)):  # (turn, ' reply' where a reply's tag, else '')
+        (replies if reply else users)[turn] = None
     return tuple(users), tuple(replies)
 
 

@@ -185,11 +185,14 @@ class MemoryBackend:
             session, texts = plain_str(call, "session", session), plain_strs(call, "texts", texts)
         if keys is not None and (type(keys) is not list or set(map(type, keys)) - {str}):
             keys = plain_strs(f"backends[{self.name!r}].ingest", "keys", keys)
-        taken: list[str] = []
+        taken: Sequence[str] = ()
+        down = self._now() < self.down_until
         if keys is not None:
             if len(keys) != len(texts):
                 raise ValueError(f"ingest: {len(keys)} keys for {len(texts)} texts")
-            if self._now() >= self.down_until:
+            if not down and self._keys.isdisjoint(keys):  # the usual call: every text new (found in C)
+                taken = keys
+            elif not down:
                 fresh = [i for i, key in enumerate(keys) if key not in self._keys]
                 if len(fresh) < len(texts):
                     repeated = [texts[i] for i in range(len(texts)) if i not in set(fresh)]
@@ -199,7 +202,7 @@ class MemoryBackend:
                     return
                 texts, taken = [texts[i] for i in fresh], [keys[i] for i in fresh]
         users, replies = halves(texts)
-        if self._now() < self.down_until:
+        if down:
             self._log.add("ingest_failed", session=session, turns=users, backend=self.name, replies=list(replies))
             raise BackendUnavailable(f"memory backend {self.name!r} is unavailable")
         self._complete_slow(session, users, replies)
