@@ -114,9 +114,13 @@ class FakeLLM:
         # The reply answers the newest turn of the last message, the one whose arrival made the
         # gateway ask; one that folds unanswered messages into that prompt ("[t3] …\n[t5] …")
         # answers them with it too. The record lists every turn carried, the credited one first.
-        carried = tuple(dict.fromkeys(turn_ids(last)))
+        carried = turn_ids(last)
+        if len(carried) > 1:  # a prompt that folds unanswered messages: each turn once, the newest credited first
+            carried = tuple(dict.fromkeys(carried))
+            credited = (*carried[-1:], *carried[:-1])
+        else:
+            credited = carried
         turn = carried[-1] if carried else None
-        credited = (*carried[-1:], *carried[:-1])
         usage = self._usage_by_turn.get(turn, self._usage) if turn else self._usage
         if usage == "small":  # the default is left out of the record: logs from before usage read alike
             self._log.add("llm_request", chat=chat, session=session, turns=credited, request=request_id)
