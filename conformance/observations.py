@@ -12,7 +12,7 @@ from collections import namedtuple
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress, count
-from operator import itemgetter, ne
+from operator import attrgetter, itemgetter, ne
 from typing import Any
 
 from sim.scenario import TURN_TAG
@@ -43,12 +43,13 @@ def halves(texts: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(turns whose user message, turns whose reply) the texts carry, each in first-seen order
     once. A tag is a reply's where ' reply' and a line end (or the text's end) follow it, as in
     `reply_text`; every other tag is a copy of the user's message, however a gateway wrapped it.
-    Read by content, not position: a provider may ship one text per message or whole turns."""
+    Read by content, not position: a provider may ship one text per message or whole turns.
+    The texts are scanned as one, joined by line ends: a tag holds no line end, and one that
+    ends a text reads the same before the next text's line end as at the end of its own."""
     users: dict[str, None] = {}
     replies: dict[str, None] = {}
-    for text in texts:
-        for turn, reply in _halves_of(text):  # (turn, ' reply' where a reply's tag, else '')
-            (replies if reply else users)[turn] = None
+    for turn, reply in _halves_of("\n".join(texts)):  # (turn, ' reply' where a reply's tag, else '')
+        (replies if reply else users)[turn] = None
     return tuple(users), tuple(replies)
 
 
@@ -163,6 +164,7 @@ class StoredSession:
     messages: tuple[StoredMessage, ...]
 
 
+_session_id = attrgetter("id")
 _TURNS_KEPT = 100_000  # rows whose turns a `DurableState.to_detail` cache keeps (a long run's final snapshot holds millions)
 
 
@@ -182,7 +184,7 @@ class DurableState:
         `turns_of`: content -> `StoredMessage.turns`, kept by the caller between snapshots (the
         runner's: most rows of a snapshot were in the one before), up to `_TURNS_KEPT` rows.
         `rows_of`: session id -> (its messages tuple, its rows) of the caller's last snapshot: the
-        same (immutable) tuple again has the same rows, copied. `pack`: the sessions are handed to
+        same (immutable) tuple again has the same rows, shared (no reader changes a record). `pack`: the sessions are handed to
         it one at a time, as made, and kept in the form it returns (`spill.SpilledSessions.pack`:
         each marshalled, for a long run's last snapshot), `rows_of` read but not kept up to date."""
         bodies = self._bodies(turns_of, rows_of if pack is None else None, rows_of, apart=pack is not None)
@@ -198,12 +200,12 @@ class DurableState:
         share: dict[str | None, str | None] = {}
         shared = share.setdefault
         known: dict[str, tuple[str | None, ...]] = {} if turns_of is None else turns_of
-        for s in sorted(self.sessions, key=lambda s: s.id):
+        for s in sorted(self.sessions, key=_session_id):
             if apart:
                 share.clear()
             last = rows_of.get(s.id) if rows_of is not None else None
             if last is not None and last[0] is s.messages:
-                yield s.id, {"parent": s.parent, "rows": [[role, turn, vis] for role, turn, vis in last[1]]}
+                yield s.id, {"parent": s.parent, "rows": last[1]}
                 continue
             rows = []
             for m in s.messages:

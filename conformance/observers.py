@@ -114,9 +114,13 @@ class FakeLLM:
         # The reply answers the newest turn of the last message, the one whose arrival made the
         # gateway ask; one that folds unanswered messages into that prompt ("[t3] …\n[t5] …")
         # answers them with it too. The record lists every turn carried, the credited one first.
-        carried = tuple(dict.fromkeys(turn_ids(last)))
+        carried = turn_ids(last)
+        if len(carried) > 1:  # a prompt that folds unanswered messages: each turn once, the newest credited first
+            carried = tuple(dict.fromkeys(carried))
+            credited = (*carried[-1:], *carried[:-1])
+        else:
+            credited = carried
         turn = carried[-1] if carried else None
-        credited = (*carried[-1:], *carried[:-1])
         usage = self._usage_by_turn.get(turn, self._usage) if turn else self._usage
         if usage == "small":  # the default is left out of the record: logs from before usage read alike
             self._log.add("llm_request", chat=chat, session=session, turns=credited, request=request_id)
@@ -149,6 +153,9 @@ class Platform:
             call = "platform.send_reply"
             chat, session, text = plain_str(call, "chat", chat), plain_str(call, "session", session), plain_str(call, "text", text)
         turns = turn_ids(text)
+        if len(turns) == 1 and text == reply_text(turns[0]):  # the fake LLM's answer as it came: no second scan
+            self._log.add("reply", chat=chat, session=session, turns=turns)
+            return
         answers = halves((text,))[1]
         if answers == tuple(dict.fromkeys(turns)):  # the common case: the text is the answer of each turn it names
             self._log.add("reply", chat=chat, session=session, turns=turns)
@@ -182,11 +189,14 @@ class MemoryBackend:
             session, texts = plain_str(call, "session", session), plain_strs(call, "texts", texts)
         if keys is not None and (type(keys) is not list or set(map(type, keys)) - {str}):
             keys = plain_strs(f"backends[{self.name!r}].ingest", "keys", keys)
-        taken: list[str] = []
+        taken: Sequence[str] = ()
+        down = self._now() < self.down_until
         if keys is not None:
             if len(keys) != len(texts):
                 raise ValueError(f"ingest: {len(keys)} keys for {len(texts)} texts")
-            if self._now() >= self.down_until:
+            if not down and self._keys.isdisjoint(keys):  # the usual call: every text new (found in C)
+                taken = keys
+            elif not down:
                 fresh = [i for i, key in enumerate(keys) if key not in self._keys]
                 if len(fresh) < len(texts):
                     repeated = [texts[i] for i in range(len(texts)) if i not in set(fresh)]
@@ -196,7 +206,7 @@ class MemoryBackend:
                     return
                 texts, taken = [texts[i] for i in fresh], [keys[i] for i in fresh]
         users, replies = halves(texts)
-        if self._now() < self.down_until:
+        if down:
             self._log.add("ingest_failed", session=session, turns=users, backend=self.name, replies=list(replies))
             raise BackendUnavailable(f"memory backend {self.name!r} is unavailable")
         self._complete_slow(session, users, replies)
@@ -250,9 +260,7 @@ class RecordingProvider:
             for i, pair in enumerate(pairs):
                 role, content = pair
                 pairs[i] = (plain_str(call, f"transcript[{i}] role", role), plain_str(call, f"transcript[{i}] content", content))
-        turns = [turn for role, content in pairs if role == "user" for turn in turn_ids(content)]  # a folded message carries two
-        replies = [turn for role, content in pairs if role == "assistant" for turn in turn_ids(content)]
-        apart = _apart(pairs)
+        turns, replies, apart = _transcript_turns(pairs)
         if apart:  # left out when every reply follows its own message: logs from before read alike
             self._log.add("on_session_end", session=session, turns=turns, messages=len(pairs), replies=replies, apart=apart)
         else:
@@ -268,20 +276,27 @@ class RecordingProvider:
         self._log.add("memory_shutdown")
 
 
-def _apart(pairs: Sequence[tuple[str, str]]) -> list[str]:
-    """The turns whose reply in a transcript does not follow their own message: the last user
-    message before an assistant message carrying a turn's tag must carry that tag too (a folded
-    message carries two; messages of other roles, a tool's, between them are no matter)."""
+def _transcript_turns(pairs: Sequence[tuple[str, str]]) -> tuple[list[str], list[str], list[str]]:
+    """(the turns the user messages of a transcript carry, those its assistant messages carry,
+    those apart), each message's tags read once. A folded message carries two. A turn is apart
+    when its reply does not follow its own message: the last user message before an assistant
+    message carrying a turn's tag must carry that tag too (messages of other roles, a tool's,
+    between them are no matter)."""
+    turns: list[str] = []
+    replies: list[str] = []
     apart: dict[str, None] = {}
     asking: tuple[str, ...] = ()
     for role, content in pairs:
         if role == "user":
             asking = turn_ids(content)
+            turns += asking
         elif role == "assistant":
-            for turn in turn_ids(content):
+            answered = turn_ids(content)
+            replies += answered
+            for turn in answered:
                 if turn not in asking:
                     apart[turn] = None
-    return list(apart)
+    return turns, replies, list(apart)
 
 
 class HookBus:

@@ -12,8 +12,11 @@ hours, faults are rarer, and every fault ends in time to be healed before quiesc
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from functools import cache
+from itertools import accumulate
 from operator import itemgetter
 from random import Random
 from typing import Protocol
@@ -109,12 +112,15 @@ class SeededChoices:
 
 
 def weighted(choices: Choices, table: Table[T]) -> T:
-    point = choices.integer(0, sum(map(itemgetter(1), table)) - 1)
-    for value, weight in table:
-        if point < weight:
-            return value
-        point -= weight
-    raise AssertionError("unreachable: point is below the total weight")
+    """A value of `table` drawn by weight: the first whose running total of weights passes the point drawn."""
+    totals = _running_totals(table)
+    return table[bisect_right(totals, choices.integer(0, totals[-1] - 1))][0]
+
+
+@cache
+def _running_totals(table: Table[T]) -> list[int]:
+    """Each entry's weight and those before it (a table is asked hundreds of times a seed)."""
+    return list(accumulate(map(itemgetter(1), table)))
 
 
 def chance(choices: Choices, percent: int) -> bool:
