@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from array import array
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from operator import attrgetter
@@ -52,8 +52,7 @@ _PASSIVE = frozenset({"resources", "ingest", "sync_turn", "on_session_end", "on_
                       "on_session_reset", "note"})
 # Of those, the kinds the walk needs nothing of but the kind: a spilled log leaves them unparsed.
 _UNREAD = _PASSIVE - SESSION_KINDS
-_UNREAD_SPILLED = _UNREAD | {"durable"}  # a spilled log's `durable_labels` say which snapshot is final
-_kind = attrgetter("kind")
+_UNREAD_SPILLED = _UNREAD | {"durable"}  # a spilled log's `durable_labels` say which snapshot is final (a stub has no label)
 _reply_index = attrgetter("reply_index")  # sort keys a turn: in C, not a lambda
 _INDEXED, _BY_SESSION, _READ = 0, 1, 2  # what `walk_log` does with a kind's records besides indexing them
 
@@ -101,13 +100,14 @@ def walk_log(records: Sequence[Obs]) -> Walked:
     # record, not tested against the sets of kinds.
     appenders: dict[str, tuple[Callable[[int], None], int]] = {}
     unanswering: dict[str, list[int]] = {}  # see `Walked`
-    for index, (kind, r) in enumerate(_pairs(records, _UNREAD if labels is None else _UNREAD_SPILLED)):
+    for index, r in enumerate(_read(records, _UNREAD if labels is None else _UNREAD_SPILLED)):
+        kind = r.kind
         entry = appenders.get(kind)
         if entry is None:
             entry = appenders[kind] = (by_kind[kind].append, _role(kind))
         add, role = entry
         add(index)
-        if role == _INDEXED or r is None:
+        if role == _INDEXED:
             continue
         if role == _BY_SESSION:
             if r.session is not None:
@@ -183,13 +183,11 @@ def walk_log(records: Sequence[Obs]) -> Walked:
     return Walked(view, turns, commands, failure, stopped, dict(acked), unanswering)
 
 
-def _pairs(records: Sequence[Obs], unread: frozenset[str]) -> Iterator[tuple[str, Obs | None]]:
-    """(kind, record) for each record in order; the record is None where the walk reads
-    only the kind and the log is spilled (its file knows each line's kind)."""
+def _read(records: Sequence[Obs], unread: frozenset[str]) -> Iterable[Obs]:
+    """The records in order; where the walk reads only the kind and the log is spilled, a stub
+    of the kind alone (its file knows each line's kind: `SpilledRecords.walk`)."""
     walk = getattr(records, "walk", None)
-    if walk is None:
-        return zip(map(_kind, records), records, strict=True)
-    return walk(unread)  # type: ignore[no-any-return]
+    return records if walk is None else walk(unread)  # type: ignore[no-any-return]
 
 
 def _delivered(delivery: Delivery) -> Iterator[tuple[str, CommandAt]]:
