@@ -139,7 +139,8 @@ def test_spilled_records_read_back() -> None:
     assert len(log.records) == 11 and log.records[-1].d("what") == "later"
     with pytest.raises(IndexError):
         records[11]
-    assert list(records.walk(frozenset({"note"}))) == [("note", None)] * 11
+    assert list(records.walk(frozenset({"note"}))) == [Obs(0, 0, "note")] * 11
+    assert list(records.walk(frozenset())) == list(records)
     assert [r.d("what") for r in records.pick([3, 10])] == ["é" * 3, "later"]
 
 

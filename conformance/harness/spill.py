@@ -191,14 +191,16 @@ class SpilledRecords(Sequence[Obs]):
                 base, block = start, memoryview(os.pread(self._fd, BLOCK, start))
             yield _load(block[start - base:stop - base])
 
-    def walk(self, unread: frozenset[str]) -> Iterator[tuple[str, Obs | None]]:
-        """(kind, record) in order; None for a record whose kind is in `unread` (not read)."""
+    def walk(self, unread: frozenset[str]) -> Iterator[Obs]:
+        """The records in order; for one whose kind is in `unread`, not read, a stub of its kind
+        alone (`Obs(0, 0, kind)`, one shared by every record of that kind)."""
         names = self._kind_names
         skip = bytes(code for code, name in enumerate(names) if name in unread)
+        stubs = [Obs(0, 0, name) for name in names]
         wanted = (index for index, code in enumerate(self._kinds) if code not in skip)
         records = self.pick(wanted)
         for code in self._kinds:
-            yield names[code], None if code in skip else next(records)
+            yield stubs[code] if code in skip else next(records)
 
     def close(self) -> None:
         self._file.close()

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from array import array
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
-from operator import attrgetter
 
 from conformance.checks.model.facts import _ABSENT as ABSENT
 from conformance.checks.model.facts import (
@@ -52,9 +51,7 @@ _PASSIVE = frozenset({"resources", "ingest", "sync_turn", "on_session_end", "on_
                       "on_session_reset", "note"})
 # Of those, the kinds the walk needs nothing of but the kind: a spilled log leaves them unparsed.
 _UNREAD = _PASSIVE - SESSION_KINDS
-_UNREAD_SPILLED = _UNREAD | {"durable"}  # a spilled log's `durable_labels` say which snapshot is final
-_kind = attrgetter("kind")
-_reply_index = attrgetter("reply_index")  # sort keys a turn: in C, not a lambda
+_UNREAD_SPILLED = _UNREAD | {"durable"}  # a spilled log's `durable_labels` say which snapshot is final (a stub has no label)
 _INDEXED, _BY_SESSION, _READ = 0, 1, 2  # what `walk_log` does with a kind's records besides indexing them
 
 
@@ -101,13 +98,15 @@ def walk_log(records: Sequence[Obs]) -> Walked:
     # record, not tested against the sets of kinds.
     appenders: dict[str, tuple[Callable[[int], None], int]] = {}
     unanswering: dict[str, list[int]] = {}  # see `Walked`
-    for index, (kind, r) in enumerate(_pairs(records, _UNREAD if labels is None else _UNREAD_SPILLED)):
-        entry = appenders.get(kind)
-        if entry is None:
-            entry = appenders[kind] = (by_kind[kind].append, _role(kind))
-        add, role = entry
+    acked: dict[str, list[Turn]] = defaultdict(list)  # see `Walked`
+    for index, r in enumerate(_read(records, _UNREAD if labels is None else _UNREAD_SPILLED)):
+        kind = r.kind
+        try:
+            add, role = appenders[kind]
+        except KeyError:  # the kind's first record (a try costs nothing until it raises: no test a record)
+            add, role = appenders[kind] = (by_kind[kind].append, _role(kind))
         add(index)
-        if role == _INDEXED or r is None:
+        if role == _INDEXED:
             continue
         if role == _BY_SESSION:
             if r.session is not None:
@@ -130,8 +129,11 @@ def walk_log(records: Sequence[Obs]) -> Walked:
                 if r.chat != turn.chat or ("answers" in r.detail and turn.id not in r.detail["answers"]):
                     unanswering.setdefault(turn.id, []).append(index)  # another chat's outbox, or no answer in it
                 if turn.reply_t == ABSENT:  # not acked
-                    turn.reply_t, turn.reply_session, turn.reply_index = r.t, names.setdefault(r.session, r.session), index
-                    turn.session = turn.reply_session
+                    session = names.setdefault(r.session, r.session)
+                    turn.reply_t, turn.reply_session, turn.reply_index = r.t, session, index
+                    turn.session = session
+                    if session:
+                        acked[session].append(turn)  # in reply order: the log's
         elif kind in ("message", "delegate"):
             chat = r.chat or ""
             detail = r.detail
@@ -174,22 +176,17 @@ def walk_log(records: Sequence[Obs]) -> Walked:
     for delivery in deliveries:
         for chat, command in _delivered(delivery):
             commands[chat].append(command)
-    acked: dict[str, list[Turn]] = defaultdict(list)
-    for turn in sorted([t for t in turns.values() if t.reply_t != ABSENT and t.reply_session], key=_reply_index):
-        acked[turn.session].append(turn)
     view = LogView(records=records, name=head.d("name"), zone=zone, config=config,
                    chats=head.d("chats") or {}, profile=head.d("profile") or {}, final_stop=final_stop,
                    final_index=final_index, by_kind=dict(by_kind), by_session=dict(by_session), changes=changes)
     return Walked(view, turns, commands, failure, stopped, dict(acked), unanswering)
 
 
-def _pairs(records: Sequence[Obs], unread: frozenset[str]) -> Iterator[tuple[str, Obs | None]]:
-    """(kind, record) for each record in order; the record is None where the walk reads
-    only the kind and the log is spilled (its file knows each line's kind)."""
+def _read(records: Sequence[Obs], unread: frozenset[str]) -> Iterable[Obs]:
+    """The records in order; where the walk reads only the kind and the log is spilled, a stub
+    of the kind alone (its file knows each line's kind: `SpilledRecords.walk`)."""
     walk = getattr(records, "walk", None)
-    if walk is None:
-        return zip(map(_kind, records), records, strict=True)
-    return walk(unread)  # type: ignore[no-any-return]
+    return records if walk is None else walk(unread)  # type: ignore[no-any-return]
 
 
 def _delivered(delivery: Delivery) -> Iterator[tuple[str, CommandAt]]:
