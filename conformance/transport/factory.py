@@ -33,12 +33,13 @@ def check_gateway(name: str, find: Callable[[str], Callable[[], Any]] = resolve)
 
 
 def gateway_factory(args: argparse.Namespace, env: dict[str, str] | None = None) -> Callable[[], Any]:
-    """The named gateway, in a child process of its own when isolated (always for exec:)."""
-    from conformance.transport.exec_gateway import ExecGateway, isolated
-
+    """The named gateway, in a child process of its own when isolated (always for exec:). The
+    child transport is imported only then: an in-process run never loads it."""
     name = args.gateway
     timeout, memory = args.step_timeout, args.memory_mb
     if name.startswith("exec:"):
+        from conformance.transport.exec_gateway import ExecGateway
+
         argv = exec_argv(name)
         return lambda: ExecGateway(argv, step_timeout=timeout, memory_mb=memory, env=env)
     factory = resolve(name)  # unknown names fail here, before any child starts
@@ -47,5 +48,7 @@ def gateway_factory(args: argparse.Namespace, env: dict[str, str] | None = None)
             factory()
         # Anyone else's factory runs only in the children: one that hangs or kills its process
         # cannot take this one, and the report, along.
+        from conformance.transport.exec_gateway import isolated
+
         return lambda: isolated(name, step_timeout=timeout, memory_mb=memory, env=env)
     return factory
