@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from conformance.checks import (
+    parts,
     i1_end,
     i2_store,
     i3_memory,
@@ -42,27 +43,88 @@ CHECKS: dict[str, Callable[[RunModel], Verdict]] = {
 assert tuple(CHECKS) == CHECK_IDS
 
 
-def judge(records: Sequence[Obs], strict: bool = False) -> dict[str, Verdict]:
-    """Every check's verdict on one observation log (`strict`: a vacuous pass fails)."""
+def judge(records: Sequence[Obs], strict: bool = False, in_parts: bool | None = None) -> dict[str, Verdict]:
+    """Every check's verdict on one observation log (`strict`: a vacuous pass fails). A spilled
+    (long) log is judged in parts where it splits (`parts`; `in_parts` forces either way)."""
     head = records[1] if len(records) > 1 else None
     if head is not None and head.kind == "skipped" and head.d("scope") == "scenario":  # see Run.execute
         return {check: Verdict(check, "skip", reason=f"not judged: {head.d('reason')}") for check in CHECKS}
+    split = None
+    if in_parts if in_parts is not None else hasattr(records, "walk_kept"):
+        try:
+            split = parts.split_log(records, parts.PART_RECORDS if in_parts is None else 1)
+        except Exception as err:  # the oracle cannot read this log: no check can judge it
+            return {check: checker_error(check, "the oracle", err) for check in CHECKS}
+    verdicts = _judge_whole(records) if split is None else _judge_parts(split)
+    return {check: strictly(v) for check, v in verdicts.items()} if strict else verdicts
+
+
+def _judge_whole(records: Sequence[Obs]) -> dict[str, Verdict]:
     try:
         model = RunModel.build(records)
     except Exception as err:  # the oracle cannot read this log: no check can judge it
         return {check: checker_error(check, "the oracle", err) for check in CHECKS}
     if model.failure is not None:
-        failure = model.failure
-        status = "timeout" if failure.d("failure") == "timeout" else "error"
-        reason = f"gateway {status} at step {failure.step} ({failure.d('event')}): {failure.d('message')}"
-        return {check: Verdict(check, status, reason=reason) for check in CHECKS}
+        return _failed(model.failure)
     verdicts = {}
     for check, fn in CHECKS.items():
         try:
             verdicts[check] = _once(fn(model))
         except Exception as err:  # this check is broken on this log; the others still judge it
             verdicts[check] = checker_error(check, check, err)
-    return {check: strictly(v) for check, v in verdicts.items()} if strict else verdicts
+    return verdicts
+
+
+def _failed(failure: Obs) -> dict[str, Verdict]:
+    """A run whose gateway failed: an incomplete log proves nothing either way."""
+    status = "timeout" if failure.d("failure") == "timeout" else "error"
+    reason = f"gateway {status} at step {failure.step} ({failure.d('event')}): {failure.d('message')}"
+    return {check: Verdict(check, status, reason=reason) for check in CHECKS}
+
+
+def _judge_parts(split: parts.LogSplit) -> dict[str, Verdict]:
+    """Every check but I7 on each part's model in turn, merged; I7 on the records every part
+    reads, with the turns' flights of every part (`parts`)."""
+    try:
+        shared = RunModel.build(split.shared())
+    except Exception as err:
+        return {check: checker_error(check, "the oracle", err) for check in CHECKS}
+    if shared.failure is not None:
+        return _failed(shared.failure)
+    found: dict[str, list[Verdict]] = {check: [] for check in CHECKS}
+    flights = i7_resources.Flights() if hasattr(i7_resources, "Flights") else None  # TEMP
+    for number in range(split.parts):
+        try:
+            model = RunModel.build(split.part(number))
+        except Exception as err:
+            return {check: checker_error(check, "the oracle", err) for check in CHECKS}
+        for check, fn in CHECKS.items():
+            if check == "I7":
+                continue
+            try:
+                found[check].append(fn(model))
+            except Exception as err:
+                found[check].append(checker_error(check, check, err))
+        if flights is not None:
+            flights.add(model.turns.values())
+        del model
+    try:
+        if flights is not None:
+            found["I7"].append(i7_resources.judge(shared, flights))
+    except Exception as err:
+        found["I7"].append(checker_error("I7", "I7", err))
+    return {check: _once(_merged(check, verdicts)) for check, verdicts in found.items()}
+
+
+def _merged(check: str, verdicts: list[Verdict]) -> Verdict:
+    """One verdict of the parts' verdicts: a checker error if any part had one, else a failure
+    if any part failed; the violations in log order (by their records, then their words)."""
+    for verdict in verdicts:
+        if verdict.status == CHECKER_ERROR:
+            return verdict
+    violations = sorted((v for verdict in verdicts for v in verdict.violations), key=lambda v: (v.records, v.message))
+    status = "fail" if any(verdict.status == "fail" for verdict in verdicts) else "pass"
+    return Verdict(check, status, tuple(violations), "", sum(verdict.examined for verdict in verdicts))
 
 
 _CHECKS_DIR = str(Path(__file__).parent)

@@ -43,7 +43,8 @@ def check(m: RunModel) -> Verdict:
             violations += _recreated(m, cut, _user_rows(sessions, cut.session))
     violations += _resurrected(m, cuts)
     for delete_index, r in m.of("delete_parent"):
-        children = {t.session for t in m.turns.values() if t.delegate and t.session and t.reply_index > delete_index}
+        children = {t.session for t in m.turns.values()  # its chat's: the parent deleted is that chat's session
+                    if t.delegate and t.session and t.reply_index > delete_index and t.chat == r.chat}
         for child in sorted(children):
             examined += 1
             counts = Counter(_user_rows(sessions, child) or [])
@@ -52,10 +53,10 @@ def check(m: RunModel) -> Verdict:
                 violations.append(Violation(
                     f"delegate child {child} stores {turn_list(doubled)} twice after its parent {r.session} was deleted "
                     f"(a foreign-key failure with the child's row present must not replay)", (delete_index,), r.t, child, tuple(doubled)))
-    if not cuts:  # a child may drop its link to a deleted parent (`_dangling`)
-        named, out = _parentless(m, sessions)
-        examined += named
-        violations += out
+    # A child may drop its link to a deleted parent (`_dangling`): judged in chats without a deletion.
+    named, out = _parentless(m, sessions, {m.records[cut.index].chat or "" for cut in cuts})
+    examined += named
+    violations += out
     muted = {t.id for t in m.turns.values() if t.muted}
     for sid in sorted(sessions):  # one session's rows at a time (a spilled snapshot loads each as read)
         for role, turn, visibility in sessions[sid]["rows"]:
@@ -182,17 +183,19 @@ def _dangling(m: RunModel, cut: Deletion, owed_at: int) -> list[Violation]:
     return []
 
 
-def _parentless(m: RunModel, stored: dict) -> tuple[int, list[Violation]]:
+def _parentless(m: RunModel, stored: dict, cut_chats: set[str]) -> tuple[int, list[Violation]]:
     """A delegate child's row names its parent (contract: a delegate child): in the final
     store, a child whose task's session (its chat's session when the task arrived, live or
     past its boundary) is stored names a parent, even where the parent's row was not written
     yet when the child's was. Which parent is not judged: a task held
     while the gateway was down may be spawned by the session after the restart (catalog 57).
-    Judged only in a log without a deletion (the caller's condition)."""
+    Judged only in chats without a deletion (`cut_chats`: a deletion there may take the parent;
+    a chat's question, so a log judged in parts asks it the same way)."""
     out: list[Violation] = []
     examined = 0
     seen: set[str] = set()
-    for turn in sorted((t for t in m.turns.values() if t.delegate and t.session), key=lambda t: t.index):
+    for turn in sorted((t for t in m.turns.values() if t.delegate and t.session and t.chat not in cut_chats),
+                       key=lambda t: t.index):
         child = turn.session
         body = stored.get(child)
         if body is None or child in seen:

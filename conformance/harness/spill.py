@@ -88,6 +88,10 @@ class SpilledSessions(Mapping[str, Any]):
     def __repr__(self) -> str:
         return f"SpilledSessions({len(self)} sessions)"
 
+    def select(self, sessions: set[str]) -> SpilledSessions:
+        """These sessions only (their blobs shared, not copied): one part's (`conformance.checks.parts`)."""
+        return SpilledSessions((sid, blob) for sid, blob in self._blobs.items() if sid in sessions)
+
 
 class SpilledRecords(Sequence[Obs]):
     """Records in an unnamed temporary file (gone when this object is)."""
@@ -201,6 +205,25 @@ class SpilledRecords(Sequence[Obs]):
         records = self.pick(wanted)
         for code in self._kinds:
             yield stubs[code] if code in skip else next(records)
+
+    def of_kinds(self, kinds: frozenset[str]) -> Iterator[tuple[int, Obs]]:
+        """(index, record) of the records of these kinds, in order (the others not read)."""
+        codes = bytes(code for code, name in enumerate(self._kind_names) if name in kinds)
+        wanted = array("I" if len(self) < 1 << 32 else "q", (index for index, code in enumerate(self._kinds) if code in codes))
+        return zip(wanted, self.pick(wanted), strict=True)
+
+    def walk_kept(self, unread: frozenset[str], labels: bytes | bytearray, keep: bytes) -> Iterator[tuple[int, Obs]]:
+        """`walk` of the records whose label (`labels[index]`) `keep` marks, with their indexes:
+        one part of a log judged in parts (`conformance.checks.parts`)."""
+        names = self._kind_names
+        skip = bytes(code for code, name in enumerate(names) if name in unread)
+        stubs = [Obs(0, 0, name) for name in names]
+        kinds = self._kinds
+        wanted = (index for index, code in enumerate(kinds) if keep[labels[index]] and code not in skip)
+        records = self.pick(wanted)
+        for index, code in enumerate(kinds):
+            if keep[labels[index]]:
+                yield index, (stubs[code] if code in skip else next(records))
 
     def close(self) -> None:
         self._file.close()

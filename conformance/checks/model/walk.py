@@ -22,6 +22,7 @@ from conformance.checks.model.facts import (
     new_command,
 )
 from conformance.checks.model.log import LogView
+from conformance.checks.parts import LogPart
 from conformance.observations import Obs
 from sim.clock import load_zone
 from sim.loader import config_from_document
@@ -99,7 +100,7 @@ def walk_log(records: Sequence[Obs]) -> Walked:
     appenders: dict[str, tuple[Callable[[int], None], int]] = {}
     unanswering: dict[str, list[int]] = {}  # see `Walked`
     acked: dict[str, list[Turn]] = defaultdict(list)  # see `Walked`
-    for index, r in enumerate(_read(records, _UNREAD if labels is None else _UNREAD_SPILLED)):
+    for index, r in _read(records, _UNREAD if labels is None else _UNREAD_SPILLED):
         kind = r.kind
         try:
             add, role = appenders[kind]
@@ -182,11 +183,12 @@ def walk_log(records: Sequence[Obs]) -> Walked:
     return Walked(view, turns, commands, failure, stopped, dict(acked), unanswering)
 
 
-def _read(records: Sequence[Obs], unread: frozenset[str]) -> Iterable[Obs]:
-    """The records in order; where the walk reads only the kind and the log is spilled, a stub
-    of the kind alone (its file knows each line's kind: `SpilledRecords.walk`)."""
+def _read(records: Sequence[Obs], unread: frozenset[str]) -> Iterable[tuple[int, Obs]]:
+    """(index, record) in order; where the walk reads only the kind and the log is spilled, a
+    stub of the kind alone (its file knows each line's kind: `SpilledRecords.walk`). One part
+    of a log judged in parts yields its own records and those every part reads (`LogPart.walk`)."""
     walk = getattr(records, "walk", None)
-    return records if walk is None else walk(unread)  # type: ignore[no-any-return]
+    return enumerate(records if walk is None else walk(unread)) if not isinstance(records, LogPart) else records.walk(unread)
 
 
 def _delivered(delivery: Delivery) -> Iterator[tuple[str, CommandAt]]:

@@ -1,0 +1,290 @@
+"""A long log judged in parts: the checks' model holds one part's turns at a time.
+
+The model of a whole run keeps every turn (≈ 500 bytes each): a 10^6-event run's model was
+most of its memory. But most of what the checks judge belongs to one chat: its turns, the
+sessions they ran in, those sessions' hooks, ingests and stored rows. `split_log` reads the
+log once and joins every chat, session and turn that any record names together (a reply sent
+to another chat, a session two chats shared, a turn ingested under a foreign session, a
+stored row's turn or parent: whatever a gateway did, what it tied together stays together);
+each group of joined names is a *component*, and components are packed into parts of about
+`PART_RECORDS` records. A part's view (`LogPart`) is the log as the checks know it, with the
+other parts' records left out: the records that name nothing (the scenario, stops, restarts,
+resource samples, faults) are in every part, and a durable snapshot in a part holds only its
+sessions. Every check but I7 judges each part's model in turn, and the verdicts are merged
+(`conformance.checks.judge`); I7, whose cache is shared by every chat, judges the model of
+the records that name nothing with the turns' flights gathered from every part.
+
+Nothing here is a shortcut: a log whose parts cannot be told apart (one component, or a kind
+this module does not know) is judged whole, and tests judge the catalog, the zoo and
+generated seeds both ways and compare the verdicts.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+from conformance.observations import Obs
+
+PART_RECORDS = 1_000_000  # records a part holds before the next component starts another
+GLOBAL = 255  # the label of a record every part reads (it names no chat, session or turn)
+MAX_PARTS = 254
+
+# Kinds whose records name no chat, session or turn: every part reads them.
+GLOBAL_KINDS = frozenset({"scenario", "advance", "backend_fail", "backend_slow", "checkpoint", "crash", "crash_at",
+                          "db_locked", "error", "memory_shutdown", "quiesce", "resources", "restart", "sigterm",
+                          "threads", "durable"})
+# Kinds whose records name chats, sessions or turns in their fields, and the detail keys that
+# name more of them (a turn id, or a list of them; a session id, or a list).
+NAMING_KINDS: dict[str, tuple[str, ...]] = {
+    "message": (), "delegate": (), "command": (), "llm_request": (), "sync_turn": (), "skipped": (),
+    "on_session_finalize": (), "on_session_reset": (), "delete_parent": (),
+    "reply": ("answers",),
+    "ingest": ("replies",), "ingest_busy": ("replies",), "ingest_failed": ("replies",), "ingest_repeated": ("replies",),
+    "on_session_end": ("replies",),
+    "on_session_switch": ("previous",),
+    "note": ("turn",),
+    "delete_session": ("cascade",),
+}
+
+
+_READ_KINDS = frozenset(NAMING_KINDS) | {"durable"}
+
+
+class _Names:
+    """Union-find over the names a log uses. A turn id the harness made (`t<n>`) is held by its
+    number in an array, the rest (chats, sessions, odd turn ids) in a dict: a long run's turn
+    ids would otherwise be most of this pass's memory."""
+
+    def __init__(self) -> None:
+        self.parent = array("i")
+        self.named: dict[str, int] = {}
+        self.turns = array("i")  # turn number - 1 -> its node, -1 if none yet
+        self.first = array("i")  # node -> index of the first record naming it
+
+    def node(self, name: str, index: int, turn: bool = False) -> int:
+        if turn and len(name) > 1 and name[0] == "t" and name[1] != "0" and name[1:].isdigit():
+            number = int(name[1:]) - 1
+            if number < len(self.turns) + 4096:
+                while len(self.turns) <= number:
+                    self.turns.append(-1)
+                found = self.turns[number]
+                if found < 0:
+                    found = self.turns[number] = self._new(index)
+                return found
+        key = ("t:" if turn else "n:") + name
+        found = self.named.get(key, -1)
+        if found < 0:
+            found = self.named[key] = self._new(index)
+        return found
+
+    def _new(self, index: int) -> int:
+        self.parent.append(len(self.parent))
+        self.first.append(index)
+        return len(self.parent) - 1
+
+    def find(self, node: int) -> int:
+        parent = self.parent
+        root = node
+        while parent[root] != root:
+            root = parent[root]
+        while parent[node] != root:  # path compression
+            parent[node], node = root, parent[node]
+        return root
+
+    def union(self, a: int, b: int) -> int:
+        a, b = self.find(a), self.find(b)
+        if a != b:
+            if self.first[b] < self.first[a]:  # the earlier-named root stays: components in log order
+                a, b = b, a
+            self.parent[b] = a
+        return a
+
+
+class LogSplit:
+    """Which part each record belongs to (`GLOBAL`: every part), and each part's chats and sessions."""
+
+    def __init__(self, records: Sequence[Obs], labels: bytearray, chats: list[set[str]], sessions: list[set[str]]):
+        self.records = records
+        self.labels = labels
+        self.chats = chats
+        self.sessions = sessions
+
+    @property
+    def parts(self) -> int:
+        return len(self.chats)
+
+    def part(self, number: int) -> LogPart:
+        return LogPart(self, number)
+
+    def shared(self) -> LogPart:
+        """The records that name nothing, with every chat: what I7 judges the cache on."""
+        return LogPart(self, GLOBAL)
+
+
+def split_log(records: Sequence[Obs], part_records: int = PART_RECORDS) -> LogSplit | None:
+    """The log's parts, or None where it is one component or names a kind this module does not know."""
+    names = _Names()
+    nodes = array("i", [-1]) * len(records)  # record -> a node it names (-1: it names nothing)
+    chats: dict[str, dict[str, Any]] = records[0].detail.get("chats") or {}
+    for chat in chats:
+        names.node(chat, 0)
+    of_kinds = getattr(records, "of_kinds", None)  # a spilled log: read only the records that name something
+    reading: Iterable[tuple[int, Obs]] = enumerate(records) if of_kinds is None else of_kinds(_READ_KINDS)
+    for index, r in reading:
+        kind = r.kind
+        if kind == "durable":
+            _join_snapshot(names, r, index)
+            continue
+        if kind in GLOBAL_KINDS:
+            continue
+        keys = NAMING_KINDS.get(kind)
+        if keys is None:
+            return None  # a kind unknown here: judged whole
+        node = -1
+        if r.chat is not None:
+            node = names.node(r.chat, index)
+        if r.session is not None:
+            other = names.node(r.session, index)
+            node = other if node < 0 else names.union(node, other)
+        for turn in r.turns:
+            other = names.node(turn, index, turn=True)
+            node = other if node < 0 else names.union(node, other)
+        detail = r.detail
+        for key in keys:
+            value = detail.get(key)
+            for name in (value,) if isinstance(value, str) else value if isinstance(value, list | tuple) else ():
+                if isinstance(name, str):
+                    other = names.node(name, index, turn=key in ("answers", "replies", "turn"))
+                    node = other if node < 0 else names.union(node, other)
+        nodes[index] = node
+    # Components in the order of their first record, packed into parts.
+    find = names.find
+    component_records: dict[int, int] = {}
+    for node in nodes:
+        if node >= 0:
+            root = find(node)
+            component_records[root] = component_records.get(root, 0) + 1
+    for node in range(len(names.parent)):  # a chat that logged nothing, a session only stored: still some part's
+        component_records.setdefault(find(node), 0)
+    if len(component_records) < 2:
+        return None
+    part_of: dict[int, int] = {}
+    size = 0
+    part = 0
+    for root in sorted(component_records, key=names.first.__getitem__):
+        if size and size + component_records[root] > part_records:
+            part, size = part + 1, 0
+        part_of[root] = part
+        size += component_records[root]
+    if part == 0:
+        return None
+    if part >= MAX_PARTS:  # too many: fold the surplus into the last part
+        part_of = {root: min(p, MAX_PARTS - 1) for root, p in part_of.items()}
+        part = MAX_PARTS - 1
+    labels = bytearray([GLOBAL]) * len(records)
+    for index, node in enumerate(nodes):
+        if node >= 0:
+            labels[index] = part_of[find(node)]
+    del nodes
+    part_chats: list[set[str]] = [set() for _ in range(part + 1)]
+    part_sessions: list[set[str]] = [set() for _ in range(part + 1)]
+    for chat in chats:
+        part_chats[part_of[find(names.node(chat, 0))]].add(chat)
+    for key, node in names.named.items():  # chats and sessions share a namespace: a chat's name is harmless here
+        root = find(node)
+        if key.startswith("n:") and root in part_of:
+            part_sessions[part_of[root]].add(key[2:])
+    return LogSplit(records, labels, part_chats, part_sessions)
+
+
+def _join_snapshot(names: _Names, r: Obs, index: int) -> None:
+    """A stored session with its parent and its rows' turns; a routed chat with its session."""
+    detail = r.detail
+    sessions = detail.get("sessions") or {}
+    for sid in sessions:
+        body = sessions[sid]
+        node = names.node(sid, index)
+        parent = body.get("parent") if isinstance(body, dict) else None
+        if isinstance(parent, str):
+            node = names.union(node, names.node(parent, index))
+        for row in (body.get("rows") or ()) if isinstance(body, dict) else ():
+            if isinstance(row, list | tuple) and len(row) > 1 and isinstance(row[1], str):
+                node = names.union(node, names.node(row[1], index, turn=True))
+    routing = detail.get("routing") or {}
+    if isinstance(routing, dict):
+        for chat, sid in routing.items():
+            if isinstance(chat, str) and isinstance(sid, str):
+                names.union(names.node(chat, index), names.node(sid, index))
+
+
+class LogPart(Sequence[Obs]):
+    """One part of a split log as the model reads it: indexes are the whole log's (a verdict
+    names the records of the log), the walk yields the part's records and those every part
+    reads, and a durable snapshot holds the part's sessions and routes only. The head lists
+    the part's chats (`GLOBAL`: the records that name nothing, with every chat)."""
+
+    def __init__(self, split: LogSplit, part: int) -> None:
+        self.split = split
+        self.part = part
+        self.records = split.records
+        self.durable_labels = getattr(split.records, "durable_labels", None)
+        keep = bytearray(256)
+        keep[GLOBAL] = 1
+        if part != GLOBAL:
+            keep[part] = 1
+        self._keep = bytes(keep)
+        self.size = split.labels.count(GLOBAL) + (split.labels.count(part) if part != GLOBAL else 0)  # the walk's
+        head = self.records[0]
+        if part != GLOBAL:
+            chats = split.chats[part]
+            detail = dict(head.detail)
+            detail["chats"] = {name: info for name, info in (head.detail.get("chats") or {}).items() if name in chats}
+            head = Obs(head.t, head.step, head.kind, head.chat, head.session, head.turns, detail)
+        self._head = head
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __getitem__(self, index: int) -> Obs:  # type: ignore[override]
+        if index == 0:
+            return self._head
+        return self._cut(self.records[index])
+
+    def pick(self, indexes: Sequence[int]) -> Iterator[Obs]:
+        pick = getattr(self.records, "pick", None)
+        for index, r in zip(indexes, pick(indexes) if pick is not None else map(self.records.__getitem__, indexes),
+                            strict=True):
+            yield self._head if index == 0 else self._cut(r)
+
+    def walk(self, unread: frozenset[str]) -> Iterator[tuple[int, Obs]]:
+        """(index, record) of the records the part reads, in order; where the log is spilled, a
+        stub for a record whose kind is in `unread` (`SpilledRecords.walk`)."""
+        keep, labels = self._keep, self.split.labels
+        walk = getattr(self.records, "walk", None)
+        if walk is None:
+            records = self.records
+            for index, label in enumerate(labels):
+                if keep[label]:
+                    yield index, (self._head if index == 0 else self._cut(records[index]))
+            return
+        for index, r in self.records.walk_kept(unread, labels, keep):  # type: ignore[attr-defined]
+            yield index, (self._head if index == 0 else self._cut(r))
+
+    def _cut(self, r: Obs) -> Obs:
+        if r.kind != "durable" or self.part == GLOBAL or "sessions" not in r.detail:
+            return r
+        detail = dict(r.detail)
+        sessions = detail["sessions"]
+        mine = self.split.sessions[self.part]
+        if sessions is not None:
+            if hasattr(sessions, "select"):
+                detail["sessions"] = sessions.select(mine)
+            else:
+                detail["sessions"] = {sid: body for sid, body in sessions.items() if sid in mine}
+        routing = detail.get("routing")
+        if isinstance(routing, dict):
+            chats = self.split.chats[self.part]
+            detail["routing"] = {chat: sid for chat, sid in routing.items() if chat in chats or sid in mine}
+        return Obs(r.t, r.step, r.kind, r.chat, r.session, r.turns, detail)
