@@ -12,9 +12,9 @@ from __future__ import annotations
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Protocol
 
 from conformance.checks import (
-    parts,
     i1_end,
     i2_store,
     i3_memory,
@@ -24,6 +24,7 @@ from conformance.checks import (
     i7_resources,
     i8_heal,
     i9_liveness,
+    parts,
 )
 from conformance.checks.model import RunModel
 from conformance.harness.verdict import CHECK_IDS, CHECKER_ERROR, Verdict, strictly
@@ -83,8 +84,9 @@ def _failed(failure: Obs) -> dict[str, Verdict]:
 
 
 def _judge_parts(split: parts.LogSplit) -> dict[str, Verdict]:
-    """Every check but I7 on each part's model in turn, merged; I7 on the records every part
-    reads, with the turns' flights of every part (`parts`)."""
+    """Every check on each part's model in turn, merged (`_merged`); I3 and I7 gather what
+    they need of each part and judge once (`GATHERED`), on the model of the records every part
+    reads (`parts`)."""
     try:
         shared = RunModel.build(split.shared())
     except Exception as err:
@@ -92,28 +94,57 @@ def _judge_parts(split: parts.LogSplit) -> dict[str, Verdict]:
     if shared.failure is not None:
         return _failed(shared.failure)
     found: dict[str, list[Verdict]] = {check: [] for check in CHECKS}
-    flights = i7_resources.Flights() if hasattr(i7_resources, "Flights") else None  # TEMP
+    gathering = {check: gather() for check, gather in GATHERED.items()}
     for number in range(split.parts):
         try:
             model = RunModel.build(split.part(number))
         except Exception as err:
             return {check: checker_error(check, "the oracle", err) for check in CHECKS}
         for check, fn in CHECKS.items():
-            if check == "I7":
-                continue
             try:
-                found[check].append(fn(model))
+                if check in gathering:
+                    gathering[check].add(model)
+                else:
+                    found[check].append(fn(model))
             except Exception as err:
                 found[check].append(checker_error(check, check, err))
-        if flights is not None:
-            flights.add(model.turns.values())
         del model
-    try:
-        if flights is not None:
-            found["I7"].append(i7_resources.judge(shared, flights))
-    except Exception as err:
-        found["I7"].append(checker_error("I7", "I7", err))
+    for check, gathered in gathering.items():
+        try:
+            found[check].append(gathered.verdict(shared))
+        except Exception as err:
+            found[check].append(checker_error(check, check, err))
     return {check: _once(_merged(check, verdicts)) for check, verdicts in found.items()}
+
+
+class Gathered(Protocol):
+    """A check judged once on a log judged in parts: what it needs of each part's model
+    gathered (`add`), then judged on the model of the records every part reads (`verdict`)."""
+
+    def add(self, m: RunModel) -> None: ...
+
+    def verdict(self, shared: RunModel) -> Verdict: ...
+
+
+class _I3:
+    """I3 words some violations over many sessions (what a backend never took; what came late
+    at a SIGTERM): its findings from every part, worded once."""
+
+    def __init__(self) -> None:
+        self.found: i3_memory.Findings | None = None
+
+    def add(self, m: RunModel) -> None:
+        found = i3_memory.findings(m)
+        if self.found is None:
+            self.found = found
+        else:
+            self.found.add(found)
+
+    def verdict(self, shared: RunModel) -> Verdict:
+        return (self.found or i3_memory.Findings([])).verdict(shared)
+
+
+GATHERED: dict[str, Callable[[], Gathered]] = {"I3": _I3}
 
 
 def _merged(check: str, verdicts: list[Verdict]) -> Verdict:

@@ -24,7 +24,8 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left
 from collections.abc import Callable
-from operator import itemgetter
+from dataclasses import dataclass, field
+from operator import attrgetter, itemgetter
 
 from conformance.checks.ingests import MINE, MINE_BOTH, NOT_YET, OTHER, ingests
 from conformance.checks.model import NEVER, RunModel, Turn
@@ -37,6 +38,68 @@ _HALF = {0: "user message", 1: "reply"}
 
 
 def check(m: RunModel) -> Verdict:
+    return findings(m).verdict(m)
+
+
+@dataclass(slots=True)
+class Late:
+    """Turns a backend took only after the moment (a session end, a SIGTERM) that owed them: when
+    the first of them was whole, and the ingest record that made it so."""
+
+    turns: list[Turn]
+    when: int
+    where: int
+
+
+@dataclass(slots=True)
+class Findings:
+    """What I3 found on one model, worded by `verdict`. A log judged in parts (`checks.parts`)
+    gathers each part's (`add`) and words them once: a violation that lists the turns of many
+    sessions (those a backend never took; those late at one SIGTERM) lists every part's."""
+
+    backends: list[str]
+    examined: int = 0
+    foreign: list[Violation] = field(default_factory=list)  # ingested under another session
+    missing: dict[str, list[Turn]] = field(default_factory=dict)  # backend -> turns it took nothing of (reply order)
+    half: dict[tuple[str, int], list[Turn]] = field(default_factory=dict)  # (backend, half missing) -> turns
+    late: dict[tuple[int, str], Late] = field(default_factory=dict)  # (moment's record, backend), in log order
+    others: list[Violation] = field(default_factory=list)  # never acknowledged, delegated: a turn each
+
+    def add(self, other: Findings) -> None:
+        """Another part's findings (turns of one part are none of another's)."""
+        self.examined += other.examined
+        self.foreign += other.foreign
+        self.others += other.others
+        for backend, turns in other.missing.items():
+            self.missing[backend] = sorted((*self.missing.get(backend, ()), *turns), key=attrgetter("reply_index"))
+        for key, turns in other.half.items():
+            self.half[key] = sorted((*self.half.get(key, ()), *turns), key=attrgetter("reply_index"))
+        for key, late in other.late.items():
+            mine = self.late.get(key)
+            if mine is None:
+                self.late[key] = late
+                continue
+            first = mine if mine.turns[0].index < late.turns[0].index else late  # a SIGTERM owes every part's turns
+            mine.turns = sorted((*mine.turns, *late.turns), key=attrgetter("index"))
+            mine.when, mine.where = first.when, first.where
+        order = {backend: k for k, backend in enumerate(self.backends)}
+        self.late = dict(sorted(self.late.items(), key=lambda item: (item[0][0], order[item[0][1]])))
+
+    def verdict(self, m: RunModel) -> Verdict:
+        violations: list[Violation] = list(self.foreign)  # the cause first: what went under the wrong session
+        for backend in self.backends:
+            if backend in self.missing:
+                violations += _missing(m, backend, self.missing[backend])
+            for half in (0, 1):
+                if (backend, half) in self.half:
+                    violations.append(_half_missing(m, backend, self.half[backend, half], _HALF[half]))
+        for (index, backend), late in self.late.items():
+            violations.append(_late_violation(m, index, backend, late))
+        violations += self.others
+        return Verdict("I3", "fail" if violations else "pass", tuple(violations), examined=self.examined)
+
+
+def findings(m: RunModel) -> Findings:
     backends = ["recorder", *(p.name for p in m.config.providers)]
     # What each backend took of each turn, and when each turn was whole in it, by the turn's
     # place in log order (`ingests`: one pass over the ingests, shared with I4).
@@ -44,22 +107,20 @@ def check(m: RunModel) -> Verdict:
     ordered, indexes = places
     taken = m.derived(ingests)
     took, whole = taken.took, taken.whole
-    foreign: list[Violation] = []
+    found = Findings(backends)
     for index, turn_id, session in taken.foreign:
         r = m.records[index]
-        foreign.append(Violation(
+        found.foreign.append(Violation(
             f"backend '{r.d('backend')}' ingested {turn_id} of {session} under session {r.session} "
             f"at {m.at(r.t)}", (index,), r.t, session, (turn_id,)))
     crashes = [i for i, _ in m.of("crash")]
     excused_before = crashes[-1] if crashes and not m.profile.get("crash_durable", True) else -1
     down = _failing(m)
     moments = _moments(m)
-    violations: list[Violation] = foreign  # the cause first: what went under the wrong session
-    examined = 0
     owed_count = sum(1 for t in ordered if t.reply_t != ABSENT and not t.delegate)  # acknowledged chat turns
     for backend in backends:
         mine = took[backend]
-        examined += owed_count
+        found.examined += owed_count
         # Places of the turns the backend lacks a half of (under their own session): few in a
         # passing run, found by a scan in C rather than a look at every turn.
         lacking = mine.translate(_LACKS_BOTH)
@@ -78,14 +139,14 @@ def check(m: RunModel) -> Verdict:
                          key=lambda t: t.reply_index)
         if not missing:
             continue
-        violations += _missing(m, backend, [t for t in missing if not mine[places.of(t)] & MINE_BOTH])
+        if none := [t for t in missing if not mine[places.of(t)] & MINE_BOTH]:
+            found.missing[backend] = none
         for half, have in ((0, MINE[1]), (1, MINE[0])):
             if partial := [t for t in missing if mine[places.of(t)] & have]:
-                violations.append(_half_missing(m, backend, partial, _HALF[half]))
-    violations.extend(_late(m, backends, whole, indexes, moments))
-    violations.extend(_unacknowledged(m, ordered, took))
-    violations.extend(_delegated(m, ordered, took))
-    return Verdict("I3", "fail" if violations else "pass", tuple(violations), examined=examined)
+                found.half[backend, half] = partial
+    found.late = _late(m, backends, whole, indexes, moments)
+    found.others = _unacknowledged(m, ordered, took) + _delegated(m, ordered, took)
+    return found
 
 
 _LACKS_BOTH = bytes(int(b & MINE_BOTH != MINE_BOTH) for b in range(256))  # a `took` byte -> 1: a half missing
@@ -199,7 +260,7 @@ def _moments(m: RunModel) -> list[tuple[int, int, list[Turn]]]:
 
 
 def _late(m: RunModel, backends: list[str], whole: dict[str, array[int]], indexes: array[int],
-          moments: list[tuple[int, int, list[Turn]]]) -> list[Violation]:
+          moments: list[tuple[int, int, list[Turn]]]) -> dict[tuple[int, str], Late]:
     """Turns that reached a backend (`whole`: when each turn was in whole, by its place among
     `indexes`) only after the session end or SIGTERM (`moments`) that owed them."""
     down = _failing(m)
@@ -212,12 +273,6 @@ def _late(m: RunModel, backends: list[str], whole: dict[str, array[int]], indexe
     def on_its_way(backend: str, turn: str, moment: int, landed: int) -> bool:
         """Sent to a slow backend by the moment, and landed at the time it said it would."""
         return any(sent <= moment and landed <= ready for sent, ready in in_flight.get(backend, {}).get(turn, ()))
-
-    def what(index: int) -> str:  # words for a moment, built only for a violation
-        r = m.records[index]
-        if r.kind == "on_session_end":
-            return f"{r.session}'s on_session_end at {m.at(r.t)}"
-        return f"the {'final ' if r.d('final') else ''}SIGTERM at {m.at(r.t)}"
 
     found: list[tuple[int, str, list[str]]] = []  # (moment, backend, its late turns)
     reported: dict[str, set[str]] = {backend: set() for backend in backends}
@@ -238,14 +293,21 @@ def _late(m: RunModel, backends: list[str], whole: dict[str, array[int]], indexe
             said.update(late)
             found.append((index, backend, late))
     where = _whole_at(m, {(backend, late[0]) for _index, backend, late in found})
-    out: list[Violation] = []
+    out: dict[tuple[int, str], Late] = {}
     for index, backend, late in found:
-        when = whole[backend][bisect_left(indexes, m.turns[late[0]].index)]
-        out.append(Violation(
-            f"backend '{backend}' took {turn_list(late)} only at {m.at(when)}, after {what(index)}: "
-            f"what a provider buffers is owed when the session ends or the gateway stops",
-            (index, where[backend, late[0]]), when, m.turns[late[0]].session, tuple(late)))
+        turns = [m.turns[turn] for turn in late]
+        out[index, backend] = Late(turns, whole[backend][bisect_left(indexes, turns[0].index)], where[backend, late[0]])
     return out
+
+
+def _late_violation(m: RunModel, index: int, backend: str, late: Late) -> Violation:
+    r = m.records[index]
+    what = (f"{r.session}'s on_session_end at {m.at(r.t)}" if r.kind == "on_session_end"
+            else f"the {'final ' if r.d('final') else ''}SIGTERM at {m.at(r.t)}")
+    return Violation(
+        f"backend '{backend}' took {turn_list([t.id for t in late.turns])} only at {m.at(late.when)}, after {what}: "
+        f"what a provider buffers is owed when the session ends or the gateway stops",
+        (index, late.where), late.when, late.turns[0].session, tuple(t.id for t in late.turns))
 
 
 def _whole_at(m: RunModel, wanted: set[tuple[str, str]]) -> dict[tuple[str, str], int]:
