@@ -84,8 +84,7 @@ def measure(events: int, spill_at: int | None) -> dict[str, float]:
 def phases(events: int, spill_at: int | None) -> None:
     """In this process: the run, the checks' model and each check apart, with CPU seconds and
     resident memory after each (where a long run's time and memory go)."""
-    from conformance.checks import CHECKS
-    from conformance.checks.model import RunModel
+    from conformance.checks import judge
     from conformance.harness.runner import run_scenario
     from conformance.harness.spill import SPILL_AT
     from reference_impl import ReferenceGateway
@@ -96,22 +95,24 @@ def phases(events: int, spill_at: int | None) -> None:
 
     run_scenario(steady_scenario(100), ReferenceGateway(), "reference")
     scenario = steady_scenario(events)
-    print(f"{'phase':<8}{'CPU':>9}{'RSS after':>11}{'peak':>9}")
+    print(f"{'phase':<10}{'CPU':>9}{'RSS after':>11}{'peak':>9}")
     cpu = time.process_time()
     result = run_scenario(scenario, ReferenceGateway(), "reference", check=False,
                           spill_at=SPILL_AT if spill_at is None else (spill_at or None))
     gc.disable()  # as run_scenario judges
     rows = [("run", time.process_time() - cpu, rss_mb())]
     cpu = time.process_time()
-    model = RunModel.build(result.records)
-    rows.append(("model", time.process_time() - cpu, rss_mb()))
-    for name, check in CHECKS.items():
-        cpu = time.process_time()
-        if check(model).status != "pass":
-            raise SystemExit(f"the reference gateway failed {name} on {scenario.name}")
+
+    def ended(name: str) -> None:  # a phase of the judging: the model and each check, or the split and each part
+        nonlocal cpu
         rows.append((name, time.process_time() - cpu, rss_mb()))
+        cpu = time.process_time()
+
+    verdicts = judge(result.records, phase=ended)
+    if failed := [check for check, verdict in verdicts.items() if verdict.status != "pass"]:
+        raise SystemExit(f"the reference gateway failed {', '.join(failed)} on {scenario.name}")
     for name, seconds, (rss, peak) in rows:
-        print(f"{name:<8}{seconds:>8.2f}s{rss:>8} MB{peak:>6} MB")
+        print(f"{name:<10}{seconds:>8.2f}s{rss:>8} MB{peak:>6} MB")
     log = "memory" if isinstance(result.records, list) else "file"
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
     judging = sum(seconds for _name, seconds, _rss in rows[1:])

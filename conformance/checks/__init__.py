@@ -44,9 +44,11 @@ CHECKS: dict[str, Callable[[RunModel], Verdict]] = {
 assert tuple(CHECKS) == CHECK_IDS
 
 
-def judge(records: Sequence[Obs], strict: bool = False, in_parts: bool | None = None) -> dict[str, Verdict]:
+def judge(records: Sequence[Obs], strict: bool = False, in_parts: bool | None = None,
+          phase: Callable[[str], object] = lambda name: None) -> dict[str, Verdict]:
     """Every check's verdict on one observation log (`strict`: a vacuous pass fails). A spilled
-    (long) log is judged in parts where it splits (`parts`; `in_parts` forces either way)."""
+    (long) log is judged in parts where it splits (`parts`; `in_parts` forces either way).
+    `phase` is told each phase's name as it ends (the model, each check; the split, each part)."""
     head = records[1] if len(records) > 1 else None
     if head is not None and head.kind == "skipped" and head.d("scope") == "scenario":  # see Run.execute
         return {check: Verdict(check, "skip", reason=f"not judged: {head.d('reason')}") for check in CHECKS}
@@ -56,23 +58,26 @@ def judge(records: Sequence[Obs], strict: bool = False, in_parts: bool | None = 
             split = parts.split_log(records, parts.PART_RECORDS if in_parts is None else 1)
         except Exception as err:  # the oracle cannot read this log: no check can judge it
             return {check: checker_error(check, "the oracle", err) for check in CHECKS}
-    verdicts = _judge_whole(records) if split is None else _judge_parts(split)
+        phase("split")
+    verdicts = _judge_whole(records, phase) if split is None else _judge_parts(split, phase)
     return {check: strictly(v) for check, v in verdicts.items()} if strict else verdicts
 
 
-def _judge_whole(records: Sequence[Obs]) -> dict[str, Verdict]:
+def _judge_whole(records: Sequence[Obs], phase: Callable[[str], object]) -> dict[str, Verdict]:
     try:
         model = RunModel.build(records)
     except Exception as err:  # the oracle cannot read this log: no check can judge it
         return {check: checker_error(check, "the oracle", err) for check in CHECKS}
     if model.failure is not None:
         return _failed(model.failure)
+    phase("model")
     verdicts = {}
     for check, fn in CHECKS.items():
         try:
             verdicts[check] = _once(fn(model))
         except Exception as err:  # this check is broken on this log; the others still judge it
             verdicts[check] = checker_error(check, check, err)
+        phase(check)
     return verdicts
 
 
@@ -83,7 +88,7 @@ def _failed(failure: Obs) -> dict[str, Verdict]:
     return {check: Verdict(check, status, reason=reason) for check in CHECKS}
 
 
-def _judge_parts(split: parts.LogSplit) -> dict[str, Verdict]:
+def _judge_parts(split: parts.LogSplit, phase: Callable[[str], object]) -> dict[str, Verdict]:
     """Every check on each part's model in turn, merged (`_merged`); I3 and I7 gather what
     they need of each part and judge once (`GATHERED`), on the model of the records every part
     reads (`parts`)."""
@@ -93,6 +98,7 @@ def _judge_parts(split: parts.LogSplit) -> dict[str, Verdict]:
         return {check: checker_error(check, "the oracle", err) for check in CHECKS}
     if shared.failure is not None:
         return _failed(shared.failure)
+    phase("shared")
     found: dict[str, list[Verdict]] = {check: [] for check in CHECKS}
     gathering = {check: gather() for check, gather in GATHERED.items()}
     for number in range(split.parts):
@@ -109,11 +115,13 @@ def _judge_parts(split: parts.LogSplit) -> dict[str, Verdict]:
             except Exception as err:
                 found[check].append(checker_error(check, check, err))
         del model
+        phase(f"part {number + 1}/{split.parts}")
     for check, gathered in gathering.items():
         try:
             found[check].append(gathered.verdict(shared))
         except Exception as err:
             found[check].append(checker_error(check, check, err))
+    phase("gathered")
     return {check: _once(_merged(check, verdicts)) for check, verdicts in found.items()}
 
 

@@ -22,6 +22,7 @@ generated seeds both ways and compare the verdicts.
 from __future__ import annotations
 
 from array import array
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -50,34 +51,73 @@ NAMING_KINDS: dict[str, tuple[str, ...]] = {
 
 
 _READ_KINDS = frozenset(NAMING_KINDS) | {"durable"}
+_SESSION_KEYS = frozenset({"on_session_switch", "delete_session"})  # kinds whose detail names sessions (the rest: turns)
 
 
 class _Names:
-    """Union-find over the names a log uses. A turn id the harness made (`t<n>`) is held by its
-    number in an array, the rest (chats, sessions, odd turn ids) in a dict: a long run's turn
-    ids would otherwise be most of this pass's memory."""
+    """Union-find over the names a log uses. A turn the harness named (`t<n>`) is held by its
+    number in an array and takes the node of the first record naming it with something else
+    (its message's chat): a long run's turn ids would otherwise be most of this pass's memory,
+    and a node a turn most of its time. Chats and sessions share one namespace (a chat and a
+    session of one name are joined: more than needed, never less)."""
 
     def __init__(self) -> None:
         self.parent = array("i")
-        self.named: dict[str, int] = {}
+        self.first = array("i")  # node -> index of the first record naming it (components in log order)
+        self.named: dict[str, int] = {}  # chat or session -> its node
+        self.odd: dict[str, int] = {}  # a turn id not of the harness's form -> its node
         self.turns = array("i")  # turn number - 1 -> its node, -1 if none yet
-        self.first = array("i")  # node -> index of the first record naming it
+        self.joined: set[tuple[int, int]] = set()  # pairs of nodes already joined: most records repeat one
+        self.recent: dict[str, int] = {}  # turn id -> its node, for the turns named lately
 
-    def node(self, name: str, index: int, turn: bool = False) -> int:
-        if turn and len(name) > 1 and name[0] == "t" and name[1] != "0" and name[1:].isdigit():
-            number = int(name[1:]) - 1
-            if number < len(self.turns) + 4096:
-                while len(self.turns) <= number:
-                    self.turns.append(-1)
-                found = self.turns[number]
-                if found < 0:
-                    found = self.turns[number] = self._new(index)
-                return found
-        key = ("t:" if turn else "n:") + name
-        found = self.named.get(key, -1)
+    def name(self, name: str, index: int) -> int:
+        found = self.named.get(name, -1)
         if found < 0:
-            found = self.named[key] = self._new(index)
+            found = self.named[name] = self._new(index)
         return found
+
+    def turn(self, name: str, index: int, owner: int) -> int:
+        """The turn's node: `owner` (the record's other node), if the turn had none yet."""
+        found = self.recent.get(name, -1)
+        if found >= 0:
+            return found
+        found = self._turn(name, index, owner)
+        if len(self.recent) >= 4096:  # a turn's records come close together: a small cache serves most
+            self.recent.clear()
+        self.recent[name] = found
+        return found
+
+    def _turn(self, name: str, index: int, owner: int) -> int:
+        if len(name) > 1 and name[0] == "t" and name[1] != "0" and name[1:].isdigit():
+            number = int(name[1:]) - 1
+            turns = self.turns
+            if number < len(turns):
+                found = turns[number]
+                if found < 0:
+                    found = turns[number] = owner if owner >= 0 else self._new(index)
+                return found
+            if number < len(turns) + 65536:  # not a number from elsewhere: the array stays small
+                turns.extend(array("i", [-1]) * (number + 1 - len(turns)))
+                found = turns[number] = owner if owner >= 0 else self._new(index)
+                return found
+        found = self.odd.get(name, -1)
+        if found < 0:
+            found = self.odd[name] = owner if owner >= 0 else self._new(index)
+        return found
+
+    def join(self, a: int, b: int) -> int:
+        """Join two nodes (either may be -1: none); returns one of them to join the next to."""
+        if a < 0 or a == b:
+            return b
+        if b < 0 or (a, b) in self.joined:
+            return a
+        self.joined.add((a, b))
+        a, b = self.find(a), self.find(b)
+        if a != b:
+            if self.first[b] < self.first[a]:  # the earlier-named root stays
+                a, b = b, a
+            self.parent[b] = a
+        return a
 
     def _new(self, index: int) -> int:
         self.parent.append(len(self.parent))
@@ -92,14 +132,6 @@ class _Names:
         while parent[node] != root:  # path compression
             parent[node], node = root, parent[node]
         return root
-
-    def union(self, a: int, b: int) -> int:
-        a, b = self.find(a), self.find(b)
-        if a != b:
-            if self.first[b] < self.first[a]:  # the earlier-named root stays: components in log order
-                a, b = b, a
-            self.parent[b] = a
-        return a
 
 
 class LogSplit:
@@ -129,73 +161,59 @@ def split_log(records: Sequence[Obs], part_records: int = PART_RECORDS) -> LogSp
     nodes = array("i", [-1]) * len(records)  # record -> a node it names (-1: it names nothing)
     chats: dict[str, dict[str, Any]] = records[0].detail.get("chats") or {}
     for chat in chats:
-        names.node(chat, 0)
+        names.name(chat, 0)
     of_kinds = getattr(records, "of_kinds", None)  # a spilled log: read only the records that name something
     reading: Iterable[tuple[int, Obs]] = enumerate(records) if of_kinds is None else of_kinds(_READ_KINDS)
+    name, turn_node, join = names.name, names.turn, names.join
     for index, r in reading:
         kind = r.kind
-        if kind == "durable":
-            _join_snapshot(names, r, index)
-            continue
-        if kind in GLOBAL_KINDS:
-            continue
         keys = NAMING_KINDS.get(kind)
         if keys is None:
-            return None  # a kind unknown here: judged whole
-        node = -1
-        if r.chat is not None:
-            node = names.node(r.chat, index)
+            if kind == "durable":
+                _join_snapshot(names, r, index)
+            elif kind not in GLOBAL_KINDS:
+                return None  # a kind unknown here: judged whole
+            continue
+        node = -1 if r.chat is None else name(r.chat, index)
         if r.session is not None:
-            other = names.node(r.session, index)
-            node = other if node < 0 else names.union(node, other)
+            node = join(node, name(r.session, index))
         for turn in r.turns:
-            other = names.node(turn, index, turn=True)
-            node = other if node < 0 else names.union(node, other)
-        detail = r.detail
-        for key in keys:
-            value = detail.get(key)
-            for name in (value,) if isinstance(value, str) else value if isinstance(value, list | tuple) else ():
-                if isinstance(name, str):
-                    other = names.node(name, index, turn=key in ("answers", "replies", "turn"))
-                    node = other if node < 0 else names.union(node, other)
+            node = join(node, turn_node(turn, index, node))
+        if keys:
+            value = r.detail.get(keys[0])
+            for named in (value,) if isinstance(value, str) else value if isinstance(value, list | tuple) else ():
+                if isinstance(named, str):
+                    other = name(named, index) if kind in _SESSION_KEYS else turn_node(named, index, node)
+                    node = join(node, other)
         nodes[index] = node
-    # Components in the order of their first record, packed into parts.
-    find = names.find
-    component_records: dict[int, int] = {}
-    for node in nodes:
+    # Components in the order of their first record, packed into parts; counted and labelled
+    # by C loops (a long run's log is millions of records).
+    roots = [names.find(node) for node in range(len(names.parent))]
+    component_records = dict.fromkeys(sorted(set(roots), key=names.first.__getitem__), 0)
+    for node, count in Counter(nodes).items():
         if node >= 0:
-            root = find(node)
-            component_records[root] = component_records.get(root, 0) + 1
-    for node in range(len(names.parent)):  # a chat that logged nothing, a session only stored: still some part's
-        component_records.setdefault(find(node), 0)
+            component_records[roots[node]] += count
     if len(component_records) < 2:
         return None
     part_of: dict[int, int] = {}
-    size = 0
-    part = 0
-    for root in sorted(component_records, key=names.first.__getitem__):
-        if size and size + component_records[root] > part_records:
-            part, size = part + 1, 0
+    size = part = 0
+    for root, count in component_records.items():
+        if size and size + count > part_records:
+            part, size = min(part + 1, MAX_PARTS - 1), 0  # past MAX_PARTS, the last part takes the rest
         part_of[root] = part
-        size += component_records[root]
+        size += count
     if part == 0:
         return None
-    if part >= MAX_PARTS:  # too many: fold the surplus into the last part
-        part_of = {root: min(p, MAX_PARTS - 1) for root, p in part_of.items()}
-        part = MAX_PARTS - 1
-    labels = bytearray([GLOBAL]) * len(records)
-    for index, node in enumerate(nodes):
-        if node >= 0:
-            labels[index] = part_of[find(node)]
+    label_of = [part_of[root] for root in roots]
+    label_of.append(GLOBAL)  # node -1: the record names nothing
+    labels = bytearray(map(label_of.__getitem__, nodes))
     del nodes
     part_chats: list[set[str]] = [set() for _ in range(part + 1)]
     part_sessions: list[set[str]] = [set() for _ in range(part + 1)]
     for chat in chats:
-        part_chats[part_of[find(names.node(chat, 0))]].add(chat)
-    for key, node in names.named.items():  # chats and sessions share a namespace: a chat's name is harmless here
-        root = find(node)
-        if key.startswith("n:") and root in part_of:
-            part_sessions[part_of[root]].add(key[2:])
+        part_chats[label_of[names.named[chat]]].add(chat)
+    for named, node in names.named.items():  # chats and sessions share a namespace: a chat's name is harmless here
+        part_sessions[label_of[node]].add(named)
     return LogSplit(records, labels, part_chats, part_sessions)
 
 
@@ -205,18 +223,20 @@ def _join_snapshot(names: _Names, r: Obs, index: int) -> None:
     sessions = detail.get("sessions") or {}
     for sid in sessions:
         body = sessions[sid]
-        node = names.node(sid, index)
-        parent = body.get("parent") if isinstance(body, dict) else None
+        node = names.name(sid, index)
+        if not isinstance(body, dict):
+            continue
+        parent = body.get("parent")
         if isinstance(parent, str):
-            node = names.union(node, names.node(parent, index))
-        for row in (body.get("rows") or ()) if isinstance(body, dict) else ():
+            node = names.join(node, names.name(parent, index))
+        for row in body.get("rows") or ():
             if isinstance(row, list | tuple) and len(row) > 1 and isinstance(row[1], str):
-                node = names.union(node, names.node(row[1], index, turn=True))
+                node = names.join(node, names.turn(row[1], index, node))
     routing = detail.get("routing") or {}
     if isinstance(routing, dict):
         for chat, sid in routing.items():
             if isinstance(chat, str) and isinstance(sid, str):
-                names.union(names.node(chat, index), names.node(sid, index))
+                names.join(names.name(chat, index), names.name(sid, index))
 
 
 class LogPart(Sequence[Obs]):
