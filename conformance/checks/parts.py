@@ -28,7 +28,7 @@ from typing import Any
 
 from conformance.observations import Obs
 
-PART_RECORDS = 1_000_000  # records a part holds before the next component starts another
+PART_RECORDS = 250_000  # records a part holds before the next component starts another (a spilled log is longer: SPILL_AT)
 GLOBAL = 255  # the label of a record every part reads (it names no chat, session or turn)
 MAX_PARTS = 254
 

@@ -17,7 +17,7 @@ import sys
 import tempfile
 from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from itertools import accumulate
+from itertools import accumulate, compress
 from typing import Any, overload
 
 from conformance.observations import Obs, Step, log_text
@@ -213,17 +213,18 @@ class SpilledRecords(Sequence[Obs]):
         return zip(wanted, self.pick(wanted), strict=True)
 
     def walk_kept(self, unread: frozenset[str], labels: bytes | bytearray, keep: bytes) -> Iterator[tuple[int, Obs]]:
-        """`walk` of the records whose label (`labels[index]`) `keep` marks, with their indexes:
-        one part of a log judged in parts (`conformance.checks.parts`)."""
+        """`walk` of the records whose label (`labels[index]`) `keep` (a 256-byte table) marks,
+        with their indexes: one part of a log judged in parts (`conformance.checks.parts`). The
+        records kept and those to read are found by C loops over the labels and kinds."""
         names = self._kind_names
-        skip = bytes(code for code, name in enumerate(names) if name in unread)
         stubs = [Obs(0, 0, name) for name in names]
-        kinds = self._kinds
-        wanted = (index for index, code in enumerate(kinds) if keep[labels[index]] and code not in skip)
-        records = self.pick(wanted)
-        for index, code in enumerate(kinds):
-            if keep[labels[index]]:
-                yield index, (stubs[code] if code in skip else next(records))
+        kinds, count = self._kinds, len(self._kinds)
+        kept = labels.translate(keep)  # 1 where the part reads the record
+        read = kinds.translate(bytes(int(code < len(names) and names[code] not in unread) for code in range(256)))
+        wanted = (int.from_bytes(kept, "big") & int.from_bytes(read, "big")).to_bytes(count, "big")
+        records = self.pick(compress(range(count), wanted))
+        for index in compress(range(count), kept):
+            yield index, (next(records) if wanted[index] else stubs[kinds[index]])
 
     def close(self) -> None:
         self._file.close()
