@@ -8,67 +8,108 @@ or abandoned), whatever the gateway's own busy flag says."""
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_right
+from collections import deque
 from collections.abc import Iterator, Sequence
-from operator import attrgetter
 
+from conformance.checks.flights import Flight, Flights
 from conformance.checks.model import NEVER, RunModel
 from conformance.checks.model.facts import _ABSENT as ABSENT
+from conformance.checks.model.log import LogView
 from conformance.harness.verdict import Verdict, Violation
 from conformance.observations import CacheReplay, Resources
 from sim.clock import format_duration
 
 
 def check(m: RunModel) -> Verdict:
+    return judge(m, Flights.from_model(m))
+
+
+def judge(m: LogView, flights: Flights) -> Verdict:
+    """I7 on the log's view (read for everything but the turns: a model whose `turns` is empty
+    will do) and the turns' projection (`Flights`, gathered from the model or part by part)."""
     indexes = m.by_kind.get("resources", [])
     after_stops = _held_at(m, indexes)
-    over, stretches, held, loads = _replay(m, indexes, set(after_stops.values()))
-    violations = over + _not_reaped(m, stretches, loads) + _left_running(m, after_stops, held)
+    over, stretches, held, loads = _replay(m, flights, indexes, set(after_stops.values()))
+    violations = over + _not_reaped(m, flights, stretches, loads) + _left_running(m, after_stops, held)
     return Verdict("I7", "fail" if violations else "pass", tuple(violations), examined=len(indexes))
 
 
 _Stretch = tuple[str, int, int, int, bool]  # (session, record index it began, from, until, left the cache)
 
 
-def in_flight(m: RunModel) -> Iterator[tuple[int, int, int, str]]:
+def in_flight(flights: Flights) -> Iterator[Flight]:
     """(record index, time, +1 or -1, session) in log order: each admitted turn enters flight at
     its llm_request and leaves it at its reply, or else where it ended (a /stop, SIGTERM, crash).
     "Busy" is this, read from the log: the gateway's own flag in `resources` is its word.
-    Merged from the turns in request order and in reply order (two lists of the turns, not a
-    sorted list of two tuples a turn: that was I7's memory on a long run) and the few ends that
-    are no reply."""
-    admitted = [turn for turn in m.turns.values() if turn.request_t != ABSENT and turn.request_session is not None]
-    asks = sorted(admitted, key=attrgetter("request_index"))
-    answers = sorted([turn for turn in admitted if turn.reply_t != ABSENT], key=attrgetter("reply_index"))
-    others = sorted((turn.done_index, turn.done_t, -1, turn.request_session) for turn in admitted
-                    if turn.reply_t == ABSENT and turn.done_index < NEVER)
-    del admitted
-    # A three-way merge in (index, t, step, session) order. An ask and an answer never share a
-    # record, so those two merge by index alone, the next of each read off its turn (no tuple
-    # made to compare); an end that is no reply may share one, so it is compared whole.
-    n_asks, n_answers, n_others = len(asks), len(answers), len(others)
-    i = j = k = 0
-    ask_at = asks[0].request_index if asks else NEVER
-    answer_at = answers[0].reply_index if answers else NEVER
-    while i < n_asks or j < n_answers:
-        if answer_at < ask_at:
-            turn = answers[j]
-            first = (answer_at, turn.reply_t, -1, turn.request_session)
-            j += 1
-            answer_at = answers[j].reply_index if j < n_answers else NEVER
+
+    An ask and an answer never share a record, so a table of a cell a record (4 bytes a record,
+    made here and dropped: no sort, no object a turn) says whose ask (row + 1) or answer
+    (n + row + 1) is there, and its non-zero cells in order are the asks and answers in log
+    order. An end that is no reply may share a record with one, so those (few) are merged in
+    compared whole."""
+    n = len(flights)
+    asks, answers = flights.request_index, flights.reply_index
+    # A cell a record up to the last ask or answer, and one more at the end: the turns with no
+    # ask or no answer (-1) write there, and it is cleared before it is read.
+    cells = array("I", [0]) * (max(max(asks, default=-1), max(answers, default=-1)) + 2)
+    deque(map(cells.__setitem__, asks, range(1, n + 1)), maxlen=0)
+    deque(map(cells.__setitem__, answers, range(n + 1, 2 * n + 1)), maxlen=0)
+    cells[-1] = 0
+    sessions, asked, answered = flights.request_session, flights.request_t, flights.reply_t
+    others = sorted(flights.ends)
+    n_others, k = len(others), 0
+    next_end = others[0][0] if others else NEVER  # the record of the next end to merge in
+    for cell in filter(None, cells):
+        if cell <= n:
+            row = cell - 1
+            sid = sessions[row]
+            if sid is None:  # an ask with no session: not admitted
+                continue
+            first = (asks[row], asked[row], 1, sid)
         else:
-            turn = asks[i]
-            first = (ask_at, turn.request_t, 1, turn.request_session)
-            i += 1
-            ask_at = asks[i].request_index if i < n_asks else NEVER
-        while k < n_others and others[k] < first:
-            yield others[k]
-            k += 1
+            row = cell - n - 1
+            sid = sessions[row]
+            if sid is None:  # the answer of a turn never admitted
+                continue
+            first = (answers[row], answered[row], -1, sid)
+        if next_end <= first[0]:
+            while k < n_others and others[k] < first:
+                yield others[k]
+                k += 1
+            next_end = others[k][0] if k < n_others else NEVER
         yield first
     yield from others[k:]
 
 
-def _replay(m: RunModel, indexes: Sequence[int], wanted: set[int]
+def _chat_of(flights: Flights) -> dict[str, str]:
+    """Each session (a turn's) -> the chat of its last turn in the log."""
+    last: dict[str, tuple[int, str]] = {}
+    for at, sid, chat in zip(flights.index, flights.session, flights.chat, strict=True):
+        if sid:
+            seen = last.get(sid)
+            if seen is None or at > seen[0]:
+                last[sid] = (at, chat)
+    return {sid: chat for sid, (_at, chat) in last.items()}
+
+
+def _activity(flights: Flights, watched: set[str]) -> dict[str, list[int]]:
+    """Each watched session -> when its turns' LLM requests and replies were logged, ascending."""
+    out: dict[str, list[int]] = {}
+    for sid, asked, answered in zip(flights.session, flights.request_t, flights.reply_t, strict=True):
+        if sid in watched:
+            times = out.setdefault(sid, [])  # type: ignore[arg-type]
+            if asked != ABSENT:
+                times.append(asked)
+            if answered != ABSENT:
+                times.append(answered)
+    for times in out.values():
+        times.sort()
+    return out
+
+
+def _replay(m: LogView, flights: Flights, indexes: Sequence[int], wanted: set[int]
             ) -> tuple[list[Violation], list[_Stretch], dict[int, Resources], dict[str, list[int]]]:
     """One pass over the resources samples (records are deltas, `CacheReplay`) and the turns'
     flights, in log order: the first moment over the cap; each stretch an agent of a `none`
@@ -79,10 +120,10 @@ def _replay(m: RunModel, indexes: Sequence[int], wanted: set[int]
     cap = m.config.cache_cap
     # Only agents of `none` sessions are held to the TTL: follow no other (with no chat under
     # `none` alone, the common case, no session is listed).
-    none_chats = {chat for chat in {t.chat for t in m.turns.values()} if all(p.mode == "none" for p in m.policies(chat))}
+    none_chats = {chat for chat in set(flights.chat) if all(p.mode == "none" for p in m.policies(chat))}
     watched: set[str] = set()
     if none_chats:
-        chat_of = {t.session: t.chat for t in m.turns.values() if t.session}
+        chat_of = _chat_of(flights)
         watched = {sid for sid, chat in chat_of.items() if chat in none_chats}
     over: list[Violation] = []
     held: dict[int, Resources] = {}
@@ -96,7 +137,7 @@ def _replay(m: RunModel, indexes: Sequence[int], wanted: set[int]
     # one C operation over the smaller (the few in flight), so the cap needs no walk below the
     # cap and no set of them kept current at every flight and sample.
     cached_keys, flying_keys = replay.cached.keys(), flying.keys()
-    flights = in_flight(m)
+    flying_now = in_flight(flights)
     pending = NEVER  # an instant that left an agent idle, judged once it is over
 
     def judge_cap(index: int, t: int) -> None:
@@ -140,11 +181,11 @@ def _replay(m: RunModel, indexes: Sequence[int], wanted: set[int]
     # `judge_cap` called only where the cache can be over the cap (its own test).
     t = 0
     cached = replay.cached  # the same dict throughout (`CacheReplay.apply` updates it in place)
-    flight = next(flights, None)
+    flight = next(flying_now, None)
     for index, r in m.of("resources"):
         while flight is not None and flight[0] < index:
             f_index, f_t, step, sid = flight
-            flight = next(flights, None)
+            flight = next(flying_now, None)
             if f_t > pending:
                 if replay.listed is not None or (len(cached) > cap and len(cached) - len(cached_keys & flying_keys) > cap):
                     judge_cap(f_index, pending)
@@ -179,26 +220,19 @@ def _replay(m: RunModel, indexes: Sequence[int], wanted: set[int]
     while flight is not None:
         fly(*flight)
         t = max(t, flight[1])
-        flight = next(flights, None)
+        flight = next(flying_now, None)
     if pending < NEVER:
         judge_cap(len(m.records) - 1, pending)
     stretches += [(sid, i, start, t, False) for sid, (i, start) in sorted(since.items())]
     return over, stretches, held, loads
 
 
-def _not_reaped(m: RunModel, stretches: list[_Stretch], loads: dict[str, list[int]]) -> list[Violation]:
+def _not_reaped(m: LogView, flights: Flights, stretches: list[_Stretch], loads: dict[str, list[int]]) -> list[Violation]:
     """Each stretch an agent of a `none` session sat idle in the cache, against the TTL."""
     if not stretches:
         return []
     ttl, slack = m.config.idle_ttl, int(m.profile.get("sweep_interval", 0))
-    watched = {s[0] for s in stretches}
-    activity: dict[str, list[int]] = {}
-    for t in sorted(m.turns.values(), key=lambda t: t.index):
-        for r in (t.request, t.reply):
-            if r is not None and t.session in watched:
-                activity.setdefault(t.session, []).append(r.t)
-    for times in activity.values():
-        times.sort()
+    activity = _activity(flights, {s[0] for s in stretches})
     out: list[Violation] = []
     reported: set[str] = set()
     for sid, index, start, until, left in sorted(stretches, key=lambda s: s[1]):
@@ -222,7 +256,7 @@ def _not_reaped(m: RunModel, stretches: list[_Stretch], loads: dict[str, list[in
     return out
 
 
-def _held_at(m: RunModel, indexes: Sequence[int]) -> dict[int, int]:
+def _held_at(m: LogView, indexes: Sequence[int]) -> dict[int, int]:
     """For each SIGTERM (by record index): the last resources sample before the gateway started again."""
     out: dict[int, int] = {}
     restarts = m.by_kind.get("restart", [])
@@ -235,7 +269,7 @@ def _held_at(m: RunModel, indexes: Sequence[int]) -> dict[int, int]:
     return out
 
 
-def _left_running(m: RunModel, after_stops: dict[int, int], held: dict[int, Resources]) -> list[Violation]:
+def _left_running(m: LogView, after_stops: dict[int, int], held: dict[int, Resources]) -> list[Violation]:
     """What the gateway held after each SIGTERM: the last sample before it started again."""
     out: list[Violation] = []
     for stop, index in after_stops.items():
