@@ -26,6 +26,7 @@ from conformance.checks import (
     i9_liveness,
     parts,
 )
+from conformance.checks.flights import Flights
 from conformance.checks.model import RunModel
 from conformance.harness.verdict import CHECK_IDS, CHECKER_ERROR, Verdict, strictly
 from conformance.observations import Obs
@@ -152,7 +153,21 @@ class _I3:
         return (self.found or i3_memory.Findings([])).verdict(shared)
 
 
-GATHERED: dict[str, Callable[[], Gathered]] = {"I3": _I3}
+class _I7:
+    """I7 judges one agent cache shared by every chat: the turns' flights (`Flights`) gathered
+    from every part, judged with the shared model's resource samples."""
+
+    def __init__(self) -> None:
+        self.flights = Flights()
+
+    def add(self, m: RunModel) -> None:
+        self.flights.add(m.turns.values())
+
+    def verdict(self, shared: RunModel) -> Verdict:
+        return i7_resources.judge(shared, self.flights)
+
+
+GATHERED: dict[str, Callable[[], Gathered]] = {"I3": _I3, "I7": _I7}
 
 
 def _merged(check: str, verdicts: list[Verdict]) -> Verdict:

@@ -9,10 +9,12 @@ stored row's turn or parent: whatever a gateway did, what it tied together stays
 each group of joined names is a *component*, and components are packed into parts of about
 `PART_RECORDS` records. A part's view (`LogPart`) is the log as the checks know it, with the
 other parts' records left out: the records that name nothing (the scenario, stops, restarts,
-resource samples, faults) are in every part, and a durable snapshot in a part holds only its
-sessions. Every check but I7 judges each part's model in turn, and the verdicts are merged
-(`conformance.checks.judge`); I7, whose cache is shared by every chat, judges the model of
-the records that name nothing with the turns' flights gathered from every part.
+faults) are in every part (the resource samples only where a session is deleted:
+`_SHARED_ONLY`), and a durable snapshot in a part holds only its sessions. Every check judges
+each part's model in turn, and the verdicts are merged (`conformance.checks.judge`); I7, whose
+cache is shared by every chat, and I3, which words some findings over many sessions, gather
+what they need from every part and judge once, I7 on the shared model (the records that name
+nothing, the samples with them).
 
 Nothing here is a shortcut: a log whose parts cannot be told apart (one component, or a kind
 this module does not know) is judged whole, and tests judge the catalog, the zoo and
@@ -30,6 +32,7 @@ from conformance.observations import Obs
 
 PART_RECORDS = 250_000  # records a part holds before the next component starts another (a spilled log is longer: SPILL_AT)
 GLOBAL = 255  # the label of a record every part reads (it names no chat, session or turn)
+SHARED = 254  # the label of a record only the shared model reads (`_shared_only`)
 MAX_PARTS = 254
 
 # Kinds whose records name no chat, session or turn: every part reads them.
@@ -51,6 +54,11 @@ NAMING_KINDS: dict[str, tuple[str, ...]] = {
 
 
 _READ_KINDS = frozenset(NAMING_KINDS) | {"durable"}
+# Kinds only I7 reads (on the shared model), unless the log deletes a session: what became of
+# the deleted session's agent is then asked of the samples (`deletions._cache_moves`). A
+# steady run logs two samples an event: every part reading them cost more than its own records.
+_SHARED_ONLY = frozenset({"resources"})
+_DELETIONS = frozenset({"delete_session", "delete_parent"})
 _SESSION_KEYS = frozenset({"on_session_switch", "delete_session"})  # kinds whose detail names sessions (the rest: turns)
 
 
@@ -156,7 +164,10 @@ class LogSplit:
 
 
 def split_log(records: Sequence[Obs], part_records: int = PART_RECORDS) -> LogSplit | None:
-    """The log's parts, or None where it is one component or names a kind this module does not know."""
+    """The log's parts, or None where it is one component, no longer than one part, or names a
+    kind this module does not know."""
+    if len(records) <= part_records:
+        return None
     names = _Names()
     nodes = array("i", [-1]) * len(records)  # record -> a node it names (-1: it names nothing)
     chats: dict[str, dict[str, Any]] = records[0].detail.get("chats") or {}
@@ -208,6 +219,9 @@ def split_log(records: Sequence[Obs], part_records: int = PART_RECORDS) -> LogSp
     label_of.append(GLOBAL)  # node -1: the record names nothing
     labels = bytearray(map(label_of.__getitem__, nodes))
     del nodes
+    only = _shared_only(records)
+    if only is not None:  # GLOBAL (0xFF) -> SHARED (0xFE) where the mask is 1: those records name nothing
+        labels = bytearray((int.from_bytes(labels, "big") ^ int.from_bytes(only, "big")).to_bytes(len(labels), "big"))
     part_chats: list[set[str]] = [set() for _ in range(part + 1)]
     part_sessions: list[set[str]] = [set() for _ in range(part + 1)]
     for chat in chats:
@@ -215,6 +229,17 @@ def split_log(records: Sequence[Obs], part_records: int = PART_RECORDS) -> LogSp
     for named, node in names.named.items():  # chats and sessions share a namespace: a chat's name is harmless here
         part_sessions[label_of[node]].add(named)
     return LogSplit(records, labels, part_chats, part_sessions)
+
+
+def _shared_only(records: Sequence[Obs]) -> bytes | None:
+    """A byte a record, 1 where only the shared model reads it (`_SHARED_ONLY`); None where
+    every part reads them (the log deletes a session: `_DELETIONS`)."""
+    kind_mask = getattr(records, "kind_mask", None)
+    if kind_mask is not None:  # a spilled log: C loops over its kinds
+        return None if 1 in kind_mask(_DELETIONS) else kind_mask(_SHARED_ONLY)
+    if any(r.kind in _DELETIONS for r in records):
+        return None
+    return bytes(r.kind in _SHARED_ONLY for r in records)
 
 
 def _join_snapshot(names: _Names, r: Obs, index: int) -> None:
@@ -251,11 +276,9 @@ class LogPart(Sequence[Obs]):
         self.records = split.records
         self.durable_labels = getattr(split.records, "durable_labels", None)
         keep = bytearray(256)
-        keep[GLOBAL] = 1
-        if part != GLOBAL:
-            keep[part] = 1
+        keep[GLOBAL] = keep[SHARED if part == GLOBAL else part] = 1
         self._keep = bytes(keep)
-        self.size = split.labels.count(GLOBAL) + (split.labels.count(part) if part != GLOBAL else 0)  # the walk's
+        self.size = split.labels.count(GLOBAL) + split.labels.count(SHARED if part == GLOBAL else part)  # the walk's
         head = self.records[0]
         if part != GLOBAL:
             chats = split.chats[part]

@@ -206,21 +206,24 @@ class SpilledRecords(Sequence[Obs]):
         for code in self._kinds:
             yield stubs[code] if code in skip else next(records)
 
+    def kind_mask(self, kinds: frozenset[str]) -> bytes:
+        """A byte a record: 1 where its kind is one of `kinds` (a C loop over the kinds)."""
+        names = self._kind_names
+        return self._kinds.translate(bytes(int(code < len(names) and names[code] in kinds) for code in range(256)))
+
     def of_kinds(self, kinds: frozenset[str]) -> Iterator[tuple[int, Obs]]:
         """(index, record) of the records of these kinds, in order (the others not read)."""
-        codes = bytes(code for code, name in enumerate(self._kind_names) if name in kinds)
-        wanted = array("I" if len(self) < 1 << 32 else "q", (index for index, code in enumerate(self._kinds) if code in codes))
+        wanted = array("I" if len(self) < 1 << 32 else "q", compress(range(len(self)), self.kind_mask(kinds)))
         return zip(wanted, self.pick(wanted), strict=True)
 
     def walk_kept(self, unread: frozenset[str], labels: bytes | bytearray, keep: bytes) -> Iterator[tuple[int, Obs]]:
         """`walk` of the records whose label (`labels[index]`) `keep` (a 256-byte table) marks,
         with their indexes: one part of a log judged in parts (`conformance.checks.parts`). The
         records kept and those to read are found by C loops over the labels and kinds."""
-        names = self._kind_names
-        stubs = [Obs(0, 0, name) for name in names]
+        stubs = [Obs(0, 0, name) for name in self._kind_names]
         kinds, count = self._kinds, len(self._kinds)
         kept = labels.translate(keep)  # 1 where the part reads the record
-        read = kinds.translate(bytes(int(code < len(names) and names[code] not in unread) for code in range(256)))
+        read = self.kind_mask(frozenset(self._kind_names) - unread)
         wanted = (int.from_bytes(kept, "big") & int.from_bytes(read, "big")).to_bytes(count, "big")
         records = self.pick(compress(range(count), wanted))
         for index in compress(range(count), kept):
