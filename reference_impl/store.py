@@ -7,11 +7,11 @@ rebuilds from it. Writes can be refused as 'database is locked' to inject that f
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from functools import cache
 from itertools import chain, starmap
 
-from conformance.observations import StoredMessage
+from conformance.observations import StoredMessage, StoredSession
 from reference_impl.tables import (
     _CHUNK,
     _WORDS,
@@ -238,6 +238,33 @@ class Store:
         for session, rows in grown.items():  # a session with no new row keeps its tuple (the runner's checks skip it)
             tuples[session] = tuple(rows)
         return dict(tuples)  # a tuple for every session `seen` holds (a deletion forgets both)
+
+    def read_sessions(self) -> Iterator[StoredSession]:
+        """Every session row with its messages, as the database holds them (bypassing the read
+        caches), one session at a time in id order: a long run's final snapshot is every row,
+        and this holds one session's (`ReferenceGateway.durable_parts`). One statement, walked
+        by the sessions' key and the messages' index: SQLite sorts nothing."""
+        words = _WORDS
+        sid: str | None = None
+        parent: str | None = None
+        rows: list[StoredMessage] = []
+        for session, parent_id, role, content, visibility in self.db.execute(
+            "SELECT s.id, s.parent_id, m.role, m.content, m.visibility FROM sessions AS s "
+            "LEFT JOIN messages AS m ON m.session_id = s.id ORDER BY s.id, m.seq"
+        ):
+            if session != sid:
+                if sid is not None:
+                    yield StoredSession(sid, parent, tuple(rows))
+                sid, parent, rows = session, parent_id, []
+            if role is not None:  # NOT NULL in a row: None is a session without one
+                rows.append(StoredMessage(words.get(role, role), content, words.get(visibility, visibility)))
+        if sid is not None:
+            yield StoredSession(sid, parent, tuple(rows))
+
+    def forget_messages(self) -> None:
+        """Drop what `read_messages` has read (every stored row, once a long run's snapshot was
+        taken whole): the next read fetches every row again."""
+        self._seen_rows, self._seen_tuples, self._seen_seq = {}, {}, 0
 
     def delete_session(self, session_id: str, *, keep_children: bool = False) -> None:
         """What another surface does. `keep_children` deletes with foreign keys off, as the
