@@ -235,7 +235,13 @@ class Gateway(Protocol):
     `resources()` after every event and timer: what changed since its last answer, as a dict
     in the `resources` record's delta form (`values.resources_change`), None for nothing, or a
     whole `Resources` (always right). The runner holds it to `resources()` every 64th sample,
-    and ignores it in a subclass that redefines `resources()` below the class defining it."""
+    and ignores it in a subclass that redefines `resources()` below the class defining it.
+    And `durable_parts()`, asked instead of `durable_state()` for the final snapshot of a run
+    whose log spilled (a long one: every stored row): `(sessions, routing)`, routing as
+    `DurableState.routing` and sessions an iterable of `StoredSession`, in any order, each
+    read once, checked as `durable_state`'s are and packed as it comes, so neither side holds
+    every row at once (the reference streams them from SQLite). Ignored in a subclass that
+    redefines `durable_state()` below the class defining it (docs/protocol.md)."""
 
     def profile(self, config: GatewayConfig) -> Profile:
         """What this gateway claims under `config` (see `Profile`)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 from collections import namedtuple
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress, count
 from operator import attrgetter, itemgetter, ne
@@ -168,6 +168,23 @@ _session_id = attrgetter("id")
 _TURNS_KEPT = 100_000  # rows whose turns a `DurableState.to_detail` cache keeps (a long run's final snapshot holds millions)
 
 
+def stored_rows(messages: Iterable[StoredMessage], known: dict[str, tuple[str | None, ...]],
+                shared: Callable[[str | None, str | None], str | None], learn: bool = True) -> list[list[Any]]:
+    """A session's rows in the log's form ([role, turn, visibility], a row carrying two turns
+    once for each; `shared`: one string per turn id). `known`: content -> turns, looked up
+    first, and kept up to `_TURNS_KEPT` rows when `learn`."""
+    rows: list[list[Any]] = []
+    for m in messages:
+        turns = known.get(m.content) if type(m) is StoredMessage else None
+        if turns is None:
+            turns = m.turns
+            if learn and type(m) is StoredMessage and len(known) < _TURNS_KEPT:
+                known[m.content] = turns
+        for turn in turns:  # a loop: a comprehension makes a function call of each row
+            rows.append([m.role, shared(turn, turn), m.visibility])
+    return rows
+
+
 @dataclass(frozen=True)
 class DurableState:
     """What survives the process: transcripts by session, and each chat's routing entry."""
@@ -207,15 +224,7 @@ class DurableState:
             if last is not None and last[0] is s.messages:
                 yield s.id, {"parent": s.parent, "rows": last[1]}
                 continue
-            rows = []
-            for m in s.messages:
-                turns = known.get(m.content) if type(m) is StoredMessage else None
-                if turns is None:
-                    turns = m.turns
-                    if type(m) is StoredMessage and len(known) < _TURNS_KEPT:
-                        known[m.content] = turns
-                for turn in turns:  # a loop: a comprehension makes a function call of each row
-                    rows.append([m.role, shared(turn, turn), m.visibility])
+            rows = stored_rows(s.messages, known, shared)
             if keep is not None:
                 keep[s.id] = (s.messages, rows)
             yield s.id, {"parent": s.parent, "rows": rows}

@@ -13,6 +13,7 @@ and boundaries) and `transcripts` (the agent cache and writing the transcript). 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterator
 from operator import attrgetter
 from typing import Any
 
@@ -294,6 +295,15 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
             sessions.append(known)
         routing = tuple(sorted(self.store.routed_sessions()))
         return DurableState(tuple(sessions), routing)
+
+    def durable_parts(self) -> tuple[Iterator[StoredSession], tuple[tuple[str, str], ...]]:
+        """The optional hook `Gateway.durable_parts`, asked for a long run's final snapshot: the
+        sessions read from SQLite one at a time (`Store.read_sessions`), not every row made at
+        once; the caches that make repeated `durable_state` reads cheap go first (they would
+        hold every row). A subclass that changes `durable_state()` is asked that instead."""
+        self.stored_sessions = {}
+        self.store.forget_messages()
+        return self.store.read_sessions(), tuple(sorted(self.store.routed_sessions()))
 
     def resources(self) -> Resources:
         if not self.running:

@@ -7,11 +7,11 @@ rebuilds from it. Writes can be refused as 'database is locked' to inject that f
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from functools import cache
 from itertools import chain, starmap
 
-from conformance.observations import StoredMessage
+from conformance.observations import StoredMessage, StoredSession
 from reference_impl.tables import (
     _CHUNK,
     _WORDS,
@@ -47,6 +47,7 @@ class Store:
         # that returns a row (`next_id`) has it read at once, which ends the statement
         self._dml: Callable[..., sqlite3.Cursor] = self.db.cursor().execute
         self.locked_until = -1
+        self._appends_to_sizing = _SIZE_EVERY  # appends left before the in-memory database's size is looked at
         # A read cache of transcripts: reloading an evicted agent re-reads its whole session,
         # which dominated long runs. Kept in step by `append` (after the commit) and dropped
         # by any deletion; `read_transcript` (what other surfaces see) bypasses it, and the
@@ -191,6 +192,26 @@ class Store:
         cached = self._transcripts.get(session_id)
         if cached is not None:
             cached.extend(rows)
+        self._appends_to_sizing -= 1
+        if not self._appends_to_sizing:
+            self._size_up()
+
+    def _size_up(self) -> None:
+        """An in-memory database past `_ON_DISK_PAGES` moves to a private temporary file (the
+        same database, copied by SQLite's backup): its memory is then SQLite's page cache (2 MB),
+        not every page a long run wrote (≈ 140 MB at 10^6 events). Its statements cost more
+        (≈ 25 %), so a short run's stays in memory; behaviour does not move (the same rows,
+        ids and order), and a crash keeps it as it kept the in-memory one."""
+        self._appends_to_sizing = _SIZE_EVERY
+        db = self.db
+        if not self._in_memory or db.in_transaction or db.execute("PRAGMA page_count").fetchone()[0] < _ON_DISK_PAGES:
+            return
+        on_disk = sqlite3.connect("", isolation_level=None, check_same_thread=False)  # "": deleted when closed
+        db.backup(on_disk)
+        on_disk.execute("PRAGMA foreign_keys = ON")
+        self.db, self._dml, self._in_memory = on_disk, on_disk.cursor().execute, False
+        self._appends_to_sizing = -1  # never again (it counts down past zero)
+        db.close()
 
     def session_exists(self, session_id: str) -> bool:
         if session_id in self._existing:
@@ -238,6 +259,33 @@ class Store:
         for session, rows in grown.items():  # a session with no new row keeps its tuple (the runner's checks skip it)
             tuples[session] = tuple(rows)
         return dict(tuples)  # a tuple for every session `seen` holds (a deletion forgets both)
+
+    def read_sessions(self) -> Iterator[StoredSession]:
+        """Every session row with its messages, as the database holds them (bypassing the read
+        caches), one session at a time in id order: a long run's final snapshot is every row,
+        and this holds one session's (`ReferenceGateway.durable_parts`). One statement, walked
+        by the sessions' key and the messages' index: SQLite sorts nothing."""
+        words = _WORDS
+        sid: str | None = None
+        parent: str | None = None
+        rows: list[StoredMessage] = []
+        for session, parent_id, role, content, visibility in self.db.execute(
+            "SELECT s.id, s.parent_id, m.role, m.content, m.visibility FROM sessions AS s "
+            "LEFT JOIN messages AS m ON m.session_id = s.id ORDER BY s.id, m.seq"
+        ):
+            if session != sid:
+                if sid is not None:
+                    yield StoredSession(sid, parent, tuple(rows))
+                sid, parent, rows = session, parent_id, []
+            if role is not None:  # NOT NULL in a row: None is a session without one
+                rows.append(StoredMessage(words.get(role, role), content, words.get(visibility, visibility)))
+        if sid is not None:
+            yield StoredSession(sid, parent, tuple(rows))
+
+    def forget_messages(self) -> None:
+        """Drop what `read_messages` has read (every stored row, once a long run's snapshot was
+        taken whole): the next read fetches every row again."""
+        self._seen_rows, self._seen_tuples, self._seen_seq = {}, {}, 0
 
     def delete_session(self, session_id: str, *, keep_children: bool = False) -> None:
         """What another surface does. `keep_children` deletes with foreign keys off, as the
@@ -453,6 +501,10 @@ class Store:
                 if start:
                     self.crash_point("rows-chunk-written")
                 self._write_rows(statement, rows[start:start + _CHUNK], shared)
+
+
+_SIZE_EVERY = 1024  # appends (a turn writes one or two) between two looks at the in-memory database's size
+_ON_DISK_PAGES = 4096  # pages (16 MB) past which it moves to a temporary file: a gateway day's is 980
 
 
 @cache

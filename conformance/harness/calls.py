@@ -4,6 +4,7 @@ crash points, timer steps, resource samples, durable-state reads, and stopping a
 from __future__ import annotations
 
 import copy
+import marshal
 import os
 import threading
 import traceback
@@ -19,8 +20,8 @@ from conformance.harness.spill import SPILL_AT, ObservationLog, SpilledSessions
 from conformance.harness.swarm import Swarm
 from conformance.harness.verdict import GatewayFailure
 from conformance.harness.watchdog import StepTimedOut, Watch
-from conformance.observations import CacheReplay, DurableState, Resources, ResourcesDeltas, StoredMessage
-from conformance.observers import BadHandover, FakeLLM, HookBus, MemoryBackend, Platform, RecordingProvider
+from conformance.observations import CacheReplay, DurableState, Resources, ResourcesDeltas, StoredMessage, stored_rows
+from conformance.observers import BadHandover, FakeLLM, HookBus, MemoryBackend, Platform, RecordingProvider, shown
 from sim.clock import VirtualClock
 from sim.engine import Engine
 from sim.scenario import Chat, ConfigChange, CrashAt, Event, Message, Scenario
@@ -132,14 +133,39 @@ VERIFY_EVERY = 64  # samples through `resources_delta` between two checks of it 
 def resources_hook(gateway: object) -> Callable[[], Any] | None:
     """The gateway's optional `resources_delta`, unless a subclass redefines `resources()` below
     the class that defines the hook: its changes would not be what its `resources()` says."""
-    hook = getattr(gateway, "resources_delta", None)
+    return _hook(gateway, "resources_delta", "resources")
+
+
+def parts_hook(gateway: object) -> Callable[[], Any] | None:
+    """The gateway's optional `durable_parts`, unless a subclass redefines `durable_state()`
+    below the class that defines the hook: its parts would not be what its `durable_state()` says."""
+    return _hook(gateway, "durable_parts", "durable_state")
+
+
+def _hook(gateway: object, name: str, whole: str) -> Callable[[], Any] | None:
+    """`gateway.name`, or None when it has none or a subclass of the class defining it redefines `whole`."""
+    hook = getattr(gateway, name, None)
     if hook is None:
         return None
     mro = type(gateway).__mro__
-    said, hooked = (next((k for k in mro if name in vars(k)), None) for name in ("resources", "resources_delta"))
+    said, hooked = (next((k for k in mro if attr in vars(k)), None) for attr in (whole, name))
     if said is not None and hooked is not None and said is not hooked and issubclass(said, hooked):
         return None
     return hook  # type: ignore[no-any-return]
+
+
+class _Malformed:
+    """What `GatewayCalls._read_parts` found wrong in a part (raised by checking it, not by the
+    gateway's code), raised again outside the call as a bad answer (`GatewayCalls._checked`)."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+def _raise_malformed(malformed: _Malformed) -> None:
+    raise malformed.error
 
 
 class ResourcesChanges:
@@ -413,11 +439,66 @@ class GatewayCalls:
 
     def _snapshot(self, label: str) -> None:
         # A spilled log's final snapshot (every stored row of a long run) is packed session by
-        # session as it is made: it goes to the file as that, and is read back so.
-        pack = SpilledSessions.pack if label == "final" and self.log.spilled else None
+        # session as it is made: it goes to the file as that, and is read back so; from a
+        # gateway with the `durable_parts` hook, one session at a time as it hands them over.
+        final_spilled = label == "final" and self.log.spilled
+        hook = parts_hook(self.gateway) if final_spilled else None
+        if hook is not None:
+            self.row_turns, self.snapshot_rows, self.stored_known = {}, {}, {}  # a long run's: every row
+            self.log.add("durable", label=label, **self._parted(hook))
+            return
+        pack = SpilledSessions.pack if final_spilled else None
         self.log.add("durable", label=label, **self._durable().to_detail(self.row_turns, self.snapshot_rows, pack))
         if label == "final":  # the caches go before the judging (a long run's final snapshot is every row)
             self.row_turns, self.snapshot_rows, self.stored_known = {}, {}, {}
+
+    def _parted(self, hook: Callable[[], Any]) -> dict[str, Any]:
+        """The final snapshot through the gateway's `durable_parts`: the detail `to_detail`
+        packs from the whole answer, each session checked as `values.durable_state` checks it
+        and packed as it comes. What checking a part finds wrong is a bad answer to
+        `durable_state`, worded as for the whole answer; what the gateway's code raises (the
+        hook, or its iterator) is its error at this step, as from `durable_state()`."""
+        read = self._call("durable_state", self._read_parts, hook)
+        if type(read) is _Malformed:
+            self._checked("durable_state", _raise_malformed, read)
+        detail: dict[str, Any] = read
+        return detail
+
+    @staticmethod
+    def _read_parts(hook: Callable[[], Any]) -> dict[str, Any] | _Malformed:
+        """Run inside the call's guard (the gateway's code runs in `hook()` and in each step of
+        its iterator); what checking raises comes back as `_Malformed`."""
+        answer = hook()
+        try:
+            if not (isinstance(answer, values.SEQUENCES) and len(answer) == 2):
+                raise values.BadValue(f"expected a (sessions, routing) pair from durable_parts, got {shown(answer)}")
+            sessions, routing = answer[0], answer[1]
+            if not hasattr(type(sessions), "__iter__"):
+                raise values.BadValue(f"sessions: expected an iterable of StoredSession, got {shown(sessions)}")
+        except BaseException as err:
+            if signalled(err):
+                raise
+            return _Malformed(err)
+        seen: set[str] = set()
+        blobs: dict[str, bytes] = {}
+        turns: dict[str, tuple[str | None, ...]] = {}  # none known: the parts are fresh rows (and none kept: every row's text)
+        for i, part in enumerate(sessions):  # each step the gateway's code
+            try:
+                s = values.stored_session(i, part, seen)
+                share: dict[str | None, str | None] = {}
+                blobs[s.id] = marshal.dumps({"parent": s.parent, "rows": stored_rows(s.messages, turns, share.setdefault, False)})
+            except BaseException as err:
+                if signalled(err):
+                    raise
+                return _Malformed(err)
+            del part, s
+        try:
+            pairs = values.routing(routing)
+        except BaseException as err:
+            if signalled(err):
+                raise
+            return _Malformed(err)
+        return {"sessions": SpilledSessions(sorted(blobs.items())), "routing": {chat: sid for chat, sid in pairs}}
 
     def _durable(self) -> DurableState:
         state: DurableState = self._answer("durable_state", self._valid_durable, self.gateway.durable_state)

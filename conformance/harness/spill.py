@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import marshal
 import os
+import struct
 import sys
 import tempfile
 from array import array
@@ -25,7 +26,7 @@ from conformance.observations import Obs, Step, log_text
 BLOCK = 1 << 20  # bytes per read while streaming
 
 
-def _dump(record: Obs) -> bytes:
+def _dump(record: Obs) -> bytes | _Streamed:
     fields = (record.t, record.step, record.kind, record.chat, record.session, record.turns, record.detail)
     try:
         return _dump_fields(fields)
@@ -34,18 +35,47 @@ def _dump(record: Obs) -> bytes:
         return _dump_fields((plain.t, plain.step, plain.kind, plain.chat, plain.session, plain.turns, plain.detail))
 
 
-def _dump_fields(fields: tuple[Any, ...]) -> bytes:
+def _dump_fields(fields: tuple[Any, ...]) -> bytes | _Streamed:
     """A record's fields, marshalled; a `durable` snapshot's sessions each by itself (an eighth
     field: (id, blob) pairs), so a reader loads one session at a time (`SpilledSessions`)."""
     detail = fields[6]
     sessions = detail.get("sessions") if fields[2] == "durable" else None
-    if type(sessions) is SpilledSessions:  # packed as made (`SpilledSessions.pack`)
-        blobs = tuple(sessions._blobs.items())
-    elif type(sessions) is dict:
+    if type(sessions) is SpilledSessions:  # packed as made (`SpilledSessions.pack`): written as it is
+        return _Streamed((*fields[:6], {**detail, "sessions": None}), sessions._blobs)
+    if type(sessions) is dict:
         blobs = tuple((sid, marshal.dumps(body)) for sid, body in sessions.items())
     else:
         return marshal.dumps(fields)
     return marshal.dumps((*fields[:6], {**detail, "sessions": None}, blobs))
+
+
+_TUPLE = b"("  # marshal's TYPE_TUPLE, then its length as a 4-byte little-endian int
+_LENGTH = struct.Struct("<i")
+
+
+class _Streamed:
+    """A packed snapshot's record (a long run's final one: tens of MB), written a session at a
+    time rather than joined into one bytes beside its sessions' blobs: the same tuple as
+    `_dump_fields` makes of a dict's sessions, marshalled in pieces without back-references
+    (marshal's version 2), so that the pieces laid end to end are one marshal stream."""
+
+    __slots__ = ("_blobs", "_head", "_size")
+
+    def __init__(self, fields: tuple[Any, ...], blobs: dict[str, bytes]) -> None:
+        head = [_TUPLE, _LENGTH.pack(len(fields) + 1), *(marshal.dumps(field, 2) for field in fields),
+                _TUPLE, _LENGTH.pack(len(blobs))]
+        self._head = b"".join(head)
+        self._blobs = blobs
+        # Each pair: its tuple's type and length (5), the id marshalled, the blob's type and length (5), the blob.
+        self._size = len(self._head) + sum(10 + len(marshal.dumps(sid, 2)) + len(blob) for sid, blob in blobs.items())
+
+    def __len__(self) -> int:
+        return self._size
+
+    def pieces(self) -> Iterator[bytes]:
+        yield self._head
+        for pair in self._blobs.items():
+            yield marshal.dumps(pair, 2)
 
 
 def _load(data: bytes | memoryview) -> Obs:
@@ -134,7 +164,14 @@ class SpilledRecords(Sequence[Obs]):
         # is written as it is, not copied into the join.
         pending: list[bytes] = []
         for blob in blobs:
-            if len(blob) > BLOCK:
+            if type(blob) is _Streamed:
+                self._write(b"".join(pending))
+                pending = []
+                start = self._end
+                for piece in blob.pieces():
+                    self._write(piece)
+                assert self._end - start == len(blob), "a streamed record's size was miscounted"
+            elif len(blob) > BLOCK:
                 self._write(b"".join(pending))
                 pending = []
                 self._write(blob)

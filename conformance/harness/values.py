@@ -159,36 +159,63 @@ def durable_state(value: object, known: dict[str, tuple[str | None, tuple[Stored
         return value
     # Each field read once, into a copy of exact types: what was checked is what is kept.
     seen: set[str] = set()
-    sessions: list[StoredSession] = []
-    for i, s in enumerate(_sequence("sessions", value.sessions, "StoredSession")):
-        where = f"sessions[{i}]"
-        if not isinstance(s, StoredSession):
-            raise BadValue(f"{where}: expected a StoredSession, got {shown(s)}")
-        sid, parent, messages = s.id, s.parent, s.messages
-        if type(sid) is not str or not (parent is None or type(parent) is str):
-            raise BadValue(f"{where}: expected a str id and a str or None parent, got {shown((sid, parent))}")
-        if sid in seen:
-            raise BadValue(f"{where}: session {sid!r} is listed twice")
-        seen.add(sid)
-        rows: list[StoredMessage] = []
-        for j, m in enumerate(_sequence(f"{where}.messages", messages, "StoredMessage")):
-            fields = (m.role, m.content, m.visibility) if isinstance(m, StoredMessage) else None
-            if fields is None or not all(type(field) is str for field in fields):
-                raise BadValue(f"{where}.messages[{j}]: expected a StoredMessage of str role, content and "
-                               f"visibility, got {shown(m)}")
-            rows.append(m if type(m) is StoredMessage else StoredMessage(*fields))
-        sessions.append(StoredSession(sid, parent, tuple(rows)))
+    sessions = [stored_session(i, s, seen) for i, s in enumerate(_sequence("sessions", value.sessions, "StoredSession"))]
+    return DurableState(tuple(sessions), routing(value.routing))
+
+
+def stored_session(i: int, s: object, seen: set[str]) -> StoredSession:
+    """The `i`-th session of a durable state, checked (`seen`: the ids before it, kept up to
+    date), as a `StoredSession` of exact types: the whole answer's (`durable_state`) or one part
+    of the `durable_parts` hook's, so both get the same error for the same garbage."""
+    if type(s) is StoredSession and _session_well_formed(s) and s.id not in seen:  # the common case, in C
+        seen.add(s.id)
+        return s
+    where = f"sessions[{i}]"
+    if not isinstance(s, StoredSession):
+        raise BadValue(f"{where}: expected a StoredSession, got {shown(s)}")
+    sid, parent, messages = s.id, s.parent, s.messages
+    if type(sid) is not str or not (parent is None or type(parent) is str):
+        raise BadValue(f"{where}: expected a str id and a str or None parent, got {shown((sid, parent))}")
+    if sid in seen:
+        raise BadValue(f"{where}: session {sid!r} is listed twice")
+    seen.add(sid)
+    rows: list[StoredMessage] = []
+    for j, m in enumerate(_sequence(f"{where}.messages", messages, "StoredMessage")):
+        fields = (m.role, m.content, m.visibility) if isinstance(m, StoredMessage) else None
+        if fields is None or not all(type(field) is str for field in fields):
+            raise BadValue(f"{where}.messages[{j}]: expected a StoredMessage of str role, content and "
+                           f"visibility, got {shown(m)}")
+        rows.append(m if type(m) is StoredMessage else StoredMessage(*fields))
+    return StoredSession(sid, parent, tuple(rows))
+
+
+def _session_well_formed(s: StoredSession) -> bool:
+    """One session of exact types throughout (its rows checked in C), read from `s` once."""
+    if type(s.id) is not str or not (s.parent is None or type(s.parent) is str) or type(s.messages) is not tuple:
+        return False
+    rows = s.messages
+    if not rows:
+        return True
+    if set(map(type, rows)) != {StoredMessage}:
+        return False
+    return all(set(map(type, map(attrgetter(name), rows))) == {str} for name in ("role", "content", "visibility"))
+
+
+def routing(value: object) -> tuple[tuple[str, str], ...]:
+    """A durable state's routing: (chat, session) pairs of str, each chat once, or `BadValue`."""
+    if type(value) is tuple and _pairs_of(value, str, str) and len({chat for chat, _sid in value}) == len(value):
+        return value
     chats: set[str] = set()
-    routing: list[tuple[str, str]] = []
-    for i, pair in enumerate(_sequence("routing", value.routing, "(chat, session) pairs")):
+    pairs: list[tuple[str, str]] = []
+    for i, pair in enumerate(_sequence("routing", value, "(chat, session) pairs")):
         entry = (pair[0], pair[1]) if isinstance(pair, SEQUENCES) and len(pair) == 2 else None
         if entry is None or type(entry[0]) is not str or type(entry[1]) is not str:
             raise BadValue(f"routing[{i}]: expected a (chat, session) pair of str, got {shown(pair)}")
         if entry[0] in chats:
             raise BadValue(f"routing[{i}]: chat {entry[0]!r} has two routing entries")
         chats.add(entry[0])
-        routing.append(entry)
-    return DurableState(tuple(sessions), tuple(routing))
+        pairs.append(entry)
+    return tuple(pairs)
 
 
 def _unchanged(last: tuple[str | None, tuple[StoredMessage, ...]] | None, s: StoredSession) -> bool:
