@@ -183,3 +183,22 @@ def test_every_kind_the_harness_logs_is_known_to_the_split() -> None:
     assert not parts.GLOBAL_KINDS & set(parts.NAMING_KINDS)
     assert logged <= parts.GLOBAL_KINDS | set(parts.NAMING_KINDS), logged - parts.GLOBAL_KINDS - set(parts.NAMING_KINDS)
     assert all(len(keys) <= 1 for keys in parts.NAMING_KINDS.values())  # split_log reads one detail key a kind
+
+
+def test_the_resource_samples_are_read_by_the_shared_model_alone_unless_a_session_is_deleted() -> None:
+    """A steady run logs two samples an event: only I7 reads them (on the shared model), unless
+    a deletion asks what became of the deleted session's agent; then every part reads them."""
+    records = _two_chats()
+    spilled = run_scenario(load_text(_TWO), resolve("reference")(), "reference", check=False, spill_at=4).records
+    samples = [i for i, r in enumerate(records) if r.kind == "resources"]
+    assert samples
+    for log in (records, spilled):
+        split = parts.split_log(log, 1)
+        assert split is not None and {split.labels[i] for i in samples} == {parts.SHARED}
+        assert all(r.kind != "resources" for _index, r in split.part(0).walk(frozenset()))
+        assert [i for i, r in split.shared().walk(frozenset()) if r.kind == "resources"] == samples
+    alice = next(r for r in records if r.kind == "llm_request" and r.chat == "alice")
+    deleted = [*records[:-2], Obs(records[-3].t, records[-3].step, "delete_session", "alice", alice.session), *records[-2:]]
+    split = parts.split_log(deleted, 1)
+    assert split is not None and {split.labels[i] for i, r in enumerate(deleted) if r.kind == "resources"} == {parts.GLOBAL}
+    _same(deleted, judge(deleted, in_parts=False), judge(deleted, in_parts=True))
