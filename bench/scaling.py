@@ -110,7 +110,9 @@ def phases(events: int, spill_at: int | None) -> None:
 
     verdicts = judge(result.records, phase=ended)
     if failed := [check for check, verdict in verdicts.items() if verdict.status != "pass"]:
-        raise SystemExit(f"the reference gateway failed {', '.join(failed)} on {scenario.name}")
+        first = verdicts[failed[0]]
+        raise SystemExit(f"the reference gateway failed {', '.join(failed)} on {scenario.name}: "
+                         f"{first.reason or first.violations[0].message}")
     for name, seconds, (rss, peak) in rows:
         print(f"{name:<10}{seconds:>8.2f}s{rss:>8} MB{peak:>6} MB")
     log = "memory" if isinstance(result.records, list) else "file"

@@ -196,3 +196,37 @@ def test_a_moved_store_keeps_its_rows_and_foreign_keys(monkeypatch: pytest.Monke
     store.delete_session("s1")  # cascades to the child, as in memory
     assert list(store.read_sessions()) == []
     store.close()
+
+
+class Slow(ReferenceGateway):
+    """The reference handing its sessions over slowly: each under the step limit, all of them over it."""
+
+    def __init__(self, each: float, stall: bool = False) -> None:
+        super().__init__()
+        self.each, self.stall = each, stall
+
+    def durable_parts(self) -> tuple[Iterator[StoredSession], tuple[tuple[str, str], ...]]:
+        import time
+
+        sessions, routing = super().durable_parts()
+
+        def slow() -> Iterator[StoredSession]:
+            for s in sessions:
+                time.sleep(self.each)
+                yield s
+            while self.stall:  # a hang after the last session: no progress
+                time.sleep(0.01)
+
+        return slow(), routing
+
+
+def test_each_session_handed_over_is_progress_to_the_step_watchdog() -> None:
+    """A long run's final snapshot may take longer than a step's limit; a part of it does not.
+    A hook that stops handing sessions over is still a timeout at its step."""
+    many = load_text("name: many\nchats: {" + ", ".join(f"c{n}: {{}}" for n in range(12)) + "}\nevents:\n"
+                     + "".join(f"  - message: c{n}\n" for n in range(12)), "many.yaml")
+    result = run_scenario(many, Slow(0.04), "reference", spill_at=2, step_timeout=0.2)
+    assert result.failure is None and len(final(result).d("sessions")) == 12  # 0.48 s in all, 0.04 s a part
+    stalled = run_scenario(many, Slow(0.0, stall=True), "reference", spill_at=2, step_timeout=0.2)
+    assert stalled.failure is not None and stalled.failure.kind == "timeout"
+    assert "durable_state" in stalled.failure.event

@@ -458,16 +458,18 @@ class GatewayCalls:
         and packed as it comes. What checking a part finds wrong is a bad answer to
         `durable_state`, worded as for the whole answer; what the gateway's code raises (the
         hook, or its iterator) is its error at this step, as from `durable_state()`."""
-        read = self._call("durable_state", self._read_parts, hook)
+        read = self._call("durable_state", self._read_parts, hook, self.watch)
         if type(read) is _Malformed:
             self._checked("durable_state", _raise_malformed, read)
         detail: dict[str, Any] = read
         return detail
 
     @staticmethod
-    def _read_parts(hook: Callable[[], Any]) -> dict[str, Any] | _Malformed:
+    def _read_parts(hook: Callable[[], Any], watch: Watch) -> dict[str, Any] | _Malformed:
         """Run inside the call's guard (the gateway's code runs in `hook()` and in each step of
-        its iterator); what checking raises comes back as `_Malformed`."""
+        its iterator); what checking raises comes back as `_Malformed`. Each session handed over
+        is progress to the step watchdog (a long run's million rows may take longer than a
+        step's limit, a session of them does not): the limit is a part's."""
         answer = hook()
         try:
             if not (isinstance(answer, values.SEQUENCES) and len(answer) == 2):
@@ -492,6 +494,7 @@ class GatewayCalls:
                     raise
                 return _Malformed(err)
             del part, s
+            watch.strikes = 0
         try:
             pairs = values.routing(routing)
         except BaseException as err:

@@ -9,7 +9,9 @@ One interval timer (SIGALRM) a run, ticking every limit/2 seconds, and no system
 gateway call: `GatewayCalls._call` counts calls (`Watch.seq`) and how deep it is in them
 (`Watch.depth`); a tick that finds the same call in progress as the two ticks before it
 raises. So a step is interrupted after between `limit` and 1.5 × `limit` seconds. A run that
-ends before its first tick (nearly every scenario) never sees the signal.
+ends before its first tick (nearly every scenario) never sees the signal. A final snapshot
+handed over through `durable_parts` (a long run's million rows) makes progress with each
+session: each clears the strikes (`GatewayCalls._read_parts`), so the limit is a session's.
 
 A gateway can catch `StepTimedOut` (`except BaseException`). If it then returns, the step is
 still its timeout (`GatewayCalls._call` reads `Watch.interrupted`). If it goes on running the
