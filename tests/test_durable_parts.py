@@ -230,3 +230,29 @@ def test_each_session_handed_over_is_progress_to_the_step_watchdog() -> None:
     stalled = run_scenario(many, Slow(0.0, stall=True), "reference", spill_at=2, step_timeout=0.2)
     assert stalled.failure is not None and stalled.failure.kind == "timeout"
     assert "durable_state" in stalled.failure.event
+
+
+def test_a_streamed_snapshot_is_read_back_with_its_sessions_left_in_the_file() -> None:
+    """Each check of each part of a long log reads the final snapshot: its sessions stay in the
+    log's file, read one when asked (a part's selection reads none), and equal the whole run's."""
+    import pickle
+
+    from conformance.harness import spill
+
+    parted = run_scenario(SCENARIO, ReferenceGateway(), "reference", spill_at=2)
+    kept = run_scenario(SCENARIO, ReferenceGateway(), "reference", spill_at=None)
+    records = parted.records
+    assert isinstance(records, SpilledRecords)
+    [at] = [i for i, r in enumerate(kept.records) if r.kind == "durable" and r.d("label") == "final"]
+    sessions = records[at].d("sessions")
+    assert type(sessions._blobs) is spill._BlobsInFile  # type: ignore[attr-defined]
+    assert sessions == kept.records[at].d("sessions") == next(records.pick([at])).d("sessions")
+    one = sorted(sessions)[:1]
+    chosen = sessions.select(set(one))
+    assert type(chosen._blobs) is spill._BlobsInFile and list(chosen) == one  # type: ignore[attr-defined]
+    assert chosen[one[0]] == kept.records[at].d("sessions")[one[0]]
+    copied = pickle.loads(pickle.dumps(sessions))
+    assert type(copied._blobs) is dict and copied == sessions  # another process gets the blobs
+    assert records[at]._replace(detail={}) == kept.records[at]._replace(detail={})
+    assert {k: v for k, v in records[at].detail.items() if k != "sessions"} == \
+        {k: v for k, v in kept.records[at].detail.items() if k != "sessions"}

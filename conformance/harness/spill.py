@@ -59,9 +59,10 @@ class _Streamed:
     `_dump_fields` makes of a dict's sessions, marshalled in pieces without back-references
     (marshal's version 2), so that the pieces laid end to end are one marshal stream."""
 
-    __slots__ = ("_blobs", "_head", "_size")
+    __slots__ = ("_blobs", "_head", "_size", "fields")
 
-    def __init__(self, fields: tuple[Any, ...], blobs: dict[str, bytes]) -> None:
+    def __init__(self, fields: tuple[Any, ...], blobs: Mapping[str, bytes]) -> None:
+        self.fields = fields  # the record's, its sessions None
         head = [_TUPLE, _LENGTH.pack(len(fields) + 1), *(marshal.dumps(field, 2) for field in fields),
                 _TUPLE, _LENGTH.pack(len(blobs))]
         self._head = b"".join(head)
@@ -72,10 +73,40 @@ class _Streamed:
     def __len__(self) -> int:
         return self._size
 
-    def pieces(self) -> Iterator[bytes]:
-        yield self._head
-        for pair in self._blobs.items():
-            yield marshal.dumps(pair, 2)
+    def pieces(self) -> Iterator[tuple[bytes, str, int]]:
+        """The bytes to write in order, each with the session whose blob ends it and the blob's
+        size ("" and 0: the head)."""
+        yield self._head, "", 0
+        for sid, blob in self._blobs.items():
+            yield marshal.dumps((sid, blob), 2), sid, len(blob)
+
+
+class _BlobsInFile(Mapping[str, bytes]):
+    """A streamed snapshot's blobs where they lie in the log's file, read one when asked: a
+    reader of one part's sessions, or of one session, does not load every row of the run (a
+    10^6-event run's final snapshot is ≈ 45 MB of blobs, and each check of each part read it)."""
+
+    __slots__ = ("_file", "_spans")
+
+    def __init__(self, file: Any, spans: dict[str, tuple[int, int]]) -> None:
+        self._file = file  # the log's file, kept open while a reader holds this
+        self._spans = spans  # session -> (offset, size) of its blob
+
+    def __getitem__(self, sid: str) -> bytes:
+        offset, size = self._spans[sid]
+        return os.pread(self._file.fileno(), size, offset)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._spans)
+
+    def __len__(self) -> int:
+        return len(self._spans)
+
+    def __contains__(self, sid: object) -> bool:
+        return sid in self._spans
+
+    def select(self, sessions: set[str]) -> _BlobsInFile:
+        return _BlobsInFile(self._file, {sid: span for sid, span in self._spans.items() if sid in sessions})
 
 
 def _load(data: bytes | memoryview) -> Obs:
@@ -94,8 +125,11 @@ class SpilledSessions(Mapping[str, Any]):
 
     __slots__ = ("_blobs",)
 
-    def __init__(self, blobs: Iterable[tuple[str, bytes]]) -> None:
-        self._blobs = dict(blobs)
+    def __init__(self, blobs: Iterable[tuple[str, bytes]] | _BlobsInFile) -> None:
+        self._blobs: Mapping[str, bytes] = blobs if type(blobs) is _BlobsInFile else dict(blobs)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return SpilledSessions, (list(self._blobs.items()),)  # another process gets the blobs, not the file
 
     @classmethod
     def pack(cls, bodies: Iterable[tuple[str, dict[str, Any]]]) -> SpilledSessions:
@@ -119,8 +153,11 @@ class SpilledSessions(Mapping[str, Any]):
         return f"SpilledSessions({len(self)} sessions)"
 
     def select(self, sessions: set[str]) -> SpilledSessions:
-        """These sessions only (their blobs shared, not copied): one part's (`conformance.checks.parts`)."""
-        return SpilledSessions((sid, blob) for sid, blob in self._blobs.items() if sid in sessions)
+        """These sessions only (their blobs shared, not copied or read): one part's (`conformance.checks.parts`)."""
+        blobs = self._blobs
+        if type(blobs) is _BlobsInFile:
+            return SpilledSessions(blobs.select(sessions))
+        return SpilledSessions((sid, blob) for sid, blob in blobs.items() if sid in sessions)
 
 
 class SpilledRecords(Sequence[Obs]):
@@ -140,6 +177,9 @@ class SpilledRecords(Sequence[Obs]):
         # Each `durable` record's label, by index: the final snapshot is every stored row (a long
         # run's largest record), and a reader after the label alone need not load it.
         self.durable_labels: dict[int, Any] = {}
+        # A streamed snapshot (`_Streamed`) by index: its fields, and each session's blob's place
+        # in the file. Read back with its sessions left in the file (`_BlobsInFile`).
+        self._streamed: dict[int, tuple[tuple[Any, ...], dict[str, tuple[int, int]]]] = {}
 
     def extend(self, records: Iterable[Obs]) -> None:
         """Append records to the file (in order)."""
@@ -163,14 +203,18 @@ class SpilledRecords(Sequence[Obs]):
         # Joined, one write; a record past BLOCK bytes (a long run's final snapshot: tens of MB)
         # is written as it is, not copied into the join.
         pending: list[bytes] = []
-        for blob in blobs:
+        for index, blob in enumerate(blobs, len(self._starts) - len(blobs)):
             if type(blob) is _Streamed:
                 self._write(b"".join(pending))
                 pending = []
                 start = self._end
-                for piece in blob.pieces():
+                spans: dict[str, tuple[int, int]] = {}
+                for piece, sid, size in blob.pieces():
                     self._write(piece)
+                    if size:
+                        spans[sid] = (self._end - size, size)
                 assert self._end - start == len(blob), "a streamed record's size was miscounted"
+                self._streamed[index] = (blob.fields, spans)
             elif len(blob) > BLOCK:
                 self._write(b"".join(pending))
                 pending = []
@@ -199,6 +243,8 @@ class SpilledRecords(Sequence[Obs]):
             index += len(self)
         if index == 0 and self._head is not None:
             return self._head
+        if index in self._streamed:
+            return self._streamed_record(index)
         start = self._starts[index]  # IndexError past the end, as a list
         stop = self._starts[index + 1] if index + 1 < len(self._starts) else self._end
         record = _load(os.pread(self._fd, stop - start, start))
@@ -208,6 +254,11 @@ class SpilledRecords(Sequence[Obs]):
 
     def __iter__(self) -> Iterator[Obs]:
         return self.pick(range(len(self)))
+
+    def _streamed_record(self, index: int) -> Obs:
+        """A streamed snapshot with its sessions left in the file (the blobs read one when asked)."""
+        fields, spans = self._streamed[index]
+        return Obs(*fields[:6], {**fields[6], "sessions": SpilledSessions(_BlobsInFile(self._file, spans))})
 
     def __reversed__(self) -> Iterator[Obs]:
         for index in range(len(self) - 1, -1, -1):
@@ -226,7 +277,7 @@ class SpilledRecords(Sequence[Obs]):
             start = starts[index]
             stop = starts[index + 1] if index + 1 < count else end
             if stop - start > BLOCK:  # read by itself, not kept as the block while its reader holds the record
-                yield _load(os.pread(self._fd, stop - start, start))
+                yield self._streamed_record(index) if index in self._streamed else _load(os.pread(self._fd, stop - start, start))
                 continue
             if start < base or stop > base + len(block):
                 base, block = start, memoryview(os.pread(self._fd, BLOCK, start))
