@@ -8,17 +8,17 @@ or abandoned), whatever the gateway's own busy flag says."""
 
 from __future__ import annotations
 
-from array import array
 from bisect import bisect_right
-from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import chain, islice
+from typing import NamedTuple
 
 from conformance.checks.flights import Flight, Flights
 from conformance.checks.model import NEVER, RunModel
 from conformance.checks.model.facts import _ABSENT as ABSENT
 from conformance.checks.model.log import LogView
 from conformance.harness.verdict import Verdict, Violation
-from conformance.observations import CacheReplay, Resources
+from conformance.observations import CacheReplay, Obs, Resources
 from sim.clock import format_duration
 
 
@@ -39,48 +39,86 @@ def judge(m: LogView, flights: Flights) -> Verdict:
 _Stretch = tuple[str, int, int, int, bool]  # (session, record index it began, from, until, left the cache)
 
 
+class _Streams(NamedTuple):
+    """The flights in three streams, each in log order and ended by NEVER: the asks (the
+    admitted rows, in order: `Flights.asks`), the answers (`Flights.order`) and the ends that
+    are no reply (few); with the columns an event reads (times and sessions, by row)."""
+
+    ask_at: Sequence[int]  # the asks' records, by row
+    answer_at: Sequence[int]  # the answers' records
+    answer_rows: Sequence[int]  # and their rows
+    asked: Sequence[int]  # by row: when it asked, when it was answered, its request's session
+    answered: Sequence[int]
+    sessions: Sequence[str | None]
+    ends: list[Flight]
+
+
+def _streams(flights: Flights) -> _Streams:
+    asks = flights.asks()
+    ask_at = flights.request_index[:asks]
+    ask_at.append(NEVER)
+    answer_at = flights.answer_index[:]
+    answer_at.append(NEVER)
+    ends = sorted(flights.ends)
+    ends.append(_NO_END)
+    return _Streams(ask_at, answer_at, flights.order, flights.request_t, flights.reply_t, flights.request_session, ends)
+
+
+_NO_END: Flight = (NEVER, 0, -1, "")
+
+
 def in_flight(flights: Flights) -> Iterator[Flight]:
     """(record index, time, +1 or -1, session) in log order: each admitted turn enters flight at
     its llm_request and leaves it at its reply, or else where it ended (a /stop, SIGTERM, crash).
-    "Busy" is this, read from the log: the gateway's own flag in `resources` is its word.
+    "Busy" is this, read from the log: the gateway's own flag in `resources` is its word."""
+    return _merged(_streams(flights), 0, 0, 0)
 
-    An ask and an answer never share a record, so a table of a cell a record (4 bytes a record,
-    made here and dropped: no sort, no object a turn) says whose ask (row + 1) or answer
-    (n + row + 1) is there, and its non-zero cells in order are the asks and answers in log
-    order. An end that is no reply may share a record with one, so those (few) are merged in
-    compared whole."""
-    n = len(flights)
-    asks, answers = flights.request_index, flights.reply_index
-    # A cell a record up to the last ask or answer, and one more at the end: the turns with no
-    # ask or no answer (-1) write there, and it is cleared before it is read.
-    cells = array("I", [0]) * (max(max(asks, default=-1), max(answers, default=-1)) + 2)
-    deque(map(cells.__setitem__, asks, range(1, n + 1)), maxlen=0)
-    deque(map(cells.__setitem__, answers, range(n + 1, 2 * n + 1)), maxlen=0)
-    cells[-1] = 0
-    sessions, asked, answered = flights.request_session, flights.request_t, flights.reply_t
-    others = sorted(flights.ends)
-    n_others, k = len(others), 0
-    next_end = others[0][0] if others else NEVER  # the record of the next end to merge in
-    for cell in filter(None, cells):
-        if cell <= n:
-            row = cell - 1
-            sid = sessions[row]
-            if sid is None:  # an ask with no session: not admitted
-                continue
-            first = (asks[row], asked[row], 1, sid)
+
+def _merged(streams: _Streams, i: int, j: int, k: int) -> Iterator[Flight]:
+    """The three streams merged from the i-th ask, j-th answer and k-th end on. An ask and an
+    answer never share a record, so they merge by record alone; an end may share one, so it
+    is compared whole (an equal one after)."""
+    ask_at_of, answer_at_of, answer_rows, asked, answered, sessions, ends = streams
+    ask_at, answer_at, end = ask_at_of[i], answer_at_of[j], ends[k]
+    while True:
+        event: Flight | None = None
+        if ask_at < answer_at:
+            event = (ask_at, asked[i], 1, sessions[i])  # type: ignore[assignment]  # admitted: a session
+        elif answer_at < NEVER:
+            row = answer_rows[j]
+            event = (answer_at, answered[row], -1, sessions[row])  # type: ignore[assignment]
+        if end[0] < NEVER and (event is None or end < event):
+            yield end
+            k += 1
+            end = ends[k]
+        elif event is None:
+            return
         else:
-            row = cell - n - 1
-            sid = sessions[row]
-            if sid is None:  # the answer of a turn never admitted
-                continue
-            first = (answers[row], answered[row], -1, sid)
-        if next_end <= first[0]:
-            while k < n_others and others[k] < first:
-                yield others[k]
-                k += 1
-            next_end = others[k][0] if k < n_others else NEVER
-        yield first
-    yield from others[k:]
+            yield event
+            if event[2] > 0:
+                i += 1
+                ask_at = ask_at_of[i]
+            else:
+                j += 1
+                answer_at = answer_at_of[j]
+
+
+def _with_ends(samples: Iterator[tuple[int, Obs]], indexes: Sequence[int], ends: list[Flight]
+               ) -> Iterator[tuple[int, Obs | None]]:
+    """The samples, and (record, None) for each end (the last is NEVER's: none) after the samples of
+    records up to its own, if a sample comes after it."""
+    if len(ends) == 1:
+        return samples
+    pieces: list[Iterable[tuple[int, Obs | None]]] = []
+    before = 0  # samples placed
+    for end in ends[:-1]:
+        k = bisect_right(indexes, end[0])
+        if k == len(indexes):
+            break
+        pieces += [islice(samples, k - before), ((end[0], None),)]
+        before = k
+    pieces.append(samples)
+    return chain.from_iterable(pieces)
 
 
 def _chat_of(flights: Flights) -> dict[str, str]:
@@ -137,7 +175,8 @@ def _replay(m: LogView, flights: Flights, indexes: Sequence[int], wanted: set[in
     # one C operation over the smaller (the few in flight), so the cap needs no walk below the
     # cap and no set of them kept current at every flight and sample.
     cached_keys, flying_keys = replay.cached.keys(), flying.keys()
-    flying_now = in_flight(flights)
+    streams = _streams(flights)
+    ask_at_of, answer_at_of, answer_rows, asked, answered, sessions, ends = streams
     pending = NEVER  # an instant that left an agent idle, judged once it is over
 
     def judge_cap(index: int, t: int) -> None:
@@ -177,28 +216,57 @@ def _replay(m: LogView, flights: Flights, indexes: Sequence[int], wanted: set[in
         if sid in watched:
             settle(sid, f_index, f_t)
 
-    # The loop below is the hot one (two samples and two flights a turn): `fly` written out, and
-    # `judge_cap` called only where the cache can be over the cap (its own test).
+    # The loop below is the hot one (two samples and two flights a turn): the asks and answers
+    # merged in it (`_merged` written out: a cursor each, no object an event), `fly` written out,
+    # and `judge_cap` called only where the cache can be over the cap (its own test). An end that
+    # is no reply (few) comes in among the samples, as (its record, None), after the samples of
+    # records up to its own (those after the last sample come after the loop).
     t = 0
     cached = replay.cached  # the same dict throughout (`CacheReplay.apply` updates it in place)
-    flight = next(flying_now, None)
-    for index, r in m.of("resources"):
-        while flight is not None and flight[0] < index:
-            f_index, f_t, step, sid = flight
-            flight = next(flying_now, None)
+    i = j = k = 0  # the next ask, answer and end
+    ask_at, answer_at = ask_at_of[0], answer_at_of[0]
+    for index, r in _with_ends(m.of("resources"), indexes, ends):
+        while True:  # the asks and answers before this record
+            if ask_at < answer_at:
+                if ask_at >= index:
+                    break
+                f_index, f_t, step, sid = ask_at, asked[i], 1, sessions[i]
+                i += 1
+                ask_at = ask_at_of[i]
+            else:
+                if answer_at >= index:
+                    break
+                row = answer_rows[j]
+                f_index, f_t, step, sid = answer_at, answered[row], -1, sessions[row]
+                j += 1
+                answer_at = answer_at_of[j]
             if f_t > pending:
                 if replay.listed is not None or (len(cached) > cap and len(cached) - len(cached_keys & flying_keys) > cap):
                     judge_cap(f_index, pending)
                 pending = NEVER
-            now_flying = flying.get(sid, 0) + step
+            now_flying = flying.get(sid, 0) + step  # type: ignore[call-overload]
             if now_flying:
-                flying[sid] = now_flying
+                flying[sid] = now_flying  # type: ignore[index]
             else:
-                del flying[sid]
+                del flying[sid]  # type: ignore[arg-type]
             if step < 0 and f_t < pending:
                 pending = f_t
             if sid in watched:
-                settle(sid, f_index, f_t)
+                settle(sid, f_index, f_t)  # type: ignore[arg-type]
+        if r is None:  # the k-th end: it, after the ask or answer of its record if that is no greater
+            while True:
+                flight = next(_merged(streams, i, j, k))
+                fly(*flight)
+                if flight is ends[k]:
+                    k += 1
+                    break
+                if flight[2] > 0:
+                    i += 1
+                    ask_at = ask_at_of[i]
+                else:
+                    j += 1
+                    answer_at = answer_at_of[j]
+            continue
         if r.t > pending and (replay.listed is not None or (len(cached) > cap and len(cached) - len(cached_keys & flying_keys) > cap)):
             judge_cap(index, pending)
         pending = NEVER
@@ -217,10 +285,9 @@ def _replay(m: LogView, flights: Flights, indexes: Sequence[int], wanted: set[in
             elif sid not in cached:
                 present.discard(sid)
             settle(sid, index, t)
-    while flight is not None:
+    for flight in _merged(streams, i, j, k):
         fly(*flight)
         t = max(t, flight[1])
-        flight = next(flying_now, None)
     if pending < NEVER:
         judge_cap(len(m.records) - 1, pending)
     stretches += [(sid, i, start, t, False) for sid, (i, start) in sorted(since.items())]
