@@ -200,7 +200,8 @@ def split_log(records: Sequence[Obs], part_records: int = PART_RECORDS) -> LogSp
     # Components in the order of their first record, packed into parts; counted and labelled
     # by C loops (a long run's log is millions of records).
     roots = [names.find(node) for node in range(len(names.parent))]
-    component_records = dict.fromkeys(sorted(set(roots), key=names.first.__getitem__), 0)
+    # Ties (the head's chats, all named at record 0) broken by node: no set order reaches the parts.
+    component_records = dict.fromkeys(sorted(set(roots), key=lambda root: (names.first[root], root)), 0)
     for node, count in Counter(nodes).items():
         if node >= 0:
             component_records[roots[node]] += count
