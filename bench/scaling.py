@@ -11,7 +11,15 @@ to a temporary file (`--spill-at N` moves the threshold, 0 keeps every log in me
 the log's memory stays bounded; the checks' model of the run (a few objects per turn) still
 grows with N. Time per event should not.
 
-Run: python bench/scaling.py [--max-exp 6] [--quick] [--spill-at N]; `--phases N` instead
+Wall and CPU time per event move with the machine's load and with how much of the heap the
+caches hold; `--instructions` counts instead (cachegrind, as bench/instructions.py: each size
+minus a child that runs nothing, two children at a time), the run and the judging apart, from
+10^3 to 10^5 events (10^6 would take hours under valgrind). 10^5 events spill, as 10^6 do, but
+are judged whole (`conformance.checks.parts.WHOLE_RECORDS`); a spilled size is also counted
+judged in parts, as 10^6 is (the threshold lowered in that child). Its last line is
+`instructions/event ratio 10^N vs 10^3: X.XX`, then for a spilled size `(in parts: Y.YY)`.
+
+Run: python bench/scaling.py [--max-exp 6] [--quick] [--spill-at N] [--instructions]; `--phases N` instead
 breaks one size down (the run, the checks' model, each check: CPU, resident memory after it
 and the peak so far); `--anatomy N` says what the checks' model of N events holds, in bytes a
 turn by the line of code that allocated it (tracemalloc: slow, use 10^5). The last line is
@@ -149,6 +157,71 @@ def anatomy(events: int, lines: int = 8) -> None:
         print(f"{stat.size / turns:>7.0f}  {frame.filename.removeprefix(root)}:{frame.lineno}  {source[:70]}")
 
 
+def count(events: int, what: str) -> None:
+    """In this process (under valgrind): the warm-up, then one size run (`run`), run and
+    judged (`judged`), or judged in parts as a 10^6-event log is (`parts`)."""
+    from conformance.checks import judge, parts
+    from conformance.harness.runner import run_scenario
+    from reference_impl import ReferenceGateway
+
+    run_scenario(steady_scenario(100), ReferenceGateway(), "reference")
+    if not events:
+        return
+    result = run_scenario(steady_scenario(events), ReferenceGateway(), "reference", check=False)
+    if what == "parts":
+        if not hasattr(result.records, "walk_kept"):
+            raise SystemExit(f"steady-{events} did not spill: it cannot be judged in parts")
+        parts.WHOLE_RECORDS = 0
+    if what != "run":
+        gc.disable()  # as run_scenario judges
+        if failed := [check for check, verdict in judge(result.records).items() if verdict.status != "pass"]:
+            raise SystemExit(f"the reference gateway failed {', '.join(failed)} on steady-{events}")
+
+
+def instructions(events: int, what: str) -> int:
+    """Instructions valgrind counted for one `count` child."""
+    import os
+    import re
+
+    env = dict(os.environ, PYTHONHASHSEED="0")
+    done = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
+                           sys.executable, str(Path(__file__).resolve()), "--count", str(events), what],
+                          capture_output=True, text=True, env=env)
+    match = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
+    if done.returncode or match is None:
+        raise SystemExit(f"steady-{events} under valgrind failed:\n{done.stderr[-2000:]}")
+    return int(match.group(1).replace(",", ""))
+
+
+def instructions_table(exponents: range) -> None:
+    """Instructions per event, the run and the judging apart, for each size (load-independent)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from conformance.harness.spill import SPILL_AT
+
+    spilled = [n for n in exponents if 4 * 10**n >= SPILL_AT]  # as `GatewayCalls` foresees a spill
+    jobs = [(0, "run")] + [(10**n, what) for n in reversed(exponents)
+                           for what in ("run", "judged", *(("parts",) if n in spilled else ()))]
+    with ThreadPoolExecutor(2) as pool:  # two valgrind children at a time: counts do not depend on load
+        counted = dict(zip(jobs, pool.map(lambda job: instructions(*job), jobs), strict=True))
+    base = counted[(0, "run")]
+    print(machine())
+    print(f"{'events':>10}{'judged':>9}{'run k/event':>13}{'judging k/event':>17}{'total k/event':>15}")
+    per_event = {}
+    for n in exponents:
+        events = 10**n
+        run = (counted[(events, "run")] - base) / events
+        for what in ("judged", "parts") if n in spilled else ("judged",):
+            total = per_event[n, what] = (counted[(events, what)] - base) / events
+            print(f"{events:>10,}{'in parts' if what == 'parts' else 'whole':>9}{run / 1e3:>13.1f}"
+                  f"{(total - run) / 1e3:>17.1f}{total / 1e3:>15.1f}")
+    first, last = exponents[0], exponents[-1]
+    ratio = f"instructions/event ratio 10^{last} vs 10^{first}: {per_event[last, 'judged'] / per_event[first, 'judged']:.2f}"
+    if last in spilled:
+        ratio += f" (in parts: {per_event[last, 'parts'] / per_event[first, 'judged']:.2f})"
+    print(ratio)
+
+
 def in_subprocess(events: int, spill_at: int | None) -> dict[str, float]:
     extra = [] if spill_at is None else ["--spill-at", str(spill_at)]
     done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", str(events), *extra],
@@ -163,7 +236,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--spill-at", type=int, help="records kept in memory before the log moves to a file (0: never)")
     parser.add_argument("--phases", type=int, metavar="N", help="one size of N events in this process: CPU and memory by phase")
     parser.add_argument("--anatomy", type=int, metavar="N", help="what the checks' model of N events holds, by allocating line")
+    parser.add_argument("--instructions", action="store_true",
+                        help="instructions per event under cachegrind, 10^3 to 10^N (default 10^5; --quick: 10^2, 10^3)")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--count", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.anatomy is not None:
         anatomy(args.anatomy)
@@ -174,7 +250,13 @@ def main(argv: list[str] | None = None) -> None:
     if args.child is not None:
         print(json.dumps(measure(args.child, args.spill_at)))
         return
+    if args.count is not None:
+        count(int(args.count[0]), args.count[1])
+        return
     exponents = range(2, 4) if args.quick else range(3, args.max_exp + 1)
+    if args.instructions:
+        instructions_table(exponents)
+        return
     # Sizes under 10^5 run in a fraction of a second, where a shared machine's noise is
     # larger than the effect: the best of 3 processes (the least disturbed) counts.
     rows = [min((in_subprocess(10**n, args.spill_at) for _ in range(3 if n < 5 else 1)), key=lambda row: row["cpu"])

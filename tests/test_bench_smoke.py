@@ -60,6 +60,13 @@ def test_scaling_anatomy_names_what_a_turn_of_the_model_holds() -> None:
     assert "conformance/checks/model/walk.py:" in out, out  # the turns, by the line that makes them
 
 
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="bench/scaling.py --instructions counts with valgrind")
+def test_scaling_instructions_prints_the_run_and_the_judging_per_event() -> None:
+    out = run_quick("scaling.py", "--instructions")
+    assert re.search(r"^     1,000    whole +\d+\.\d +-?\d+\.\d +\d+\.\d$", out, re.MULTILINE), out
+    assert re.fullmatch(r"instructions/event ratio 10\^3 vs 10\^2: \d+\.\d\d", last_line(out)), out
+
+
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="bench/instructions.py counts with valgrind")
 def test_instructions_bench_quick_prints_each_ratio() -> None:
     out = run_quick("instructions.py")

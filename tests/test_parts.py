@@ -86,12 +86,17 @@ def test_a_long_spilled_log_is_judged_in_parts_by_default(monkeypatch: pytest.Mo
     kept = run_scenario(scenario, resolve("reference")(), "reference")
     spilled = run_scenario(scenario, resolve("reference")(), "reference", check=False, spill_at=40)
     monkeypatch.setattr(parts, "PART_RECORDS", 30)
+    monkeypatch.setattr(parts, "WHOLE_RECORDS", len(spilled.records) - 1)
     phases: list[str] = []
     verdicts = judge(spilled.records, phase=phases.append)
     assert phases[0] == "split" and "shared" in phases and phases[-1] == "gathered"
     assert sum(name.startswith("part ") for name in phases) >= 2
     _same(kept.records, kept.verdicts, verdicts)
     assert judge(kept.records, phase=phases.append) == kept.verdicts  # a log in memory is judged whole
+    monkeypatch.setattr(parts, "WHOLE_RECORDS", len(spilled.records))
+    phases.clear()
+    assert judge(spilled.records, phase=phases.append) == kept.verdicts  # a spilled log the memory bound allows, too
+    assert phases[0] == "model", phases
 
 
 _TWO = """

@@ -48,13 +48,14 @@ assert tuple(CHECKS) == CHECK_IDS
 def judge(records: Sequence[Obs], strict: bool = False, in_parts: bool | None = None,
           phase: Callable[[str], object] = lambda name: None) -> dict[str, Verdict]:
     """Every check's verdict on one observation log (`strict`: a vacuous pass fails). A spilled
-    (long) log is judged in parts where it splits (`parts`; `in_parts` forces either way).
+    log past `parts.WHOLE_RECORDS` (one whose whole model would not fit the memory bound) is
+    judged in parts where it splits (`parts`; `in_parts` forces either way).
     `phase` is told each phase's name as it ends (the model, each check; the split, each part)."""
     head = records[1] if len(records) > 1 else None
     if head is not None and head.kind == "skipped" and head.d("scope") == "scenario":  # see Run.execute
         return {check: Verdict(check, "skip", reason=f"not judged: {head.d('reason')}") for check in CHECKS}
     split = None
-    if in_parts if in_parts is not None else hasattr(records, "walk_kept"):
+    if in_parts if in_parts is not None else hasattr(records, "walk_kept") and len(records) > parts.WHOLE_RECORDS:
         try:
             split = parts.split_log(records, parts.PART_RECORDS if in_parts is None else 1)
         except Exception as err:  # the oracle cannot read this log: no check can judge it
