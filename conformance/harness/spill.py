@@ -110,11 +110,14 @@ class _BlobsInFile(Mapping[str, bytes]):
 
 
 def _load(data: bytes | memoryview) -> Obs:
-    fields = marshal.loads(data)
+    return _obs(marshal.loads(data))
+
+
+def _obs(fields: tuple[Any, ...]) -> Obs:
     if len(fields) == 8:  # a snapshot, its sessions apart
         fields[6]["sessions"] = SpilledSessions(fields[7])
         fields = fields[:7]
-    return Obs(*fields)
+    return _new_obs(Obs, fields)  # the seven fields as `_dump` wrote them: Obs's own __new__ has nothing to default
 
 
 class SpilledSessions(Mapping[str, Any]):
@@ -183,20 +186,29 @@ class SpilledRecords(Sequence[Obs]):
 
     def extend(self, records: Iterable[Obs]) -> None:
         """Append records to the file (in order)."""
-        records = list(records)
-        if not records:
-            return
-        blobs = [_dump(r) for r in records]
-        codes = self._kind_codes
+        # One loop a record (a long run writes millions): its kind's code, its label if it is a
+        # snapshot, its bytes (a record that is not a snapshot: its own fields, as `_dump` would).
+        codes, kinds, labels, dumps = self._kind_codes, self._kinds, self.durable_labels, marshal.dumps
+        blobs: list[bytes | _Streamed] = []
+        index = len(self._starts)
         for r in records:
-            if r.kind not in codes:
-                codes[r.kind] = len(self._kind_names)
-                self._kind_names.append(r.kind)
-        self._kinds.extend(map(codes.__getitem__, (r.kind for r in records)))
-        labels = self.durable_labels
-        for index, r in enumerate(records, len(self._starts)):
-            if r.kind == "durable":
+            kind = r.kind
+            code = codes.get(kind)
+            if code is None:
+                code = codes[kind] = len(self._kind_names)
+                self._kind_names.append(kind)
+            kinds.append(code)
+            if kind == "durable":
                 labels[index] = r.detail.get("label")
+                blobs.append(_dump(r))
+            else:
+                try:
+                    blobs.append(dumps(tuple(r)))
+                except ValueError:  # a value marshal does not take
+                    blobs.append(_dump(r))
+            index += 1
+        if not blobs:
+            return
         if self._starts.typecode == "I" and self._end + sum(map(len, blobs)) >= 1 << 32:
             self._starts = array("q", self._starts)
         self._starts.extend(accumulate(map(len, blobs[:-1]), initial=self._end))
@@ -273,6 +285,7 @@ class SpilledRecords(Sequence[Obs]):
         records instead of one each."""
         starts, end, count = self._starts, self._end, len(self._starts)
         base, block = 0, memoryview(b"")
+        loads, new = marshal.loads, _new_obs
         for index in indexes:
             start = starts[index]
             stop = starts[index + 1] if index + 1 < count else end
@@ -281,7 +294,8 @@ class SpilledRecords(Sequence[Obs]):
                 continue
             if start < base or stop > base + len(block):
                 base, block = start, memoryview(os.pread(self._fd, BLOCK, start))
-            yield _load(block[start - base:stop - base])
+            fields = loads(block[start - base:stop - base])  # `_load`, inlined: millions of records in a long run
+            yield new(Obs, fields) if len(fields) == 7 else _obs(fields)
 
     def walk(self, unread: frozenset[str]) -> Iterator[Obs]:
         """The records in order; for one whose kind is in `unread`, not read, a stub of its kind
