@@ -64,6 +64,7 @@ _READ_KINDS = frozenset(NAMING_KINDS) | {"durable"}
 # steady run logs two samples an event: every part reading them cost more than its own records.
 _SHARED_ONLY = frozenset({"resources"})
 _DELETIONS = frozenset({"delete_session", "delete_parent"})
+_LISTS = (list, tuple)  # as `isinstance` takes it (`list | tuple` would make a union object at every record)
 _SESSION_KEYS = frozenset({"on_session_switch", "delete_session"})  # kinds whose detail names sessions (the rest: turns)
 
 
@@ -95,7 +96,7 @@ class _Names:
         if found >= 0:
             return found
         found = self._turn(name, index, owner)
-        if len(self.recent) >= 4096:  # a turn's records come close together: a small cache serves most
+        if len(self.recent) >= 1 << 16:  # a turn's records come close together, and its session's end names it again: a day of turns fits
             self.recent.clear()
         self.recent[name] = found
         return found
@@ -181,6 +182,10 @@ def split_log(records: Sequence[Obs], part_records: int = PART_RECORDS) -> LogSp
     of_kinds = getattr(records, "of_kinds", None)  # a spilled log: read only the records that name something
     reading: Iterable[tuple[int, Obs]] = enumerate(records) if of_kinds is None else of_kinds(_READ_KINDS)
     name, turn_node, join = names.name, names.turn, names.join
+    # `name`, `turn` and `join` inlined where they answer at once (a name known, a turn named
+    # lately, a pair joined already: most records repeat their turn's names): a long run's log
+    # is millions of records, and the calls were most of this pass.
+    named_get, recent_get, joined = names.named.get, names.recent.get, names.joined
     for index, r in reading:
         kind = r.kind
         keys = NAMING_KINDS.get(kind)
@@ -190,14 +195,33 @@ def split_log(records: Sequence[Obs], part_records: int = PART_RECORDS) -> LogSp
             elif kind not in GLOBAL_KINDS:
                 return None  # a kind unknown here: judged whole
             continue
-        node = -1 if r.chat is None else name(r.chat, index)
-        if r.session is not None:
-            node = join(node, name(r.session, index))
+        named = r.chat
+        if named is None:
+            node = -1
+        else:
+            node = named_get(named, -1)
+            if node < 0:
+                node = name(named, index)
+        named = r.session
+        if named is not None:
+            other = named_get(named, -1)
+            if other < 0:
+                other = name(named, index)
+            if node < 0 or node == other:
+                node = other
+            elif (node, other) not in joined:
+                node = join(node, other)
         for turn in r.turns:
-            node = join(node, turn_node(turn, index, node))
+            other = recent_get(turn, -1)
+            if other < 0:
+                other = turn_node(turn, index, node)
+            if node < 0 or node == other:
+                node = other
+            elif (node, other) not in joined:
+                node = join(node, other)
         if keys:
             value = r.detail.get(keys[0])
-            for named in (value,) if isinstance(value, str) else value if isinstance(value, list | tuple) else ():
+            for named in (value,) if isinstance(value, str) else value if isinstance(value, _LISTS) else ():
                 if isinstance(named, str):
                     other = name(named, index) if kind in _SESSION_KEYS else turn_node(named, index, node)
                     node = join(node, other)
@@ -252,6 +276,7 @@ def _join_snapshot(names: _Names, r: Obs, index: int) -> None:
     """A stored session with its parent and its rows' turns; a routed chat with its session."""
     detail = r.detail
     sessions = detail.get("sessions") or {}
+    recent_get, turn, join, joined = names.recent.get, names.turn, names.join, names.joined
     for sid in sessions:
         body = sessions[sid]
         node = names.name(sid, index)
@@ -260,9 +285,15 @@ def _join_snapshot(names: _Names, r: Obs, index: int) -> None:
         parent = body.get("parent")
         if isinstance(parent, str):
             node = names.join(node, names.name(parent, index))
-        for row in body.get("rows") or ():
-            if isinstance(row, list | tuple) and len(row) > 1 and isinstance(row[1], str):
-                node = names.join(node, names.turn(row[1], index, node))
+        for row in body.get("rows") or ():  # every row of the run in the final snapshot: `join` inlined as in `split_log`
+            if isinstance(row, _LISTS) and len(row) > 1 and isinstance(row[1], str):
+                other = recent_get(row[1], -1)
+                if other < 0:
+                    other = turn(row[1], index, node)
+                if node == other:
+                    continue
+                if (node, other) not in joined:
+                    node = join(node, other)
     routing = detail.get("routing") or {}
     if isinstance(routing, dict):
         for chat, sid in routing.items():
