@@ -13,6 +13,8 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from conformance.checks import CHECKS, judge, parts
 from conformance.harness.registry import resolve
@@ -207,3 +209,115 @@ def test_the_resource_samples_are_read_by_the_shared_model_alone_unless_a_sessio
     split = parts.split_log(deleted, 1)
     assert split is not None and {split.labels[i] for i, r in enumerate(deleted) if r.kind == "resources"} == {parts.GLOBAL}
     _same(deleted, judge(deleted, in_parts=False), judge(deleted, in_parts=True))
+
+
+def _components_by_hand(records: list[Obs]) -> list[int]:
+    """Each record's component, -1 for one naming nothing: the split's joins done the plain way
+    (a dict union-find, no caches, no fast paths), the oracle of the split's own."""
+    up: dict[tuple[str, str], tuple[str, str]] = {}
+
+    def find(x: tuple[str, str]) -> tuple[str, str]:
+        while up.setdefault(x, x) != x:
+            x = up[x]
+        return x
+
+    def union(names: list[tuple[str, str]]) -> None:
+        for other in names[1:]:
+            up[find(other)] = find(names[0])
+
+    first: list[tuple[str, str] | None] = []
+    for chat in records[0].detail.get("chats") or {}:
+        find(("n", chat))
+    for r in records:
+        keys = parts.NAMING_KINDS.get(r.kind)
+        if keys is None:
+            if r.kind == "durable":
+                for sid, body in (r.detail.get("sessions") or {}).items():
+                    parent = body.get("parent")
+                    union([("n", sid), *([("n", parent)] if isinstance(parent, str) else []),
+                           *(("t", row[1]) for row in body.get("rows") or () if isinstance(row[1], str))])
+                for chat, sid in (r.detail.get("routing") or {}).items():
+                    union([("n", chat), ("n", sid)])
+            first.append(None)
+            continue
+        names = [("n", n) for n in (r.chat, r.session) if n is not None] + [("t", t) for t in r.turns]
+        value = r.detail.get(keys[0]) if keys else None
+        space = "n" if r.kind in ("on_session_switch", "delete_session") else "t"
+        names += [(space, n) for n in ([value] if isinstance(value, str) else value or []) if isinstance(n, str)]
+        union(names)
+        first.append(names[0] if names else None)
+    roots: dict[tuple[str, str], int] = {}
+    return [-1 if name is None else roots.setdefault(find(name), len(roots)) for name in first]
+
+
+def _same_components(records: list[Obs], split: parts.LogSplit | None) -> None:
+    """The split's parts against `_components_by_hand`, each component its own part: every
+    record of one component in one part, no two components in one part."""
+    expected = _components_by_hand(records)
+    if split is None:
+        assert len({component for component in expected if component >= 0}) <= 1
+        return
+    by_component: dict[int, set[int]] = {}
+    for label, component in zip(split.labels, expected, strict=True):
+        if component >= 0:
+            by_component.setdefault(component, set()).add(label)
+    assert all(len(labels) == 1 for labels in by_component.values())
+    labels = [next(iter(labels)) for labels in by_component.values()]
+    assert len(set(labels)) == len(labels)
+
+
+@pytest.mark.parametrize("source", ["catalog", "seeds"])
+def test_the_splits_components_are_those_a_plain_union_find_finds(source: str) -> None:
+    """The split's inlined joins and turn cache lose and add nothing, on the catalog's and
+    generated seeds' logs as the reference writes them."""
+    scenarios = _catalog() if source == "catalog" else [scenario_for_seed(seed, "default") for seed in range(40)]
+    for scenario in scenarios:
+        records = list(run_scenario(scenario, resolve("reference")(), "reference", check=False).records)
+        _same_components(records, parts.split_log(records, 1))
+
+
+_THREE = _TWO.replace("  bob: {}\n", "  bob: {}\n  carol: {}\n").replace(
+    "  - advance: 40m\n", "  - message: carol\n    after: 1m\n  - message: alice\n    after: 1m\n  - advance: 40m\n")
+
+
+@cache
+def _three_chats() -> tuple[Obs, ...]:
+    return tuple(run_scenario(load_text(_THREE), resolve("reference")(), "reference", check=False).records)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_the_split_joins_whatever_a_gateways_records_name_together(data: st.DataObject) -> None:
+    """Records rewritten as a gateway could write them (a chat, a session, a turn id or a named
+    detail entry of another chat's, in either namespace): the split's parts are still the plain
+    union-find's components."""
+    records = list(_three_chats())
+    naming = [index for index, r in enumerate(records) if r.kind in parts.NAMING_KINDS]
+    snapshots = [index for index, r in enumerate(records) if r.kind == "durable" and r.detail["sessions"]]
+    pool = sorted({name for r in records for name in (r.chat, r.session, *r.turns) if name is not None})
+    for _ in range(data.draw(st.integers(1, 4))):
+        field = data.draw(st.sampled_from(["chat", "session", "turns", "detail", "row", "parent", "routing"]))
+        at = data.draw(st.sampled_from(snapshots if field in ("row", "parent", "routing") else naming))
+        r, name = records[at], data.draw(st.sampled_from(pool))
+        if field in ("row", "parent", "routing"):  # a stored row's turn, a session's parent or a route: another chat's
+            sessions = {sid: dict(body) for sid, body in r.detail["sessions"].items()}
+            sid = data.draw(st.sampled_from(sorted(sessions)))
+            if field == "row":
+                sessions[sid]["rows"] = [*sessions[sid]["rows"], ["user", name, "visible"]]
+            elif field == "parent":
+                sessions[sid]["parent"] = name
+            routing = {**r.detail["routing"], **({name: sid} if field == "routing" else {})}
+            records[at] = r._replace(detail={**r.detail, "sessions": sessions, "routing": routing})
+            continue
+        if field == "chat":
+            r = r._replace(chat=name)
+        elif field == "session":
+            r = r._replace(session=name)
+        elif field == "turns":
+            r = r._replace(turns=(*r.turns, name))
+        elif keys := parts.NAMING_KINDS[r.kind]:
+            value = r.detail.get(keys[0])
+            listed = [value] if isinstance(value, str) else list(value) if isinstance(value, list | tuple) else []
+            r = r._replace(detail={**r.detail, keys[0]: [*listed, name]})
+        records[at] = r
+    _same_components(records, parts.split_log(records, 1))
