@@ -12,8 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conformance.checks.deletions import _cache_moves
+from conformance.harness import spill
 from conformance.harness.runner import RunResult, run_scenario
 from conformance.harness.spill import ObservationLog, SpilledRecords
 from conformance.harness.suite import catalog_paths
@@ -202,3 +205,34 @@ def test_reports_of_a_spilled_run_are_the_same_files(tmp_path: Path) -> None:
     for name in files:
         assert (tmp_path / "spilled" / name).read_bytes() == (tmp_path / "kept" / name).read_bytes(), name
 
+
+
+def _spilled_notes(sizes: list[int]) -> tuple[SpilledRecords, list[Obs]]:
+    log = ObservationLog(lambda: 0, spill_at=1)
+    for n, size in enumerate(sizes):
+        log.add("note", chat=f"c{n}", what="x" * size)
+    records = log.records
+    assert isinstance(records, SpilledRecords)
+    return records, [Obs(0, 0, "note", f"c{n}", None, (), {"what": "x" * size}) for n, size in enumerate(sizes)]
+
+
+def test_spilled_records_read_back_whatever_the_block_size() -> None:
+    """`pick` reads the file a block at a time: with every block size from shorter than a
+    record to several records long, records straddle blocks, end on a block's last byte or one
+    past it, and are longer than a block, and every one reads back as written."""
+    records, plain = _spilled_notes([(7 * n) % 45 for n in range(60)])  # 35 to 79 bytes each
+    for block in range(20, 260):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(spill, "BLOCK", block)
+            assert list(records) == plain, block
+            assert list(records.pick(range(1, len(plain), 3))) == plain[1::3], block
+
+
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(sizes=st.lists(st.integers(0, 120), min_size=1, max_size=60), block=st.integers(16, 200), data=st.data())
+def test_spilled_records_picked_in_any_ascending_choice(sizes: list[int], block: int, data: st.DataObject) -> None:
+    records, plain = _spilled_notes(sizes)
+    chosen = sorted(data.draw(st.sets(st.integers(0, len(sizes) - 1))))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(spill, "BLOCK", block)
+        assert list(records.pick(chosen)) == [plain[i] for i in chosen]

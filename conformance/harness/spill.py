@@ -283,17 +283,19 @@ class SpilledRecords(Sequence[Obs]):
     def pick(self, indexes: Iterable[int]) -> Iterator[Obs]:
         """The records at these ascending indexes, read forward in blocks: one read for many
         records instead of one each."""
-        starts, end, count = self._starts, self._end, len(self._starts)
-        base, block = 0, memoryview(b"")
+        starts, end, last = self._starts, self._end, len(self._starts) - 1
+        base = limit = 0  # the block read holds the file's bytes base..limit
+        block = b""
         loads, new = marshal.loads, _new_obs
         for index in indexes:
             start = starts[index]
-            stop = starts[index + 1] if index + 1 < count else end
-            if stop - start > BLOCK:  # read by itself, not kept as the block while its reader holds the record
-                yield self._streamed_record(index) if index in self._streamed else _load(os.pread(self._fd, stop - start, start))
-                continue
-            if start < base or stop > base + len(block):
-                base, block = start, memoryview(os.pread(self._fd, BLOCK, start))
+            stop = starts[index + 1] if index < last else end
+            if stop > limit or start < base:
+                if stop - start > BLOCK:  # read by itself, not kept as the block while its reader holds the record
+                    yield self._streamed_record(index) if index in self._streamed else _load(os.pread(self._fd, stop - start, start))
+                    continue
+                base, block = start, os.pread(self._fd, BLOCK, start)
+                limit = base + len(block)
             fields = loads(block[start - base:stop - base])  # `_load`, inlined: millions of records in a long run
             yield new(Obs, fields) if len(fields) == 7 else _obs(fields)
 
