@@ -303,12 +303,11 @@ class SpilledRecords(Sequence[Obs]):
         """The records in order; for one whose kind is in `unread`, not read, a stub of its kind
         alone (`Obs(0, 0, kind)`, one shared by every record of that kind)."""
         names = self._kind_names
-        skip = bytes(code for code, name in enumerate(names) if name in unread)
         stubs = [Obs(0, 0, name) for name in names]
-        wanted = (index for index, code in enumerate(self._kinds) if code not in skip)
-        records = self.pick(wanted)
-        for code in self._kinds:
-            yield stubs[code] if code in skip else next(records)
+        read = self.kind_mask(frozenset(names) - unread)  # the records to read, found by C loops
+        records = self.pick(compress(range(len(read)), read))
+        for code, wanted in zip(self._kinds, read, strict=True):
+            yield next(records) if wanted else stubs[code]
 
     def kind_mask(self, kinds: frozenset[str]) -> bytes:
         """A byte a record: 1 where its kind is one of `kinds` (a C loop over the kinds)."""
