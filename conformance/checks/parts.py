@@ -2,8 +2,8 @@
 
 The model of a whole run keeps every turn (≈ 500 bytes each): a 10^6-event run's model was
 most of its memory. A spilled log past `WHOLE_RECORDS` is judged in parts (shorter ones fit the
-memory bound whole, and a split costs CPU). Most of what the checks judge belongs to one chat: its turns, the
-sessions they ran in, those sessions' hooks, ingests and stored rows. `split_log` reads the
+memory bound whole, and a split costs CPU). Most of what the checks judge belongs to one chat:
+its turns, the sessions they ran in, those sessions' hooks, ingests and stored rows. `split_log` reads the
 log once and joins every chat, session and turn that any record names together (a reply sent
 to another chat, a session two chats shared, a turn ingested under a foreign session, a
 stored row's turn or parent: whatever a gateway did, what it tied together stays together);

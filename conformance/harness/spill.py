@@ -188,7 +188,10 @@ class SpilledRecords(Sequence[Obs]):
         """Append records to the file (in order)."""
         # One loop a record (a long run writes millions): its kind's code, its label if it is a
         # snapshot, its bytes (a record that is not a snapshot: its own fields, as `_dump` would).
-        codes, kinds, labels, dumps = self._kind_codes, self._kinds, self.durable_labels, marshal.dumps
+        # Kept aside until every record is dumped: a record that cannot be leaves the file as it was.
+        codes, dumps = self._kind_codes, marshal.dumps
+        kinds = bytearray()
+        labels: dict[int, Any] = {}
         blobs: list[bytes | _Streamed] = []
         index = len(self._starts)
         for r in records:
@@ -209,6 +212,8 @@ class SpilledRecords(Sequence[Obs]):
             index += 1
         if not blobs:
             return
+        self._kinds += kinds
+        self.durable_labels.update(labels)
         if self._starts.typecode == "I" and self._end + sum(map(len, blobs)) >= 1 << 32:
             self._starts = array("q", self._starts)
         self._starts.extend(accumulate(map(len, blobs[:-1]), initial=self._end))
