@@ -236,3 +236,11 @@ def test_spilled_records_picked_in_any_ascending_choice(sizes: list[int], block:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(spill, "BLOCK", block)
         assert list(records.pick(chosen)) == [plain[i] for i in chosen]
+
+
+def test_a_batch_with_a_record_that_cannot_be_written_leaves_the_file_as_it_was() -> None:
+    records, plain = _spilled_notes([3, 4])
+    with pytest.raises(TypeError):
+        records.extend([Obs(0, 0, "note", "c9"), Obs(0, 0, "other", detail={"what": object()})])
+    assert len(records) == 2 and list(records) == plain and list(records.kinds()) == ["note", "note"]
+    assert list(records.walk(frozenset())) == plain
