@@ -147,6 +147,28 @@ def test_update_expectations_rewrites_the_file_keeping_reasons(tmp_path: Path, c
     assert main(["run", str(SYNC), "--gateway", "reference:sync-after-end", "--expectations", str(target), "-q"]) == 0
 
 
+def test_update_expectations_never_writes_into_the_installed_package(capsys: pytest.CaptureFixture[str]) -> None:
+    """A gateway with no built-in expectations file must name the file to write: the default was
+    sessiongate's own `conformance/expectations/` (site-packages, for an author who installed it),
+    which `run` then read without the author ever seeing the file."""
+    before = sorted(EXPECTATIONS.iterdir())
+    assert main(["update-expectations", str(SYNC), "--gateway", "reference:sync-after-end"]) == 2
+    assert sorted(EXPECTATIONS.iterdir()) == before
+    err = capsys.readouterr().err
+    assert "gateway reference:sync-after-end has no expectations file yet: name the file to write with --expectations FILE" in err
+
+
+def test_update_expectations_writes_a_file_that_does_not_exist_yet(tmp_path: Path) -> None:
+    """The first `update-expectations --expectations FILE` of a gateway creates FILE (and its
+    folder); it had refused with "expectations file not found". `run` still refuses a missing one."""
+    target = tmp_path / "expectations" / "mine.txt"
+    args = ["update-expectations", str(SYNC), "--gateway", "reference:sync-after-end", "--expectations", str(target)]
+    assert main(args) == 0
+    assert f"\n{SYNC.stem} I5 sync-turn-came-after-" in target.read_text(encoding="utf-8")
+    assert main(["run", str(SYNC), "--gateway", "reference:sync-after-end", "--expectations", str(target), "-q"]) == 0
+    assert main(["run", str(SYNC), "--gateway", "reference:sync-after-end", "--expectations", str(tmp_path / "no.txt")]) == 2
+
+
 def test_a_may_occur_entry_is_expected_present_or_absent() -> None:
     """`SIGNATURE?`: for a real gateway whose own threads make one violation come and go (iot's
     45 and 27): present it is expected, absent it is no unexpected pass; a new one still fails."""

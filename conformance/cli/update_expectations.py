@@ -8,12 +8,11 @@ from pathlib import Path
 
 from conformance.cli.args import add_gateway_option, load_expectations, scenario_files
 from conformance.cli.lines import shown_path
-from conformance.harness.registry import expectation_names
 from conformance.harness.runner import DEFAULT_BUDGET, RunResult
-from conformance.harness.suite import EXPECTATIONS, Expectations, load_all, run_all, text_lines
+from conformance.harness.suite import Expectations, load_all, run_all, text_lines
 from conformance.harness.verdict import CHECK_IDS
 from conformance.transport.factory import gateway_factory
-from sessiongate import ExitCode
+from sessiongate import ExitCode, UsageError
 from sessiongate.text import readable
 
 TODO_REASON = "TODO: what the gateway does, and where (file:function)"
@@ -49,8 +48,12 @@ def cmd_update_expectations(args: argparse.Namespace) -> int:
     web-platform-tests' `wpt update-expectations`): reasons carry over, new lines get a TODO."""
     factory = gateway_factory(args)
     paths = scenario_files(args.paths)
-    old = load_expectations(args.gateway, args.expectations)
-    target = Path(args.expectations or old.source or EXPECTATIONS / f"{expectation_names(args.gateway)[0]}.txt")
+    new_file = bool(args.expectations) and not Path(args.expectations).exists()  # written from this run
+    old = Expectations({}) if new_file else load_expectations(args.gateway, args.expectations)
+    if not (args.expectations or old.source):  # the default would be inside sessiongate's installed package
+        raise UsageError(f"gateway {args.gateway} has no expectations file yet: name the file to write with "
+                         f"--expectations FILE (one of your project's), then run with --expectations FILE")
+    target = Path(args.expectations or old.source)
     scenarios, errors = load_all(paths)
     for error in errors:
         print(f"error {error}", file=sys.stderr)
@@ -73,5 +76,6 @@ def cmd_update_expectations(args: argparse.Namespace) -> int:
 def add_arguments(update: argparse.ArgumentParser) -> None:
     update.add_argument("paths", nargs="*", help="scenario files or folders (default: the built-in catalog)")
     add_gateway_option(update, "gateway name, NAME:ARG or MODULE:FACTORY (default: reference)")
-    update.add_argument("--expectations", help="the file to rewrite (default: the gateway's own, as run finds it)")
+    update.add_argument("--expectations", help="the file to write (default: the gateway's own built-in file, "
+                        "as run finds it; a gateway without one must name it)")
     update.set_defaults(func=cmd_update_expectations, isolate=False, step_timeout=10.0, memory_mb=4096, budget=DEFAULT_BUDGET)
