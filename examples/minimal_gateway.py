@@ -214,9 +214,7 @@ class MinimalGateway:
 
     def start_turn(self, message: Inbound, arrival: int) -> None:
         route = self.disk.routes.setdefault(message.chat.name, Route(message.chat))
-        expiry = self.expiry(route)
-        if expiry is not None and self.h.clock.now() >= expiry[0]:  # past a boundary the watcher has not acted on
-            self.end_session(route, expiry[1])
+        self.notice_boundary(route)
         if route.session is None or route.ended:
             previous, route.session = route.session, self.disk.new_session()
             route.previous, route.ended, route.anchor = previous, False, arrival
@@ -226,6 +224,13 @@ class MinimalGateway:
         route.last_user = arrival
         turn = Pending(message.chat, route.session, message.text, "hidden" if message.muted else "visible")
         self.busy_chats[message.chat.name] = self.ask(turn, self.agent(route.session, message.chat))
+
+    def notice_boundary(self, route: Route) -> None:
+        """End the session if it is past a boundary the watcher has not acted on (a lazy chat's,
+        or one between ticks): a message or a command arriving there notices it first."""
+        expiry = self.expiry(route)
+        if expiry is not None and self.h.clock.now() >= expiry[0]:
+            self.end_session(route, expiry[1])
 
     def ask(self, turn: Pending, agent: Agent) -> str:
         request = self.h.llm.request(turn.chat.name, turn.session, [row.content for row in agent.rows] + [turn.text])
@@ -261,6 +266,7 @@ class MinimalGateway:
         route = self.disk.routes.get(chat.name)
         if route is None or route.session is None:
             return
+        self.notice_boundary(route)  # then /resume past it reopens the session that just ended
         if command in ("/new", "/reset") and not route.ended:
             self.end_session(route, "new")
         elif command == "/resume" and route.ended:  # past a boundary, its successor not begun: reopen it

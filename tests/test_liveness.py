@@ -115,6 +115,28 @@ def test_a_crash_before_the_deadline_excuses_the_turn_in_flight() -> None:
     ]
 
 
+def test_a_stop_at_the_deadlines_instant_excuses_the_turn_only_ahead_of_its_timers() -> None:
+    """A reply at the deadline is in time, so a stop at that instant cuts it off when it runs
+    ahead of the instant's timers: ordered before them (`before_timers`, which failed I9 on the
+    example gateway: seed 241), or a crash point inside a step (`point`: the reply's own step, due
+    exactly at the deadline where no slack is declared). One after them (the default order, and
+    the final SIGTERM, after quiescence ran every timer) finds a reply that was not coming."""
+    records = log("crash-in-flight")  # t1 at 09:00, owed by 09:05:01
+    crash = find(records, "crash")
+    deadline = records[find(records, "message", turn="t1")].t + 5 * 60_000 + 1_000
+    late = ["t1 delivered at 09:00 was never answered; owed by 09:05:01"]
+    assert messages(edit(records, crash, t=deadline), "I9") == late
+    assert messages(edit(records, crash, t=deadline, detail={"before_timers": True}), "I9") == []
+    assert messages(edit(records, crash, t=deadline, detail={"point": "before-reply"}), "I9") == []
+    assert messages(edit(records, crash, t=deadline + 1, detail={"before_timers": True}), "I9") == late
+    idle = log("idle")
+    head = edit(idle, 0, detail={"profile": {**idle[0].d("profile"), "reply_within": 365 * 86_400_000}})
+    silent = drop(head, find(head, "reply", turn="t3"))  # t3 at 09:02, owed by 10:43:02 (the bound capped)
+    owed = silent[find(silent, "message", turn="t3")].t + 101 * 60_000 + 2_000
+    final = edit(silent, find(silent, "sigterm"), t=owed)
+    assert messages(final, "I9") == ["t3 delivered at 09:02 was never answered; owed by 10:43:02"]
+
+
 def test_a_lock_holds_the_reply_until_it_ends() -> None:
     """Catalog 45: t3's write waits out the lock till 09:03; a reply later than the lock's
     end plus the bound fails. t2 waits behind t1: its bound starts at t1's reply."""

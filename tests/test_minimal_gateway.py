@@ -74,3 +74,39 @@ def test_the_docstring_command_runs_it_unregistered() -> None:
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.splitlines()[-1] == "1 scenarios, 1 passed, 0 failed"
+
+
+RESUME_PAST_A_BOUNDARY = """
+name: resume-past-a-boundary
+start: '2026-04-05T08:58:20.998'
+config: {reset: {mode: idle, idle_minutes: 1}, watcher_interval: 5m}
+chats: {alice: {platform: telegram, chat_type: dm}}
+events:
+- {message: alice}
+- {command: /resume, chat: alice, after: 1m9s}
+"""
+
+CRASH_AHEAD_OF_THE_REPLY = """
+name: crash-ahead-of-the-reply
+start: '2026-03-08T21:20:22.001'
+config: {reset: {mode: none}, watcher_interval: lazy}
+chats: {carol: {platform: telegram, chat_type: dm}}
+events:
+- {message: carol}
+- {crash: true, after: 2s, order: before-timers}
+"""
+
+
+def test_the_example_passes_what_fuzz_found_in_it() -> None:
+    """Seeds 44 and 241 of `fuzz --seeds 0:300`, shrunk. 44: a /resume past the idle boundary must
+    notice it as a message does (the example reopened nothing and ended s1 once, for two lives).
+    241: the crash, ordered before the timers at t1's deadline (no slack declared: the LLM answers
+    exactly then), cut off a reply that was in time; I9 had failed it."""
+    from sim.loader import load_text
+
+    make = _example().make
+    for text in (RESUME_PAST_A_BOUNDARY, CRASH_AHEAD_OF_THE_REPLY):
+        result = run_scenario(load_text(text), make(), "minimal_gateway:make")
+        assert {c: v.status for c, v in result.verdicts.items() if v.status == "fail"} == {}, result.scenario.name
+    crash = next(r for r in result.records if r.kind == "crash")
+    assert crash.detail == {"before_timers": True}

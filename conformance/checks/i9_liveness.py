@@ -7,8 +7,12 @@ scenario's turn latency) runs from when the chat could serve the message: its ar
 restart, for a message the platform held), or the previous message of the chat being
 answered or abandoned (a chat's turns are served one at a time). A locked store holds a
 write, and so the reply: the bound restarts when the lock ends. Excused: a turn a `/stop`
-abandoned, and a message not answered before a SIGTERM or crash that came before its
-deadline (the final one included; the bound is capped at what quiescence waits).
+abandoned, and a message not answered before a SIGTERM or crash that came before its deadline
+(the final one included; the bound is capped at what quiescence waits), or at its instant
+ahead of the timers due then: a reply at the deadline is in time, and a stop ordered before
+the instant's timers (its record says `before_timers`), or a crash point fired inside a step
+(`point`: with no declared slack, the reply's own step is due exactly at the deadline), may
+have cut it off. A stop after them (the default order) finds a reply that was not coming.
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ def check(m: RunModel) -> Verdict:
     # stop_reach[k]: the latest record index among stops[:k + 1], so the first stop in `stops`
     # after an index is found by a bisect (`_given_up`)
     stop_reach = list(accumulate((i for _t, i in stops), max))
+    # stops that may cut off a reply due at their own instant (see `_given_up`)
+    ahead = {i for _t, i in stops if m.records[i].d("before_timers") or m.records[i].d("point") is not None}
     folded = m.folded()
     unanswered_by = _unanswering(m)  # turn -> (when its first reply that answered it came, or None; the first that did not)
     examined = 0
@@ -66,8 +72,8 @@ def check(m: RunModel) -> Verdict:
                 answered, unasked = answer, None
             if answered is not None and answered <= deadline:  # answered in time: when it was given up is no matter
                 free = answered
-            elif (given_up := _given_up(turn, stops, stop_reach)) is not None and given_up < deadline and (
-                    answered is None or answered > given_up):
+            elif (given_up := _given_up(turn, stops, stop_reach, ahead, deadline)) is not None and given_up <= deadline \
+                    and (answered is None or answered > given_up):
                 free = given_up  # abandoned, or the process stopped first (held ones are owed after it)
             elif answered is not None:
                 violations.append(_violation(m, turn, start, behind, deadline, answered, misreply))
@@ -90,14 +96,21 @@ def _extended(deadline: int, start: int, within: int, locks: list[tuple[int, int
     return deadline
 
 
-def _given_up(turn: Turn, stops: list[tuple[int, int]], stop_reach: list[int]) -> int | None:
-    """When the turn stopped being owed: the /stop that abandoned it (the model's `done`), or
-    the first SIGTERM or crash after it arrived (the first of `stops` past its index: where
-    `stop_reach`, their running maximum index, first passes it)."""
+def _given_up(turn: Turn, stops: list[tuple[int, int]], stop_reach: list[int], ahead: set[int],
+              deadline: int) -> int | None:
+    """When the turn stopped being owed, if by its deadline: the /stop that abandoned it (the
+    model's `done`), or the first SIGTERM or crash after it arrived (the first of `stops` past
+    its index: where `stop_reach`, their running maximum index, first passes it). One at the
+    deadline's own instant gives it up only if it ran ahead of the timers due then (`ahead`:
+    ordered before them, or a crash point inside one of their steps): a reply at the deadline
+    is in time, and such a stop may have cut it off; after them, the reply was not coming."""
     k = bisect_right(stop_reach, turn.index)
     stop = stops[k][0] if k < len(stops) else None
+    if stop == deadline and stops[k][1] not in ahead:
+        stop = deadline + 1  # past it: no excuse
     if turn.ended_by == "/stop":
-        return turn.done_t if stop is None else min(turn.done_t, stop)
+        done = turn.done_t if turn.done_t < deadline else deadline + 1  # a /stop's order is not in its record
+        return done if stop is None else min(done, stop)
     return stop
 
 

@@ -510,11 +510,16 @@ class GatewayCalls:
     def _valid_durable(self, answer: Any) -> DurableState:
         return values.durable_state(answer, self.stored_known)
 
-    def _stop(self, how: str) -> None:
+    def _stop(self, how: str, ahead: bool = False) -> None:
+        """`ahead`: the stop runs before the timers due at its instant (`order: before-timers`),
+        which its record says (I9: a reply due at that instant, in time, never came)."""
         if not self.up:
             self.log.add("skipped", event=how, reason="the gateway is not running")
             return
-        self.log.add(how)
+        if ahead:
+            self.log.add(how, before_timers=True)
+        else:
+            self.log.add(how)
         self.llm.epoch += 1  # replies to the stopped process never arrive
         self._call(how, getattr(self.gateway, how))  # a crash point in a SIGTERM's flushes: `Died`
         self.up = False

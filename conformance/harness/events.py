@@ -14,6 +14,7 @@ from conformance.harness.verdict import GatewayFailure
 from conformance.observations import DurableState
 from sim.kinds import covered
 from sim.scenario import (
+    BEFORE_TIMERS,
     Advance,
     BackendFail,
     BackendSlow,
@@ -187,7 +188,7 @@ class EventSteps(GatewayCalls):
         self._snapshot(event.name)
 
     def _stop_event(self, event: Sigterm | Crash, kind: str) -> None:
-        self._stop(kind)
+        self._stop(kind, ahead=event.order == BEFORE_TIMERS)
 
     def _restart_event(self, event: Restart, kind: str) -> None:
         self._restart(event.change)
