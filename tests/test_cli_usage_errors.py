@@ -334,3 +334,19 @@ def test_an_error_naming_a_value_with_a_newline_stays_one_line(capsys: pytest.Ca
     assert code == 2 and out == ""
     last = err.splitlines()[-1]
     assert re.match(r"sessiongate( \w+)?: error: ", last) and "\\x0a" in last, err
+
+
+def test_a_gateway_module_in_this_folder_but_not_on_the_path_says_so(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`sessiongate run --gateway mygw:make` beside mygw.py: the console script does not import
+    from the current folder (python -m would), and the error said only "No module named"."""
+    (tmp_path / "sg_here_gateway.py").write_text("def make():\n    return None\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", str(tmp_path))])
+    assert_usage_error(*cli(capsys, "run", str(C), "--gateway", "sg_here_gateway:make"),
+                       "gateway 'sg_here_gateway:make': cannot import 'sg_here_gateway': No module named "
+                       "'sg_here_gateway' (sg_here_gateway is in this folder, which is not on the import path: "
+                       "PYTHONPATH=. sessiongate …)")
+    code, out, err = cli(capsys, "run", str(C), "--gateway", "sg_elsewhere_gateway:make")
+    assert_usage_error(code, out, err, "No module named 'sg_elsewhere_gateway'")
+    assert "in this folder" not in err  # no such file here: no hint

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import sys
 from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, distribution, entry_points
+from pathlib import Path
 from typing import Any
 
 from conformance.adapter import Gateway
@@ -46,7 +48,7 @@ def _load(target: str) -> Callable[..., Any]:
     try:
         obj: Any = importlib.import_module(module)
     except ImportError as err:
-        raise UnknownGateway(f"cannot import {module!r}: {err}") from None
+        raise UnknownGateway(f"cannot import {module!r}: {err}{_in_this_folder(module, err)}") from None
     except Exception as err:  # a syntax error, or the module raised while importing
         raise UnknownGateway(f"cannot import {module!r}: {_one_line(err)}") from None
     for part in attr.split("."):
@@ -55,6 +57,19 @@ def _load(target: str) -> Callable[..., Any]:
         except AttributeError:
             raise UnknownGateway(f"{module!r} has no {attr!r}") from None
     return obj
+
+
+def _in_this_folder(module: str, err: ImportError) -> str:
+    """The first hour's usual miss, said: the module is a file (or package) of the current
+    folder, which the `sessiongate` command, unlike `python -m`, does not import from."""
+    top = module.partition(".")[0]
+    here = Path.cwd()
+    if not (isinstance(err, ModuleNotFoundError) and err.name == top) or not (
+            (here / f"{top}.py").is_file() or (here / top / "__init__.py").is_file()):
+        return ""
+    if any(Path(entry or ".").resolve() == here for entry in sys.path):
+        return ""
+    return f" ({top} is in this folder, which is not on the import path: PYTHONPATH=. sessiongate …)"
 
 
 def registered() -> dict[str, str]:
