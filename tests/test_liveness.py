@@ -119,8 +119,9 @@ def test_a_stop_at_the_deadlines_instant_excuses_the_turn_only_ahead_of_its_time
     """A reply at the deadline is in time, so a stop at that instant cuts it off when it runs
     ahead of the instant's timers: ordered before them (`before_timers`, which failed I9 on the
     example gateway: seed 241), or a crash point inside a step (`point`: the reply's own step, due
-    exactly at the deadline where no slack is declared). One after them (the default order, and
-    the final SIGTERM, after quiescence ran every timer) finds a reply that was not coming."""
+    exactly at the deadline where no slack is declared); a /stop likewise. One after them (the
+    default order, and the final SIGTERM, after quiescence ran every timer) finds a reply that
+    was not coming."""
     records = log("crash-in-flight")  # t1 at 09:00, owed by 09:05:01
     crash = find(records, "crash")
     deadline = records[find(records, "message", turn="t1")].t + 5 * 60_000 + 1_000
@@ -129,6 +130,16 @@ def test_a_stop_at_the_deadlines_instant_excuses_the_turn_only_ahead_of_its_time
     assert messages(edit(records, crash, t=deadline, detail={"before_timers": True}), "I9") == []
     assert messages(edit(records, crash, t=deadline, detail={"point": "before-reply"}), "I9") == []
     assert messages(edit(records, crash, t=deadline + 1, detail={"before_timers": True}), "I9") == late
+    plain = log("stop-then-resume")  # t3 at 09:03:10, behind t2 until 09:04, its answer due 09:05
+    stopped = edit(plain, 0, detail={"profile": {**plain[0].d("profile"), "reply_within": 60_000}})  # no slack
+    stop = find(stopped, "command", command="/stop")
+    owed_t3 = stopped[find(stopped, "reply", turn="t2")].t + 60_000
+    at_deadline = edit(stopped, stop, t=owed_t3)
+    assert [m for m in messages(at_deadline, "I9") if m.startswith("t3")] == [
+        "t3 delivered at 09:03:10 (behind t2 until 09:04) was never answered; owed by 09:05"
+    ]
+    ahead = edit(stopped, stop, t=owed_t3, detail={**stopped[stop].detail, "before_timers": True})
+    assert [m for m in messages(ahead, "I9") if m.startswith("t3")] == []
     idle = log("idle")
     head = edit(idle, 0, detail={"profile": {**idle[0].d("profile"), "reply_within": 365 * 86_400_000}})
     silent = drop(head, find(head, "reply", turn="t3"))  # t3 at 09:02, owed by 10:43:02 (the bound capped)
@@ -192,3 +203,25 @@ def test_a_message_folded_into_another_turns_request_is_answered_by_its_reply() 
     alone = edit(edit(records, request, turns=("t1",)), reply, turns=("t1",))
     assert messages(alone, "I9") == ["t2 delivered at 09:01 was never answered (the LLM was never asked); owed by 09:01:03"]
 
+
+
+def test_a_stop_or_stop_command_ordered_before_the_timers_says_so_in_its_record() -> None:
+    """What I9's excuse at the deadline's instant reads: only a stop (`sigterm`, `crash`) or a
+    `/stop` run ahead of its instant's timers carries `before_timers`; other records do not."""
+    from sim.loader import load_text
+
+    text = """
+name: ahead-of-the-timers
+config: {reset: {mode: none}}
+chats: {alice: {platform: telegram, chat_type: dm}}
+events:
+- {message: alice}
+- {command: /stop, chat: alice, after: 1s, order: before-timers}
+- {message: alice, after: 1s, order: before-timers}
+- {sigterm: true, after: 1s, order: before-timers}
+- {restart: true, after: 1s}
+- {crash: true, after: 1s}
+"""
+    records = run_scenario(load_text(text), ReferenceGateway(), "reference").records
+    ahead = [(r.kind, r.d("command")) for r in records if r.d("before_timers")]
+    assert ahead == [("command", "/stop"), ("sigterm", None)]

@@ -48,8 +48,9 @@ def check(m: RunModel) -> Verdict:
     # stop_reach[k]: the latest record index among stops[:k + 1], so the first stop in `stops`
     # after an index is found by a bisect (`_given_up`)
     stop_reach = list(accumulate((i for _t, i in stops), max))
-    # stops that may cut off a reply due at their own instant (see `_given_up`)
+    # stops and /stops that may cut off a reply due at their own instant (see `_given_up`)
     ahead = {i for _t, i in stops if m.records[i].d("before_timers") or m.records[i].d("point") is not None}
+    ahead.update(i for i, r in m.of("command") if r.d("before_timers"))
     folded = m.folded()
     unanswered_by = _unanswering(m)  # turn -> (when its first reply that answered it came, or None; the first that did not)
     examined = 0
@@ -102,14 +103,17 @@ def _given_up(turn: Turn, stops: list[tuple[int, int]], stop_reach: list[int], a
     model's `done`), or the first SIGTERM or crash after it arrived (the first of `stops` past
     its index: where `stop_reach`, their running maximum index, first passes it). One at the
     deadline's own instant gives it up only if it ran ahead of the timers due then (`ahead`:
-    ordered before them, or a crash point inside one of their steps): a reply at the deadline
-    is in time, and such a stop may have cut it off; after them, the reply was not coming."""
+    ordered before them, or a crash point inside one of their steps; a /stop ordered before
+    them, by its command's record): a reply at the deadline is in time, and such a stop may have
+    cut it off; after them, the reply was not coming."""
     k = bisect_right(stop_reach, turn.index)
     stop = stops[k][0] if k < len(stops) else None
     if stop == deadline and stops[k][1] not in ahead:
         stop = deadline + 1  # past it: no excuse
     if turn.ended_by == "/stop":
-        done = turn.done_t if turn.done_t < deadline else deadline + 1  # a /stop's order is not in its record
+        done = turn.done_t
+        if done == deadline and turn.done_index not in ahead:
+            done = deadline + 1
         return done if stop is None else min(done, stop)
     return stop
 

@@ -173,7 +173,10 @@ class EventSteps(GatewayCalls):
         self._to_gateway(event, f"[{event.turn}] {event.text}")
 
     def _command(self, event: Command, kind: str) -> None:
-        self.log.add("command", chat=event.chat, command=event.name, queued=not self.up)
+        if event.order == BEFORE_TIMERS and event.name == "/stop":  # as a stop's record says it (`_stop`)
+            self.log.add("command", chat=event.chat, command=event.name, queued=not self.up, before_timers=True)
+        else:
+            self.log.add("command", chat=event.chat, command=event.name, queued=not self.up)
         self._to_gateway(event, None)
 
     def _delegate(self, event: Delegate, kind: str) -> None:
