@@ -35,6 +35,7 @@ class Died(Exception):
 # Not steps where a crash point fires: views, crash itself, and boot (start, restart). A crash
 # inside a restart's recovery would leave the platform's held messages held past the `restart`
 # record, where the checks take them as delivered: that needs the oracle's say first.
+AHEAD = {"before_timers": True}  # in the record of a stop or /stop run ahead of its instant's timers (I9)
 _NO_POINTS = frozenset({"profile", "resources", "durable_state", "close", "crash", "start", "restart"})
 
 
@@ -516,10 +517,7 @@ class GatewayCalls:
         if not self.up:
             self.log.add("skipped", event=how, reason="the gateway is not running")
             return
-        if ahead:
-            self.log.add(how, before_timers=True)
-        else:
-            self.log.add(how)
+        self.log.add(how, **(AHEAD if ahead else {}))
         self.llm.epoch += 1  # replies to the stopped process never arrive
         self._call(how, getattr(self.gateway, how))  # a crash point in a SIGTERM's flushes: `Died`
         self.up = False

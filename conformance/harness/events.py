@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from conformance.adapter import Inbound
-from conformance.harness.calls import Died, GatewayCalls, GatewayRaised
+from conformance.harness.calls import AHEAD, Died, GatewayCalls, GatewayRaised
 from conformance.harness.verdict import GatewayFailure
 from conformance.observations import DurableState
 from sim.kinds import covered
@@ -173,10 +173,8 @@ class EventSteps(GatewayCalls):
         self._to_gateway(event, f"[{event.turn}] {event.text}")
 
     def _command(self, event: Command, kind: str) -> None:
-        if event.order == BEFORE_TIMERS and event.name == "/stop":  # as a stop's record says it (`_stop`)
-            self.log.add("command", chat=event.chat, command=event.name, queued=not self.up, before_timers=True)
-        else:
-            self.log.add("command", chat=event.chat, command=event.name, queued=not self.up)
+        ahead = event.order == BEFORE_TIMERS and event.name == "/stop"  # as a stop's record says it (`_stop`)
+        self.log.add("command", chat=event.chat, command=event.name, queued=not self.up, **(AHEAD if ahead else {}))
         self._to_gateway(event, None)
 
     def _delegate(self, event: Delegate, kind: str) -> None:
