@@ -109,3 +109,70 @@ def test_generator_adds_slow_faults_rarely_and_after_the_timeline() -> None:
         faults = [e for e in scenario.events if isinstance(e, BackendSlow)]
         assert len(faults) == 1 and faults[0].provider in {p.name for p in scenario.config.providers}
         assert replace(load_text(dump_text(scenario)), source="", header="") == scenario
+
+
+# A call in flight at a session end that a later fault cuts off when due: the gateway did its
+# part (found by fuzzing the example gateway with crash points: seeds 11415 and 12897 failed
+# the reference too). The turn stays owed: by the next moment, and by the end.
+CUT_OFF = """name: {name}
+start: '2026-03-08T14:39:49'
+config:
+  reset: {{mode: none}}
+  providers: [{{name: hindsight, retain_every_n_turns: 1}}]
+chats:
+  alice: {{platform: telegram, chat_type: dm}}
+events:
+  - {{message: alice}}
+  - {{backend_slow: hindsight, for: 1m32s, delay: 36s}}
+  - {{command: /new, chat: alice, after: 3s}}
+{rest}"""
+FAILING = "  - {backend_fail: hindsight, for: 43s, after: 4s}\n"  # from 14:39:56 to 14:40:39; t1 due at 14:40:27
+STOPPED = "  - {sigterm: true, after: 4s}\n  - {restart: true, after: %s}\n"
+
+
+def _cut_off(rest: str, gateway: ReferenceGateway | None = None) -> list:  # type: ignore[type-arg]
+    return list(run_scenario(load_text(CUT_OFF.format(name="cut-off", rest=rest)), gateway or ReferenceGateway(), "reference").records)
+
+
+def _landed(records: list, after: int = 0) -> int:  # type: ignore[type-arg]
+    return next(i for i, r in enumerate(records) if i > after and r.kind == "ingest" and r.d("backend") == "hindsight")
+
+
+def test_a_call_the_backend_failed_when_due_is_excused_and_still_owed() -> None:
+    records = _cut_off(FAILING)
+    verdict = judge(records)["I3"]
+    assert verdict.status == "pass" and verdict.examined > 0
+    busy = next(r for r in records if r.kind == "ingest_busy")
+    end = next(r for r in records if r.kind == "on_session_end")
+    landed = _landed(records)
+    assert busy.t < end.t < busy.d("ready") < records[landed].t  # in flight at the end, landed after the fault
+    failed = [i for i, r in enumerate(records) if r.kind == "ingest_failed" and r.t == busy.d("ready")]
+    assert failed
+    # Both ways: without the failure at `ready` the late landing is late; without the landing, lost.
+    no_failure = [r for i, r in enumerate(records) if i not in failed]
+    assert "took [t1] only at 14:44:49, after s1's on_session_end" in judge(no_failure)["I3"].violations[0].message
+    assert "never ingested [t1]" in judge(records[:landed] + records[landed + 1:])["I3"].violations[0].message
+
+
+def test_a_call_cut_off_is_owed_at_the_next_sigterm() -> None:
+    records = _cut_off(FAILING + "  - {sigterm: true, after: 3m}\n  - {restart: true, after: 1m}\n")
+    assert judge(records)["I3"].status == "pass"
+    stop = next(i for i, r in enumerate(records) if r.kind == "sigterm")
+    landed = _landed(records)
+    assert records[landed].t == records[stop].t  # shipped again at the SIGTERM (the backend up, and no longer slow)
+    late = list(records)
+    late[landed] = records[landed]._replace(t=records[landed].t + 1)
+    violations = judge(late)["I3"].violations
+    assert len(violations) == 1 and "after the SIGTERM at 14:42:56" in violations[0].message
+
+
+def test_a_call_due_while_the_gateway_is_stopped_is_excused() -> None:
+    records = _cut_off(STOPPED % "5m")  # stopped 14:39:56 to 14:44:56; t1 due at 14:40:27
+    assert judge(records)["I3"].status == "pass"
+    assert records[_landed(records, next(i for i, r in enumerate(records) if r.kind == "restart"))].t > records[0].t
+    # Restarted before `ready`: the gateway could have made the call when due. One that waits
+    # for its watcher instead is late; the reference, making it at `ready`, is not.
+    assert judge(_cut_off(STOPPED % "20s"))["I3"].status == "pass"
+    verdict = judge(_cut_off(STOPPED % "20s", _RetriesAtTick()))["I3"]
+    assert verdict.status == "fail" and "after s1's on_session_end at 14:39:52" in verdict.violations[0].message
+    assert judge(_cut_off(STOPPED % "5m", _RetriesAtTick()))["I3"].status == "pass"

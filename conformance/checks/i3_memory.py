@@ -7,8 +7,12 @@ must reach every backend by its on_session_end, and every turn by a graceful SIG
 unless that backend was failing at that moment. A slow backend (`backend_slow`) excuses
 nothing: a turn whose call was made in time and that landed when the backend said it would
 (the `ready` of an `ingest_busy` before the moment) is on time; one first sent after the
-moment, or retried later than `ready`, is late; one never landed is lost. A SIGTERM cannot
-wait virtual time: at one, a slow backend is excused as a failing one is (its turns still owed).
+moment, or retried later than `ready`, is late; one never landed is lost. A call still in
+flight at the moment that a later fault cut off when due (the backend failed the call made
+again at its `ready`, or the gateway was stopped at `ready` and restarted after it) is
+excused as a failing backend is: the turn is still owed, at the next moment and by the end.
+A SIGTERM cannot wait virtual time: at one, a slow backend is excused as a failing one is
+(its turns still owed).
 
 A turn is ingested under its own session: one shipped under another session's id is in
 the wrong session's memory (the cross-session hazard of the batching provider in the
@@ -268,11 +272,32 @@ def _late(m: RunModel, backends: list[str], whole: dict[str, array[int]], indexe
     for _index, r in m.of("ingest_busy"):
         for turn in dict.fromkeys(t for half in ingested_halves(r) for t in half):
             in_flight.setdefault(r.d("backend"), {}).setdefault(turn, []).append((r.t, r.d("ready")))
+    failed: dict[str, dict[str, set[int]]] = {}  # backend -> turn -> when a call carrying it failed
+    stopped: list[tuple[int, int, int]] = []  # (index, t) of each stop, and the t of its restart (NEVER: none)
+    if in_flight:
+        for _index, r in m.of("ingest_failed"):
+            for turn in dict.fromkeys(t for half in ingested_halves(r) for t in half):
+                failed.setdefault(r.d("backend"), {}).setdefault(turn, set()).add(r.t)
+        for index, r in m.of("sigterm", "crash", "restart"):
+            if r.kind == "restart":
+                if stopped and stopped[-1][2] == NEVER:
+                    stopped[-1] = (*stopped[-1][:2], r.t)
+            elif not stopped or stopped[-1][2] != NEVER:  # a crash point inside a shutdown stops nothing more
+                stopped.append((index, r.t, NEVER))
     slow = _slow(m)
 
-    def on_its_way(backend: str, turn: str, moment: int, landed: int) -> bool:
-        """Sent to a slow backend by the moment, and landed at the time it said it would."""
-        return any(sent <= moment and landed <= ready for sent, ready in in_flight.get(backend, {}).get(turn, ()))
+    def cut_off(backend: str, turn: str, moment_index: int, ready: int) -> bool:
+        """A fault that came after the moment kept a call from completing at its `ready`: the
+        backend failed it then, or the gateway was stopped then (and restarted later)."""
+        return ready in failed.get(backend, {}).get(turn, ()) or any(
+            index > moment_index and t <= ready < restart for index, t, restart in stopped)
+
+    def on_its_way(backend: str, turn: str, moment_index: int, moment: int, landed: int) -> bool:
+        """Sent to a slow backend by the moment, and landed at the time it said it would; or
+        still in flight at the moment and cut off when due by a later fault (excused as a
+        failing backend is: the turn is still owed, at the next moment and by the end)."""
+        return any(sent <= moment and (landed <= ready or (moment < ready and cut_off(backend, turn, moment_index, ready)))
+                   for sent, ready in in_flight.get(backend, {}).get(turn, ()))
 
     found: list[tuple[int, str, list[str]]] = []  # (moment, backend, its late turns)
     reported: dict[str, set[str]] = {backend: set() for backend in backends}
@@ -287,7 +312,7 @@ def _late(m: RunModel, backends: list[str], whole: dict[str, array[int]], indexe
             said, arrived = reported[backend], whole[backend]
             # NOT_YET (never whole) is below any moment's time: such a turn is never late
             late = [turn.id for turn in owed if (f := arrived[bisect_left(indexes, turn.index)]) > t
-                    and turn.id not in said and not on_its_way(backend, turn.id, t, f)]
+                    and turn.id not in said and not on_its_way(backend, turn.id, index, t, f)]
             if not late:
                 continue
             said.update(late)
