@@ -32,9 +32,8 @@ class Died(Exception):
     step (a timer, an event, a restart) to where the run goes on."""
 
 
-# Not steps where a crash point fires: views, crash itself, and boot (start, restart). A crash
-# inside a restart's recovery would leave the platform's held messages held past the `restart`
-# record, where the checks take them as delivered: that needs the oracle's say first.
+# Not steps where a crash point fires: views, crash itself, and boot (start, restart). One may
+# fire while the restart step hands the gateway what the platform held (`_died_at`).
 AHEAD = {"before_timers": True}  # in the record of a stop or /stop run ahead of its instant's timers (I9)
 _NO_POINTS = frozenset({"profile", "resources", "durable_state", "close", "crash", "start", "restart"})
 
@@ -195,7 +194,8 @@ class GatewayCalls:
         self.log = ObservationLog(self.clock.now, spill_at, expected=4 * sum(type(e) is Message for e in scenario.events))
         self.profile = Profile()  # replaced by what the gateway declares, first thing in execute()
         self.up = False
-        self.inbox: deque[tuple[Event, Any]] = deque()  # what arrived while the gateway was down
+        # What arrived while the gateway was down: each event, its payload and its record's index.
+        self.inbox: deque[tuple[Event, Any, int]] = deque()
         self.resources = ResourcesDeltas()  # what changed since the last sample
         self.changes: ResourcesChanges | None = None  # the gateway's own account of them: known after start
         # Across `durable_state` reads: a stored row's content -> its turns; a session's rows at
@@ -306,8 +306,10 @@ class GatewayCalls:
 
     def _died_at(self, point: str) -> None:
         """The process died at `point`: exactly a `crash` at this instant (the gateway's
-        `crash()` drops what the dead process held), logged with the point's name."""
-        self.log.add("crash", point=point)
+        `crash()` drops what the dead process held), logged with the point's name. Died while
+        handed what the platform held at a restart: what it had not been handed yet stays held
+        until the next restart, and the record lists their records (`held`)."""
+        self.log.add("crash", point=point, **({"held": [index for _e, _p, index in self.inbox]} if self.inbox else {}))
         self.llm.epoch += 1
         self.harness.scheduler.void()
         self.up = False
@@ -538,5 +540,5 @@ class GatewayCalls:
             self._call("restart", self.gateway.restart, copy.deepcopy(self.config))
         self.up = True
         while self.inbox:
-            event, payload = self.inbox.popleft()
+            event, payload, _index = self.inbox.popleft()
             self._dispatch(event, payload)

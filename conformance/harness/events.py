@@ -225,7 +225,7 @@ class EventSteps(GatewayCalls):
 
     def _to_gateway(self, event: Event, payload: Any) -> None:
         if not self.up:
-            self.inbox.append((event, payload))  # the platform holds it until the gateway is back
+            self.inbox.append((event, payload, len(self.log) - 1))  # the platform holds it until the gateway is back
             return
         self._dispatch(event, payload)
 

@@ -80,6 +80,8 @@ def walk_log(records: Sequence[Obs]) -> Walked:
     commands: dict[str, list[CommandAt]] = defaultdict(list)
     held_commands: list[HeldCommand] = []
     deliveries: list[Delivery] = []  # see `_delivered`
+    handed: dict[int, Turn | HeldCommand] = {}  # what the last restart (record `handed_at`) delivered, by arrival record
+    handed_at = -1
     stopped: list[Downtime] = []
     changes: list[PolicyChange] = []
     indexes = _index_arrays(records)
@@ -156,12 +158,15 @@ def walk_log(records: Sequence[Obs]) -> Walked:
                 turn.arrival = r.t
             if held_commands:
                 deliveries.append(Delivery(index, r.t, list(held), list(held_commands)))
+            handed, handed_at = {item.index: item for item in (*held, *held_commands)}, index
             held.clear()
             held_commands.clear()
             if down_since is not None:
                 stopped.append(Downtime(down_since, r.t))
                 down_since = None
         elif kind in ("sigterm", "crash"):
+            if (still := r.detail.get("held")) and handed:  # died while handed them: held until the next restart
+                _hold_again(still, handed, handed_at, held, held_commands, deliveries)
             if r.detail.get("final"):
                 final_stop = r.t
             elif down_since is None:
@@ -181,6 +186,23 @@ def walk_log(records: Sequence[Obs]) -> Walked:
                    chats=head.d("chats") or {}, profile=head.d("profile") or {}, final_stop=final_stop,
                    final_index=final_index, by_kind=dict(by_kind), by_session=dict(by_session), changes=changes)
     return Walked(view, turns, commands, failure, stopped, dict(acked), unanswering)
+
+
+def _hold_again(still: list[int], handed: dict[int, Turn | HeldCommand], restart: int, held: list[Turn],
+                held_commands: list[HeldCommand], deliveries: list[Delivery]) -> None:
+    """A crash point fired while the restart step (record `restart`) handed the gateway what
+    the platform held: those not handed yet (their arrival records, `still`, as the crash
+    record lists them; a part of a log judged in parts knows only its own) are held until the
+    next restart, and that restart delivered only the others."""
+    again = [handed.pop(index) for index in still if index in handed]
+    if not again:
+        return
+    held += [item for item in again if isinstance(item, Turn)]
+    held_commands += [item for item in again if isinstance(item, HeldCommand)]
+    if deliveries and deliveries[-1].restart == restart:
+        last = deliveries.pop()
+        if kept := [command for command in last.held if command.index in handed]:
+            deliveries.append(Delivery(restart, last.t, [turn for turn in last.turns if turn.index in handed], kept))
 
 
 def _read(records: Sequence[Obs], unread: frozenset[str]) -> Iterable[tuple[int, Obs]]:
