@@ -101,3 +101,33 @@ def test_resume_after_new_reopens_the_session_that_ended() -> None:
     assert [r.session for r in reopened.records if r.kind == "on_session_end"] == ["s1"]  # life 1 at /new; life 2 never ends
     skipped = run_scenario(scenario, SkipsResumeAfterNew(), "skips")
     assert skipped.verdicts["I6"].violations[0].message.startswith("after /resume at 09:02 turn t2 landed in s2")
+
+
+RESUME_NEW_RESUME = """\
+name: resume-new-resume-behind-a-turn
+config: {reset: {mode: idle, idle_minutes: 1}, turn_latency: 3m}
+events:
+  - message: alice
+  - {command: /resume, chat: alice, after: 9s}
+  - {command: /new, chat: alice, after: 52s}
+  - {command: /resume, chat: alice, after: 2s}
+"""
+
+
+def test_two_reopens_of_one_session_at_one_record_each_begin_after_the_end_before() -> None:
+    """Behind t1's 3-minute turn, /resume, /new, /resume take effect at its reply, past s1's idle
+    boundary: s1 ends (idle), reopens, ends (/new), reopens, and idles out: three lives, three
+    ends. The oracle began both reopened lives after the first end, so the middle life looked
+    endless and the last one ended twice (generated seed 5398 of the long profile, with the
+    generator's rare choices made common, failed the reference's I1 and I4)."""
+    run = run_scenario(load_text(RESUME_NEW_RESUME, "<resume-new-resume>"), ReferenceGateway(), "reference")
+    assert run.passed, {c: v.summary for c, v in run.verdicts.items() if v.status != "pass"}
+    records = list(run.records)
+    ends = [(i, r.t) for i, r in enumerate(records) if r.kind == "on_session_end"]
+    reasons = [r.d("reason") for r in records if r.kind == "on_session_finalize"]
+    assert reasons == ["idle", "new", "idle"] and ends[0][1] == ends[1][1] < ends[2][1]
+    # Both ways: without the /new's end the middle life never ended; with it twice, it ended twice.
+    middle = ends[1][0]
+    assert "reached its new boundary" in judge(records[:middle] + records[middle + 2:])["I1"].violations[0].message
+    twice = records[:middle + 2] + records[middle:middle + 2] + records[middle + 2:]
+    assert "got 2 on_session_end calls" in judge(twice)["I4"].violations[0].message

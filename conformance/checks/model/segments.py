@@ -171,12 +171,15 @@ def _previous_distinct(segments: list[Segment], left: Segment) -> Segment | None
 def _after_ending(m: LogView, session: str, start: int, since: int) -> int:
     """Where a reopened life begins: at the /resume, or, if the life before it (from `since`)
     had not ended by then, after that end and its finalize, which the gateway delivered at the
-    /resume itself (a command past a boundary notices it; commands queued together run so)."""
+    /resume itself (a command past a boundary notices it; commands queued together run so: a
+    `/resume`, `/new`, `/resume` behind one turn reopen one session twice at one record, each
+    life after the end of the one before)."""
     if m.of_session("on_session_end", session, since, start):
         return start
-    t, lo = m.records[start].t, start
+    base = max(start, since)  # two reopens at one record: the second after the first's end
+    t, lo = m.records[start].t, base
     for kind in ("on_session_end", "on_session_finalize"):
-        first = m.of_session(kind, session, start)[:1]
+        first = m.of_session(kind, session, base)[:1]
         if first and (first[0][1].t == t or _died_taking(m, start, first[0][0])):
             lo = max(lo, first[0][0] + 1)
     return lo
