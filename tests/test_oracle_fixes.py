@@ -131,3 +131,33 @@ def test_two_reopens_of_one_session_at_one_record_each_begin_after_the_end_befor
     assert "reached its new boundary" in judge(records[:middle] + records[middle + 2:])["I1"].violations[0].message
     twice = records[:middle + 2] + records[middle:middle + 2] + records[middle + 2:]
     assert "got 2 on_session_end calls" in judge(twice)["I4"].violations[0].message
+
+
+DELETED_TWICE = """\
+name: deleted-twice
+config: {{reset: {{mode: none}}, turn_latency: 3m}}
+events:
+  - message: carol
+  - {{delete_session: carol, after: 1h46m3s}}
+  - {{message: carol, after: 1m}}
+  - {{delete_session: carol, after: {second}}}
+  - {{sigterm: true, after: 2s}}
+"""
+
+
+def test_a_second_deletion_owes_only_what_the_agent_loaded_after_the_first_lost_the_rest() -> None:
+    """s1's agent left the cache (idle TTL) before the first deletion: t1 is gone for good. The
+    agent t2 loads holds t2 only, so the second deletion owes t2 back (at the SIGTERM), never t1.
+    The oracle owed t1 too, and failed the reference when t2 was still in flight at the stop
+    (nothing to write back): generated seed 5063, long profile, with the rare choices common."""
+    in_flight = run_scenario(load_text(DELETED_TWICE.format(second="52s"), "<x>"), ReferenceGateway(), "reference")
+    assert in_flight.passed, {c: v.summary for c, v in in_flight.verdicts.items() if v.status != "pass"}
+    assert any(r.kind == "note" and r.d("what") == "interrupted" for r in in_flight.records)
+    healed = run_scenario(load_text(DELETED_TWICE.format(second="4m"), "<x>"), ReferenceGateway(), "reference")
+    assert healed.passed
+    # Both ways: the store without the healed row fails I8, owing t2 alone.
+    stop = next(r.t for r in healed.records if r.kind == "sigterm")
+    records = [r._replace(detail={**r.detail, "sessions": {}}) if r.kind == "durable" and r.t >= stop else r
+               for r in healed.records]
+    violation = judge(records)["I8"].violations[0]
+    assert "never recreated: its agent held [t2] and the gateway stopped" in violation.message, violation.message

@@ -16,7 +16,7 @@ from bisect import bisect_right
 from collections import Counter
 from collections.abc import Mapping
 
-from conformance.checks.deletions import Deletion, deletions, excused_from_store
+from conformance.checks.deletions import Deletion, deletions, excused_from_store, lost_cuts
 from conformance.checks.model import NEVER, RunModel
 from conformance.checks.model.facts import _ABSENT as ABSENT
 from conformance.checks.text import SnapshotLabel, Words, turn_list
@@ -126,7 +126,10 @@ def _owed_words(m: RunModel, cut: Deletion) -> tuple[int, Words] | None:
     """(record index, words) of what made the deleted turns owed back: the session's next
     acknowledged turn, or its agent letting go of the transcript (None: nothing did)."""
     flush = m.next_ack(cut.session, cut.index)
-    held = [t.id for t in m.acked_in(cut.session, before=cut.index)]
+    # What its agent held: the turns since an earlier deletion that lost the stored ones (an
+    # agent loaded after it holds none of those).
+    lost = lost_cuts(m, cut.session, cut.index)
+    held = [t.id for t in m.acked_in(cut.session, before=cut.index) if not lost or t.reply_index > lost[-1]]
     if cut.owed_at > m.final_index or cut.owed_by == "turn" or not held:  # an agent holding nothing owes no row
         if flush is None:
             return None
