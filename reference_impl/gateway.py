@@ -387,9 +387,8 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
         del self.volatile.inflight[request_id]
         assert pending.reply is not None
         self.send_reply(pending)
-        if not pending.delegate and pending.key in self.volatile.queues and (waiting := self.waiting_commands(pending.key)):
-            self.store.commands_due(pending.key, waiting)  # due now, crash or not, until a turn starts ahead
-            self.volatile.due_chats.add(pending.key)
+        if not pending.delegate and pending.key in self.volatile.queues:
+            self.commands_due_now(pending.key)
         agent.busy, agent.last_activity = self.still_busy(agent.session), self.h.clock.now()
         if not pending.delegate:
             for row in reversed(agent.rows):  # its user row, near the end (a plain loop: no generator a turn)
@@ -399,6 +398,14 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
                 raise RuntimeError(f"turn {pending.turn} of session {pending.session} has no user row")
             self.hand_on(pending.key, Turn(pending.session, pending.turn, row.content, pending.reply))
         self.enforce_cap()
+
+    def commands_due_now(self, key: str) -> None:
+        """The turn the chat's commands waited behind is done (replied, or stopped): they are due
+        now, crash or not, until a turn starts ahead (a crash inside one of them leaves the
+        rest to `finish_commands`)."""
+        if waiting := self.waiting_commands(key):
+            self.store.commands_due(key, waiting)
+            self.volatile.due_chats.add(key)
 
     def hand_on(self, key: str, turn: Turn) -> None:
         """A chat's turn is done: its memory sync first, then the chat's queue (a /new waiting
@@ -429,6 +436,7 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
         self.drop_turn(agent, pending.turn)
         agent.busy = self.still_busy(agent.session)
         self.h.note("stopped", session=pending.session, turn=pending.turn)
+        self.commands_due_now(key)
         self.drain_queue(key)
         self.enforce_cap()
 

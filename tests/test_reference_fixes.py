@@ -59,3 +59,38 @@ def test_a_delegate_task_in_flight_is_not_written_with_the_one_before_it() -> No
     assert result.passed, {c: v.summary for c, v in result.verdicts.items() if v.status != "pass"}
     crash = next(r for r in result.records if r.kind == "durable" and r.d("label") == "crash")
     assert crash.d("sessions")["s2"]["rows"] == [["user", "t2", "visible"], ["assistant", "t2", "visible"]]
+
+
+STOP_THEN_CRASH = """name: stop-then-crash-inside-a-due-command
+start: 2026-06-15T17:46:32
+config: {reset: {mode: idle, idle_minutes: 15}, turn_latency: 45s}
+chats:
+  bob: {}
+events:
+  - message: bob
+  - {message: bob, after: 18m26s}
+  - {command: /resume, chat: bob, after: 18s}
+  - {command: /resume, chat: bob, after: 2s}
+  - crash_at: {point: route-rotated, hit: 1, restart_after: 21s}
+  - {command: /stop, chat: bob, after: 7s}
+"""
+
+
+class _ForgetsDueCommands(ReferenceGateway):
+    """Keeps the commands waiting behind a turn in memory only: a crash inside one loses the rest."""
+
+    def commands_due_now(self, key: str) -> None:
+        pass
+
+
+def test_commands_a_stop_made_due_survive_a_crash_inside_the_first() -> None:
+    """Two /resume wait behind t2; /stop ends t2, so both are due; a crash point fires inside the
+    first. The reference finished that one at the restart but lost the second: it kept the
+    commands a /stop made due in memory, where a reply made them durable (generated seed 6457
+    of the long profile with crash points, the generator's rare choices made common)."""
+    scenario = load_text(STOP_THEN_CRASH, "<stop-then-crash>")
+    run = run_scenario(scenario, ReferenceGateway(), "reference")
+    assert run.passed, {c: v.summary for c, v in run.verdicts.items() if v.status != "pass"}
+    assert [r.d("reason") for r in run.records if r.kind == "on_session_finalize"] == ["idle", "switch", "switch", "idle"]
+    forgets = run_scenario(scenario, _ForgetsDueCommands(), "forgets")
+    assert forgets.verdicts["I1"].status == "fail" and forgets.verdicts["I5"].status == "fail"
