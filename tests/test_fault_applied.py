@@ -14,7 +14,7 @@ from conformance.harness.suite import catalog_paths
 from conformance.transport.exec_gateway import isolated
 from reference_impl.gateway import ReferenceGateway
 from reference_impl.selftest import IgnoresDeletionGateway
-from sim.loader import load_file
+from sim.loader import load_file, load_text
 
 DELETING = [p for p in catalog_paths() if any(e.kind in ("delete_session", "delete_parent") for e in load_file(p).events)]
 
@@ -144,3 +144,33 @@ def test_a_stale_routing_entry_is_an_error_at_the_deletion() -> None:
     assert result.failure.message == (
         "the gateway's routing names s1 for alice, which ended at 09:01; the chat's turns since went to s2 (t2 at 09:02): "
         "the deletion cannot be aimed")
+
+
+WAITING_RESUME = """\
+name: resume-waiting-behind-turns
+start: '2026-01-06T19:29:14'
+config: {{reset: {{mode: idle, idle_minutes: 5}}, turn_latency: 3m}}
+events:
+  - message: alice
+  - {{message: alice, after: 5s}}
+  - {{message: alice, after: 4m59s999ms}}
+{resume}  - {{delete_session: alice, after: 6m11s}}
+"""
+
+
+def test_a_resume_waiting_behind_turns_at_the_end_may_switch_back() -> None:
+    """The /resume came before s1's idle end but waited behind t2 and t3, so it took effect at
+    t3's reply and switched back to s1: the routing naming s1 is right. The harness read only
+    a /resume arriving after the end, and called the reference's routing stale (generated seed
+    6639 of the long profile with crash points, the generator's rare choices made common)."""
+    from reference_impl.selftest import StaleRoutingGateway
+
+    resumed = load_text(WAITING_RESUME.format(resume="  - {command: /resume, chat: alice, after: 2s}\n"), "<x>")
+    result = run_scenario(resumed, ReferenceGateway(), "reference")
+    assert result.passed, result.failure
+    assert [(r.kind, r.session) for r in result.records if r.kind in ("on_session_switch",)][-1] == ("on_session_switch", "s1")
+    # Both ways: with no /resume the entry must follow the chat to s2, and one left on s1 is stale.
+    plain = load_text(WAITING_RESUME.format(resume=""), "<x>")
+    assert run_scenario(plain, ReferenceGateway(), "reference").passed
+    stale = run_scenario(plain, StaleRoutingGateway(), "selftest:stale-routing")
+    assert stale.failure is not None and stale.failure.message.startswith("the gateway's routing names s1 for alice")

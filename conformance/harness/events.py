@@ -87,14 +87,37 @@ class EventSteps(GatewayCalls):
             return
         end = None  # the named session's last on_session_end, then: what the chat did after it
         since = None
+        # A /resume that came before the end may take effect after it: one waiting behind the
+        # chat's turns in flight (until their replies) or held while the gateway was down (until
+        # the step of the restart that delivers it). Kept waiting where unsure (a /stop or a stop
+        # may have ended its wait): a stale entry may then pass, a live one never fails.
+        unreplied: set[str] = set()
+        waiting: list[set[str]] = []  # for each /resume waiting behind turns: those turns
+        held = False  # a /resume held while down; then the step of the restart that delivered it
+        delivered_in: object = None
         for r in records:
+            if r.chat == chat and r.turns and r.turns[0] in messages:
+                if r.kind == "message":
+                    unreplied.add(r.turns[0])
+                elif r.kind == "reply":
+                    unreplied.discard(r.turns[0])
+                    waiting = [rest for behind in waiting if (rest := behind - {r.turns[0]})]
+            if r.kind == "restart" and held:
+                held, delivered_in = False, r.step
             if r.kind == "on_session_end" and r.session == session:
+                if waiting or held or (delivered_in is not None and r.step == delivered_in):
+                    return  # a /resume waiting then may have switched back to the named session
                 end, since = r, None
+            elif r.kind == "command" and r.chat == chat and r.d("command") == "/resume":
+                if end is not None:
+                    return  # it may have switched back to the named session
+                if r.d("queued"):
+                    held = True
+                elif unreplied:
+                    waiting.append(set(unreplied))
             elif end is None:
                 continue
-            elif r.kind == "command" and r.chat == chat and r.d("command") == "/resume":
-                return  # it may have switched back to the named session
-            if r.kind in ("reply", "llm_request") and r.chat == chat and r.turns and r.turns[0] in messages:
+            if end is not None and r.kind in ("reply", "llm_request") and r.chat == chat and r.turns and r.turns[0] in messages:
                 if r.session == session:
                     end = None  # reopened (a /resume past its boundary): live again
                     continue
