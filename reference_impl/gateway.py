@@ -363,8 +363,10 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
         self.volatile.busy_chats[key] = request
         self.enforce_cap()
 
-    def expiry_reason(self, route: Route) -> str | None:
-        return self.volatile.policy.expiry_reason(self.policy_for(route), route.anchor, route.last_user, self.h.clock.now())
+    def expiry_reason(self, route: Route, at: int | None = None) -> str | None:
+        """Why the route's session is past its boundary `at` (now), if it is."""
+        return self.volatile.policy.expiry_reason(self.policy_for(route), route.anchor, route.last_user,
+                                                  self.h.clock.now() if at is None else at)
 
     def open_session(self, route: Route, chat: Chat, arrival: int) -> None:
         """Point the route at a new session (`start_turn` saves the route right after)."""

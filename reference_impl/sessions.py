@@ -51,8 +51,8 @@ class SessionBoundaries:
             return
         self.volatile.command_time = when
         self.store.journal_command(key, command)
-        if not route.ended and (reason := self.expiry_reason(route)):
-            self.end_session(route, reason)  # a command past the boundary notices it, as a message does
+        if not route.ended and (reason := self.expiry_reason(route, when)):
+            self.end_session(route, reason)  # a command past the boundary notices it, as a message does (as of when it took effect)
         if command in ("/new", "/reset"):
             if not route.ended:
                 self.end_session(route, "new")

@@ -52,37 +52,26 @@ from sim.weights import (
     BACKEND_FAIL_SECONDS,
     BATCH_SIZES,
     BOUNDARY_OFFSETS,
-    CACHE_CAPS,
-    CHAT_MODE_PERCENT,
     CHAT_NAMES,
     CHAT_TYPE_WEIGHTS,
     DAILY_MIN_IDLE,
     DOWNTIME,
     EVENT_ORDERS,
-    EVENT_WEIGHTS,
-    GAP_WEIGHTS,
-    HELD_MESSAGE_PERCENT,
-    IDLE_MINUTES,
     IDLE_TTLS,
-    LATENCIES,
     LOCK_SECONDS,
     MESSAGE_USAGES,
     MODES,
-    MUTED_PERCENT,
-    ORDER_PERCENT,
     OVERRIDE_PERCENT,
     PLATFORM_WEIGHTS,
     PROFILES,
     PROVIDER_COUNT,
     PROVIDER_NAMES,
-    SLOW_BACKEND_PERCENT,
     SLOW_DELAY_SECONDS,
     SLOW_SECONDS,
     START_DAYS,
-    USAGE_PERCENT,
-    WATCHERS,
     ZONES,
     GenProfile,
+    Mix,
     T,
     Table,
 )
@@ -129,21 +118,21 @@ def chance(choices: Choices, percent: int) -> bool:
 
 # -- the builder ----------------------------------------------------------------------
 
-def _policy(choices: Choices) -> ResetPolicy:
+def _policy(choices: Choices, mix: Mix) -> ResetPolicy:
     mode = weighted(choices, MODES)
     return ResetPolicy(
         mode=mode,  # type: ignore[arg-type]
-        idle_minutes=weighted(choices, IDLE_MINUTES) if mode in ("idle", "both") else ResetPolicy().idle_minutes,
+        idle_minutes=weighted(choices, mix.idle_minutes) if mode in ("idle", "both") else ResetPolicy().idle_minutes,
         at_hour=choices.integer(0, 23) if mode in ("daily", "both") else ResetPolicy().at_hour,
         daily_min_idle_minutes=weighted(choices, DAILY_MIN_IDLE) if mode in ("daily", "both") else 0,
     )
 
 
-def _overrides(choices: Choices, names: Sequence[str]) -> tuple[tuple[str, ResetPolicy], ...]:
+def _overrides(choices: Choices, names: Sequence[str], mix: Mix) -> tuple[tuple[str, ResetPolicy], ...]:
     if not names or not chance(choices, OVERRIDE_PERCENT):
         return ()
     name = names[choices.integer(0, len(names) - 1)]
-    return ((name, _policy(choices)),)
+    return ((name, _policy(choices, mix)),)
 
 
 def _chats(choices: Choices, profile: GenProfile) -> tuple[Chat, ...]:
@@ -155,28 +144,29 @@ def _chats(choices: Choices, profile: GenProfile) -> tuple[Chat, ...]:
     return tuple(chats)
 
 
-def _config(choices: Choices, chats: Sequence[Chat]) -> GatewayConfig:
-    reset = _policy(choices)
-    by_platform = _overrides(choices, sorted({c.platform for c in chats}))
-    by_chat_type = _overrides(choices, sorted({c.chat_type for c in chats}))
+def _config(choices: Choices, chats: Sequence[Chat], mix: Mix) -> GatewayConfig:
+    reset = _policy(choices, mix)
+    by_platform = _overrides(choices, sorted({c.platform for c in chats}), mix)
+    by_chat_type = _overrides(choices, sorted({c.chat_type for c in chats}), mix)
     providers = tuple(ProviderSpec(PROVIDER_NAMES[i], weighted(choices, BATCH_SIZES)) for i in range(weighted(choices, PROVIDER_COUNT)))
     return GatewayConfig(
         reset=reset,
         reset_by_platform=by_platform,
         reset_by_chat_type=by_chat_type,
-        cache_cap=weighted(choices, CACHE_CAPS),
+        cache_cap=weighted(choices, mix.cache_caps),
         idle_ttl=weighted(choices, IDLE_TTLS),
-        watcher_interval=weighted(choices, WATCHERS),
+        watcher_interval=weighted(choices, mix.watchers),
         providers=providers,
-        turn_latency=weighted(choices, LATENCIES),
+        turn_latency=weighted(choices, mix.latencies),
     )
 
 
 class _Timeline:
     """Appends events in time order, numbering turns the way the loader does."""
 
-    def __init__(self, choices: Choices, scenario_start: int, zone: ZoneInfo, config: GatewayConfig, chats: Sequence[Chat]) -> None:
-        self.choices, self.zone, self.config, self.chats = choices, zone, config, chats
+    def __init__(self, choices: Choices, scenario_start: int, zone: ZoneInfo, config: GatewayConfig, chats: Sequence[Chat],
+                 mix: Mix) -> None:
+        self.choices, self.zone, self.config, self.chats, self.mix = choices, zone, config, chats, mix
         self.cursor = scenario_start
         self.events: list[Event] = []
         self.turns = 0
@@ -191,7 +181,7 @@ class _Timeline:
 
     def gap(self, chat: Chat | None) -> int:
         """When the next event happens: a plausible gap, or a probe of `chat`'s next boundary."""
-        name, low, high = weighted(self.choices, GAP_WEIGHTS)
+        name, low, high = weighted(self.choices, self.mix.gaps)
         if name != "boundary":
             return self.cursor + self.seconds((low, high))
         offset = weighted(self.choices, BOUNDARY_OFFSETS)
@@ -213,12 +203,12 @@ class _Timeline:
 
     def message(self, t: int, chat: Chat) -> None:
         self.turns += 1
-        muted = chance(self.choices, MUTED_PERCENT)
+        muted = chance(self.choices, self.mix.muted_percent)
         self.add(Message(t, chat=chat.name, turn=f"t{self.turns}", text="hello", muted=muted))
         self.last_user[chat.name] = t
 
     def step(self, draw: str) -> None:
-        """One draw from EVENT_WEIGHTS (a kind, or a command by its name): one event, or a stop with its restart."""
+        """One draw from the mix's events (a kind, or a command by its name): one event, or a stop with its restart."""
         if draw == "backend_fail" and not self.config.providers:
             draw = "message"
         chat = self.chat() if draw in ("message", "/new", "/reset", "/stop", "/resume", "delegate", "delete_session") else None
@@ -249,7 +239,7 @@ class _Timeline:
         """A sigterm or crash, maybe a message held while down, then the restart."""
         self.add(Sigterm(t) if draw == "sigterm" else Crash(t))
         back = t + self.seconds(weighted(self.choices, DOWNTIME))
-        if chance(self.choices, HELD_MESSAGE_PERCENT):
+        if chance(self.choices, self.mix.held_message_percent):
             self.message(self.choices.integer(t, back), self.chat())
         self.add(Restart(back))
 
@@ -291,31 +281,34 @@ def build_scenario(choices: Choices, name: str, seed: int, profile: str = "defau
     zone_name = weighted(choices, ZONES)
     zone = load_zone(zone_name)
     start = local_instant(weighted(choices, START_DAYS), choices.integer(0, 23), 15 * choices.integer(0, 3), zone)
+    mix = shape.mix
     chats = _chats(choices, shape)
-    config = _config(choices, chats)
-    timeline = _Timeline(choices, start, zone, config, chats)
+    config = _config(choices, chats, mix)
+    timeline = _Timeline(choices, start, zone, config, chats, mix)
     target = choices.integer(*shape.events)
     timeline.message(start, chats[0])  # every scenario opens with a conversation
     while len(timeline.events) < target:
-        timeline.step(weighted(choices, EVENT_WEIGHTS))
-    events = _with_orders(choices, _with_slow_backend(choices, config, timeline, _with_usage(choices, timeline.events)))
-    config = _with_chat_modes(choices, config, chats)
+        timeline.step(weighted(choices, mix.events))
+    events = _with_orders(choices, _with_slow_backend(choices, config, timeline, _with_usage(choices, timeline.events, mix), mix),
+                          mix)
+    config = _with_chat_modes(choices, config, chats, mix)
     return Scenario(name=name, seed=seed, zone=zone_name, start=start, config=config, chats=chats, events=events)
 
 
-def _with_usage(choices: Choices, events: Sequence[Event]) -> tuple[Event, ...]:
-    """In USAGE_PERCENT of scenarios, what some answers report about usage. The draw that
+def _with_usage(choices: Choices, events: Sequence[Event], mix: Mix) -> tuple[Event, ...]:
+    """In the mix's `usage_percent` of scenarios, what some answers report about usage. The draw that
     turns it on is the low one (seeds 0-66 keep their scenarios); each message's plainest
     choice is still no usage of its own, so Hypothesis shrinks usage away."""
-    if choices.integer(0, 99) >= USAGE_PERCENT:
+    if choices.integer(0, 99) >= mix.usage_percent:
         return tuple(events)
     return tuple(replace(e, usage=weighted(choices, MESSAGE_USAGES)) if isinstance(e, Message) else e for e in events)
 
 
-def _with_slow_backend(choices: Choices, config: GatewayConfig, timeline: _Timeline, events: tuple[Event, ...]) -> tuple[Event, ...]:
-    """In SLOW_BACKEND_PERCENT of scenarios with a provider, one slow-backend window, starting
+def _with_slow_backend(choices: Choices, config: GatewayConfig, timeline: _Timeline, events: tuple[Event, ...],
+                       mix: Mix) -> tuple[Event, ...]:
+    """In the mix's `slow_backend_percent` of scenarios with a provider, one slow-backend window, starting
     just after an event (drawn last, so every other event of a seed stays as it was)."""
-    if not config.providers or not chance(choices, SLOW_BACKEND_PERCENT):
+    if not config.providers or not chance(choices, mix.slow_backend_percent):
         return events
     where = choices.integer(0, len(events) - 1)
     provider = config.providers[choices.integer(0, len(config.providers) - 1)]
@@ -324,19 +317,19 @@ def _with_slow_backend(choices: Choices, config: GatewayConfig, timeline: _Timel
     return (*events[:where + 1], slow, *events[where + 1:])
 
 
-def _with_orders(choices: Choices, events: tuple[Event, ...]) -> tuple[Event, ...]:
-    """In ORDER_PERCENT of scenarios, each event's order among the timers of its instant (the
+def _with_orders(choices: Choices, events: tuple[Event, ...], mix: Mix) -> tuple[Event, ...]:
+    """In the mix's `order_percent` of scenarios, each event's order among the timers of its instant (the
     plainest, Hypothesis's shrink target, is the old one: after them)."""
-    if not chance(choices, ORDER_PERCENT):
+    if not chance(choices, mix.order_percent):
         return events
     orders = [weighted(choices, EVENT_ORDERS) for _ in events]
     return tuple(e if order == AFTER_TIMERS else replace(e, order=order) for e, order in zip(events, orders, strict=True))
 
 
-def _with_chat_modes(choices: Choices, config: GatewayConfig, chats: Sequence[Chat]) -> GatewayConfig:
-    """In CHAT_MODE_PERCENT of scenarios, some chats finalized the other way than the watcher
+def _with_chat_modes(choices: Choices, config: GatewayConfig, chats: Sequence[Chat], mix: Mix) -> GatewayConfig:
+    """In the mix's `chat_mode_percent` of scenarios, some chats finalized the other way than the watcher
     says (the plainest, Hypothesis's shrink target, is none: the gateway's mode for all)."""
-    if not chance(choices, CHAT_MODE_PERCENT):
+    if not chance(choices, mix.chat_mode_percent):
         return config
     other: Finalization = "eager" if config.watcher_interval is None else "lazy"
     flipped = [chat.name for chat in chats if chance(choices, 50)]

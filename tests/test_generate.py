@@ -10,10 +10,11 @@ from dataclasses import replace
 
 from hypothesis import HealthCheck, given, settings
 
-from sim.generate import EVENT_WEIGHTS, scenario_for_seed
+from sim.generate import scenario_for_seed
 from sim.loader import load_text
-from sim.scenario import BackendFail, Message, Scenario
+from sim.scenario import BEFORE_TIMERS, BackendFail, BackendSlow, Message, Scenario
 from sim.strategies import scenarios
+from sim.weights import DENSE, EVENT_WEIGHTS
 from sim.writer import dump_text
 
 SEEDS = range(8)
@@ -68,6 +69,24 @@ def test_messages_outnumber_faults_and_faults_target_real_providers() -> None:
                 assert event.provider in providers
     assert messages / total > 0.6
     assert dict(EVENT_WEIGHTS)["message"] > sum(w for kind, w in EVENT_WEIGHTS if kind != "message")
+
+
+def test_the_dense_profile_packs_faults_and_makes_the_rare_draws_common() -> None:
+    """`--profile dense`: the default's size, with faults and commands packed close and every
+    draw the default makes rarely (orders, a slow backend, usage, per-chat modes) common."""
+    faults = total = slow = with_providers = ordered = 0
+    for seed in range(30):
+        scenario = scenario_for_seed(seed, "dense")
+        assert scenario.name == f"gen-{seed}" and _round_trip(scenario) == scenario
+        assert scenario != scenario_for_seed(seed)
+        total += len(scenario.events)
+        faults += sum(not isinstance(e, Message) for e in scenario.events)
+        ordered += any(e.order == BEFORE_TIMERS for e in scenario.events)
+        if scenario.config.providers:
+            with_providers += 1
+            slow += any(isinstance(e, BackendSlow) for e in scenario.events)
+    assert faults / total > 0.4 and ordered == 30 and slow == with_providers > 0
+    assert dict(DENSE.events)["message"] < sum(w for kind, w in DENSE.events if kind != "message")
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

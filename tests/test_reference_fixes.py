@@ -94,3 +94,37 @@ def test_commands_a_stop_made_due_survive_a_crash_inside_the_first() -> None:
     assert [r.d("reason") for r in run.records if r.kind == "on_session_finalize"] == ["idle", "switch", "switch", "idle"]
     forgets = run_scenario(scenario, _ForgetsDueCommands(), "forgets")
     assert forgets.verdicts["I1"].status == "fail" and forgets.verdicts["I5"].status == "fail"
+
+
+DUE_BEFORE_THE_BOUNDARY = """name: due-before-the-boundary-finished-after-it
+start: 2026-03-28T11:34:48
+config: {reset: {mode: idle, idle_minutes: 1}, turn_latency: 45s, providers: [{name: hindsight, retain_every_n_turns: 1}]}
+chats:
+  alice: {}
+events:
+  - message: alice
+  - {command: /resume, chat: alice, after: 30s}
+  - crash_at: {point: batch-shipped, hit: 1, restart_after: 35s}
+    after: 10s
+"""
+
+
+class _NoticesAtRestart(ReferenceGateway):
+    """Finishes a due command as if it took effect at the restart, not when it became due."""
+
+    def expiry_reason(self, route, at=None):  # type: ignore[no-untyped-def]
+        return super().expiry_reason(route)
+
+
+def test_a_due_command_finished_after_a_crash_notices_boundaries_as_of_when_it_was_due() -> None:
+    """t1's reply makes the /resume due at 11:35:33 (s1 live, nothing before it: a no-op); a
+    crash point fires in that step, and the restart at 11:36:08 finishes the /resume. Judged at
+    the restart, s1's idle boundary (11:35:48) had passed: the reference ended s1 there and
+    reopened it, two ends for one life (generated seed 212 of the dense profile, crash points)."""
+    scenario = load_text(DUE_BEFORE_THE_BOUNDARY, "<due>")
+    run = run_scenario(scenario, ReferenceGateway(), "reference")
+    assert run.passed, {c: v.summary for c, v in run.verdicts.items() if v.status != "pass"}
+    assert [r.d("reason") for r in run.records if r.kind == "on_session_finalize"] == ["idle"]
+    assert any(r.kind == "note" and r.d("what") == "resume_skipped" for r in run.records)
+    late = run_scenario(scenario, _NoticesAtRestart(), "notices-at-restart")
+    assert late.verdicts["I4"].status == "fail" and "got 2 on_session_end calls" in late.verdicts["I4"].summary
