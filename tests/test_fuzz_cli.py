@@ -376,3 +376,42 @@ def test_a_worker_told_to_stop_during_its_shutdown_ends_quietly_with_the_signal_
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stderr) == (143, ""), done.stderr
+
+
+def raises_on_reset() -> object:
+    """A gateway that raises on every /reset (a command the generator draws now and then)."""
+    from reference_impl import ReferenceGateway
+
+    class RaisesOnReset(ReferenceGateway):
+        def deliver_command(self, chat, command):  # type: ignore[no-untyped-def]
+            if command == "/reset":
+                raise RuntimeError(f"no reset for {chat.name}")
+            super().deliver_command(chat, command)
+
+    return RaisesOnReset()
+
+
+def test_a_gateway_error_is_shrunk_once_keeping_its_call_and_class(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A gateway that raises is shrunk as a failed check is: once a kind (the call it raised from
+    and the exception's class), to a scenario that still raises so; `shrink` takes one too."""
+    for where in ("conformance.search.fuzz.factory", "conformance.cli.fuzz.factory"):
+        monkeypatch.setattr(where, lambda *_: raises_on_reset)
+    monkeypatch.setattr("conformance.cli.fuzz.resolve", lambda name: raises_on_reset)
+    monkeypatch.setattr("conformance.cli.shrink.resolve", lambda name: raises_on_reset)
+    monkeypatch.setattr("conformance.cli.shrink.check_gateway", lambda *_: None)
+    code = main(["fuzz", "--seeds", "0:12", "--gateway", "raises", "--out", str(tmp_path / "out"), "--no-failure-db"])
+    out = capsys.readouterr().out
+    assert code == 1
+    failed = re.findall(r"^FAIL gen-(\d+)  I1 gateway error at step \S+ \(command\): RuntimeError: no reset for", out, re.MULTILINE)
+    shrunk = re.findall(r"^     shrunk \d+ -> (\d+) events: ", out, re.MULTILINE)
+    repeats = re.findall(r"^     not shrunk: the same gateway error as an earlier seed's \(error in command: RuntimeError\)$",
+                         out, re.MULTILINE)
+    assert shrunk == ["1"] and len(repeats) == len(failed) - 1 >= 2
+    first = tmp_path / "out" / f"gen-{failed[0]}.shrunk.yaml"
+    assert "# failing: gateway error in command: RuntimeError on gateway raises\n" in first.read_text()
+    assert "- {command: /reset, chat: " in first.read_text()
+    assert main(["shrink", str(tmp_path / "out" / f"gen-{failed[1]}.yaml"), "--gateway", "raises",
+                 "--out", str(tmp_path / "shrunk")]) == 0
+    line = capsys.readouterr().out.strip()
+    assert re.fullmatch(r"shrunk \d+ -> 1 events in \d+ runs, keeping the gateway error in command: RuntimeError: \S+", line), line

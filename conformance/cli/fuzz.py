@@ -31,6 +31,7 @@ from conformance.harness.registry import resolve
 from conformance.harness.runner import run_scenario
 from conformance.harness.suite import outcome as outcome_of
 from conformance.search.fuzz import (
+    ERROR,
     Isolation,
     SeedOutcome,
     SeedTask,
@@ -222,6 +223,8 @@ def _failure_lines(outcome: SeedOutcome, shrinking: bool) -> list[str]:
         if s.other:
             lines.append(f"     NOTE: the shrunk scenario fails {outcome.key[0]} another way: {s.other}")
             lines.append(f"     the original: {outcome.message}")
+    elif shrinking and outcome.broken and outcome.key[0] == ERROR and not outcome.start_error:
+        lines.append(f"     not shrunk: the same gateway error as an earlier seed's ({outcome.key[1]})")
     elif shrinking and not outcome.broken:
         lines.append(f"     not shrunk: the same failure as an earlier seed's ({outcome.key[0]} {outcome.key[1]})")
     return lines

@@ -25,7 +25,7 @@ from conformance.harness.calls import REAL_EXIT
 from conformance.harness.errors import Interrupted, raise_interrupted
 from conformance.harness.runner import RunResult, cyclic_gc_paused, run_scenario, when_stuck
 from conformance.harness.shell import command
-from conformance.harness.verdict import CHECKER_ERROR, FAILING, Violation
+from conformance.harness.verdict import CHECKER_ERROR, FAILING, GatewayFailure, Violation
 from conformance.harness.watchdog import DEFAULT_STEP_TIMEOUT
 from conformance.transport.factory import gateway_factory
 from sessiongate import SessiongateError
@@ -79,6 +79,32 @@ def failing(result: RunResult) -> dict[str, str]:
     return {check: v.summary for check, v in result.verdicts.items() if v.status in BAD}
 
 
+ERROR = "error"  # the key's first part for a gateway error (`SeedOutcome.key`): no check's finding
+_CLASS = re.compile(r"[A-Za-z_][\w.]*")
+
+
+def error_signature(failure: GatewayFailure) -> str:
+    """What makes two gateway errors one kind: the call it came out of (without its line or
+    ids) and the exception's class, or, for what the harness found wrong in the gateway's
+    answer, its first words. A shrink keeps it; fuzz shrinks each kind once."""
+    call = failure.event.split(" (line ")[0].split()[0] if failure.event.strip() else "?"
+    head = failure.message.split(":", 1)[0]
+    if not _CLASS.fullmatch(head):
+        head = " ".join(failure.message.split()[:4])
+    return f"{failure.kind} in {call}: {head}"
+
+
+def same_error(gateway: str, signature: str, isolation: Isolation = Isolation()) -> Predicate:
+    """True for scenarios on which `gateway` still fails with a gateway error of this kind."""
+    make = factory(gateway, isolation)
+
+    def fails(scenario: Scenario) -> bool:
+        failure = run_scenario(scenario, make(), gateway, budget=candidate_budget(scenario)).failure
+        return failure is not None and error_signature(failure) == signature
+
+    return fails
+
+
 def same_failure(gateway: str, check: str, status: str, control: str | None = None,
                  isolation: Isolation = Isolation()) -> Predicate:
     """True for scenarios on which `gateway` still gives `check` the verdict `status` (and,
@@ -112,14 +138,16 @@ class Shrinking:
 
 
 def shrink_and_write(scenario: Scenario, original: Path, gateway: str, check: str, status: str,
-                     control: str | None = None, isolation: Isolation = Isolation(), slug: str = "") -> Shrinking:
+                     control: str | None = None, isolation: Isolation = Isolation(), slug: str = "",
+                     error: str = "") -> Shrinking:
     """Shrink a failing scenario keeping `check`'s verdict; write it beside `original`. With
     `slug` (the original's first violation), say when the shrunk one no longer shows it: the
-    shrink keeps the check failing, and may end on another bug of the same check."""
-    fails = same_failure(gateway, check, status, control, isolation)
+    shrink keeps the check failing, and may end on another bug of the same check. With `error`
+    (`error_signature`), keep a gateway error of that kind instead of a check's verdict."""
+    fails = same_error(gateway, error, isolation) if error else same_failure(gateway, check, status, control, isolation)
     shrunk = shrink(scenario, fails)
     other = ""
-    if slug:
+    if slug and not error:
         verdict = run_scenario(shrunk.scenario, factory(gateway, isolation)(), gateway,
                                budget=candidate_budget(shrunk.scenario)).verdicts.get(check)
         violations = verdict.violations if verdict is not None else ()
@@ -130,8 +158,8 @@ def shrink_and_write(scenario: Scenario, original: Path, gateway: str, check: st
     result = replace(shrunk.scenario, name=f"{scenario.name}-shrunk", catches=catches)
     header = (f"shrunk from {scenario.name} (seed {scenario.seed}, {shrunk.original_events} events) "
               f"to {len(result.events)} events in {shrunk.runs} runs\n"
-              f"failing: {check} ({status}) on gateway {gateway}"
-              + (f", not on {control}" if control else "") + "\n"
+              + (f"failing: gateway {error} on gateway {gateway}" if error else
+                 f"failing: {check} ({status}) on gateway {gateway}" + (f", not on {control}" if control else "")) + "\n"
               "reproduce: " + command("run", str(original.with_name(original.stem + ".shrunk.yaml")), "--gateway", gateway))
     if other:
         header += f"\nNOTE: this fails {check} another way than the original (another bug of the same check?): {other}"
@@ -230,7 +258,11 @@ def _run_seed(task: SeedTask) -> SeedOutcome:
     verdict = verdicts[check]
     first = verdict.violations[0] if verdict.violations else None
     start_error = failure.describe() if failure is not None and failure.step == 0 else ""
-    return SeedOutcome(task.seed, vacuous, bad, str(path), None, broken=failure is not None, start_error=start_error,
+    if failure is not None:  # one kind of gateway error (a timeout is never shrunk: each candidate would wait it out)
+        return SeedOutcome(task.seed, vacuous, bad, str(path), None, broken=True, start_error=start_error,
+                           checker_error=checker, key=(ERROR if failure.kind == "error" else "timeout", error_signature(failure)),
+                           status=failure.kind, message=failure.describe())
+    return SeedOutcome(task.seed, vacuous, bad, str(path), None, start_error=start_error,
                        checker_error=checker, key=(check, kind(first) if first is not None else verdict.status),
                        status=verdict.status, message=first.message if first is not None else verdict.summary)
 
@@ -247,16 +279,17 @@ def kind(violation: Violation) -> str:
 def shrink_distinct(outcome: SeedOutcome, task: SeedTask, seen: set[tuple[str, str]]) -> SeedOutcome:
     """Shrink a counted failure if it is the first of its kind (`SeedOutcome.key`), in the
     parent, so a buggy gateway's thousand failures of one bug cost one shrink, not a thousand.
-    Marks its kind seen either way. A gateway error is counted and written, never shrunk (see
-    cmd_shrink)."""
-    if not outcome.failing or outcome.broken or outcome.refused or outcome.key in seen:
+    Marks its kind seen either way. A gateway error is shrunk keeping its kind
+    (`error_signature`); a timeout, or an error before the first event, is neither shrunk nor
+    counted as a kind (nor saved in the failure database)."""
+    check, slug = outcome.key
+    if not outcome.failing or outcome.refused or outcome.key in seen or (outcome.broken and (check != ERROR or outcome.start_error)):
         return outcome
     seen.add(outcome.key)
     if not task.shrink:
         return outcome
-    check, slug = outcome.key
     shrunk = shrink_and_write(load_file(outcome.path), Path(outcome.path), task.gateway, check, outcome.status,
-                              isolation=task.isolation, slug=slug)
+                              isolation=task.isolation, slug=slug, error=slug if check == ERROR else "")
     return replace(outcome, shrunk=shrunk)
 
 
