@@ -16,10 +16,11 @@ from reference_impl.registry import reference, variant
 from sim.clock import VirtualClock
 from sim.document import ScenarioError
 from sim.engine import Engine
-from sim.generate import ORDER_PERCENT, scenario_for_seed
+from sim.generate import scenario_for_seed
 from sim.loader import load_file, load_text
 from sim.scenario import AFTER_TIMERS, BEFORE_TIMERS, Message
 from sim.shrink import shrink
+from sim.weights import ORDER_PERCENT
 from sim.writer import dump_text
 
 CATALOG = Path(__file__).resolve().parents[1] / "conformance" / "catalog"

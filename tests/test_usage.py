@@ -10,10 +10,11 @@ import pytest
 from conformance.harness.runner import run_scenario
 from reference_impl.registry import reference
 from sim.document import ScenarioError
-from sim.generate import USAGE_PERCENT, scenario_for_seed
+from sim.generate import scenario_for_seed
 from sim.loader import load_text
 from sim.scenario import Message
 from sim.shrink import shrink
+from sim.weights import USAGE_PERCENT
 from sim.writer import dump_text
 
 SCENARIO = """name: usage
