@@ -176,3 +176,49 @@ def test_a_call_due_while_the_gateway_is_stopped_is_excused() -> None:
     verdict = judge(_cut_off(STOPPED % "20s", _RetriesAtTick()))["I3"]
     assert verdict.status == "fail" and "after s1's on_session_end at 14:39:52" in verdict.violations[0].message
     assert judge(_cut_off(STOPPED % "5m", _RetriesAtTick()))["I3"].status == "pass"
+
+
+# A slow call made again with the turns buffered since: the backend holds the whole call until
+# the newest turn is done, so the older one lands late. Dense-mix seed 119 (small size, crash
+# points): at the restart s1 ends (idle) with t1's call in flight, the cut /resume reopens s1,
+# and t2 lands in it; at t1's `ready` the reference shipped [t1, t2] in one call.
+MERGED = """name: slow-call-made-again-alone
+start: '2026-01-05T05:15:00'
+config:
+  reset: {mode: idle, idle_minutes: 1}
+  providers: [{name: hindsight, retain_every_n_turns: 3}]
+chats:
+  alice: {platform: telegram, chat_type: dm}
+events:
+  - message: alice
+  - crash_at: {point: route-rotated, hit: 1, restart_after: 9s}
+    after: 1m1s
+  - {command: /resume, chat: alice}
+  - {backend_slow: hindsight, for: 35s, delay: 14s}
+  - message: alice
+"""
+
+
+class _Forgets(dict):  # type: ignore[type-arg]
+    def __setitem__(self, key: object, value: object) -> None:
+        pass
+
+
+class _MergesSlowCalls(ReferenceGateway):
+    """Makes a slow call again with everything buffered since (its provider keeps no slow call)."""
+
+    def make_provider(self, spec: ProviderSpec) -> BatchingProvider:
+        provider = super().make_provider(spec)
+        provider.slow_calls = _Forgets()
+        return provider
+
+
+def test_a_slow_call_is_made_again_alone_so_it_lands_when_the_backend_said() -> None:
+    scenario = load_text(MERGED, "<merged>")
+    run = run_scenario(scenario, ReferenceGateway(), "reference")
+    assert run.passed, {c: v.summary for c, v in run.verdicts.items() if v.status != "pass"}
+    landed = [(r.turns, r.t) for r in run.records if r.kind == "ingest" and r.d("backend") == "hindsight"]
+    busy = [r for r in run.records if r.kind == "ingest_busy"]
+    assert landed[0] == (("t1",), busy[0].d("ready"))
+    merged = run_scenario(scenario, _MergesSlowCalls(), "merges")
+    assert "took [t1] only at 05:16:29, after s1's on_session_end at 05:16:01" in merged.verdicts["I3"].summary

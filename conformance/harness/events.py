@@ -96,32 +96,38 @@ class EventSteps(GatewayCalls):
         held = False  # a /resume held while down; then the step of the restart that delivered it
         delivered_in: object = None
         for r in records:
-            if r.chat == chat and r.turns and r.turns[0] in messages:
-                if r.kind == "message":
-                    unreplied.add(r.turns[0])
-                elif r.kind == "reply":
-                    unreplied.discard(r.turns[0])
-                    waiting = [rest for behind in waiting if (rest := behind - {r.turns[0]})]
-            if r.kind == "restart" and held:
-                held, delivered_in = False, r.step
-            if r.kind == "on_session_end" and r.session == session:
-                if waiting or held or (delivered_in is not None and r.step == delivered_in):
-                    return  # a /resume waiting then may have switched back to the named session
-                end, since = r, None
-            elif r.kind == "command" and r.chat == chat and r.d("command") == "/resume":
-                if end is not None:
-                    return  # it may have switched back to the named session
-                if r.d("queued"):
-                    held = True
-                elif unreplied:
-                    waiting.append(set(unreplied))
-            elif end is None:
+            kind = r.kind
+            if r.chat != chat:  # most records: one look a record (a deletion reads the whole log)
+                if kind == "on_session_end" and r.session == session:
+                    if waiting or held or (delivered_in is not None and r.step == delivered_in):
+                        return  # a /resume waiting then may have switched back to the named session
+                    end, since = r, None
+                elif kind == "restart" and held:
+                    held, delivered_in = False, r.step
                 continue
-            if end is not None and r.kind in ("reply", "llm_request") and r.chat == chat and r.turns and r.turns[0] in messages:
+            if kind == "command":
+                if r.d("command") == "/resume":
+                    if end is not None:
+                        return  # it may have switched back to the named session
+                    if r.d("queued"):
+                        held = True
+                    elif unreplied:
+                        waiting.append(set(unreplied))
+                continue
+            turn = r.turns[0] if r.turns else None
+            if turn not in messages:
+                continue
+            if kind == "message":
+                unreplied.add(turn)
+            elif kind == "reply":
+                unreplied.discard(turn)
+                if waiting:
+                    waiting = [rest for behind in waiting if (rest := behind - {turn})]
+            if end is not None and kind in ("reply", "llm_request"):
                 if r.session == session:
                     end = None  # reopened (a /resume past its boundary): live again
-                    continue
-                since = since or r
+                else:
+                    since = since or r
         if end is not None and since is not None:
             self._misaimed(f"the gateway's routing names {session} for {chat}, which ended at {self.clock.format(end.t)}; "
                            f"the chat's turns since went to {since.session} ({since.turns[0]} at {self.clock.format(since.t)})")
