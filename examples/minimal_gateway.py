@@ -131,6 +131,7 @@ class MinimalGateway:
         self.queues: dict[str, deque[tuple[Inbound | tuple[Chat, str], int]]] = {}  # (message or command, arrival)
         self.owed: set[tuple[str, str]] = set()  # (provider, session) buffers a failing backend refused
         self.retries: list[Timer] = []  # at the times a slow backend said its calls complete
+        self.slow_calls: dict[tuple[str, str], list[int]] = {}  # (provider, session) -> its slow calls' sizes, in order
         self.up = True
         self.flush_all_buffers()  # what a crash, or a SIGTERM while a backend failed, left behind
         self.timer: Timer | None = self.h.scheduler.call_at(self.h.clock.now() + self.tick_every(), self.tick)
@@ -377,18 +378,39 @@ class MinimalGateway:
         agent.flushed = len(agent.rows)
 
     def flush_buffer(self, provider: str, session: str) -> None:
-        """Ship a batching provider's buffered turns of `session`; kept and retried if refused."""
+        """Ship a batching provider's buffered turns of `session`; kept and retried if refused.
+        A slow backend's calls are made again as they were (each lands when the backend said),
+        and turns buffered since go in a call of their own: one call with them all would be held
+        back until the newest is done, and the older turns would land late."""
         buffer = self.disk.buffers[provider].get(session)
         if not buffer:
             return
-        try:
-            self.h.backends[provider].ingest(session, [text for turn in buffer for text in turn])
-        except BackendUnavailable as err:
+        calls, at = [], 0
+        for size in self.slow_calls.pop((provider, session), []):
+            calls.append(buffer[at:at + size])
+            at += size
+        calls.append(buffer[at:])
+        kept: list[tuple[str, str]] = []
+        sizes: list[int] = []
+        for k, call in enumerate(calls):
+            if not call:
+                continue
+            try:
+                self.h.backends[provider].ingest(session, [text for turn in call for text in turn])
+            except BackendBusy as err:
+                kept, sizes = kept + call, [*sizes, len(call)]
+                if self.up:  # a slow backend: retry when it said, not at the tick
+                    now = self.h.clock.now()
+                    self.retries = [t for t in self.retries if not t.cancelled and t.when > now]
+                    self.retries.append(self.h.scheduler.call_at(err.ready_at, self.retry_owed))
+            except BackendUnavailable:  # failing: the rest would fail too
+                rest = [c for c in calls[k:] if c]
+                kept, sizes = kept + [turn for c in rest for turn in c], sizes + [len(c) for c in rest]
+                break
+        if kept:
+            self.disk.buffers[provider][session] = kept
+            self.slow_calls[(provider, session)] = sizes
             self.owed.add((provider, session))
-            if isinstance(err, BackendBusy) and self.up:  # a slow backend: retry when it said, not at the tick
-                now = self.h.clock.now()
-                self.retries = [t for t in self.retries if not t.cancelled and t.when > now]
-                self.retries.append(self.h.scheduler.call_at(err.ready_at, self.retry_owed))
             return
         del self.disk.buffers[provider][session]
         self.owed.discard((provider, session))

@@ -37,7 +37,7 @@ class BatchingProvider:
         self.shipped = store.ingested(name)
         self.shutting_down = False
         self.owed: set[str] = set()  # sessions whose flush was asked for and failed
-        self.slow_calls: dict[str, set[str]] = {}  # session -> the turns of its call a slow backend is completing
+        self.slow_calls: dict[str, list[set[str]]] = {}  # session -> the turns of each call a slow backend is completing
 
     def sync_turn(self, turn: Turn) -> None:
         if self.buffer(turn):
@@ -59,23 +59,29 @@ class BatchingProvider:
         if pending:
             if self.shutting_down:
                 return False
-            # A slow backend's call is made again as it was, so it lands when the backend said;
-            # turns buffered since go in a call of their own (they would hold the first one back).
-            slow = self.slow_calls.get(session)
-            calls = [pending] if slow is None else [[t for t in pending if t.turn in slow], [t for t in pending if t.turn not in slow]]
-            for call in calls:
+            # A slow backend's calls are made again as they were, each landing when the backend
+            # said; turns buffered since go in a call of their own, made now too (one call with
+            # them all would be held back until the newest is done).
+            slow = self.slow_calls.pop(session, [])
+            calls = [[t for t in pending if t.turn in call] for call in slow]
+            calls.append([t for t in pending if not any(t.turn in call for call in slow)])
+            still: list[set[str]] = []
+            for k, call in enumerate(calls):
                 if not call:
                     continue
                 try:
                     self.deliver(session, call)
-                except BackendUnavailable as err:
-                    self.owed.add(session)  # kept; retried at the next tick, flush or shutdown
-                    if isinstance(err, BackendBusy):
-                        self.slow_calls[session] = {t.turn for t in call}
-                        if self.retry_at is not None:
-                            self.retry_at(err.ready_at)  # and the moment a slow backend is done: late is late (I3)
-                    return False
-                self.slow_calls.pop(session, None)
+                except BackendBusy as err:
+                    still.append({t.turn for t in call})
+                    if self.retry_at is not None:
+                        self.retry_at(err.ready_at)  # the moment a slow backend is done: late is late (I3)
+                except BackendUnavailable:  # failing: the rest would fail too; kept as they were
+                    still += [{t.turn for t in c} for c in calls[k:] if c]
+                    break
+            if still:
+                self.slow_calls[session] = still
+                self.owed.add(session)  # kept; retried at the next tick, flush or shutdown
+                return False
         self.settle(session, buffer)
         self.owed.discard(session)
         return True

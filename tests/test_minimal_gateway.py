@@ -97,6 +97,36 @@ events:
 """
 
 
+SLOW_CALL_ALONE = """
+name: slow-call-made-again-alone
+start: '2026-01-06T12:59:59'
+zone: Europe/Berlin
+config:
+  reset: {mode: daily, at_hour: 13}
+  providers: [{name: hindsight, retain_every_n_turns: 1}]
+  turn_latency: 10s
+chats: {alice: {platform: telegram, chat_type: dm}}
+events:
+- {message: alice}
+- {backend_slow: hindsight, for: 1m39s, delay: 51s, after: 2s}
+- {command: /resume, chat: alice, after: 6s}
+- {message: alice}
+"""
+
+
+def test_the_example_makes_a_slow_call_again_alone() -> None:
+    """Dense-mix seed 8333 (small size, crash points), shrunk: s1 ends at 13:00 with t1's call to
+    a slow backend in flight, the /resume reopens s1 and t2 lands in it. The example made t1's
+    call again with t2 in it, and the backend held both until t2 was done: t1 landed late (I3)."""
+    from sim.loader import load_text
+
+    result = run_scenario(load_text(SLOW_CALL_ALONE), _example().make(), "minimal_gateway:make")
+    assert {c: v.summary for c, v in result.verdicts.items() if v.status != "pass"} == {}
+    busy = next(r for r in result.records if r.kind == "ingest_busy")
+    landed = next(r for r in result.records if r.kind == "ingest" and r.d("backend") == "hindsight")
+    assert landed.turns == ("t1",) and landed.t == busy.d("ready")
+
+
 def test_the_example_passes_what_fuzz_found_in_it() -> None:
     """Seeds 44 and 241 of `fuzz --seeds 0:300`, shrunk. 44: a /resume past the idle boundary must
     notice it as a message does (the example reopened nothing and ended s1 once, for two lives).

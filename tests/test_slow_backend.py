@@ -222,3 +222,32 @@ def test_a_slow_call_is_made_again_alone_so_it_lands_when_the_backend_said() -> 
     assert landed[0] == (("t1",), busy[0].d("ready"))
     merged = run_scenario(scenario, _MergesSlowCalls(), "merges")
     assert "took [t1] only at 05:16:29, after s1's on_session_end at 05:16:01" in merged.verdicts["I3"].summary
+
+
+BUFFERED_WHILE_SLOW = """name: buffered-while-slow
+start: '2026-01-05T08:14:59.001'
+config: {reset: {mode: none}, providers: [{name: hindsight, retain_every_n_turns: 1}]}
+chats:
+  alice: {platform: telegram, chat_type: dm}
+events:
+  - message: alice
+  - {backend_slow: hindsight, for: 9m24s, delay: 1m19s}
+  - {message: alice, after: 36s}
+  - {command: /new, chat: alice, after: 9s}
+"""
+
+
+def test_turns_buffered_while_a_call_is_slow_are_sent_at_once_in_their_own_call() -> None:
+    """t1's call is slow (ready 08:16:20); t2 is buffered at 08:15:37. Made again alone, t1's call
+    lands when the backend said, and t2 goes at once in a call of its own, so both are on their
+    way by the /new at 08:15:44. Holding t2 back until t1 landed made it late (dense-mix seed 752,
+    small size: a first version of the fix above failed 21 of 20,000 such seeds)."""
+    run = run_scenario(load_text(BUFFERED_WHILE_SLOW, "<buffered>"), ReferenceGateway(), "reference")
+    assert run.passed, {c: v.summary for c, v in run.verdicts.items() if v.status != "pass"}
+    records = list(run.records)
+    end = next(i for i, r in enumerate(records) if r.kind == "on_session_end")
+    sent = [(i, r.turns) for i, r in enumerate(records) if r.kind == "ingest_busy" and i < end]
+    assert ("t2",) in [turns for _i, turns in sent] and all(turns in (("t1",), ("t2",)) for _i, turns in sent)
+    # Both ways: without t2's calls before the end, t2 was first sent after it: late.
+    held_back = [r for i, r in enumerate(records) if not (r.kind == "ingest_busy" and r.turns == ("t2",) and i < end)]
+    assert "took [t2] only at 08:16:56, after s1's on_session_end at 08:15:44" in judge(held_back)["I3"].summary
