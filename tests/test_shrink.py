@@ -89,3 +89,38 @@ def test_shrink_and_write_keeps_a_zoo_variant_caught(tmp_path: Path) -> None:
     assert written.events <= 12 and written.reproduces
     text = Path(written.path).read_text()
     assert "seed 0" in text and f"failing: {check}" in text and f"{len(scenario.events)} events" in text
+
+
+def busy_and_never_finalizes() -> Any:
+    """A zoo variant (no on_session_finalize at idle expiry) that also keeps its scheduler busy:
+    a timer every 10 ms for the scenario's first half hour, ~180,000 engine events, more than a
+    shrink candidate's budget (`candidate_budget`) and well within a run's."""
+    from reference_impl.variants import VARIANTS
+
+    class Busy(VARIANTS["idle-expiry-no-finalize"]):  # type: ignore[misc, valid-type]
+        def boot(self) -> None:
+            super().boot()
+            self.busy_until = self.h.clock.now() + 30 * 60_000
+            self.h.scheduler.call_at(self.h.clock.now() + 10, self.busy)
+
+        def busy(self) -> None:
+            if self.running and self.h.clock.now() < self.busy_until:
+                self.h.scheduler.call_at(self.h.clock.now() + 10, self.busy)
+
+    return Busy()
+
+
+def test_a_gateway_busier_than_a_candidates_budget_is_still_shrunk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its every candidate used to run out of the candidate's event budget (a timeout, not the
+    check's failure): nothing shrank and the file did not reproduce (zoo variant
+    orphan-child-never-recreated on seed 92, a retry every second for hours). When the original
+    fails only with a run's budget, the candidates get it too."""
+    from conformance.search.fuzz import candidate_budget, shrink_and_write
+
+    monkeypatch.setattr("conformance.search.fuzz.factory", lambda *_: busy_and_never_finalizes)
+    scenario = load_file(Path(__file__).resolve().parents[1] / "conformance" / "catalog" / "01-idle-expiry-end-and-finalize.yaml")
+    assert run_scenario(scenario, busy_and_never_finalizes(), "busy").verdicts["I1"].status == "fail"
+    cut = run_scenario(scenario, busy_and_never_finalizes(), "busy", budget=candidate_budget(scenario))
+    assert cut.failure is not None and cut.failure.kind == "timeout"
+    written = shrink_and_write(scenario, tmp_path / "x.yaml", "busy", "I1", "fail")
+    assert written.reproduces and written.events < len(scenario.events)

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from conformance.harness.calls import REAL_EXIT
 from conformance.harness.errors import Interrupted, raise_interrupted
-from conformance.harness.runner import RunResult, cyclic_gc_paused, run_scenario, when_stuck
+from conformance.harness.runner import DEFAULT_BUDGET, RunResult, cyclic_gc_paused, run_scenario, when_stuck
 from conformance.harness.shell import command
 from conformance.harness.verdict import CHECKER_ERROR, FAILING, GatewayFailure, Violation
 from conformance.harness.watchdog import DEFAULT_STEP_TIMEOUT
@@ -94,32 +94,35 @@ def error_signature(failure: GatewayFailure) -> str:
     return f"{failure.kind} in {call}: {head}"
 
 
-def same_error(gateway: str, signature: str, isolation: Isolation = Isolation()) -> Predicate:
-    """True for scenarios on which `gateway` still fails with a gateway error of this kind."""
+def same_error(gateway: str, signature: str, isolation: Isolation = Isolation(), budget: int | None = None) -> Predicate:
+    """True for scenarios on which `gateway` still fails with a gateway error of this kind
+    (`budget`: engine events a candidate may take; None: `candidate_budget`)."""
     make = factory(gateway, isolation)
 
     def fails(scenario: Scenario) -> bool:
-        failure = run_scenario(scenario, make(), gateway, budget=candidate_budget(scenario)).failure
+        failure = run_scenario(scenario, make(), gateway, budget=budget or candidate_budget(scenario)).failure
         return failure is not None and error_signature(failure) == signature
 
     return fails
 
 
 def same_failure(gateway: str, check: str, status: str, control: str | None = None,
-                 isolation: Isolation = Isolation()) -> Predicate:
+                 isolation: Isolation = Isolation(), budget: int | None = None) -> Predicate:
     """True for scenarios on which `gateway` still gives `check` the verdict `status` (and,
     with `control`, that gateway does not fail it: the failure still tells the two apart).
-    `isolation` is the run's: a gateway isolated because it may hang is isolated while shrinking."""
+    `isolation` is the run's: a gateway isolated because it may hang is isolated while shrinking.
+    `budget`: engine events a candidate may take (None: `candidate_budget`)."""
     make = factory(gateway, isolation)
     control_factory = factory(control) if control else None
 
     def fails(scenario: Scenario) -> bool:
-        verdict = run_scenario(scenario, make(), gateway, budget=candidate_budget(scenario)).verdicts.get(check)
+        events = budget or candidate_budget(scenario)
+        verdict = run_scenario(scenario, make(), gateway, budget=events).verdicts.get(check)
         if verdict is None or verdict.status != status:
             return False
         if control_factory is None:
             return True
-        other = run_scenario(scenario, control_factory(), control or "", budget=candidate_budget(scenario)).verdicts.get(check)
+        other = run_scenario(scenario, control_factory(), control or "", budget=events).verdicts.get(check)
         return other is None or other.status not in BAD
 
     return fails
@@ -144,7 +147,13 @@ def shrink_and_write(scenario: Scenario, original: Path, gateway: str, check: st
     `slug` (the original's first violation), say when the shrunk one no longer shows it: the
     shrink keeps the check failing, and may end on another bug of the same check. With `error`
     (`error_signature`), keep a gateway error of that kind instead of a check's verdict."""
-    fails = same_error(gateway, error, isolation) if error else same_failure(gateway, check, status, control, isolation)
+    def predicate(budget: int | None) -> Predicate:
+        return same_error(gateway, error, isolation, budget) if error else same_failure(gateway, check, status, control,
+                                                                                          isolation, budget)
+
+    fails = predicate(None)
+    if not fails(scenario):  # a gateway that takes more engine events than a candidate may (a retry storm): the run's budget
+        fails = predicate(DEFAULT_BUDGET)
     shrunk = shrink(scenario, fails)
     other = ""
     if slug and not error:
