@@ -62,9 +62,12 @@ class BatchingProvider:
             # A slow backend's calls are made again as they were, each landing when the backend
             # said; turns buffered since go in a call of their own, made now too (one call with
             # them all would be held back until the newest is done).
-            slow = self.slow_calls.pop(session, [])
-            calls = [[t for t in pending if t.turn in call] for call in slow]
-            calls.append([t for t in pending if not any(t.turn in call for call in slow)])
+            slow = self.slow_calls.pop(session, None)
+            if slow is None:  # the usual flush: one call (no list of calls made a turn)
+                calls = [pending]
+            else:
+                calls = [[t for t in pending if t.turn in call] for call in slow]
+                calls.append([t for t in pending if not any(t.turn in call for call in slow)])
             still: list[set[str]] = []
             for k, call in enumerate(calls):
                 if not call:

@@ -4,14 +4,14 @@ injects was applied (a gateway that ignored one would pass its scenarios vacuous
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
 from conformance.adapter import Inbound
 from conformance.harness.calls import AHEAD, Died, GatewayCalls, GatewayRaised
 from conformance.harness.verdict import GatewayFailure
-from conformance.observations import DurableState
+from conformance.observations import DurableState, Obs
 from sim.kinds import covered
 from sim.scenario import (
     BEFORE_TIMERS,
@@ -87,48 +87,19 @@ class EventSteps(GatewayCalls):
             return
         end = None  # the named session's last on_session_end, then: what the chat did after it
         since = None
-        # A /resume that came before the end may take effect after it: one waiting behind the
-        # chat's turns in flight (until their replies) or held while the gateway was down (until
-        # the step of the restart that delivers it). Kept waiting where unsure (a /stop or a stop
-        # may have ended its wait): a stale entry may then pass, a live one never fails.
-        unreplied: set[str] = set()
-        waiting: list[set[str]] = []  # for each /resume waiting behind turns: those turns
-        held = False  # a /resume held while down; then the step of the restart that delivered it
-        delivered_in: object = None
         for r in records:
-            kind = r.kind
-            if r.chat != chat:  # most records: one look a record (a deletion reads the whole log)
-                if kind == "on_session_end" and r.session == session:
-                    if waiting or held or (delivered_in is not None and r.step == delivered_in):
-                        return  # a /resume waiting then may have switched back to the named session
-                    end, since = r, None
-                elif kind == "restart" and held:
-                    held, delivered_in = False, r.step
+            if r.kind == "on_session_end" and r.session == session:
+                end, since = r, None
+            elif end is None:
                 continue
-            if kind == "command":
-                if r.d("command") == "/resume":
-                    if end is not None:
-                        return  # it may have switched back to the named session
-                    if r.d("queued"):
-                        held = True
-                    elif unreplied:
-                        waiting.append(set(unreplied))
-                continue
-            turn = r.turns[0] if r.turns else None
-            if turn not in messages:
-                continue
-            if kind == "message":
-                unreplied.add(turn)
-            elif kind == "reply":
-                unreplied.discard(turn)
-                if waiting:
-                    waiting = [rest for behind in waiting if (rest := behind - {turn})]
-            if end is not None and kind in ("reply", "llm_request"):
+            elif r.kind == "command" and r.chat == chat and r.d("command") == "/resume":
+                return  # it may have switched back to the named session
+            if r.kind in ("reply", "llm_request") and r.chat == chat and r.turns and r.turns[0] in messages:
                 if r.session == session:
                     end = None  # reopened (a /resume past its boundary): live again
-                else:
-                    since = since or r
-        if end is not None and since is not None:
+                    continue
+                since = since or r
+        if end is not None and since is not None and not _resume_waiting(records, chat, end, messages):
             self._misaimed(f"the gateway's routing names {session} for {chat}, which ended at {self.clock.format(end.t)}; "
                            f"the chat's turns since went to {since.session} ({since.turns[0]} at {self.clock.format(since.t)})")
 
@@ -265,6 +236,43 @@ class EventSteps(GatewayCalls):
             self._call(self.current_event, self.gateway.deliver_command, self._chat(event.chat), event.name)
         elif isinstance(event, Delegate):
             self._call(self.current_event, self.gateway.delegate, self._chat(event.chat), f"[{event.turn}] delegated task")
+
+
+def _resume_waiting(records: Sequence[Obs], chat: str, end: Obs, messages: set[str]) -> bool:
+    """Whether a /resume of the chat that came before `end` was still waiting then, so that it
+    took effect after it and may have switched back: behind the chat's turns in flight (until
+    their replies), or held while the gateway was down (until the step of the restart that
+    delivered it). Read only when an entry looks stale. Kept waiting where unsure (a /stop or a
+    stop may have ended its wait): a stale entry may then pass, a live one never fails."""
+    unreplied: set[str] = set()
+    waiting: list[set[str]] = []  # for each /resume waiting behind turns: those turns
+    held = False  # a /resume held while down
+    delivered_in: object = None  # the step of the restart that delivered it
+    for r in records:
+        kind = r.kind
+        if kind == "on_session_end" and r == end:
+            return bool(waiting) or held or (delivered_in is not None and r.step == delivered_in)
+        if kind == "restart" and held:
+            held, delivered_in = False, r.step
+        if r.chat != chat:
+            continue
+        if kind == "command":
+            if r.d("command") == "/resume":
+                if r.d("queued"):
+                    held = True
+                elif unreplied:
+                    waiting.append(set(unreplied))
+            continue
+        turn = r.turns[0] if r.turns else None
+        if turn not in messages:
+            continue
+        if kind == "message":
+            unreplied.add(turn)
+        elif kind == "reply":
+            unreplied.discard(turn)
+            if waiting:
+                waiting = [rest for behind in waiting if (rest := behind - {turn})]
+    return False
 
 
 APPLY: dict[str, Callable[[EventSteps, Any, str], None]] = {
