@@ -273,7 +273,10 @@ def _late(m: RunModel, backends: list[str], whole: dict[str, array[int]], indexe
         for turn in dict.fromkeys(t for half in ingested_halves(r) for t in half):
             in_flight.setdefault(r.d("backend"), {}).setdefault(turn, []).append((r.t, r.d("ready")))
     failed: dict[str, dict[str, set[int]]] = {}  # backend -> turn -> when a call carrying it failed
-    stopped: list[tuple[int, int, int]] = []  # (index, t) of each stop, and the t of its restart (NEVER: none)
+    # (index, t) of each stop, and the t of its restart (NEVER: none). By index, not the model's
+    # index-free `stopped_at`: ends a stop's own shutdown delivers come after its record at its
+    # instant, and a stop that came before the moment excuses nothing at it.
+    stopped: list[tuple[int, int, int]] = []
     if in_flight:
         for _index, r in m.of("ingest_failed"):
             for turn in dict.fromkeys(t for half in ingested_halves(r) for t in half):
