@@ -142,9 +142,10 @@ class CrashPoints:
         for entry in list(self.armed):
             if entry[0] == point:
                 entry[1] -= 1
-                if entry[1] == 0 and not fire:
-                    fire, self.restart_after = True, entry[2]
+                if entry[1] == 0:  # two `crash_at`s due at one hit are one crash (the first's restart)
                     self.armed.remove(entry)
+                    if not fire:
+                        fire, self.restart_after = True, entry[2]
         if not fire and self.swarm is not None:
             fire, self.restart_after = self.swarm(point)
         if fire:

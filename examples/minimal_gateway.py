@@ -173,6 +173,9 @@ class MinimalGateway:
     def deliver_command(self, chat: Chat, command: str) -> None:
         if command == "/stop":
             self.stop_turn(chat.name)
+            route = self.disk.routes.get(chat.name)
+            if route is not None and chat.name not in self.busy_chats:
+                self.notice_boundary(route)  # a command past the boundary notices it, /stop too
         elif self.waiting(chat.name):  # never mid-turn: after the reply
             self.queues.setdefault(chat.name, deque()).append(((chat, command), self.h.clock.now()))
         else:

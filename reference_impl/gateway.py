@@ -239,11 +239,24 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
         key = self.route_key(chat)
         if command == "/stop":
             self.stop_turn(key)
+            self.notice_expiry(key)
             return
         if key in self.volatile.busy_chats or self.volatile.queues.get(key):  # never mid-turn: after the reply
             self.volatile.queues.setdefault(key, deque()).append(("command", (chat, command), self.h.clock.now()))
             return
         self.run_command(chat, command)
+
+    def notice_expiry(self, key: str) -> None:
+        """A command past the chat's boundary notices it, as a message does (docs/contract.md):
+        a /stop too, once the turn it abandoned is done. Without it nothing is lost while the
+        policy stays, but a restart that changes the policy would find the entry live again. A
+        turn the /stop let start (queued behind the one it abandoned) has noticed it already."""
+        if key in self.volatile.busy_chats:
+            return
+        route = self.store.route(key)
+        if route is not None and route.session_id and not route.ended and (reason := self.expiry_reason(route)):
+            self.end_session(route, reason)
+            self.schedule_tick()
 
     def deliver_reply(self, request_id: str, text: str) -> None:
         pending = self.volatile.inflight.get(request_id)

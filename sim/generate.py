@@ -33,6 +33,7 @@ from sim.scenario import (
     Chat,
     Checkpoint,
     Command,
+    ConfigChange,
     Crash,
     DbLocked,
     Delegate,
@@ -52,6 +53,7 @@ from sim.weights import (
     BACKEND_FAIL_SECONDS,
     BATCH_SIZES,
     BOUNDARY_OFFSETS,
+    CHANGED_KEYS,
     CHAT_NAMES,
     CHAT_TYPE_WEIGHTS,
     DAILY_MIN_IDLE,
@@ -292,6 +294,8 @@ def build_scenario(choices: Choices, name: str, seed: int, profile: str = "defau
     events = _with_orders(choices, _with_slow_backend(choices, config, timeline, _with_usage(choices, timeline.events, mix), mix),
                           mix)
     config = _with_chat_modes(choices, config, chats, mix)
+    chats = _with_shared_group(choices, chats, mix)
+    events = _with_config_changes(choices, chats, events, mix)
     return Scenario(name=name, seed=seed, zone=zone_name, start=start, config=config, chats=chats, events=events)
 
 
@@ -334,6 +338,45 @@ def _with_chat_modes(choices: Choices, config: GatewayConfig, chats: Sequence[Ch
     other: Finalization = "eager" if config.watcher_interval is None else "lazy"
     flipped = [chat.name for chat in chats if chance(choices, 50)]
     return replace(config, finalization_by_chat=tuple((name, other) for name in sorted(flipped)))
+
+
+def _with_shared_group(choices: Choices, chats: tuple[Chat, ...], mix: Mix) -> tuple[Chat, ...]:
+    """In the mix's `shared_group_percent` of scenarios with two chats or more, one chat (the guest)
+    becomes a second user of another's (the host's) group: one `chat_id`, two users, two routes.
+    The host becomes a group chat if it was not one (the plainest, Hypothesis's shrink target, is
+    no sharing)."""
+    if len(chats) < 2 or not chance(choices, mix.shared_group_percent):
+        return chats
+    host = choices.integer(0, len(chats) - 1)
+    guest = (host + choices.integer(1, len(chats) - 1)) % len(chats)
+    group = chats[host]
+    if group.chat_type != "group":
+        group = replace(group, chat_type="group", user="u1", thread=None)
+    joined = Chat(chats[guest].name, group.platform, "group", user="u2", chat_id=group.platform_id)
+    return tuple(group if i == host else joined if i == guest else c for i, c in enumerate(chats))
+
+
+def _with_config_changes(choices: Choices, chats: Sequence[Chat], events: tuple[Event, ...],
+                         mix: Mix) -> tuple[Event, ...]:
+    """In the mix's `config_change_percent` of scenarios with a restart, each restart with even
+    odds brings a new reset configuration: one key of it drawn anew (a per-platform or per-chat-type
+    table may be emptied). Drawn last, so every older seed keeps its events and most their files."""
+    restarts = [i for i, e in enumerate(events) if isinstance(e, Restart)]
+    if not restarts or not chance(choices, mix.config_change_percent):
+        return events
+    out = list(events)
+    for i in restarts:
+        if not chance(choices, 50):
+            continue
+        key = weighted(choices, CHANGED_KEYS)
+        if key == "reset":
+            change = ConfigChange(reset=_policy(choices, mix))
+        else:
+            names = sorted({c.platform if key == "reset_by_platform" else c.chat_type for c in chats})
+            table = () if chance(choices, 25) else ((names[choices.integer(0, len(names) - 1)], _policy(choices, mix)),)
+            change = ConfigChange(**{key: table})
+        out[i] = replace(events[i], change=change)
+    return tuple(out)
 
 
 def scenario_for_seed(seed: int, profile: str = "default") -> Scenario:

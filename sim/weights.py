@@ -66,6 +66,15 @@ EVENT_ORDERS: Table[str] = ((AFTER_TIMERS, 1), (BEFORE_TIMERS, 1))
 # the orderings (every older seed keeps its events; a few gain this setting): in this share
 # of scenarios, each chat takes the other mode with even odds.
 CHAT_MODE_PERCENT = 5
+# Two users of one group chat (`Chat.chat_id`), drawn after the chat modes (every older seed keeps
+# its events; a few gain this): in this share of scenarios with two chats or more, one chat becomes
+# a second user of another's group. A gateway that keys a group by the group alone is caught so.
+SHARED_GROUP_PERCENT = 5
+# A restart that brings a new reset configuration (`Restart.change`; docs/contract.md, *A restart
+# may change the configuration*), drawn last of all: in this share of scenarios with a restart,
+# each restart changes one of the reset keys with even odds.
+CONFIG_CHANGE_PERCENT = 8
+CHANGED_KEYS: Table[str] = (("reset", 2), ("reset_by_platform", 1), ("reset_by_chat_type", 1))
 
 ZONES: Table[str] = (("UTC", 3), ("Europe/Berlin", 3), ("America/New_York", 2), ("Asia/Kolkata", 1), ("Australia/Sydney", 1))
 START_DAYS: Table[date] = (
@@ -112,6 +121,8 @@ class Mix:
     slow_backend_percent: int = SLOW_BACKEND_PERCENT
     order_percent: int = ORDER_PERCENT
     chat_mode_percent: int = CHAT_MODE_PERCENT
+    shared_group_percent: int = SHARED_GROUP_PERCENT
+    config_change_percent: int = CONFIG_CHANGE_PERCENT
 
 
 # Faults, commands and boundaries packed close, and every rare draw common: where the oracle's
@@ -128,7 +139,7 @@ DENSE = Mix(
     watchers=((5 * MINUTE, 2), (None, 2), (30 * SECOND, 2), (MINUTE, 2), (10 * MINUTE, 1)),
     latencies=((2 * SECOND, 2), (500, 1), (10 * SECOND, 2), (45 * SECOND, 2), (3 * MINUTE, 2)),
     muted_percent=15, held_message_percent=60, usage_percent=40, slow_backend_percent=100, order_percent=100,
-    chat_mode_percent=50,
+    chat_mode_percent=50, shared_group_percent=40, config_change_percent=50,
 )
 
 

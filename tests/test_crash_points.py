@@ -153,6 +153,20 @@ def test_the_nth_hit_fires_and_the_dead_process_timers_never_do() -> None:
     assert [r.turns for r in result.records if r.kind == "reply"] == [("t1",)]
 
 
+def test_two_crash_ats_due_at_one_hit_are_one_crash() -> None:
+    """Two `crash_at`s armed for one point, the first not yet hit when the second came, fall due
+    at the same hit: one crash (the first's restart), not a crash and a point left armed that the
+    run then called never fired (a gateway error on the reference, found by dense seeds)."""
+    text = ("name: m\nevents:\n  - crash_at: {point: p, hit: 1, restart_after: 10s}\n"
+            "  - crash_at: {point: p, hit: 1, restart_after: 1h}\n    after: 1s\n  - message: alice\n    after: 1s\n"
+            "  - message: alice\n    after: 1m\n")
+    result = run_scenario(load_text(text), Minimal(), "minimal", check=False)
+    assert result.failure is None, result.failure.describe()
+    assert len(crashes(result)) == 1
+    restart = next(r for r in result.records if r.kind == "restart")
+    assert restart.t - crashes(result)[0][0] == 10_000
+
+
 # -- fuzz ----------------------------------------------------------------------------------
 
 def _ship_seed() -> int:

@@ -140,3 +140,17 @@ def test_the_example_passes_what_fuzz_found_in_it() -> None:
         assert {c: v.status for c, v in result.verdicts.items() if v.status == "fail"} == {}, result.scenario.name
     crash = next(r for r in result.records if r.kind == "crash")
     assert crash.detail == {"before_timers": True}
+
+
+def test_the_example_notices_a_boundary_at_a_stop() -> None:
+    """Dense seed 41 with crash points, once restarts could change the policy: a /stop past s1's
+    idle boundary ended nothing, the crash and a restart bringing daily-at-17 kept s1 live until
+    17:00, an end the old boundary owed by 16:15 (the reference had the same bug)."""
+    from test_reference_fixes import STOP_PAST_THE_BOUNDARY
+
+    from sim.loader import load_text
+
+    result = run_scenario(load_text(STOP_PAST_THE_BOUNDARY), _example().make(), "minimal_gateway:make")
+    assert {c: v.summary for c, v in result.verdicts.items() if v.status != "pass"} == {}
+    stop = next(r for r in result.records if r.kind == "command")
+    assert [r.t for r in result.records if r.kind == "on_session_end"] == [stop.t]

@@ -128,3 +128,41 @@ def test_a_due_command_finished_after_a_crash_notices_boundaries_as_of_when_it_w
     assert any(r.kind == "note" and r.d("what") == "resume_skipped" for r in run.records)
     late = run_scenario(scenario, _NoticesAtRestart(), "notices-at-restart")
     assert late.verdicts["I4"].status == "fail" and "got 2 on_session_end calls" in late.verdicts["I4"].summary
+
+
+STOP_PAST_THE_BOUNDARY = """name: stop-past-the-boundary
+zone: UTC
+start: 2026-11-01T16:07:16.997
+config: {reset: {mode: idle, idle_minutes: 1}, watcher_interval: 5m}
+chats:
+  carol: {}
+events:
+  - message: carol
+  - {command: /stop, chat: carol, after: 1m46s}
+  - {crash: true, after: 1m}
+  - restart: true
+    config: {reset: {mode: daily, at_hour: 17}}
+    after: 41s
+"""
+
+
+class _StopNoticesNothing(ReferenceGateway):
+    """The reference before the fix: a /stop abandons the chat's turn and looks no further."""
+
+    def notice_expiry(self, key: str) -> None:
+        return None
+
+
+def test_a_stop_past_the_boundary_notices_it_as_any_command_does() -> None:
+    """s1 is idle past 16:08:16 when the /stop comes (16:09:02): a command past a boundary notices
+    it (docs/contract.md), so s1 ends there. The reference did not, and under one policy nothing
+    showed (its watcher ended s1 by 16:13); the crash at 16:10 and a restart bringing daily-at-17
+    found s1 live and kept it until 17:00, an end the old boundary owed by 16:15 (generated
+    seed 41 with restarts that change the policy)."""
+    scenario = load_text(STOP_PAST_THE_BOUNDARY, "<stop>")
+    run = run_scenario(scenario, ReferenceGateway(), "reference")
+    assert run.passed, {c: v.summary for c, v in run.verdicts.items() if v.status != "pass"}
+    stop = next(r for r in run.records if r.kind == "command")
+    assert [(r.kind, r.t) for r in run.records if r.kind == "on_session_end"] == [("on_session_end", stop.t)]
+    late = run_scenario(scenario, _StopNoticesNothing(), "stop-notices-nothing")
+    assert late.verdicts["I1"].status == "fail" and "came only at 17:00" in late.verdicts["I1"].summary

@@ -15,6 +15,7 @@ from itertools import islice
 from conformance.checks.deletions import lost_cuts
 from conformance.checks.model import NEVER, RunModel, Segment
 from conformance.checks.model.facts import _ABSENT as ABSENT
+from conformance.checks.model.facts import Downtime, deferred_by_downtime
 from conformance.checks.text import abandoned_words, at_times, boundary_words, describe_time_context, turn_list
 from conformance.harness.verdict import Verdict, Violation
 from conformance.observations import Obs
@@ -33,11 +34,9 @@ def _deadline(m: RunModel, seg: Segment, segments: list[Segment], lazy: bool) ->
             due = turn.done_t
     # A stop in the meantime restarts the countdown at restart; after the final stop nothing
     # is owed (a turn a backlog kept in flight until then may leave its session unended).
-    latency = m.latency
-    for down, up in m.stopped_at if m.final_stop is None else [*m.stopped_at, (m.final_stop, NEVER)]:
-        if down <= due + latency and up > due:
-            due = up
-    return None if due >= NEVER else due + latency
+    stopped = m.stopped_at if m.final_stop is None else [*m.stopped_at, Downtime(m.final_stop, NEVER)]
+    due = deferred_by_downtime(due, m.latency, stopped)
+    return None if due >= NEVER else due + m.latency
 
 
 def _claim(m: RunModel, seg: Segment, segments: list[Segment], lazy: bool) -> str:

@@ -5,7 +5,7 @@ building and the checks ask."""
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
 from typing import Any, NamedTuple
@@ -93,11 +93,22 @@ class Downtime(NamedTuple):
     up: int
 
 
+def deferred_by_downtime(due: int, latency: int, stopped: Iterable[Downtime]) -> int:
+    """When an eager end due at `due` (within `latency`) is owed from: a stop before it is owed
+    restarts the countdown at the restart (I1's deadline, and what a changed policy keeps)."""
+    for down, up in stopped:
+        if down <= due + latency and up > due:
+            due = up
+    return due
+
+
 class PolicyChange(NamedTuple):
-    """A restart that changed the configuration: in force from `since` (the stop before it)."""
+    """A restart that changed the configuration: in force from `since` (the stop before it);
+    `index` is the restart's record (what the gateway delivered before it, it did under the old one)."""
 
     since: int
     config: GatewayConfig
+    index: int
 
 
 class Expiry(NamedTuple):

@@ -46,7 +46,7 @@ class LogView:
     def policy(self, chat: str, t: int | None = None) -> ResetPolicy:
         """The chat's reset policy in force at `t` (None: the scenario's own, before any change)."""
         config = self.config
-        for since, changed in self.changes:
+        for since, changed, _index in self.changes:
             if t is None or since > t:
                 break
             config = changed
@@ -55,20 +55,29 @@ class LogView:
 
     def policies(self, chat: str) -> list[ResetPolicy]:
         """Every reset policy the chat is under in the run, in order."""
-        return [self.policy(chat), *(self.policy(chat, since) for since, _ in self.changes)]
+        return [self.policy(chat), *(self.policy(chat, change.since) for change in self.changes)]
 
-    def expiry(self, chat: str, anchor: int, last_user: int) -> Expiry | None:
+    def expiry(self, chat: str, anchor: int, last_user: int, asked: int = NEVER,
+               kept: Callable[[Expiry, PolicyChange], bool] | None = None) -> Expiry | None:
         """The first instant the chat's entry is past a boundary of the policy in force then,
-        if no user message comes: under each policy from when it is in force (a policy that
-        finds the entry already past when it comes in force ends it at that instant)."""
+        if no user message comes, as seen at record `asked`: under each policy in force by then,
+        from when it is in force (a policy that finds the entry already past when it comes in
+        force ends it at that instant). A boundary a policy finds before the stop that ends its
+        time counts after the restart only if `kept(expiry, change)` says so (None: always);
+        else the policies after it judge the entry again."""
         if not self.changes:
             return expiry_instant(self.policy(chat), self.zone, anchor, last_user)
-        starts = [0, *(since for since, _ in self.changes)]
+        starts = [0, *(change.since for change in self.changes)]
         for k, since in enumerate(starts):
-            until = starts[k + 1] if k + 1 < len(starts) else NEVER
+            last = k + 1 == len(starts) or asked < self.changes[k].index  # the policy in force at `asked`
+            until = NEVER if last else starts[k + 1]
             expiry = expiry_instant(self.policy(chat, since if k else None), self.zone, anchor, last_user)
             if expiry is not None and max(expiry.at, since) < until:
-                return Expiry(max(expiry.at, since), expiry.reason)
+                found = Expiry(max(expiry.at, since), expiry.reason)
+                if last or kept is None or kept(found, self.changes[k]):
+                    return found
+            if last:
+                break
         return None
 
     def expiry_of(self, chat: str) -> Callable[[int, int], Expiry | None]:

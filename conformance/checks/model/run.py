@@ -53,7 +53,7 @@ class RunModel(LogView):
         for chat in by_chat:
             by_chat[chat] = [t for t in by_chat[chat] if not t.delegate]
         for chat in sorted(model.chats):
-            model.segments[chat] = chat_segments(model, chat, by_chat.get(chat, []), walked.commands.get(chat, []))
+            model.segments[chat] = chat_segments(model, chat, by_chat.get(chat, []), walked.commands.get(chat, []), model.stopped_at)
             set_windows(model, model.segments[chat])
         verify(model, model.turns, model.segments, model.acked_by_session)
         return model

@@ -4,12 +4,27 @@ command takes effect, the segments, and the record window of each life of a sess
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from functools import partial
 from operator import attrgetter
 from typing import NamedTuple
 
 from conformance.checks.model.facts import _ABSENT as ABSENT
-from conformance.checks.model.facts import NEVER, CommandAt, Effective, Moment, Segment, Turn, Window, new_moment
+from conformance.checks.model.facts import (
+    NEVER,
+    CommandAt,
+    Downtime,
+    Effective,
+    Expiry,
+    Moment,
+    PolicyChange,
+    Segment,
+    Turn,
+    Window,
+    deferred_by_downtime,
+    new_moment,
+)
 from conformance.checks.model.log import LogView
+from conformance.observations import event_of
 
 _index, _request_index = attrgetter("index"), attrgetter("request_index")  # sort keys a turn: in C, not a lambda
 
@@ -95,12 +110,15 @@ def _effective(m: LogView, admitted: list[Turn], commands: list[CommandAt]) -> l
     return [Effective(t, index, name) for t, index, _arrival, name in sorted(effective)]
 
 
-def chat_segments(model: LogView, chat: str, turns: list[Turn], commands: list[CommandAt]) -> list[Segment]:
-    """Walk the chat's admitted turns and commands in order; cut where the contract cuts."""
+def chat_segments(model: LogView, chat: str, turns: list[Turn], commands: list[CommandAt],
+                  stopped: list[Downtime]) -> list[Segment]:
+    """Walk the chat's admitted turns and commands in order; cut where the contract cuts
+    (`stopped`: the gateway's downtimes, which a changed policy's `_kept` reads)."""
     admitted = sorted(turns, key=_request_index)
     effective = _effective(model, admitted, commands)
     expiry_at = model.expiry_of(chat)  # (anchor, last user message) -> the entry's expiry, asked per turn
     segments: list[Segment] = []
+    judged = partial(_judged, model, segments, stopped) if model.changes else None  # asked with the record it is asked at
     current: Segment | None = None
     cursor = 0
 
@@ -116,7 +134,7 @@ def chat_segments(model: LogView, chat: str, turns: list[Turn], commands: list[C
             when, index, name = effective[cursor]
             cursor += 1
             if current is not None and current.boundary is None:
-                expiry = expiry_at(current.anchor, current.last_user)
+                expiry = judged(current, index) if judged else expiry_at(current.anchor, current.last_user)
                 if expiry is not None and expiry.at <= when:
                     close(expiry.at, expiry.reason)
             if name in ("/new", "/reset") and current is not None:
@@ -141,7 +159,7 @@ def chat_segments(model: LogView, chat: str, turns: list[Turn], commands: list[C
         if effective:  # a chat with no command (the common one) calls nothing per turn
             apply_commands(x, turn.request_index)
         if current is not None:
-            expiry = expiry_at(current.anchor, current.last_user)
+            expiry = judged(current, turn.request_index) if judged else expiry_at(current.anchor, current.last_user)
             if expiry is not None and expiry.at <= x:
                 close(expiry.at, expiry.reason)
         if current is None:
@@ -153,11 +171,59 @@ def chat_segments(model: LogView, chat: str, turns: list[Turn], commands: list[C
         current.last_user = turn.arrival
     apply_commands(NEVER, NEVER)
     if current is not None and current.boundary is None:
-        expiry = expiry_at(current.anchor, current.last_user)
+        expiry = judged(current, NEVER) if judged else expiry_at(current.anchor, current.last_user)
         horizon = model.final_stop if model.final_stop is not None else (model.records[-1].t if model.records else 0)
         if expiry is not None and expiry.at <= horizon:
             close(expiry.at, expiry.reason)
     return segments
+
+
+def _judged(m: LogView, segments: list[Segment], stopped: list[Downtime], seg: Segment, asked: int) -> Expiry | None:
+    """The segment's expiry as seen at record `asked`, when restarts changed the policy: only the
+    policies in force by then judge it, and an old policy's boundary before its stop counts
+    after the restart only as `_kept` says."""
+    return m.expiry(seg.chat, seg.anchor, seg.last_user, asked,
+                    lambda found, change: _kept(m, segments, stopped, seg, found, change))
+
+
+def _kept(m: LogView, segments: list[Segment], stopped: list[Downtime], seg: Segment, found: Expiry,
+          change: PolicyChange) -> bool:
+    """Whether a boundary the old policy found before the stop still counts after the restart
+    that changed the policy. It does if the gateway acted on it: ended this life of the session
+    before the restart, or in the restart's own step (finishing what a crash cut short, or
+    judging the downtime by the old policy); or if the end was owed before the stop (eager: the
+    boundary, deferred by turns in flight and by earlier downtimes, plus the declared latency,
+    before it; I1 holds the gateway to that). Otherwise the end was not yet owed when the
+    gateway stopped, and the restarted gateway, which may know only the policy it came back with
+    (after a crash, not even when it stopped), may judge the entry by that one."""
+    if seg.session is not None:
+        lo = _life_start(m, segments, seg)
+        restart_step = m.records[change.index].step
+        for i, r in m.of_session("on_session_end", seg.session, lo):
+            if i < change.index or r.step == restart_step:
+                return True
+            if event_of(r.step) > event_of(restart_step):
+                break
+    if m.finalization(seg.chat) != "eager":
+        return False
+    due = found.at
+    for turn in seg.turns:
+        if due < turn.done_t < NEVER:
+            due = turn.done_t
+    due = deferred_by_downtime(due, m.latency, (d for d in stopped if d.down < change.since))
+    return due + m.latency < change.since
+
+
+def _life_start(m: LogView, segments: list[Segment], seg: Segment) -> int:
+    """The first record of the segment's life of its session: past the end of the life before,
+    which a /resume that reopens it delivers at its own record (as `set_windows` finds it)."""
+    chain = [seg]
+    while chain[-1].reopens and chain[-1].resumes is not None and chain[-1].session:
+        chain.append(segments[chain[-1].resumes])
+    lo = chain[-1].start_index
+    for life in reversed(chain[:-1]):
+        lo = _after_ending(m, life.session or "", life.start_index, lo)
+    return lo
 
 
 def _previous_distinct(segments: list[Segment], left: Segment) -> Segment | None:

@@ -153,7 +153,7 @@ def walk_log(records: Sequence[Obs]) -> Walked:
         elif kind == "restart":
             if r.detail.get("config") is not None:  # the restart changed the configuration (sim.scenario.ConfigChange)
                 changed = config_from_document(r.detail.get("config")).with_default(config.reset)
-                changes.append(PolicyChange(down_since if down_since is not None else r.t, changed))
+                changes.append(PolicyChange(down_since if down_since is not None else r.t, changed, index))
             for turn in held:
                 turn.arrival = r.t
             if held_commands:
