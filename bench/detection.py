@@ -41,13 +41,13 @@ def timed_hunt(task: ZooTask) -> Timed:
 
 def main(argv: list[str] | None = None) -> None:
     from reference_impl.variants import VARIANTS
-    from sim.weights import PROFILES
+    from sim.weights import PROFILE_NAMES
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", default="0:200", help="seeds A:B to hunt with (default 0:200, as zoo --generated)")
     parser.add_argument("-n", "--workers", type=int, default=2, help="worker processes (default 2)")
     parser.add_argument("--quick", action="store_true", help="3 variants only (smoke test)")
-    parser.add_argument("--profile", default="default", choices=sorted(PROFILES), help="the generator's profile (default default)")
+    parser.add_argument("--profile", default="default", choices=PROFILE_NAMES, help="the generator's profile (default default)")
     args = parser.parse_args(argv)
     seeds = parse_seeds(args.seeds)
     names = list(VARIANTS)[:3] if args.quick else list(VARIANTS)

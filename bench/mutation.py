@@ -73,11 +73,11 @@ def first_changed_line(first: str, second: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     from conformance.cli.args import parse_workers
     from conformance.search.fuzz import in_order
-    from sim.weights import PROFILES
+    from sim.weights import PROFILE_NAMES
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=300, help="generated seeds after the catalog (default 300)")
-    parser.add_argument("--profile", default="default", choices=sorted(PROFILES))
+    parser.add_argument("--profile", default="default", choices=PROFILE_NAMES)
     parser.add_argument("-j", "-n", "--jobs", dest="workers", default="1", help="mutants run at a time, or 'auto' (default 1)")
     parser.add_argument("--cap", type=float, default=60.0, help="wall-clock seconds per mutant (default 60)")
     parser.add_argument("--mutants", type=Path, help="run only the mutants this file names (one signature a line)")

@@ -20,7 +20,7 @@ import time
 from common import machine
 
 from conformance.search.fuzz import SeedTask, in_order, run_seed, seed_chunk
-from sim.weights import PROFILES
+from sim.weights import PROFILE_NAMES
 
 
 def cpu_seconds() -> float:
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", type=int, default=2000, help="seeds 0..N-1 (default 2,000; 10,000 for the full figure)")
     parser.add_argument("-n", "--workers", type=int, default=2, help="worker processes (default 2)")
     parser.add_argument("--quick", action="store_true", help="100 seeds (smoke test)")
-    parser.add_argument("--profile", default="default", choices=sorted(PROFILES),
+    parser.add_argument("--profile", default="default", choices=PROFILE_NAMES,
                         help="generation profile: default (20-200 events, mean 111), long (180-220 events)")
     args = parser.parse_args(argv)
     seeds = 100 if args.quick else args.seeds

@@ -65,7 +65,6 @@ from sim.weights import (
     MODES,
     OVERRIDE_PERCENT,
     PLATFORM_WEIGHTS,
-    PROFILES,
     PROVIDER_COUNT,
     PROVIDER_NAMES,
     SLOW_DELAY_SECONDS,
@@ -76,6 +75,7 @@ from sim.weights import (
     Mix,
     T,
     Table,
+    gen_profile,
 )
 
 
@@ -277,9 +277,7 @@ covered("generate", _STEPS)
 
 def build_scenario(choices: Choices, name: str, seed: int, profile: str = "default") -> Scenario:
     """A whole scenario from `choices`: zone, start, chats, configuration, then the timeline."""
-    if profile not in PROFILES:
-        raise ValueError(f"unknown profile {profile!r}; known: {', '.join(PROFILES)}")
-    shape = PROFILES[profile]
+    shape = gen_profile(profile)
     zone_name = weighted(choices, ZONES)
     zone = load_zone(zone_name)
     start = local_instant(weighted(choices, START_DAYS), choices.integer(0, 23), 15 * choices.integer(0, 3), zone)

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from sim.generate import build_scenario
 from sim.scenario import Scenario
-from sim.weights import PROFILES
+from sim.weights import gen_profile
 
 
 class DrawnChoices:
@@ -37,6 +37,5 @@ def _scenario(draw: Any, profile: str) -> Scenario:
 
 def scenarios(profile: str = "default") -> st.SearchStrategy[Scenario]:
     """Whole scenarios: chats, configuration and a timeline (profile 'default' or 'small')."""
-    if profile not in PROFILES:
-        raise ValueError(f"unknown profile {profile!r}; known: {', '.join(PROFILES)}")
+    gen_profile(profile)  # an unknown name is a ValueError naming the known ones
     return _scenario(profile)

@@ -5,7 +5,7 @@ which Hypothesis shrinks towards)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 from typing import TypeVar
 
@@ -161,3 +161,18 @@ PROFILES: dict[str, GenProfile] = {
     # The default's size in the dense mix (`sessiongate fuzz --profile dense`).
     "dense": GenProfile(events=(20, 200), chats=CHAT_COUNTS, mix=DENSE),
 }
+# Another size in another mix: SIZE+MIX (`long+dense`, `small+dense`), a size of the default mix
+# with the mix of a profile of the default's size (`default+dense` is `dense`).
+_SIZES = tuple(name for name, p in PROFILES.items() if p.mix == Mix() and name != "default")
+_MIXES = tuple(name for name, p in PROFILES.items() if p.mix != Mix())
+PROFILE_NAMES: tuple[str, ...] = tuple(sorted([*PROFILES, *(f"{size}+{mix}" for size in _SIZES for mix in _MIXES)]))
+
+
+def gen_profile(name: str) -> GenProfile:
+    """The profile `name` names: one of PROFILES, or SIZE+MIX (PROFILE_NAMES lists them all)."""
+    if name in PROFILES:
+        return PROFILES[name]
+    size, plus, mix = name.partition("+")
+    if plus and size in _SIZES and mix in _MIXES:
+        return replace(PROFILES[size], mix=PROFILES[mix].mix)
+    raise ValueError(f"unknown profile {name!r}; known: {', '.join(PROFILE_NAMES)}")

@@ -141,6 +141,15 @@ def test_bad_options_are_usage_errors(capsys: pytest.CaptureFixture[str], tmp_pa
     assert "--shard expects" in capsys.readouterr().err
 
 
+def test_a_size_in_another_mix_runs_and_a_bad_one_is_a_usage_error(capsys: pytest.CaptureFixture[str],
+                                                                     tmp_path: Path) -> None:
+    code, out, failed = _fuzz(capsys, tmp_path, "--seeds", "0:4", "--profile", "small+dense", "--crash-points")
+    assert (code, failed) == (0, set()) and "4 scenarios, 4 passed" in out
+    with pytest.raises(SystemExit) as stopped:
+        main(["fuzz", "--seeds", "0:4", "--profile", "long+small", "--out", str(tmp_path)])
+    assert stopped.value.code == 2 and "invalid choice: 'long+small'" in capsys.readouterr().err
+
+
 def test_zoo_takes_generated_seeds() -> None:
     from conformance.cli import build_parser
 

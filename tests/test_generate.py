@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -18,7 +19,7 @@ from sim.generate import scenario_for_seed
 from sim.loader import load_text
 from sim.scenario import BEFORE_TIMERS, BackendFail, BackendSlow, Message, Restart, Scenario
 from sim.strategies import scenarios
-from sim.weights import DENSE, EVENT_WEIGHTS
+from sim.weights import DENSE, EVENT_WEIGHTS, PROFILE_NAMES, gen_profile
 from sim.writer import dump_text
 
 SEEDS = range(8)
@@ -129,3 +130,21 @@ def test_generated_seeds_catch_the_variants_of_those_features(variant: str, seed
     assert run_scenario(scenario, ReferenceGateway(), "reference").passed
     caught = run_scenario(scenario, make(variant), f"reference:{variant}")
     assert not caught.passed  # seed 4: the harness cannot aim a deletion at bob, who has no entry of his own
+
+
+def test_a_size_in_another_mix_is_a_profile_of_its_own() -> None:
+    """`--profile long+dense` and `small+dense`: the size of the first, the mix of the second
+    (the probes that found most of the dense mix's defects swapped `PROFILES` entries by hand)."""
+    assert PROFILE_NAMES == ("default", "dense", "long", "long+dense", "small", "small+dense")
+    for seed in range(5):
+        long_dense, small_dense = scenario_for_seed(seed, "long+dense"), scenario_for_seed(seed, "small+dense")
+        assert len(long_dense.events) >= 180 and len(small_dense.events) <= 30
+        assert gen_profile("long+dense").mix == DENSE and gen_profile("small+dense").events == gen_profile("small").events
+        assert long_dense not in (scenario_for_seed(seed, "long"), scenario_for_seed(seed, "dense"))
+        assert _round_trip(long_dense) == long_dense and _round_trip(small_dense) == small_dense
+    assert any(e.order == BEFORE_TIMERS for e in scenario_for_seed(0, "small+dense").events)
+    for bad in ("default+dense", "long+small", "dense+long", "huge"):
+        with pytest.raises(ValueError, match=f"unknown profile '{re.escape(bad)}'; known: default, dense, long, long"):
+            gen_profile(bad)
+    with pytest.raises(ValueError, match="unknown profile 'huge'"):
+        scenarios(profile="huge")

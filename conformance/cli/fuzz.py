@@ -45,7 +45,7 @@ from conformance.search.fuzz import (
 from conformance.transport.factory import check_gateway
 from sessiongate import ExitCode, UsageError, interrupted_code
 from sessiongate.text import readable
-from sim.weights import PROFILES
+from sim.weights import PROFILE_NAMES
 
 
 def _counted(outcome: SeedOutcome, out: Path) -> SeedOutcome:
@@ -237,7 +237,7 @@ def add_arguments(fuzz: argparse.ArgumentParser) -> None:
     fuzz.add_argument("--shard", help="I/N: run only every N-th seed, starting at the I-th (1-based)")
     fuzz.add_argument("--time-budget", help="stop taking new seeds after this long: 60s, 10m, or seconds (90)")
     fuzz.add_argument("--out", default="fuzz-failures", help="where failing scenarios go (default fuzz-failures)")
-    fuzz.add_argument("--profile", default="default", choices=sorted(PROFILES))
+    fuzz.add_argument("--profile", default="default", choices=PROFILE_NAMES)
     fuzz.add_argument("--no-shrink", action="store_true", help="write failures without shrinking them")
     add_failure_db_option(fuzz)
     fuzz.add_argument("--max-failures", type=int, metavar="N",

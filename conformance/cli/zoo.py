@@ -16,7 +16,7 @@ from conformance.search.fuzz import in_order
 from conformance.search.zoo_generated import ZooTask, hunt_variant
 from sessiongate import ExitCode, UsageError, interrupted_code
 from sim.scenario import Scenario
-from sim.weights import PROFILES
+from sim.weights import PROFILE_NAMES
 
 
 def _zoo_variants(scenarios: list[Scenario], all_results: list[RunResult]
@@ -138,7 +138,7 @@ def add_arguments(zoo: argparse.ArgumentParser) -> None:
     zoo.add_argument("--report", metavar="DIR")
     zoo.add_argument("--generated", action="store_true", help="use generated scenarios (seeds) instead of the catalog")
     zoo.add_argument("--seeds", default="0:200", help="with --generated: seeds A:B (default 0:200)")
-    zoo.add_argument("--profile", default="default", choices=sorted(PROFILES))
+    zoo.add_argument("--profile", default="default", choices=PROFILE_NAMES)
     zoo.add_argument("-j", "-n", "--jobs", dest="workers", help="with --generated: worker processes, or 'auto'")
     zoo.add_argument("--out", default="zoo-generated", help="with --generated: where shrunk scenarios go")
     zoo.set_defaults(func=dispatch)
