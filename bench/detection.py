@@ -48,12 +48,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("-n", "--workers", type=int, default=2, help="worker processes (default 2)")
     parser.add_argument("--quick", action="store_true", help="3 variants only (smoke test)")
     parser.add_argument("--profile", default="default", choices=PROFILE_NAMES, help="the generator's profile (default default)")
+    parser.add_argument("--crash-points", action="store_true", help="crash each variant inside steps too (fuzz --crash-points)")
     args = parser.parse_args(argv)
     seeds = parse_seeds(args.seeds)
     names = list(VARIANTS)[:3] if args.quick else list(VARIANTS)
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as out:
-        results = list(in_order(timed_hunt, [ZooTask(name, seeds, args.profile, out) for name in names], args.workers))
+        results = list(in_order(timed_hunt, [ZooTask(name, seeds, args.profile, out, args.crash_points) for name in names], args.workers))
     wall = time.perf_counter() - start
     print(machine())
     print(f"{'variant':<40}{'seed':>6}{'tried':>6}  {'check':<6}{'caught':>9}{'shrink':>9}  events")

@@ -366,3 +366,18 @@ def test_what_a_crash_cut_off_at_a_restart_stays_held_until_the_next() -> None:
     assert "after the last user message at 23:32:39" in judge(blind)["I1"].violations[0].message
     # A log judged in parts: each part holds its own of the listed records.
     assert {c: v.status for c, v in judge(records, in_parts=True).items()} == {c: v.status for c, v in verdicts.items()}
+
+
+@pytest.mark.parametrize("variant_name", ["batch-reship-after-crash", "rotate-before-end-recorded", "crash-forgets-commands"])
+def test_zoo_hunts_the_crash_variants_only_with_crash_points(tmp_path: Path, variant_name: str) -> None:
+    """`zoo --generated --crash-points`: seeds with each seed's swarm of crashes catch the three
+    bugs only a crash inside a step finds (without it, none in seeds 0-199; here 0-9), each
+    shrunk keeping a `crash_at`, the reference passing the same scenario."""
+    from conformance.search.zoo_generated import ZooTask, hunt_variant
+
+    found = hunt_variant(ZooTask(variant_name, range(10), "default", str(tmp_path), crash_points=True))
+    assert found.seed is not None and found.shrunk is not None and found.shrunk.reproduces
+    shrunk = load_file(next(tmp_path.glob("*.shrunk.yaml")))
+    assert any(isinstance(e, CrashAt) for e in shrunk.events)
+    assert run_scenario(shrunk, reference(), "reference").passed
+    assert hunt_variant(ZooTask(variant_name, range(10), "default", str(tmp_path / "plain"))).seed is None

@@ -156,6 +156,8 @@ def test_zoo_takes_generated_seeds() -> None:
     args = build_parser().parse_args(["zoo", "--generated", "--seeds", "0:50", "-j", "2"])
     assert args.generated and args.seeds == "0:50" and args.workers == "2"
     assert not build_parser().parse_args(["zoo"]).generated
+    assert build_parser().parse_args(["zoo", "--generated", "--crash-points"]).crash_points
+    assert main(["zoo", "--crash-points"]) == 2  # the catalog's crashes are its own `crash_at` events
 
 
 def test_explore_merges_mirror_states_and_finds_nothing_on_the_reference(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -108,7 +108,7 @@ def cmd_zoo_generated(args: argparse.Namespace) -> int:
     from reference_impl.variants import VARIANTS
 
     seeds = parse_seeds(args.seeds)
-    tasks = [ZooTask(name, seeds, args.profile, args.out) for name in VARIANTS]
+    tasks = [ZooTask(name, seeds, args.profile, args.out, args.crash_points) for name in VARIANTS]
     caught = 0
     for found in in_order(hunt_variant, tasks, parse_workers(args.workers)):
         if found.seed is None:
@@ -128,6 +128,8 @@ def cmd_zoo_generated(args: argparse.Namespace) -> int:
 def dispatch(args: argparse.Namespace) -> int:
     if args.generated and args.paths:
         raise UsageError("zoo: --generated hunts with seeds; scenario paths are for checking their catches:")
+    if args.crash_points and not args.generated:
+        raise UsageError("zoo: --crash-points goes with --generated (the catalog's crashes are its `crash_at` events)")
     return cmd_zoo_generated(args) if args.generated else cmd_zoo(args)
 
 
@@ -139,6 +141,8 @@ def add_arguments(zoo: argparse.ArgumentParser) -> None:
     zoo.add_argument("--generated", action="store_true", help="use generated scenarios (seeds) instead of the catalog")
     zoo.add_argument("--seeds", default="0:200", help="with --generated: seeds A:B (default 0:200)")
     zoo.add_argument("--profile", default="default", choices=PROFILE_NAMES)
+    zoo.add_argument("--crash-points", action="store_true",
+                     help="with --generated: also crash each variant inside steps, as `fuzz --crash-points`")
     zoo.add_argument("-j", "-n", "--jobs", dest="workers", help="with --generated: worker processes, or 'auto'")
     zoo.add_argument("--out", default="zoo-generated", help="with --generated: where shrunk scenarios go")
     zoo.set_defaults(func=dispatch)

@@ -1,7 +1,8 @@
 """Zoo hunting (`sessiongate zoo --generated`): each bug-zoo variant hunted with generated scenarios.
 
 For every variant, seeds are tried in order until one fails a check that the reference
-passes on the same seed; that seed, the seconds it took to find and the size of the shrunk
+passes on the same seed (with crash points, on the same scenario: the seed with the crashes
+the variant's run fired written in as `crash_at` events); that seed, the seconds it took to find and the size of the shrunk
 scenario (shrunk keeping the variant failing and the reference passing) are printed.
 """
 
@@ -23,6 +24,7 @@ class ZooTask:
     seeds: range
     profile: str
     out: str
+    crash_points: bool = False  # each seed's own swarm of crash points, as `fuzz --crash-points`
 
 
 @dataclass(frozen=True)
@@ -51,12 +53,14 @@ def hunt_variant(task: ZooTask) -> ZooOutcome:
     make = factory(gateway)
     started = time.monotonic()
     for seed in task.seeds:
-        scenario = scenario_for_seed(seed, task.profile)
-        result = run_scenario(scenario, make(), gateway)
+        result = run_scenario(scenario_for_seed(seed, task.profile), make(), gateway, crash_points=task.crash_points)
+        scenario = result.scenario  # with crash points: the crashes that fired, written in
         bad = failing(result)
         if not bad:
             continue
-        clean = [check for check in bad if check not in _reference_failing(seed, task.profile)]
+        control = failing(run_scenario(scenario, factory("reference")(), "reference")) if task.crash_points \
+            else _reference_failing(seed, task.profile)
+        clean = [check for check in bad if check not in control]
         if not clean:
             continue
         seconds = time.monotonic() - started
