@@ -15,7 +15,7 @@ from itertools import islice
 from conformance.checks.deletions import lost_cuts
 from conformance.checks.model import NEVER, RunModel, Segment
 from conformance.checks.model.facts import _ABSENT as ABSENT
-from conformance.checks.model.facts import Downtime, deferred_by_downtime
+from conformance.checks.model.facts import Downtime, eager_due
 from conformance.checks.text import abandoned_words, at_times, boundary_words, describe_time_context, turn_list
 from conformance.harness.verdict import Verdict, Violation
 from conformance.observations import Obs
@@ -28,14 +28,10 @@ def _deadline(m: RunModel, seg: Segment, segments: list[Segment], lazy: bool) ->
     if lazy:
         following = _next_with_turns(seg, segments)
         return None if following is None else following.start
-    due = seg.boundary
-    for turn in seg.turns:  # a turn in flight (or queued) at the boundary defers the rotation until it is done
-        if due < turn.done_t < NEVER:  # `turn.done`'s time, without the Moment
-            due = turn.done_t
-    # A stop in the meantime restarts the countdown at restart; after the final stop nothing
-    # is owed (a turn a backlog kept in flight until then may leave its session unended).
+    # After the final stop nothing is owed (a turn a backlog kept in flight until then may leave
+    # its session unended).
     stopped = m.stopped_at if m.final_stop is None else [*m.stopped_at, Downtime(m.final_stop, NEVER)]
-    due = deferred_by_downtime(due, m.latency, stopped)
+    due = eager_due(seg.boundary, seg.turns, m.latency, stopped)
     return None if due >= NEVER else due + m.latency
 
 

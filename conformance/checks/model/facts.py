@@ -93,9 +93,14 @@ class Downtime(NamedTuple):
     up: int
 
 
-def deferred_by_downtime(due: int, latency: int, stopped: Iterable[Downtime]) -> int:
-    """When an eager end due at `due` (within `latency`) is owed from: a stop before it is owed
-    restarts the countdown at the restart (I1's deadline, and what a changed policy keeps)."""
+def eager_due(boundary: int, turns: Iterable[Turn], latency: int, stopped: Iterable[Downtime]) -> int:
+    """When an eager end of a boundary is due (owed within `latency` of it): a turn in flight (or
+    queued) at the boundary defers the rotation until it is done, and a stop before the end is
+    owed restarts the countdown at the restart (I1's deadline, and what a changed policy keeps)."""
+    due = boundary
+    for turn in turns:
+        if due < turn.done_t < NEVER:  # `turn.done`'s time, without the Moment
+            due = turn.done_t
     for down, up in stopped:
         if down <= due + latency and up > due:
             due = up

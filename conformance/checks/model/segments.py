@@ -20,7 +20,7 @@ from conformance.checks.model.facts import (
     Segment,
     Turn,
     Window,
-    deferred_by_downtime,
+    eager_due,
     new_moment,
 )
 from conformance.checks.model.log import LogView
@@ -206,11 +206,7 @@ def _kept(m: LogView, segments: list[Segment], stopped: list[Downtime], seg: Seg
                 break
     if m.finalization(seg.chat) != "eager":
         return False
-    due = found.at
-    for turn in seg.turns:
-        if due < turn.done_t < NEVER:
-            due = turn.done_t
-    due = deferred_by_downtime(due, m.latency, (d for d in stopped if d.down < change.since))
+    due = eager_due(found.at, seg.turns, m.latency, (d for d in stopped if d.down < change.since))
     return due + m.latency < change.since
 
 
