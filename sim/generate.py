@@ -294,6 +294,7 @@ def build_scenario(choices: Choices, name: str, seed: int, profile: str = "defau
     config = _with_chat_modes(choices, config, chats, mix)
     chats = _with_shared_group(choices, chats, mix)
     events = _with_config_changes(choices, chats, events, mix)
+    config = _with_reset_default(choices, config, mix)
     return Scenario(name=name, seed=seed, zone=zone_name, start=start, config=config, chats=chats, events=events)
 
 
@@ -375,6 +376,15 @@ def _with_config_changes(choices: Choices, chats: Sequence[Chat], events: tuple[
             change = ConfigChange(**{key: table})
         out[i] = replace(events[i], change=change)
     return tuple(out)
+
+
+def _with_reset_default(choices: Choices, config: GatewayConfig, mix: Mix) -> GatewayConfig:
+    """In the mix's `reset_default_percent` of scenarios, `reset: default`: the policy in force
+    is the one the gateway reports (`Profile.reset_default`; the reference's is `none`, Hermes's
+    its release's). Drawn last of all, so every other seed keeps its whole scenario."""
+    if not chance(choices, mix.reset_default_percent):
+        return config
+    return replace(config, reset=GatewayConfig().reset, reset_default=True)  # as the loader reads `reset: default`
 
 
 def scenario_for_seed(seed: int, profile: str = "default") -> Scenario:

@@ -75,6 +75,10 @@ SHARED_GROUP_PERCENT = 5
 # each restart changes one of the reset keys with even odds.
 CONFIG_CHANGE_PERCENT = 8
 CHANGED_KEYS: Table[str] = (("reset", 2), ("reset_by_platform", 1), ("reset_by_chat_type", 1))
+# `reset: default`, the gateway's own default policy in force (Profile.reset_default), drawn after
+# everything else: in this share of scenarios the configured `reset` gives way to it (the tables
+# per platform and chat type stay). A gateway is judged by the default it reports.
+RESET_DEFAULT_PERCENT = 3
 
 ZONES: Table[str] = (("UTC", 3), ("Europe/Berlin", 3), ("America/New_York", 2), ("Asia/Kolkata", 1), ("Australia/Sydney", 1))
 START_DAYS: Table[date] = (
@@ -123,6 +127,7 @@ class Mix:
     chat_mode_percent: int = CHAT_MODE_PERCENT
     shared_group_percent: int = SHARED_GROUP_PERCENT
     config_change_percent: int = CONFIG_CHANGE_PERCENT
+    reset_default_percent: int = RESET_DEFAULT_PERCENT
 
 
 # Faults, commands and boundaries packed close, and every rare draw common: where the oracle's
@@ -139,7 +144,7 @@ DENSE = Mix(
     watchers=((5 * MINUTE, 2), (None, 2), (30 * SECOND, 2), (MINUTE, 2), (10 * MINUTE, 1)),
     latencies=((2 * SECOND, 2), (500, 1), (10 * SECOND, 2), (45 * SECOND, 2), (3 * MINUTE, 2)),
     muted_percent=15, held_message_percent=60, usage_percent=40, slow_backend_percent=100, order_percent=100,
-    chat_mode_percent=50, shared_group_percent=40, config_change_percent=50,
+    chat_mode_percent=50, shared_group_percent=40, config_change_percent=50, reset_default_percent=25,
 )
 
 

@@ -50,6 +50,7 @@ KNOWN_VARIANTS = frozenset({
     "crash-forgets-commands",
     "new-ends-ended-session",
     "restart-keeps-old-policy",
+    "default-policy-misreported",
     "group-shares-one-session",
     "lazy-chat-stops-the-watcher",
     "eager-chat-left-lazy",

@@ -50,6 +50,7 @@ from reference_impl.variants.memory import (
 from reference_impl.variants.policy import (
     CommandMovesIdleClock,
     DailyBoundaryInUtc,
+    DefaultPolicyMisreported,
     EagerChatLeftLazy,
     GroupSharesOneSession,
     LazyChatStopsTheWatcher,
@@ -106,6 +107,7 @@ VARIANTS: dict[str, type[ReferenceGateway]] = {
     "crash-forgets-commands": CrashForgetsCommands,
     "new-ends-ended-session": NewEndsEndedSession,
     "restart-keeps-old-policy": RestartKeepsOldPolicy,
+    "default-policy-misreported": DefaultPolicyMisreported,
     "group-shares-one-session": GroupSharesOneSession,
     "lazy-chat-stops-the-watcher": LazyChatStopsTheWatcher,
     "eager-chat-left-lazy": EagerChatLeftLazy,

@@ -14,7 +14,7 @@ from reference_impl.gateway import ReferenceGateway
 from reference_impl.policy import ResetPolicyEvaluator, chat_key
 from reference_impl.store import Route
 from sim.clock import load_zone
-from sim.scenario import Chat, GatewayConfig
+from sim.scenario import Chat, GatewayConfig, ResetPolicy
 
 
 class ResetMidTurn(ReferenceGateway):
@@ -124,6 +124,26 @@ class RestartKeepsOldPolicy(ReferenceGateway):
 
     def restart(self, config: GatewayConfig | None = None) -> None:
         super().restart(None)
+
+
+class DefaultPolicyMisreported(ReferenceGateway):
+    """default-policy-misreported — issue #19 (`reset: default`: a release's own default policy):
+
+    A gateway that reports one default reset policy in its profile and runs another: the
+    scenario leaves the policy to it, it says `none` (as the reference does), and its sessions
+    reset daily at 04:00 all the same (a built-in default the report does not match). The
+    checks judge a `reset: default` scenario by the reported policy, so the report is what it
+    owes; a conversation across 04:00 is split where the report says it is one.
+
+    Here: where the gateway's default is in force, its policies reset daily at 04:00.
+    """
+
+    def policy_for(self, route: Route) -> ResetPolicy:
+        policy = super().policy_for(route)
+        return DAILY_AT_FOUR if self.config.reset_default and policy == self.config.reset else policy
+
+
+DAILY_AT_FOUR = ResetPolicy(mode="daily", at_hour=4)
 
 
 class GroupSharesOneSession(ReferenceGateway):
