@@ -30,7 +30,8 @@ class Kind:
 
 
 KINDS: dict[str, Kind] = {row.name: row for row in (
-    Kind("message", "{message: CHAT, text: TEXT, muted: BOOL, usage: USAGE}", True, "drawn, most often"),
+    # Not optional: a gateway that declared it could pass every scenario by answering nothing.
+    Kind("message", "{message: CHAT, text: TEXT, muted: BOOL, usage: USAGE}", False, "drawn, most often"),
     Kind("command", "{command: /new|/reset|/stop|/resume, chat: CHAT}", True, "drawn, one weight per command"),
     Kind("delegate", "{delegate: CHAT}", True, "drawn"),
     Kind("advance", "{advance: DURATION}", False, "drawn"),

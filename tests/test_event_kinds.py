@@ -79,6 +79,7 @@ def test_unsupported_may_name_the_optional_kinds_the_settings_and_the_commands()
     assert {name for name, kind in KINDS.items() if kind.optional} == EVENT_KINDS
     assert EVENT_KINDS <= FEATURES
     assert not {"advance", "checkpoint", "crash_at"} & FEATURES  # the harness's own: a gateway cannot lack them
+    assert "message" not in FEATURES  # what every scenario drives: a gateway without it would pass by doing nothing
     assert {"muted", "providers", "/resume"} <= FEATURES
 
 
@@ -92,6 +93,23 @@ def test_an_unknown_unsupported_name_is_refused_in_process() -> None:
     assert result.failure is not None
     assert result.failure.event == "profile"
     assert "bad value in answer to profile: unsupported: unknown name 'dbl_locked'; known: " in result.failure.message
+
+
+class WithoutMessages(ReferenceGateway):
+    def profile(self, config):  # type: ignore[no-untyped-def]
+        return replace(super().profile(config), unsupported=frozenset({"message", "command", "delegate"}))
+
+
+def test_a_gateway_cannot_declare_messages_unsupported() -> None:
+    """The laziest gateway: it declared messages (and commands and delegates) unsupported, every
+    one was skipped, nothing was judged, and 52 of the 68 catalog scenarios passed. Now its
+    profile is refused, in process and over the wire, saying why."""
+    result = run_scenario(load_text(EVERY_KIND), WithoutMessages(), "without-messages")
+    assert not result.passed and result.failure is not None and result.failure.event == "profile"
+    assert "unsupported: 'message' cannot be declared: every gateway takes messages" in result.failure.message
+    with pytest.raises(values.BadValue, match="'message' cannot be declared"):
+        profile_from_wire({"finalization": "eager", "latency": 0, "crash_durable": True, "sweep_interval": 0,
+                           "unsupported": ["message"]})
 
 
 def test_an_unknown_unsupported_name_is_refused_over_the_wire() -> None:
