@@ -295,6 +295,7 @@ def build_scenario(choices: Choices, name: str, seed: int, profile: str = "defau
     chats = _with_shared_group(choices, chats, mix)
     events = _with_config_changes(choices, chats, events, mix)
     config = _with_reset_default(choices, config, mix)
+    config = _with_instant_answers(choices, config, mix)
     return Scenario(name=name, seed=seed, zone=zone_name, start=start, config=config, chats=chats, events=events)
 
 
@@ -385,6 +386,15 @@ def _with_reset_default(choices: Choices, config: GatewayConfig, mix: Mix) -> Ga
     if not chance(choices, mix.reset_default_percent):
         return config
     return replace(config, reset=GatewayConfig().reset, reset_default=True)  # as the loader reads `reset: default`
+
+
+def _with_instant_answers(choices: Choices, config: GatewayConfig, mix: Mix) -> GatewayConfig:
+    """In the mix's `instant_answer_percent` of scenarios, `turn_latency: 0s`: the LLM answers at
+    the instant it is asked, so a turn's request, answer and reply meet every other event and
+    timer of that instant (the format allows it; no scenario had used it). Drawn last of all."""
+    if not chance(choices, mix.instant_answer_percent):
+        return config
+    return replace(config, turn_latency=0)
 
 
 def scenario_for_seed(seed: int, profile: str = "default") -> Scenario:

@@ -79,6 +79,10 @@ CHANGED_KEYS: Table[str] = (("reset", 2), ("reset_by_platform", 1), ("reset_by_c
 # everything else: in this share of scenarios the configured `reset` gives way to it (the tables
 # per platform and chat type stay). A gateway is judged by the default it reports.
 RESET_DEFAULT_PERCENT = 3
+# `turn_latency: 0s`, the LLM answering at the instant it is asked (every turn's request, answer
+# and reply at one instant, meeting whatever else happens then), drawn after everything else:
+# in this share of scenarios.
+INSTANT_ANSWER_PERCENT = 3
 
 ZONES: Table[str] = (("UTC", 3), ("Europe/Berlin", 3), ("America/New_York", 2), ("Asia/Kolkata", 1), ("Australia/Sydney", 1))
 START_DAYS: Table[date] = (
@@ -128,6 +132,7 @@ class Mix:
     shared_group_percent: int = SHARED_GROUP_PERCENT
     config_change_percent: int = CONFIG_CHANGE_PERCENT
     reset_default_percent: int = RESET_DEFAULT_PERCENT
+    instant_answer_percent: int = INSTANT_ANSWER_PERCENT
 
 
 # Faults, commands and boundaries packed close, and every rare draw common: where the oracle's
@@ -145,6 +150,7 @@ DENSE = Mix(
     latencies=((2 * SECOND, 2), (500, 1), (10 * SECOND, 2), (45 * SECOND, 2), (3 * MINUTE, 2)),
     muted_percent=15, held_message_percent=60, usage_percent=40, slow_backend_percent=100, order_percent=100,
     chat_mode_percent=50, shared_group_percent=40, config_change_percent=50, reset_default_percent=25,
+    instant_answer_percent=20,
 )
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from check_logs import edit, find, messages
 
 from conformance.checks.model import RunModel
 from conformance.cli.lines import skipped_note
@@ -187,3 +188,48 @@ def test_ends_of_earlier_lives_do_not_count_as_acting_on_the_old_boundary() -> N
     assert [seg.session for seg in m.segments["alice"]] == ["s1", "s1", "s1"]
     last = m.segments["alice"][-1]
     assert [t.id for t in last.turns] == ["t2"] and m.at(last.boundary) == "21:52:03"  # idle 60m after t2, by the new policy
+
+
+# Dense seed 795 with crash points, shrunk: a /resume cut by a crash point is handed over again
+# at the restart, whose step finishes the end of s2's first life and then reopens s2 (a second
+# life, idle 5 minutes). Its old-policy boundary (16:16:39) is not yet owed at the SIGTERM
+# (16:18:10), so the restart's new policy (daily at 18:00) judges it. The oracle took the end of
+# s2's first life, in the step before, for the gateway acting on the second's boundary.
+RESUMED_LIFE = """name: resumed-life
+start: '2026-04-04T16:00:51'
+config: {reset: default, watcher_interval: 5m}
+chats:
+  bob: {platform: discord, chat_type: group, user: u2, chat_id: alice}
+events:
+- {crash: true}
+- restart: true
+  config:
+    reset_by_chat_type:
+      group: {mode: idle, idle_minutes: 5}
+  after: 53s
+- {message: bob, after: 1m}
+- {message: bob, after: 7m44s}
+- crash_at: {point: end-recorded, hit: 1, restart_after: 30s}
+  after: 41s
+- {command: /resume, chat: bob}
+- {command: /resume, chat: bob}
+- {sigterm: true, after: 7m1s}
+- restart: true
+  config:
+    reset_by_chat_type:
+      group: {mode: daily, at_hour: 18, daily_min_idle_minutes: 10}
+  after: 52s
+"""
+
+
+def test_a_resumed_lifes_boundary_is_judged_by_the_new_policy_not_kept_by_an_earlier_lifes_end() -> None:
+    records = list(run_scenario(load_text(RESUMED_LIFE), ReferenceGateway(), "reference", check=False).records)
+    assert messages(records, "I1") == [] and messages(records, "I6") == []
+    ends = [(r.t, r.step) for r in records if r.kind == "on_session_end" and r.session == "s2"]
+    assert len(ends) == 2 and ends[0][1] == "7.1"  # the first life's, in the restart's step; the second's at 18:04
+    # Both ways: the second life ended by the old policy after the restart (at its first tick,
+    # 16:24:02) is an end before any boundary of the policy in force.
+    second = find(records, "on_session_end", session="s2", nth=1)
+    early = edit(records, second, t=records[second].t - 100 * 60_000)  # 18:04:02 -> 16:24:02
+    assert messages(early, "I1") == ["session s2 got on_session_end at 16:24:02, before its daily boundary at 18:00 "
+                                     "(daily at 18:00 UTC, after 10m quiet; session began 16:11:39)"]

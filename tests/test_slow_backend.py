@@ -148,10 +148,44 @@ def test_a_call_the_backend_failed_when_due_is_excused_and_still_owed() -> None:
     assert busy.t < end.t < busy.d("ready") < records[landed].t  # in flight at the end, landed after the fault
     failed = [i for i, r in enumerate(records) if r.kind == "ingest_failed" and r.t == busy.d("ready")]
     assert failed
-    # Both ways: without the failure at `ready` the late landing is late; without the landing, lost.
-    no_failure = [r for i, r in enumerate(records) if i not in failed]
+    # Both ways: without the failure at `ready` (the backend up then) the late landing is late;
+    # without the landing, lost.
+    no_failure = [r for i, r in enumerate(records) if i not in failed and r.kind != "backend_fail"]
     assert "took [t1] only at 14:44:49, after s1's on_session_end" in judge(no_failure)["I3"].violations[0].message
     assert "never ingested [t1]" in judge(records[:landed] + records[landed + 1:])["I3"].violations[0].message
+
+
+# Two turns in flight at a /reset to a slow backend, which fails from before either is due: the
+# gateway sends them again in order, so the call at t2's `ready` carries t1 alone and fails, and
+# t2 is never sent at its `ready` (dense seed 784, shrunk: I3 called t2 late).
+IN_ORDER = """name: in-order
+start: '2026-01-06T16:26:33.999'
+config:
+  reset: {mode: none}
+  providers: [{name: hindsight, retain_every_n_turns: 1}]
+chats:
+  alice: {platform: telegram, chat_type: dm}
+events:
+- {backend_slow: hindsight, for: 46s, delay: 49s}
+- {message: alice}
+- {message: alice, after: 1s}
+- {command: /reset, chat: alice}
+- {backend_fail: hindsight, for: 1m13s, after: 10s}
+"""
+
+
+def test_a_call_due_while_the_backend_fails_is_excused_though_not_made() -> None:
+    records = list(run_scenario(load_text(IN_ORDER), ReferenceGateway(), "reference").records)
+    verdict = judge(records)["I3"]
+    assert verdict.status == "pass" and verdict.examined > 0
+    t2_ready = next(r.d("ready") for r in records if r.kind == "ingest_busy" and r.turns == ("t2",))
+    assert [r.turns for r in records if r.kind == "ingest_failed" and r.t == t2_ready] == [("t1",), ("t1",)]
+    # Both ways: with the backend up at t2's `ready` (its failure ended just before), not sending
+    # t2 then is late.
+    fault = next(i for i, r in enumerate(records) if r.kind == "backend_fail")
+    up = list(records)
+    up[fault] = records[fault]._replace(detail={**records[fault].detail, "until": t2_ready})
+    assert "took [t2] only at 16:31:33, after s1's on_session_end" in judge(up)["I3"].violations[0].message
 
 
 def test_a_call_cut_off_is_owed_at_the_next_sigterm() -> None:

@@ -9,7 +9,8 @@ nothing: a turn whose call was made in time and that landed when the backend sai
 (the `ready` of an `ingest_busy` before the moment) is on time; one first sent after the
 moment, or retried later than `ready`, is late; one never landed is lost. A call still in
 flight at the moment that a later fault cut off when due (the backend failed the call made
-again at its `ready`, or the gateway was stopped at `ready` and restarted after it) is
+again at its `ready`, or was failing then, or the gateway was stopped at `ready` and restarted
+after it) is
 excused as a failing backend is: the turn is still owed, at the next moment and by the end.
 A SIGTERM cannot wait virtual time: at one, a slow backend is excused as a failing one is
 (its turns still owed).
@@ -291,8 +292,10 @@ def _late(m: RunModel, backends: list[str], whole: dict[str, array[int]], indexe
 
     def cut_off(backend: str, turn: str, moment_index: int, ready: int) -> bool:
         """A fault that came after the moment kept a call from completing at its `ready`: the
-        backend failed it then, or the gateway was stopped then (and restarted later)."""
-        return ready in failed.get(backend, {}).get(turn, ()) or any(
+        backend failed it then, or was failing then (a call made at `ready` would have failed:
+        a gateway that sends its turns in order stops at the first the backend refuses), or
+        the gateway was stopped then (and restarted later)."""
+        return ready in failed.get(backend, {}).get(turn, ()) or down(backend, ready) or any(
             index > moment_index and t <= ready < restart for index, t, restart in stopped)
 
     def on_its_way(backend: str, turn: str, moment_index: int, moment: int, landed: int) -> bool:

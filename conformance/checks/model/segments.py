@@ -118,7 +118,7 @@ def chat_segments(model: LogView, chat: str, turns: list[Turn], commands: list[C
     effective = _effective(model, admitted, commands)
     expiry_at = model.expiry_of(chat)  # (anchor, last user message) -> the entry's expiry, asked per turn
     segments: list[Segment] = []
-    judged = partial(_judged, model, segments, stopped) if model.changes else None  # asked with the record it is asked at
+    judged = partial(_judged, model, segments, stopped, _Lives()) if model.changes else None  # asked with the record it is asked at
     current: Segment | None = None
     cursor = 0
 
@@ -178,15 +178,16 @@ def chat_segments(model: LogView, chat: str, turns: list[Turn], commands: list[C
     return segments
 
 
-def _judged(m: LogView, segments: list[Segment], stopped: list[Downtime], seg: Segment, asked: int) -> Expiry | None:
+def _judged(m: LogView, segments: list[Segment], stopped: list[Downtime], lives: _Lives, seg: Segment,
+            asked: int) -> Expiry | None:
     """The segment's expiry as seen at record `asked`, when restarts changed the policy: only the
     policies in force by then judge it, and an old policy's boundary before its stop counts
     after the restart only as `_kept` says."""
     return m.expiry(seg.chat, seg.anchor, seg.last_user, asked,
-                    lambda found, change: _kept(m, segments, stopped, seg, found, change))
+                    lambda found, change: _kept(m, segments, stopped, lives, seg, found, change))
 
 
-def _kept(m: LogView, segments: list[Segment], stopped: list[Downtime], seg: Segment, found: Expiry,
+def _kept(m: LogView, segments: list[Segment], stopped: list[Downtime], lives: _Lives, seg: Segment, found: Expiry,
           change: PolicyChange) -> bool:
     """Whether a boundary the old policy found before the stop still counts after the restart
     that changed the policy. It does if the gateway acted on it: ended this life of the session
@@ -197,7 +198,7 @@ def _kept(m: LogView, segments: list[Segment], stopped: list[Downtime], seg: Seg
     gateway stopped, and the restarted gateway, which may know only the policy it came back with
     (after a crash, not even when it stopped), may judge the entry by that one."""
     if seg.session is not None:
-        lo = _life_start(m, segments, seg)
+        lo = lives.start(m, segments, seg.number)
         restart_step = m.records[change.index].step
         for i, r in m.of_session("on_session_end", seg.session, lo):
             if i < change.index or r.step == restart_step:
@@ -208,18 +209,6 @@ def _kept(m: LogView, segments: list[Segment], stopped: list[Downtime], seg: Seg
         return False
     due = eager_due(found.at, seg.turns, m.latency, (d for d in stopped if d.down < change.since))
     return due + m.latency < change.since
-
-
-def _life_start(m: LogView, segments: list[Segment], seg: Segment) -> int:
-    """The first record of the segment's life of its session: past the end of the life before,
-    which a /resume that reopens it delivers at its own record (as `set_windows` finds it)."""
-    chain = [seg]
-    while chain[-1].reopens and chain[-1].resumes is not None and chain[-1].session:
-        chain.append(segments[chain[-1].resumes])
-    lo = chain[-1].start_index
-    for life in reversed(chain[:-1]):
-        lo = _after_ending(m, life.session or "", life.start_index, lo)
-    return lo
 
 
 def _previous_distinct(segments: list[Segment], left: Segment) -> Segment | None:
@@ -255,31 +244,49 @@ def _died_taking(m: LogView, command: int, end: int) -> bool:
     return any(m.records[i].step == step and m.records[i].d("point") for i, _ in m.of("crash") if command < i < end)
 
 
+class _Lives:
+    """Where each segment's life of its session begins, found segment by segment in order:
+    `set_windows` reads every one, a changed policy's `_kept` the one it asks about while the
+    segments are still being cut (a segment's start depends only on the segments before it).
+    The first life of a session in the chat begins with the log; a /resume that reopens the
+    session just ended, after that end (`_after_ending`); another /resume, at the gateway's
+    first switch into the session that began no earlier life, so resumes that take effect at
+    the same record (queued behind one turn, even back to one session twice) keep their lives
+    apart."""
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []
+        self.seen: set[str | None] = set()
+        self.taken: dict[str, int] = {}  # session -> the last switch into it that began one of its lives
+
+    def start(self, m: LogView, segments: list[Segment], number: int) -> int:
+        starts, taken = self.starts, self.taken
+        while len(starts) <= number:
+            seg = segments[len(starts)]
+            lo = 0
+            if seg.session in self.seen:
+                lo = seg.start_index
+                if seg.reopens and seg.session and seg.resumes is not None:
+                    lo = _after_ending(m, seg.session, seg.start_index, starts[seg.resumes])
+                elif seg.resumes is not None and seg.session:
+                    switches = m.by_session.get(("on_session_switch", seg.session), [])
+                    k = bisect_left(switches, max(seg.start_index, taken.get(seg.session, -1) + 1))
+                    if k < len(switches):
+                        lo = taken[seg.session] = switches[k]
+                    else:  # no switch left for it (one switch for two resumes): it cannot begin before the last life did
+                        lo = max(lo, taken.get(seg.session, -1))
+            self.seen.add(seg.session)
+            starts.append(lo)
+        return starts[number]
+
+
 def set_windows(m: LogView, segments: list[Segment]) -> None:
-    """Each segment's life of its session: from its start (from the log's start for the
-    session's first life in the chat) to the start of the session's next life. A /resume's
-    life starts at the gateway's first switch into it that began no earlier life, so resumes
-    that take effect at the same record (queued behind one turn, even back to one session
-    twice) keep their lives apart."""
-    starts = []
-    seen: set[str | None] = set()
-    taken: dict[str, int] = {}  # session -> the last switch into it that began one of its lives
-    for seg in segments:
-        lo = 0
-        if seg.session in seen:
-            lo = seg.start_index
-            if seg.reopens and seg.session and seg.resumes is not None:
-                lo = _after_ending(m, seg.session, seg.start_index, starts[seg.resumes])
-            elif seg.resumes is not None and seg.session:
-                switches = m.by_session.get(("on_session_switch", seg.session), [])
-                k = bisect_left(switches, max(seg.start_index, taken.get(seg.session, -1) + 1))
-                if k < len(switches):
-                    lo = taken[seg.session] = switches[k]
-                else:  # no switch left for it (one switch for two resumes): it cannot begin before the last life did
-                    lo = max(lo, taken.get(seg.session, -1))
-        seen.add(seg.session)
-        starts.append(lo)
+    """Each segment's life of its session (`_Lives`): from its start to the start of the
+    session's next life."""
+    lives = _Lives()
+    if segments:
+        lives.start(m, segments, len(segments) - 1)
     next_start: dict[str | None, int] = {}
-    for seg, lo in zip(reversed(segments), reversed(starts), strict=True):
+    for seg, lo in zip(reversed(segments), reversed(lives.starts), strict=True):
         seg.window = Window(lo, next_start.get(seg.session, len(m.records)))
         next_start[seg.session] = lo if lo else seg.start_index
