@@ -172,6 +172,20 @@ def test_a_declared_bound_cannot_outwait_quiescence() -> None:
     assert messages(silent, "I9") == ["t3 delivered at 09:02 was never answered; owed by 10:43:02"]
 
 
+def test_a_turn_a_stop_excused_is_not_counted_as_examined() -> None:
+    """crash-in-flight: t1 dies with the crash, so I9 verified no reply: it says it examined
+    nothing (a gateway that answers nothing, declaring a bound that outlasts every stop, passes
+    such a scenario vacuously, and every output says so). The crash moved past the deadline, t1
+    is examined and fails."""
+    records = log("crash-in-flight")
+    verdict = judge(records)["I9"]
+    assert (verdict.status, verdict.examined) == ("pass", 0)
+    crash = find(records, "crash")
+    late = judge(edit(records, crash, t=records[crash].t + 3 * 60_000))["I9"]
+    assert (late.status, late.examined) == ("fail", 1)
+    assert judge(log("idle"))["I9"].examined == 3
+
+
 @pytest.mark.parametrize("path", catalog_paths(), ids=[p.stem for p in catalog_paths()])
 def test_the_do_nothing_gateway_fails_every_catalog_scenario_with_a_message(path: Path) -> None:
     scenario = load_file(path)

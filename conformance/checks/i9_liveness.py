@@ -58,7 +58,6 @@ def check(m: RunModel) -> Verdict:
         free = 0  # when the chat could take its next message: the previous one answered or given up
         behind: Turn | None = None
         for turn in sorted(by_chat[chat], key=attrgetter("index")):
-            examined += 1
             start = free if free > turn.arrival else turn.arrival  # the later (no `max` call per turn)
             deadline = _extended(start + within, start, within, locks) if locks else start + within
             # the earlier of its reply and the reply its folded request got (a time of 0 counts as none)
@@ -73,15 +72,16 @@ def check(m: RunModel) -> Verdict:
                 answered, unasked = answer, None
             if answered is not None and answered <= deadline:  # answered in time: when it was given up is no matter
                 free = answered
+                examined += 1
             elif (given_up := _given_up(turn, stops, stop_reach, ahead, deadline)) is not None and given_up <= deadline \
                     and (answered is None or answered > given_up):
-                free = given_up  # abandoned, or the process stopped first (held ones are owed after it)
+                free = given_up  # abandoned, or the process stopped first (held ones are owed after it): not examined
             elif answered is not None:
                 violations.append(_violation(m, turn, start, behind, deadline, answered, misreply))
-                free = answered
+                free, examined = answered, examined + 1
             else:
                 violations.append(_violation(m, turn, start, behind, deadline, None, misreply, unasked))
-                free = deadline
+                free, examined = deadline, examined + 1
             behind = turn
     violations.sort(key=lambda v: v.records)  # in log order, whatever the chat
     return Verdict("I9", "fail" if violations else "pass", tuple(violations), examined=examined)
