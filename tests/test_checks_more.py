@@ -10,7 +10,9 @@ from check_logs import drop, edit, find, insert, log, messages, move, rows, snap
 
 from conformance import checks
 from conformance.checks import judge
+from conformance.checks.model import RunModel
 from conformance.observations import Obs
+from sim.clock import format_duration
 
 
 def both(*turns: str, visibility: str = "visible") -> list[list[str]]:
@@ -124,6 +126,20 @@ def test_i7_none_session_reaped_after_the_ttl() -> None:
         "the agent of session s1 (reset policy none) stayed cached until 12:00, idle since 09:00:02 "
         "(idle TTL 1h, sweep every 5m: due out by 10:05:02)"
     ]
+
+
+def test_i7_a_declared_sweep_period_cannot_outwait_quiescence() -> None:
+    """A profile that claims to sweep once a year still owes a `none` session's idle agent out by
+    the TTL plus what quiescence waits (I9 caps its bound the same way): the gateway that kept
+    s1 for three hours passed with it before."""
+    records = snapshots(log("reaped"))
+    kept = drop(records, find(records, "note", what="evict"), find(records, "resources", cached=[], nth=1))
+    yearly = edit(kept, 0, detail={"profile": {**kept[0].d("profile"), "sweep_interval": 365 * 86_400_000}})
+    horizon = format_duration(RunModel.build(yearly).config.horizon())
+    [message] = messages(yearly, "I7")
+    assert message.startswith("the agent of session s1 (reset policy none) stayed cached until 12:00, idle since 09:00:02 "
+                              f"(idle TTL 1h, sweep every {horizon}: due out by ")
+    assert messages(edit(records, 0, detail={"profile": yearly[0].d("profile")}), "I7") == []
 
 
 def test_i7_nothing_left_after_shutdown() -> None:
