@@ -108,7 +108,12 @@ class GatewayConfig:
         return "lazy" if self.watcher_interval is None else "eager"
 
     def horizon(self) -> int:
-        """How far past the last event every boundary, watcher tick and sweep has happened."""
+        """How far past the last event every boundary, watcher tick and sweep has happened: the
+        last boundary's `reach`, then `settle`, then a minute more."""
+        return self.reach() + self.settle() + MINUTE
+
+    def reach(self) -> int:
+        """How far past the last event the last reset boundary can be."""
         policies = [self.reset, *(p for _, p in self.reset_by_platform), *(p for _, p in self.reset_by_chat_type)]
         reach = 0
         for policy in policies:
@@ -116,8 +121,13 @@ class GatewayConfig:
                 reach = max(reach, policy.idle_minutes * MINUTE)
             if policy.mode in ("daily", "both"):
                 reach = max(reach, DAY + HOUR + policy.daily_min_idle_minutes * MINUTE)
-        tick = self.watcher_interval or 0
-        return reach + self.idle_ttl + 2 * tick + self.turn_latency + MINUTE
+        return reach
+
+    def settle(self) -> int:
+        """What quiescence allows past the last boundary for what it sets off: an idle sweep, two
+        watcher ticks and a turn. The longest finalization latency the checks can hold a
+        gateway to (a minute short of the final stop)."""
+        return self.idle_ttl + 2 * (self.watcher_interval or 0) + self.turn_latency
 
 
 @dataclass(frozen=True)

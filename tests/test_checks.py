@@ -59,6 +59,24 @@ def test_i1_boundary_without_end() -> None:
     ]
 
 
+def test_i1_a_declared_latency_cannot_outwait_quiescence() -> None:
+    """The laziest eager gateway: it declared a year's latency and ended no expired session. The
+    ends were owed after the final stop, so none was missing (the headline bug of hermes #11205
+    passed catalog 01). A latency is held to what quiescence allows past the last boundary
+    (`GatewayConfig.settle`: the idle TTL, two watcher ticks and a turn, here 1h10m02s)."""
+    records = log("idle")
+    yearly = edit(records, 0, detail={"profile": {**records[0].d("profile"), "latency": 365 * 86_400_000}})
+    assert messages(yearly, "I1") == []
+    unended_both = drop(yearly, *(find(yearly, kind, session=s) for s in ("s1", "s2")
+                                  for kind in ("on_session_end", "on_session_finalize")))
+    assert messages(unended_both, "I1") == [
+        "session s1 reached its idle boundary at 09:31 (idle 30m after the last user message at 09:01) but got no "
+        "on_session_end (owed by 10:41:02: eager finalization within 1h10m2s)",
+        "session s2 reached its idle boundary at 09:32 (idle 30m after the last user message at 09:02) but got no "
+        "on_session_end (owed by 10:42:02: eager finalization within 1h10m2s)",
+    ]
+
+
 def test_i1_no_end_is_owed_after_the_final_sigterm() -> None:
     """A backlog keeps t4 in flight until the final SIGTERM: s4's end, deferred by that turn,
     would be owed after it, so none is missing. s3's was owed before it: a log without it fails."""

@@ -106,7 +106,11 @@ class LogView:
 
     @property
     def latency(self) -> int:
-        return int(self.profile.get("latency", 0))
+        """The declared finalization latency, never longer than quiescence waits past the last
+        boundary (`GatewayConfig.settle`): what the harness cannot wait for, it cannot excuse (so
+        I9's reply bound and I7's sweep period). A gateway that declared a year owed no end of a
+        session expired by its policy; now every boundary the run reaches is owed by its end."""
+        return min(int(self.profile.get("latency", 0)), self.config.settle())
 
     # -- looking records up -------------------------------------------------------------
 
