@@ -34,6 +34,14 @@ class LogView:
     # fires nothing; the restarted one judges its downtime by the configuration it came back
     # with). Empty: `config` throughout.
     changes: list[PolicyChange] = field(default_factory=list, repr=False)
+    # The declared finalization latency, never longer than quiescence allows past the last
+    # boundary (`GatewayConfig.settle`): what the harness cannot wait for, it cannot excuse (so
+    # I9's reply bound and I7's sweep period). A gateway that declared a year owed no end of a
+    # session expired by its policy; now every boundary the run reaches is owed by its end.
+    latency: int = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.latency = min(int(self.profile.get("latency", 0)), self.config.settle())
 
     # -- rendering --------------------------------------------------------------------
 
@@ -103,14 +111,6 @@ class LogView:
     def watched(self) -> bool:
         """Some chat's boundaries are acted on by a watcher: the gateway is eager, or a chat is."""
         return self.eager or any(mode == "eager" for _, mode in self.config.finalization_by_chat)
-
-    @property
-    def latency(self) -> int:
-        """The declared finalization latency, never longer than quiescence waits past the last
-        boundary (`GatewayConfig.settle`): what the harness cannot wait for, it cannot excuse (so
-        I9's reply bound and I7's sweep period). A gateway that declared a year owed no end of a
-        session expired by its policy; now every boundary the run reaches is owed by its end."""
-        return min(int(self.profile.get("latency", 0)), self.config.settle())
 
     # -- looking records up -------------------------------------------------------------
 
