@@ -51,6 +51,7 @@ KNOWN_VARIANTS = frozenset({
     "new-ends-ended-session",
     "restart-keeps-old-policy",
     "default-policy-misreported",
+    "stop-notices-nothing",
     "group-shares-one-session",
     "lazy-chat-stops-the-watcher",
     "eager-chat-left-lazy",

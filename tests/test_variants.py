@@ -129,6 +129,8 @@ CASES: dict[str, tuple[Callable[[list[Obs]], Any], Any, Any]] = {
     "new-ends-ended-session": (lambda r: count(r, "on_session_end", "s1"), 1, 2),
     "restart-keeps-old-policy": (lambda r: (reply_session(r, "t2"), count(r, "on_session_end", "s1")), ("s1", 0), ("s2", 1)),
     "default-policy-misreported": (lambda r: reply_session(r, "t2"), "s1", "s2"),
+    "stop-notices-nothing": (lambda r: [x.kind for x in r if x.kind in ("on_session_end", "crash")],
+                             ["on_session_end", "crash"], ["crash", "on_session_end"]),
     "group-shares-one-session": (lambda r: (reply_session(r, "t2"), ends(r, "s1")), ("s2", [("s1", ("t1",))]),
                                  ("s1", [("s1", ("t1", "t2"))])),
     "lazy-chat-stops-the-watcher": (lambda r: ends(r, "s1"), [("s1", ("t1",))], []),

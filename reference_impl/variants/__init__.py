@@ -59,6 +59,7 @@ from reference_impl.variants.policy import (
     QueuedClockAtAdmission,
     ResetMidTurn,
     RestartKeepsOldPolicy,
+    StopNoticesNothing,
 )
 from reference_impl.variants.trust import (
     AbandonedTurnKept,
@@ -108,6 +109,7 @@ VARIANTS: dict[str, type[ReferenceGateway]] = {
     "new-ends-ended-session": NewEndsEndedSession,
     "restart-keeps-old-policy": RestartKeepsOldPolicy,
     "default-policy-misreported": DefaultPolicyMisreported,
+    "stop-notices-nothing": StopNoticesNothing,
     "group-shares-one-session": GroupSharesOneSession,
     "lazy-chat-stops-the-watcher": LazyChatStopsTheWatcher,
     "eager-chat-left-lazy": EagerChatLeftLazy,

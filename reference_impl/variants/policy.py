@@ -126,6 +126,23 @@ class RestartKeepsOldPolicy(ReferenceGateway):
         super().restart(None)
 
 
+class StopNoticesNothing(ReferenceGateway):
+    """stop-notices-nothing — issue #21 (format gaps: a restart that changes the configuration):
+
+    A command past the chat's boundary notices it, as a message does (docs/contract.md); a
+    `/stop` that abandons the chat's turn and looks no further leaves the session live past its
+    boundary. Under one policy nothing shows (the watcher ends it within its interval); a crash
+    before that and a restart bringing another policy find the session live and keep it, an
+    end the old boundary owed at the `/stop`. The reference had this bug (and the example
+    gateway), found by generated seed 41 once restarts could change the policy.
+
+    Here: a `/stop` notices no boundary.
+    """
+
+    def notice_expiry(self, key: str) -> None:
+        return None
+
+
 class DefaultPolicyMisreported(ReferenceGateway):
     """default-policy-misreported — issue #19 (`reset: default`: a release's own default policy):
 
