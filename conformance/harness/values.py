@@ -30,9 +30,10 @@ from sessiongate import SessiongateError
 SEQUENCES = (tuple, list)  # what a sequence field may be: a tuple in process, a JSON array on the wire
 SETS = (frozenset, set, tuple, list)  # what a set field may be (normalized to a frozenset)
 KNOWN_ITEMS: dict[str, frozenset[str]] = {"unsupported": FEATURES}  # set fields whose items are names
-OWED: dict[str, str] = {  # names a gateway might think it could lack, and why it cannot
+# Names a set field refuses with a reason (a gateway might think it could lack them), by field.
+REFUSED_ITEMS: dict[str, dict[str, str]] = {"unsupported": {
     "message": "every gateway takes messages (one that lacked them would pass every scenario by answering nothing)",
-}
+}}
 
 
 class BadValue(SessiongateError, ValueError):
@@ -87,8 +88,9 @@ def _field(name: str, hint: Any, value: Any) -> Any:
     elif origin in (frozenset, set):
         if isinstance(value, SETS) and all(type(item) is str for item in value):
             unknown = sorted(set(value) - KNOWN_ITEMS.get(name, set(value)))
-            if name == "unsupported" and (owed := [item for item in unknown if item in OWED]):
-                raise BadValue(f"unsupported: {', '.join(map(repr, owed))} cannot be declared: {OWED[owed[0]]}")
+            refused = REFUSED_ITEMS.get(name, {})
+            if refused and (owed := [item for item in unknown if item in refused]):
+                raise BadValue(f"{name}: {', '.join(map(repr, owed))} cannot be declared: {refused[owed[0]]}")
             if unknown:
                 raise BadValue(f"{name}: unknown {'names' if len(unknown) > 1 else 'name'} {', '.join(map(repr, unknown))}; "
                                f"known: {', '.join(sorted(KNOWN_ITEMS[name]))}")

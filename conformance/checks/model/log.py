@@ -39,9 +39,11 @@ class LogView:
     # I9's reply bound and I7's sweep period). A gateway that declared a year owed no end of a
     # session expired by its policy; now every boundary the run reaches is owed by its end.
     latency: int = field(init=False, repr=False)
+    sweep_interval: int = field(init=False, repr=False)  # I7's slack, capped at the horizon likewise
 
     def __post_init__(self) -> None:
         self.latency = min(int(self.profile.get("latency", 0)), self.config.settle())
+        self.sweep_interval = min(int(self.profile.get("sweep_interval", 0)), self.config.horizon())
 
     # -- rendering --------------------------------------------------------------------
 
