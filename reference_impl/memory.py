@@ -59,15 +59,7 @@ class BatchingProvider:
         if pending:
             if self.shutting_down:
                 return False
-            # A slow backend's calls are made again as they were, each landing when the backend
-            # said; turns buffered since go in a call of their own, made now too (one call with
-            # them all would be held back until the newest is done).
-            slow = self.slow_calls.pop(session, None)
-            if slow is None:  # the usual flush: one call (no list of calls made a turn)
-                calls = [pending]
-            else:
-                calls = [[t for t in pending if t.turn in call] for call in slow]
-                calls.append([t for t in pending if not any(t.turn in call for call in slow)])
+            calls = self.calls(pending, self.slow_calls.pop(session, None))
             still: list[set[str]] = []
             for k, call in enumerate(calls):
                 if not call:
@@ -88,6 +80,17 @@ class BatchingProvider:
         self.settle(session, buffer)
         self.owed.discard(session)
         return True
+
+    def calls(self, pending: list[Turn], kept: list[set[str]] | None) -> list[list[Turn]]:
+        """The backend calls a flush makes. Calls a slow or failing backend left (`kept`) are
+        made again as they were, each landing when the backend said; turns buffered since go in
+        a call of their own, made now too (one call with them all would be held back until the
+        newest is done)."""
+        if kept is None:  # the usual flush: one call (no list of calls made a turn)
+            return [pending]
+        calls = [[t for t in pending if t.turn in call] for call in kept]
+        calls.append([t for t in pending if not any(t.turn in call for call in kept)])
+        return calls
 
     def unshipped(self, buffer: Sequence[Turn]) -> list[Turn]:
         """The buffered turns the watermark does not list."""

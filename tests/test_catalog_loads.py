@@ -57,6 +57,7 @@ KNOWN_VARIANTS = frozenset({
     "eager-chat-left-lazy",
     "stop-takes-first-busy-chat",
     "queued-clock-at-admission",
+    "retry-drops-newer-turns",
 })
 FILE_NAME = re.compile(r"\d\d-[a-z0-9]+(-[a-z0-9]+)*\.yaml")
 PATHS = catalog_paths()

@@ -40,6 +40,12 @@ def ingested(records: list[Obs], backend: str) -> list[str]:
     return [turn for r in records if r.kind == "ingest" and r.d("backend") == backend for turn in r.turns]
 
 
+def ingested_before_end(records: list[Obs], backend: str, session: str) -> list[str]:
+    """The turns the backend took before the session's first on_session_end."""
+    end = next(i for i, r in enumerate(records) if r.kind == "on_session_end" and r.session == session)
+    return ingested(records[:end], backend)
+
+
 def stored(records: list[Obs], session: str, what: str = "turns", label: str = "final") -> Any:
     """One session in the durable state labelled `label` (the last such snapshot): its user
     turns, visibilities or parent (None if absent)."""
@@ -91,6 +97,7 @@ CASES: dict[str, tuple[Callable[[list[Obs]], Any], Any, Any]] = {
     "batch-lost-on-shutdown": (lambda r: ingested(r, "hindsight"), ["t1", "t2"], []),
     "batch-flush-reships-retained": (lambda r: ingested(r, "hindsight"),
                                      ["t1", "t2", "t3"], ["t1", "t2", "t1", "t2", "t3", "t1", "t2", "t3"]),
+    "retry-drops-newer-turns": (lambda r: ingested_before_end(r, "hindsight", "s1"), ["t1", "t2", "t3"], ["t1", "t2"]),
     "end-after-switch": (lambda r: [x for x in sequence(r, ("on_session_end", "on_session_switch"), ("s1", "s2"))
                                     if x in ("on_session_end s2", "on_session_switch s1")],
                          ["on_session_end s2", "on_session_switch s1"], ["on_session_switch s1", "on_session_end s2"]),

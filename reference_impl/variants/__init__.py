@@ -46,6 +46,7 @@ from reference_impl.variants.memory import (
     BatchLostOnShutdown,
     BatchNoFlushOnSessionEnd,
     MemoryShipsReplyTwice,
+    RetryDropsNewerTurns,
 )
 from reference_impl.variants.policy import (
     CommandMovesIdleClock,
@@ -80,6 +81,7 @@ VARIANTS: dict[str, type[ReferenceGateway]] = {
     "batch-no-flush-on-session-end": BatchNoFlushOnSessionEnd,
     "batch-lost-on-shutdown": BatchLostOnShutdown,
     "batch-flush-reships-retained": BatchFlushReshipsRetained,
+    "retry-drops-newer-turns": RetryDropsNewerTurns,
     "end-after-switch": EndAfterSwitch,
     "deleted-row-drops-turns": DeletedRowDropsTurns,
     "heal-replays-tail-only": HealReplaysTailOnly,

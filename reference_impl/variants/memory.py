@@ -37,6 +37,14 @@ class ReplyTwiceProvider(BatchingProvider):
         return [text for t in pending for text in (t.assistant, t.assistant)]
 
 
+class RetryForgetsNewerProvider(BatchingProvider):
+    """A provider whose retry makes again only the calls a failing backend refused: the turns
+    buffered since go in no call and stay buffered, past the session's end, until a later flush."""
+
+    def calls(self, pending: list[Turn], kept: list[set[str]] | None) -> list[list[Turn]]:
+        return super().calls(pending, kept)[:-1] if kept is not None else [pending]
+
+
 class BatchNoFlushOnSessionEnd(ReferenceGateway):
     """batch-no-flush-on-session-end — hermes-agent #88944 (seed 001):
 
@@ -100,3 +108,20 @@ class MemoryShipsReplyTwice(ReferenceGateway):
     def make_provider(self, spec: ProviderSpec) -> BatchingProvider:
         return ReplyTwiceProvider(spec.name, spec.retain_every_n_turns, self.h.backends[spec.name], self.store,
                                   self.retry_memory_at)
+
+
+class RetryDropsNewerTurns(ReferenceGateway):
+    """retry-drops-newer-turns — issue #24 (a mutation survivor of the batching provider's retry):
+
+    While a backend is down every write fails and its turns are kept; the next write retries
+    them and must add the turns buffered since (CONTRACT I3: every acknowledged turn reaches
+    every backend).
+
+    Here: a retry makes again only the refused calls; the turns buffered since stay buffered
+    when the backend is back, and ship only at a later flush (the final SIGTERM), after the
+    session's end.
+    """
+
+    def make_provider(self, spec: ProviderSpec) -> BatchingProvider:
+        return RetryForgetsNewerProvider(spec.name, spec.retain_every_n_turns, self.h.backends[spec.name], self.store,
+                                         self.retry_memory_at)
