@@ -168,8 +168,10 @@ class _Walk:
             return "deleted row"
         if any(seg.start_index <= i < index for i in self.ends.get(session or "", [])):
             return "ended"
-        if seg.boundary is not None and seg.boundary <= self.m.records[index].t:
-            return "past boundary"
+        r = self.m.records[index]
+        if seg.boundary is not None and (seg.boundary < r.t or (
+                seg.boundary == r.t and not (r.kind == "command" and seg.reason in ("new", "switch")))):
+            return "past boundary"  # but a /new or /resume is its own boundary: live just before it
         return "live+cached" if session in self.cached else "live+evicted"
 
     def chat_states(self, index: int) -> list[str]:

@@ -58,6 +58,7 @@ KNOWN_VARIANTS = frozenset({
     "stop-takes-first-busy-chat",
     "queued-clock-at-admission",
     "retry-drops-newer-turns",
+    "watcher-ends-busy-session",
 })
 FILE_NAME = re.compile(r"\d\d-[a-z0-9]+(-[a-z0-9]+)*\.yaml")
 PATHS = catalog_paths()

@@ -150,6 +150,21 @@ def test_lifecycle_coverage_sees_states_events_and_hook_paths():
     assert ("shut down", "sweep") not in cover.lifecycle.unreached()  # cannot happen, so not owed
 
 
+def test_a_command_that_ends_the_session_finds_it_live_not_past_its_boundary():
+    """/new and /resume are their own boundaries: just before them the session is live (cached or
+    evicted); a /new after a policy boundary the watcher has not acted on finds it past it."""
+    def cover(name: str):
+        return lifecycle_coverage([run_scenario(scenario(name), ReferenceGateway(), "reference", check=False).records])
+
+    resumed = cover("30-resume-ends-left-session").lifecycle.counts  # /new, /resume on live sessions
+    assert resumed.get(("live+cached", "command"), 0) == 2 and resumed.get(("past boundary", "command"), 0) == 0
+    evicted = cover("73-command-for-an-evicted-agent").lifecycle.counts
+    assert evicted.get(("live+evicted", "command"), 0) == 1 and evicted.get(("past boundary", "command"), 0) == 0
+    daily = cover("74-new-after-daily-boundary")
+    assert daily.lifecycle.counts.get(("past boundary", "command"), 0) == 1
+    assert daily.boundaries.counts.get(("daily", "command"), 0) == 1
+
+
 def test_a_two_day_quiet_gap_is_squeezed_to_a_break():
     zone = ZoneInfo("Europe/Berlin")
     start = 1_772_438_400_000

@@ -61,6 +61,7 @@ from reference_impl.variants.policy import (
     ResetMidTurn,
     RestartKeepsOldPolicy,
     StopNoticesNothing,
+    WatcherEndsBusySession,
 )
 from reference_impl.variants.trust import (
     AbandonedTurnKept,
@@ -92,6 +93,7 @@ VARIANTS: dict[str, type[ReferenceGateway]] = {
     "evict-drops-deleted-transcript": EvictDropsDeletedTranscript,
     "parent-resurrected-for-child": ParentResurrectedForChild,
     "reset-mid-turn": ResetMidTurn,
+    "watcher-ends-busy-session": WatcherEndsBusySession,
     "command-moves-idle-clock": CommandMovesIdleClock,
     "daily-boundary-in-utc": DailyBoundaryInUtc,
     "message-reset-fires-no-hooks": MessageResetFiresNoHooks,

@@ -39,6 +39,32 @@ class ResetMidTurn(ReferenceGateway):
             self.volatile.cache.put(running)  # the running agent carries on with its turn
 
 
+class WatcherEndsBusySession(ReferenceGateway):
+    """watcher-ends-busy-session — hermes-agent 0.19.0's expiry watcher (catalog 75):
+
+    `SessionStore._is_session_expired` defers an expiry only for "active background
+    processes", and `GatewayRunner._session_expiry_watcher` falls back to `_running_agents`
+    "in case the agent is still mid-turn when the expiry fires"; seed 002's plugin instead:
+    "A turn in flight is never reset".
+
+    Here: the watcher does not see turns in flight, so it ends a session whose boundary passed
+    while its turn runs; the running agent carries on, and the turn completes, is stored and
+    synced in the session that already ended.
+    """
+
+    def tick(self) -> None:
+        volatile = self.volatile
+        running = [agent for agent in volatile.cache.agents.values() if agent.busy]
+        busy, volatile.busy_chats = volatile.busy_chats, {}  # the watcher sees no turn in flight
+        try:
+            super().tick()
+        finally:
+            volatile.busy_chats = busy
+        for agent in running:
+            if volatile.cache.get(agent.session) is None:
+                volatile.cache.put(agent)  # the running agent carries on with its turn
+
+
 class CommandMovesIdleClock(ReferenceGateway):
     """command-moves-idle-clock — seed 002 (hermes-session-reset-policy):
 

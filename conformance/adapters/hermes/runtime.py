@@ -150,17 +150,19 @@ class Generation(StoreWaits):
 
     async def _recover(self, home: Path) -> None:
         """gateway/run.py:GatewayRunner.start, its steps that touch sessions. (No adapter is
-        connected, so its startup auto-resume and redelivery have nobody to talk to.)"""
-        if await hermes_forks.recover_sessions(self.runner, home):
-            return
-        marker = home / ".clean_shutdown"
-        if marker.exists():
-            marker.unlink()
-        elif hasattr(self.runner, "async_session_store"):  # 0.19.0
-            await self.runner.async_session_store.suspend_recently_active()
-        else:
-            self.runner.session_store.suspend_recently_active()
-        self.runner._suspend_stuck_loop_sessions()
+        connected, so its startup auto-resume and redelivery have nobody to talk to; the store
+        is still loaded, as the auto-resume's enumeration of pending sessions loads it, before
+        start() returns and held input is handed over.)"""
+        if not await hermes_forks.recover_sessions(self.runner, home):
+            marker = home / ".clean_shutdown"
+            if marker.exists():
+                marker.unlink()
+            elif hasattr(self.runner, "async_session_store"):  # 0.19.0
+                await self.runner.async_session_store.suspend_recently_active()
+            else:
+                self.runner.session_store.suspend_recently_active()
+            self.runner._suspend_stuck_loop_sessions()
+        self.runner.session_store._ensure_loaded()  # _schedule_resume_pending_sessions (iot: _resume_pending_candidates)
 
     def start(self, kind: str, chat: Chat | None, coro: Coroutine[Any, Any, Any]) -> Work:
         work = Work(kind, chat, self)
