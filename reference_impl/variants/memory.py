@@ -42,7 +42,8 @@ class RetryForgetsNewerProvider(BatchingProvider):
     buffered since go in no call and stay buffered, past the session's end, until a later flush."""
 
     def calls(self, pending: list[Turn], kept: list[set[str]] | None) -> list[list[Turn]]:
-        return super().calls(pending, kept)[:-1] if kept is not None else [pending]
+        calls = super().calls(pending, kept)
+        return calls if kept is None else calls[:-1]  # without the call of the turns buffered since
 
 
 class BatchNoFlushOnSessionEnd(ReferenceGateway):
