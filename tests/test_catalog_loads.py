@@ -59,6 +59,7 @@ KNOWN_VARIANTS = frozenset({
     "queued-clock-at-admission",
     "retry-drops-newer-turns",
     "watcher-ends-busy-session",
+    "resume-refused-mid-turn",
 })
 FILE_NAME = re.compile(r"\d\d-[a-z0-9]+(-[a-z0-9]+)*\.yaml")
 PATHS = catalog_paths()

@@ -116,6 +116,7 @@ CASES: dict[str, tuple[Callable[[list[Obs]], Any], Any, Any]] = {
     "watcher-ends-busy-session": (lambda r: sequence(r, ("reply", "sync_turn", "on_session_end"), ("s1",)),
                                   ["reply s1", "sync_turn s1", "on_session_end s1"],
                                   ["on_session_end s1", "reply s1", "sync_turn s1"]),
+    "resume-refused-mid-turn": (lambda r: reply_session(r, "t3"), "s1", "s2"),
     "command-moves-idle-clock": (lambda r: reply_session(r, "t2"), "s2", "s1"),
     "daily-boundary-in-utc": (lambda r: reply_session(r, "t2"), "s1", "s2"),
     "message-reset-fires-no-hooks": (lambda r: (count(r, "on_session_end", "s1"), count(r, "on_session_finalize", "s1")),

@@ -60,6 +60,7 @@ from reference_impl.variants.policy import (
     QueuedClockAtAdmission,
     ResetMidTurn,
     RestartKeepsOldPolicy,
+    ResumeRefusedMidTurn,
     StopNoticesNothing,
     WatcherEndsBusySession,
 )
@@ -94,6 +95,7 @@ VARIANTS: dict[str, type[ReferenceGateway]] = {
     "parent-resurrected-for-child": ParentResurrectedForChild,
     "reset-mid-turn": ResetMidTurn,
     "watcher-ends-busy-session": WatcherEndsBusySession,
+    "resume-refused-mid-turn": ResumeRefusedMidTurn,
     "command-moves-idle-clock": CommandMovesIdleClock,
     "daily-boundary-in-utc": DailyBoundaryInUtc,
     "message-reset-fires-no-hooks": MessageResetFiresNoHooks,

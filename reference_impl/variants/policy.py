@@ -39,6 +39,24 @@ class ResetMidTurn(ReferenceGateway):
             self.volatile.cache.put(running)  # the running agent carries on with its turn
 
 
+class ResumeRefusedMidTurn(ReferenceGateway):
+    """resume-refused-mid-turn — hermes-agent 0.13.0–0.19.0 and its forks (catalog 78):
+
+    `GatewayRunner._handle_message` handles a fixed set of commands while the chat's agent
+    runs (/stop, /new, ...) and answers any other one "⏳ Agent is running — `/resume` can't
+    run mid-turn" (the forks: `busy_policy` 'reject'); the contract defers a command to the
+    turn's reply, never drops it.
+
+    Here: a /resume that arrives while its chat's turn runs is dropped, so the chat stays in
+    the session it meant to leave.
+    """
+
+    def deliver_command(self, chat: Chat, command: str) -> None:
+        if command == "/resume" and chat_key(chat) in self.volatile.busy_chats:
+            return
+        super().deliver_command(chat, command)
+
+
 class WatcherEndsBusySession(ReferenceGateway):
     """watcher-ends-busy-session — hermes-agent 0.19.0's expiry watcher (catalog 75):
 
