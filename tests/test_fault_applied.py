@@ -11,9 +11,10 @@ import pytest
 
 from conformance.harness.runner import run_scenario
 from conformance.harness.suite import catalog_paths
+from conformance.observations import DurableState
 from conformance.transport.exec_gateway import isolated
 from reference_impl.gateway import ReferenceGateway
-from reference_impl.selftest import IgnoresDeletionGateway
+from reference_impl.selftest import HidesRoutingGateway, IgnoresDeletionGateway
 from sim.loader import load_file, load_text
 
 DELETING = [p for p in catalog_paths() if any(e.kind in ("delete_session", "delete_parent") for e in load_file(p).events)]
@@ -129,6 +130,30 @@ def test_a_deletion_the_routing_cannot_aim_is_an_error(path: Path) -> None:
         return
     assert result.failure is not None and "the gateway's routing has no entry for " in result.failure.message
     assert result.failure.message.endswith("the deletion cannot be aimed")
+
+
+class RoutingInTheRow(ReferenceGateway):
+    """Keeps a chat's routing in its session's row (as OpenClaw's `session_nodes` do): a deleted
+    row takes the chat's entry with it until a heal writes the row again."""
+
+    def durable_state(self) -> DurableState:
+        state = super().durable_state()
+        rows = {s.id for s in state.sessions}
+        return DurableState(state.sessions, tuple((chat, sid) for chat, sid in state.routing if sid in rows))
+
+
+def test_a_second_deletion_of_a_row_that_took_its_routing_aims_at_nothing() -> None:
+    """Catalog 80 deletes alice's row twice before she writes again: a store whose entry went
+    with the row has none to show at the second, and the deletion takes nothing (it was an
+    error, OpenClaw's). The first deletion still needs the entry (the gateway that hides its
+    routing fails there, above)."""
+    path = next(p for p in DELETING if p.stem == "80-second-delete-before-heal")
+    result = run_scenario(load_file(path), RoutingInTheRow(), "routing-in-the-row")
+    assert result.failure is None and result.passed
+    deletions = [(r.session, r.d("cascade")) for r in result.records if r.kind == "delete_session"]
+    assert deletions == [("s1", []), (None, [])]
+    hidden = run_scenario(load_file(path), HidesRoutingGateway(), "selftest:hides-routing")
+    assert hidden.failure is not None and hidden.failure.step == 3
 
 
 def test_a_stale_routing_entry_is_an_error_at_the_deletion() -> None:

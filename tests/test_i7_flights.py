@@ -90,7 +90,7 @@ def test_the_projection_is_small() -> None:
     flights = Flights()
     flights.add(turns)
     assert len(flights) == len(turns)
-    rows = (flights.index, flights.request_t, flights.request_index, flights.reply_t)
+    rows = (flights.index, flights.start_t, flights.start_index, flights.reply_t)
     answers = (flights.order, flights.answer_index)
     assert all(isinstance(column, array) and len(column) == len(turns) for column in rows)
     assert all(isinstance(column, array) and len(column) == len(flights.order) <= len(turns) for column in answers)
@@ -100,9 +100,10 @@ def test_the_projection_is_small() -> None:
     size = sum(column.itemsize * len(column) for column in rows + answers) + 8 * sum(map(len, names))  # type: ignore[attr-defined]
     assert size <= 64 * len(turns)
     whole = Flights.from_model(m)
-    assert all(isinstance(column, list) for column in (whole.index, whole.request_t, whole.reply_t, whole.answer_index))
+    assert all(isinstance(column, list) for column in (whole.index, whole.start_t, whole.reply_t, whole.answer_index))
     by_index = {turn.index: turn for turn in turns}
-    assert all(asked is by_index[at].request_t for at, asked in zip(whole.index, whole.request_t, strict=True))
+    assert all(started is (by_index[at].request_t if by_index[at].held else by_index[at].arrival)
+               for at, started in zip(whole.index, whole.start_t, strict=True))
 
 
 def flights_of(turns: list[Turn], seed: int, whole: bool) -> Flights:
@@ -123,16 +124,20 @@ def made_up_turns(seed: int) -> list[Turn]:
     """Turns with every shape I7 reads: admitted (a request with a session) or not (none, or a
     request with no session), answered or not, ended with no reply at a record of its own, or
     at an ask's or answer's (a turn the gateway dropped ends at the next record, whatever it
-    is), or never; asks and answers at records of their own, and no end after its request."""
+    is), or never; inputs, asks and answers at records of their own, and no end after its request."""
     rng = random.Random(seed)
     records = rng.sample(range(10, 400), 200)
     turns: list[Turn] = []
     for n in range(rng.randint(0, 60)):
         turn = Turn(f"t{n}", rng.choice("abc"), 0, records.pop())
-        if rng.random() < 0.9:  # asked
-            turn.request_index = records.pop()
+        turn.arrival = turn.index * 10 + rng.choice((0, 0, 3))
+        if rng.random() < 0.9:  # asked: after its input's record (at once, or after a wait)
+            turn.index, turn.request_index = sorted((turn.index, records.pop()))
+            turn.arrival = turn.index * 10 + rng.choice((0, 0, 3))
             turn.request_t = turn.request_index * 10 + rng.choice((0, 0, 3))
             turn.request_session = turn.session = rng.choice(("s1", "s2", "s3", None))
+            if rng.random() < 0.1:  # held by the platform: it arrives at the restart, before its request
+                turn.held, turn.arrival = True, turn.request_t
         later = [at for at in records if at > turn.request_index]
         if later and rng.random() < 0.8:  # answered (some never asked: a reply with no turn in flight)
             turn.reply_index = rng.choice(later)
@@ -197,7 +202,8 @@ def test_the_replay_reads_the_flights_in_log_order(whole: bool) -> None:
 def sorted_flights(turns: list[Turn]) -> list[tuple[int, int, int, str]]:
     """Every flight I7 reads, by a plain sort (ends compared whole)."""
     admitted = [turn for turn in turns if turn.request_session is not None]
-    return sorted([(t.request_index, t.request_t, 1, t.request_session) for t in admitted]  # type: ignore[misc]
+    return sorted([(t.request_index if t.held else t.index, t.request_t if t.held else t.arrival, 1, t.request_session)  # type: ignore[misc]
+                   for t in admitted]
                   + [(t.reply_index, t.reply_t, -1, t.request_session) for t in admitted if t.reply_index >= 0]
                   + [(t.done_index, t.done_t, -1, t.request_session) for t in admitted
                      if t.reply_index < 0 and t.done_index < NEVER])

@@ -161,3 +161,50 @@ def test_a_second_deletion_owes_only_what_the_agent_loaded_after_the_first_lost_
                for r in healed.records]
     violation = judge(records)["I8"].violations[0]
     assert "never recreated: its agent held [t2] and the gateway stopped" in violation.message, violation.message
+
+
+class StoresBeforeAsking(ReferenceGateway):
+    """Stores a message before it asks the LLM, as Hermes does (its turn lease and session row,
+    `SessionDB._execute_write`): under a locked store its agent is loaded and busy, waiting, with
+    no LLM request yet."""
+
+    def start_turn(self, message, arrival):  # type: ignore[no-untyped-def]
+        key = self.route_key(message.chat)
+        route = self.store.route(key)
+        until = self.store.locked_until
+        if until <= self.h.clock.now() or route is None or route.session_id is None or route.ended:
+            super().start_turn(message, arrival)
+            return
+        agent = self.route_agent(route)  # loaded for the turn, which waits out the lock
+        agent.busy = True
+        self.volatile.busy_chats[key] = ""
+        self.volatile.timers.append(self.h.scheduler.call_at(until, self.after_lock, message, arrival, key))
+
+    def after_lock(self, message, arrival, key):  # type: ignore[no-untyped-def]
+        del self.volatile.busy_chats[key]
+        super().start_turn(message, arrival)
+
+
+STORES_FIRST = """\
+name: stores-before-asking
+start: 2026-03-02T09:00
+zone: Europe/Berlin
+config: {reset: {mode: none}, cache_cap: 1, turn_latency: 10s}
+events:
+  - message: bob
+  - {message: alice, at: "09:00:30"}
+  - {db_locked: 2m, at: "09:01"}
+  - {message: bob, at: "09:01:30"}
+"""
+
+
+def test_an_agent_waiting_to_ask_is_in_flight_not_idle() -> None:
+    """A turn is in flight from its delivery, not from its LLM request: bob's agent, loaded for
+    t3 while the store is locked (09:01:30-09:03), is busy beside alice's idle one (cap 1); the
+    cap holds once t3 is answered. I7 counted it idle (no request yet) and failed the gateway."""
+    result = run_scenario(load_text(STORES_FIRST), StoresBeforeAsking(), "stores-first", check=False)
+    asked = [r.t for r in result.records if r.kind == "llm_request" and r.turns == ("t3",)]
+    assert asked == [load_text(STORES_FIRST).start + 3 * 60_000]  # it waited the lock out
+    verdicts = judge(result.records)
+    assert verdicts["I7"].status == "pass", verdicts["I7"].violations
+    assert all(v.status == "pass" for v in verdicts.values()), {c: v.violations for c, v in verdicts.items() if v.violations}

@@ -11,7 +11,7 @@ from collections import deque
 from collections.abc import Iterable
 from heapq import merge
 from itertools import compress, islice, pairwise
-from operator import attrgetter, gt
+from operator import gt
 from struct import pack
 
 from conformance.checks.model import NEVER, RunModel, Turn
@@ -19,8 +19,15 @@ from conformance.checks.model.facts import _ABSENT as ABSENT
 
 Flight = tuple[int, int, int, str]  # (record index, time, +1 into flight / -1 out of it, session)
 
+
+def _start_index(turn: Turn) -> int:
+    """The record where an admitted turn entered flight: its input's, once the gateway was handed
+    it (it may write, or wait out a locked store, before it asks the LLM: its agent is not idle
+    meanwhile); a message the platform held, at its LLM request (after the restart that handed
+    it over, where its input record is not)."""
+    return turn.request_index if turn.held else turn.index
+
 _UNSIGNED = "L" if array("L").itemsize == 8 else "Q"  # an unsigned type of 8 bytes, the cheapest to convert to
-_by_request = attrgetter("request_index")  # a sort key in C, not a lambda
 
 
 class Flights:
@@ -31,23 +38,24 @@ class Flights:
     has none. `from_model` keeps the numbers in lists instead, the model's own ints.
 
     The rows are kept so that I7 reads its flights in log order with no sort and no object an
-    event (`asks`): a batch's admitted turns (an LLM request with a session) first, by their
-    request's record, then the others; and the admitted turns with a reply by their reply's
+    event (`asks`): a batch's admitted turns (an LLM request with a session) first, by the
+    record where they entered flight (`_start_index`), then the others; and the admitted turns with a reply by their reply's
     record (`order`, with `answer_index`). Made as a batch comes, while its turns are objects
     (sorts keyed in C); several batches are put in one such order when first read.
 
     The ends of admitted turns that are no reply (a /stop, SIGTERM, crash: few) are kept beside."""
 
-    __slots__ = ("_batches", "answer_index", "chat", "ends", "index", "order", "reply_t", "request_index",
-                 "request_session", "request_t", "session")
+    __slots__ = ("_batches", "answer_index", "chat", "ends", "index", "order", "reply_t", "request_session",
+                 "session", "start_index", "start_t")
 
     def __init__(self) -> None:
         self.index: array[int] | list[int] = array("I")  # the input's record index (`Turn.index`)
         self.chat: list[str] = []
         self.session: list[str | None] = []  # where it ran (`Turn.session`)
-        # Its LLM request: when (ABSENT: none), the record (-1: none), the session.
-        self.request_t: array[int] | list[int] = array("q")
-        self.request_index: array[int] | list[int] = array("q")
+        # When an admitted turn entered flight (`start_of`): its time and record; its LLM
+        # request's session (None: not admitted).
+        self.start_t: array[int] | list[int] = array("q")
+        self.start_index: array[int] | list[int] = array("q")
         self.request_session: list[str | None] = []
         self.reply_t: array[int] | list[int] = array("q")  # its reply: when (ABSENT: none)
         # The rows of the admitted turns with a reply, by the reply's record, and that record.
@@ -63,7 +71,7 @@ class Flights:
         while the model lives): no conversion, and an item of a list is the interpreter's
         cheapest read."""
         flights = cls()
-        flights.index, flights.request_t, flights.request_index, flights.reply_t = [], [], [], []
+        flights.index, flights.start_t, flights.start_index, flights.reply_t = [], [], [], []
         flights.order, flights.answer_index = [], []
         flights.add(m.turns.values())
         return flights
@@ -79,7 +87,7 @@ class Flights:
         # Admitted: the walk sets a request's time, record and session together.
         rows = [turn for turn in batch if turn.request_session is not None]
         admitted = len(rows)
-        rows.sort(key=_by_request)
+        rows.sort(key=_start_index)
         if admitted < len(batch):
             rows += [turn for turn in batch if turn.request_session is None]
         base = len(self.index)
@@ -89,8 +97,8 @@ class Flights:
         self.session += [turn.session for turn in rows]
         self.request_session += [turn.request_session for turn in rows]
         # The numbers: none is negative in an admitted row but a reply's where there is none.
-        _extend(self.request_t, [turn.request_t for turn in rows], admitted)
-        _extend(self.request_index, [turn.request_index for turn in rows], admitted)
+        _extend(self.start_t, [turn.request_t if turn.held else turn.arrival for turn in rows], admitted)
+        _extend(self.start_index, [turn.request_index if turn.held else turn.index for turn in rows], admitted)
         replies = [turn.reply_index for turn in rows]
         by_reply = sorted(range(admitted), key=replies.__getitem__)
         unanswered = bisect_left(by_reply, 0, key=replies.__getitem__)  # no reply (-1): first
@@ -122,7 +130,7 @@ class Flights:
         each batch keeps in order) into new columns: a log judged in parts gathers a batch a
         part, and lists of every turn's ints sorted beside the columns peaked ≈ 160 MB over
         them at 10^6 events; this holds a column's copy and an index (4 bytes a row) at a time."""
-        ask = self.request_index
+        ask = self.start_index
         admitted = array("I", merge(*(range(first, end) for first, end in self._batches), key=ask.__getitem__))
         nexts = [*(first for first, _end in self._batches[1:]), len(self)]  # where each batch's others end
         rows = array("I", admitted)
@@ -131,8 +139,8 @@ class Flights:
         self.index = _taken(self.index, rows)
         self.chat = list(map(self.chat.__getitem__, rows))
         self.session = list(map(self.session.__getitem__, rows))
-        self.request_t = _taken(self.request_t, rows)
-        self.request_index = _taken(ask, rows)
+        self.start_t = _taken(self.start_t, rows)
+        self.start_index = _taken(ask, rows)
         self.request_session = list(map(self.request_session.__getitem__, rows))
         self.reply_t = _taken(self.reply_t, rows)
         self._batches = [(0, len(admitted))]

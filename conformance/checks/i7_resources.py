@@ -3,8 +3,10 @@ session is still reaped after the idle TTL (plus one sweep interval), idle since
 turn or since it entered the cache, whichever is later (a gateway may load an agent without
 a turn, as at a `/resume`: the resumed life's idle clock starts there); nothing runs after a
 shutdown (any SIGTERM, until the next restart; no thread the gateway started outlives the
-final one). Idle means no turn of its session in flight by the log (asked, not yet answered
-or abandoned), whatever the gateway's own busy flag says."""
+final one). Idle means no turn of its session in flight by the log, whatever the gateway's own
+busy flag says: a turn the LLM was asked for is in flight from its delivery (the gateway may
+store it, or wait out a locked store, before it asks; a message the platform held, from its
+request) until its reply, or until a /stop, SIGTERM or crash abandons it."""
 
 from __future__ import annotations
 
@@ -40,14 +42,14 @@ _Stretch = tuple[str, int, int, int, bool]  # (session, record index it began, f
 
 
 class _Streams(NamedTuple):
-    """The flights in three streams, each in log order and ended by NEVER: the asks (the
-    admitted rows, in order: `Flights.asks`), the answers (`Flights.order`) and the ends that
+    """The flights in three streams, each in log order and ended by NEVER: the asks (each
+    admitted row's entry into flight, in order: `Flights.asks`), the answers (`Flights.order`) and the ends that
     are no reply (few); with the columns an event reads (times and sessions, by row)."""
 
-    ask_at: Sequence[int]  # the asks' records, by row
+    ask_at: Sequence[int]  # the records where they entered flight, by row
     answer_at: Sequence[int]  # the answers' records
     answer_rows: Sequence[int]  # and their rows
-    asked: Sequence[int]  # by row: when it asked, when it was answered, its request's session
+    asked: Sequence[int]  # by row: when it entered flight, when it was answered, its request's session
     answered: Sequence[int]
     sessions: Sequence[str | None]
     ends: list[Flight]
@@ -55,13 +57,13 @@ class _Streams(NamedTuple):
 
 def _streams(flights: Flights) -> _Streams:
     asks = flights.asks()
-    ask_at = flights.request_index[:asks]
+    ask_at = flights.start_index[:asks]
     ask_at.append(NEVER)
     answer_at = flights.answer_index[:]
     answer_at.append(NEVER)
     ends = sorted(flights.ends)
     ends.append(_NO_END)
-    return _Streams(ask_at, answer_at, flights.order, flights.request_t, flights.reply_t, flights.request_session, ends)
+    return _Streams(ask_at, answer_at, flights.order, flights.start_t, flights.reply_t, flights.request_session, ends)
 
 
 _NO_END: Flight = (NEVER, 0, -1, "")
@@ -69,7 +71,8 @@ _NO_END: Flight = (NEVER, 0, -1, "")
 
 def in_flight(flights: Flights) -> Iterator[Flight]:
     """(record index, time, +1 or -1, session) in log order: each admitted turn enters flight at
-    its llm_request and leaves it at its reply, or else where it ended (a /stop, SIGTERM, crash).
+    its delivery (`flights._start_index`) and leaves it at its reply, or else where it ended (a
+    /stop, SIGTERM, crash).
     "Busy" is this, read from the log: the gateway's own flag in `resources` is its word."""
     return _merged(_streams(flights), 0, 0, 0)
 
@@ -133,9 +136,9 @@ def _chat_of(flights: Flights) -> dict[str, str]:
 
 
 def _activity(flights: Flights, watched: set[str]) -> dict[str, list[int]]:
-    """Each watched session -> when its turns' LLM requests and replies were logged, ascending."""
+    """Each watched session -> when its turns entered flight and were answered, ascending."""
     out: dict[str, list[int]] = {}
-    for sid, asked, answered in zip(flights.session, flights.request_t, flights.reply_t, strict=True):
+    for sid, asked, answered in zip(flights.session, flights.start_t, flights.reply_t, strict=True):
         if sid in watched:
             times = out.setdefault(sid, [])  # type: ignore[arg-type]
             if asked != ABSENT:

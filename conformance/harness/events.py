@@ -68,16 +68,17 @@ class EventSteps(GatewayCalls):
     def _verify_routed(self, chat: str, session: str | None) -> None:
         """A deletion is aimed by the gateway's routing (its own word), so the routing is held to
         the log, at a deletion: a chat whose session is live by the log (its last answer in it,
-        no end since) must have an entry; and an entry naming a session the log shows ended,
-        while the chat's turns since went to another and no `/resume` could have switched back,
-        is stale. A gateway that hid its routing, or never updated it, would evade every
-        deletion fault (the deletion would miss, or take an ended session and spare the live one)."""
+        no end since, and no deletion: a store may keep its routing in the row, as OpenClaw does)
+        must have an entry; and an entry naming a session the log shows ended, while the chat's
+        turns since went to another and no `/resume` could have switched back, is stale. A
+        gateway that hid its routing, or never updated it, would evade every deletion fault (the
+        deletion would miss, or take an ended session and spare the live one)."""
         messages = {e.turn for e in self.scenario.events if isinstance(e, Message)}
         records = self.log.records
         if session is None:
-            ended: set[str | None] = set()
+            ended: set[str | None] = set()  # ended, or deleted (a store that keeps its routing in the row loses the entry with it)
             for r in reversed(records):
-                if r.kind == "on_session_end":
+                if r.kind in ("on_session_end", "delete_session", "delete_parent"):
                     ended.add(r.session)
                 elif r.kind == "reply" and r.chat == chat and r.turns and r.turns[0] in messages:
                     if r.session in ended:

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from conformance.adapter import Harness
+from conformance.adapters.hermes import clock as hermes_clock
 from conformance.adapters.hermes import seams
 
 
@@ -19,7 +20,7 @@ class WriterState(threading.local):
     base = -1
     owed = 0  # ms the next retry sleep waits before its jitter: the failed attempt's busy wait
     exact = False  # the lock ends within that wait: the retry comes at its end, with no jitter
-    failures = 0  # attempts failed in a row (SessionDB._WRITE_MAX_RETRIES in all)
+    failures = 0  # attempts failed in a row (SessionDB._WRITE_MAX_RETRIES in all, where the release counts them)
 
 
 class StoreWaits:
@@ -47,8 +48,8 @@ class StoreWaits:
         if remaining <= 0:
             w.failures = 0
             return
-        last = w.failures >= self._retries() - 1
-        if last:
+        retries = self._retries()
+        if retries is not None and w.failures >= retries - 1:  # the last attempt
             w.failures = 0
             if remaining <= busy_ms:
                 return  # it would have landed inside this wait, up to busy_ms later
@@ -67,14 +68,16 @@ class StoreWaits:
     def pass_time(self, ms: int) -> None:
         """An agent thread parks until the harness's clock has moved `ms` on, so its write lands
         at the right virtual time (and its reply after it). Code on the loop thread cannot wait
-        for the clock it is driving: its waits add up, so the retries end as Hermes's would,
-        but what it writes lands at once."""
+        for the clock it is driving: its waits add up, and move the monotonic clocks its
+        patience deadlines read, so the retries end as Hermes's would, but what it writes lands
+        at once."""
         work = seams.OWNER.get()
         if work is not None and work.kind == "message" and threading.get_ident() != self.main_thread \
                 and threading.current_thread().name != seams.REVIEW_THREAD:
             self.timed_park(work, self.harness.clock.now() + ms)
         else:
             self._writer_state().offset += ms
+            hermes_clock.sleep(ms / 1000)
 
     def _writer_state(self) -> WriterState:
         w = self.writer
@@ -82,7 +85,12 @@ class StoreWaits:
             w.base, w.offset = self.harness.clock.now(), 0
         return w
 
-    def _retries(self) -> int:
+    def _retries(self) -> int | None:
+        """How many attempts a write makes (upstream's `SessionDB._WRITE_MAX_RETRIES`); None for a
+        release that gives up on a deadline instead (the forks' `_WRITE_PATIENCE_S`, checked against
+        `time.monotonic` in `SessionDB._sleep_before_write_retry`): its attempts fail until the lock
+        ends or the deadline passes."""
         import hermes_state
 
-        return int(hermes_state.SessionDB._WRITE_MAX_RETRIES)
+        retries = getattr(hermes_state.SessionDB, "_WRITE_MAX_RETRIES", None)
+        return None if retries is None else int(retries)

@@ -168,6 +168,7 @@ class Turn:
     # Where it ran: its reply's session once acked, else its request's once admitted (the walk
     # keeps it so as it reads them: a field, since the checks ask it per turn).
     session: str | None = None
+    held: bool = False  # the platform held it while the gateway was down (`arrival` is the restart's time)
 
     @property
     def request(self) -> Stamp | None:

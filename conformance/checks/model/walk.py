@@ -144,6 +144,7 @@ def walk_log(records: Sequence[Obs]) -> Walked:
             turn = Turn(r.turns[0], names.setdefault(chat, chat), r.t, index, kind == "delegate", bool(detail.get("muted")))
             turns[turn.id] = turn
             if detail.get("queued"):
+                turn.held = True
                 held.append(turn)
         elif kind == "command":
             if r.detail.get("queued"):
