@@ -19,6 +19,8 @@ from conformance.checks.model.facts import _ABSENT as ABSENT
 
 Flight = tuple[int, int, int, str]  # (record index, time, +1 into flight / -1 out of it, session)
 
+_UNSIGNED = "L" if array("L").itemsize == 8 else "Q"  # an unsigned type of 8 bytes, the cheapest to convert to
+
 
 def _start_index(turn: Turn) -> int:
     """The record where an admitted turn entered flight: its input's, once the gateway was handed
@@ -26,8 +28,6 @@ def _start_index(turn: Turn) -> int:
     meanwhile); a message the platform held, at its LLM request (after the restart that handed
     it over, where its input record is not)."""
     return turn.request_index if turn.held else turn.index
-
-_UNSIGNED = "L" if array("L").itemsize == 8 else "Q"  # an unsigned type of 8 bytes, the cheapest to convert to
 
 
 class Flights:
@@ -39,9 +39,9 @@ class Flights:
 
     The rows are kept so that I7 reads its flights in log order with no sort and no object an
     event (`asks`): a batch's admitted turns (an LLM request with a session) first, by the
-    record where they entered flight (`_start_index`), then the others; and the admitted turns with a reply by their reply's
-    record (`order`, with `answer_index`). Made as a batch comes, while its turns are objects
-    (sorts keyed in C); several batches are put in one such order when first read.
+    record where they entered flight (`_start_index`), then the others; and the admitted turns
+    with a reply by their reply's record (`order`, with `answer_index`). Made as a batch comes,
+    while its turns are objects; several batches are put in one such order when first read.
 
     The ends of admitted turns that are no reply (a /stop, SIGTERM, crash: few) are kept beside."""
 
@@ -52,7 +52,7 @@ class Flights:
         self.index: array[int] | list[int] = array("I")  # the input's record index (`Turn.index`)
         self.chat: list[str] = []
         self.session: list[str | None] = []  # where it ran (`Turn.session`)
-        # When an admitted turn entered flight (`start_of`): its time and record; its LLM
+        # When an admitted turn entered flight (`_start_index`): its time and record; its LLM
         # request's session (None: not admitted).
         self.start_t: array[int] | list[int] = array("q")
         self.start_index: array[int] | list[int] = array("q")
@@ -98,7 +98,7 @@ class Flights:
         self.request_session += [turn.request_session for turn in rows]
         # The numbers: none is negative in an admitted row but a reply's where there is none.
         _extend(self.start_t, [turn.request_t if turn.held else turn.arrival for turn in rows], admitted)
-        _extend(self.start_index, [turn.request_index if turn.held else turn.index for turn in rows], admitted)
+        _extend(self.start_index, list(map(_start_index, rows)), admitted)
         replies = [turn.reply_index for turn in rows]
         by_reply = sorted(range(admitted), key=replies.__getitem__)
         unanswered = bisect_left(by_reply, 0, key=replies.__getitem__)  # no reply (-1): first
