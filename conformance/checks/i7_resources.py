@@ -43,8 +43,9 @@ _Stretch = tuple[str, int, int, int, bool]  # (session, record index it began, f
 
 class _Streams(NamedTuple):
     """The flights in three streams, each in log order and ended by NEVER: the asks (each
-    admitted row's entry into flight, in order: `Flights.asks`), the answers (`Flights.order`) and the ends that
-    are no reply (few); with the columns an event reads (times and sessions, by row)."""
+    admitted row's entry into flight, in order: `Flights.asks`), the answers (`Flights.order`)
+    and the ends that are no reply (few); with the columns an event reads (times and sessions,
+    by row)."""
 
     ask_at: Sequence[int]  # the records where they entered flight, by row
     answer_at: Sequence[int]  # the answers' records

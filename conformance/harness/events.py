@@ -76,12 +76,12 @@ class EventSteps(GatewayCalls):
         messages = {e.turn for e in self.scenario.events if isinstance(e, Message)}
         records = self.log.records
         if session is None:
-            ended: set[str | None] = set()  # ended, or deleted (a store that keeps its routing in the row loses the entry with it)
+            gone: set[str | None] = set()  # ended, or deleted (a store that keeps its routing in the row loses the entry with it)
             for r in reversed(records):
                 if r.kind in ("on_session_end", "delete_session", "delete_parent"):
-                    ended.add(r.session)
+                    gone.add(r.session)
                 elif r.kind == "reply" and r.chat == chat and r.turns and r.turns[0] in messages:
-                    if r.session in ended:
+                    if r.session in gone:
                         return
                     self._misaimed(f"the gateway's routing has no entry for {chat}, whose session {r.session} is live "
                                    f"(answered at {self.clock.format(r.t)}, not ended)")
