@@ -41,6 +41,23 @@ def test_the_first_stem_with_a_file_applies(monkeypatch: pytest.MonkeyPatch, tmp
     assert Expectations.for_gateway("demo:7").pairs == {}
 
 
+def test_a_release_without_a_file_is_named_beside_those_with_one(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """`run` says when the adapter names the installed release's files and none exists (a
+    Hermes release the catalog has no file for): its known failures would all count as new."""
+    (tmp_path / "demo-6.0.txt").write_text("01-idle-expiry-end-and-finalize I1  # because\n")
+    monkeypatch.setattr("conformance.harness.suite.EXPECTATIONS", tmp_path)
+    monkeypatch.setattr("conformance.harness.suite.expectation_names", lambda name: ["demo-7.0", "demo-7"])
+    assert Expectations.missing("demo") == (
+        "note: no expectations file for demo-7.0 (looked for demo-7.0.txt, demo-7.txt; there are demo-6.0): every "
+        "failure counts; to write one: sessiongate update-expectations --gateway demo --expectations FILE")
+    (tmp_path / "demo-7.txt").write_text("01-idle-expiry-end-and-finalize I1  # because\n")
+    assert Expectations.missing("demo") is None  # found
+    monkeypatch.setattr("conformance.harness.suite.expectation_names", lambda name: ["other"])
+    assert Expectations.missing("other") is None  # a plain name, no release: nothing to say
+    monkeypatch.setattr("conformance.harness.suite.expectation_names", lambda name: ["reference"])
+    assert Expectations.missing("reference") is None
+
+
 def test_a_line_without_a_reason_is_refused() -> None:
     with pytest.raises(ScenarioError, match=r"x.txt:2: 01-a: every expected failure needs a one-line reason"):
         Expectations.parse("# header\n01-a I1\n", "x.txt")

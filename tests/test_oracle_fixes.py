@@ -208,3 +208,77 @@ def test_an_agent_waiting_to_ask_is_in_flight_not_idle() -> None:
     verdicts = judge(result.records)
     assert verdicts["I7"].status == "pass", verdicts["I7"].violations
     assert all(v.status == "pass" for v in verdicts.values()), {c: v.violations for c, v in verdicts.items() if v.violations}
+
+
+AT_THE_STOP = """\
+name: boundary-at-the-crash-instant
+start: 2026-10-24T02:00:54
+zone: UTC
+config: {reset: {mode: idle, idle_minutes: 5}, watcher_interval: 5m}
+chats: {alice: {platform: telegram, chat_type: dm}}
+events:
+  - message: alice
+  - crash_at: {point: end-recorded, hit: 1, restart_after: 48s}
+    after: 5m1ms
+  - message: alice
+  - restart: true
+    config: {reset: {mode: none}}
+    after: 33s
+"""
+
+
+def test_an_end_the_crash_cut_short_at_the_boundary_instant_is_finished_at_the_restart() -> None:
+    """Small+dense seed 31122, shrunk: s1 is past its idle boundary from 02:05:54.001 (5 minutes
+    after t1, exclusive), and t2 at that very instant notices it; the gateway dies at its crash
+    point inside the end, and the restart (policy `none` from the crash on) finishes the end in
+    its own step, as the contract allows. The old policy judged only the instants before the
+    stop, so a boundary at the stop's own instant was not found and I1 called the end one with
+    no boundary. Finished later than the restart's step, it is still one (the new policy keeps
+    the entry)."""
+    records = list(run_scenario(load_text(AT_THE_STOP), ReferenceGateway(), "reference", check=False).records)
+    verdicts = judge(records)
+    assert all(v.status == "pass" for v in verdicts.values()), {c: v.violations for c, v in verdicts.items() if v.violations}
+    end, final, quiet = find(records, "on_session_end"), find(records, "on_session_finalize"), find(records, "quiesce")
+    assert records[end].step == records[find(records, "restart")].step
+    late = [*records[:end], *records[end + 2: quiet + 1], records[end]._replace(step=records[quiet].step),
+            records[final]._replace(step=records[quiet].step), *records[quiet + 1:]]
+    assert messages(late, "I1")[0] == ("session s1 got on_session_end at 02:06:27 (at restart) but never reached a "
+                                       "boundary (reset policy none)")
+
+
+CRASH_WHILE_SLOW = """\
+name: crash-while-a-slow-call-is-in-flight
+start: 2026-03-28T13:50:39
+zone: UTC
+config:
+  reset: {mode: none}
+  cache_cap: 1
+  providers: [{name: hindsight, retain_every_n_turns: 3}, {name: mem0, retain_every_n_turns: 3}]
+chats: {alice: {platform: telegram, chat_type: dm}, bob: {platform: telegram, chat_type: dm}}
+events:
+  - message: alice
+  - {message: bob, after: 1m}
+  - {backend_slow: hindsight, for: 41s, delay: 1m30s}
+  - {message: alice, after: 8s}
+  - {message: bob, after: 2s}
+  - {command: /new, chat: alice, after: 42s}
+  - crash_at: {point: batch-shipped, hit: 2, restart_after: 15s}
+    after: 8s
+  - {command: /new, chat: bob}
+"""
+
+
+def test_a_crash_cuts_off_the_slow_calls_in_flight_even_when_back_before_they_were_due() -> None:
+    """Small+dense seed 27198, shrunk: s1 ends at 13:52:31 with t1 and t3 in flight to a slow
+    hindsight (due 13:53:11 and 13:53:21); the gateway crashes at 13:52:39 and is back before
+    either is due, and ships both in one call, which the backend completes when both are: t1
+    at 13:53:21. The crash took the calls in flight with it, so t1 is owed as a failed call's
+    turn is (by the next moment and the end), not at its old `ready`: I3 called it late
+    because the gateway was up again at 13:53:11. Never shipped again, it is still lost."""
+    records = list(run_scenario(load_text(CRASH_WHILE_SLOW), ReferenceGateway(), "reference", check=False).records)
+    verdicts = judge(records)
+    assert all(v.status == "pass" for v in verdicts.values()), {c: v.violations for c, v in verdicts.items() if v.violations}
+    landed = find(records, "ingest", turn="t1", backend="hindsight")
+    assert records[landed].turns == ("t1", "t3") and records[landed].t > records[find(records, "crash")].t
+    assert messages(drop(records, landed), "I3") == [
+        "backend 'hindsight' never ingested [t1, t3] (session s1, acknowledged from 13:50:41 to 13:51:49)"]

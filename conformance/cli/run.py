@@ -29,7 +29,7 @@ from conformance.cli.lines import (
 )
 from conformance.harness.failure_db import FailureDB
 from conformance.harness.runner import DEFAULT_BUDGET, RunResult, run_scenario, when_stuck
-from conformance.harness.suite import fresh_gateway, load_all, outcome, run_all
+from conformance.harness.suite import Expectations, fresh_gateway, load_all, outcome, run_all
 from conformance.harness.verdict import GatewayFailure
 from conformance.observations import Obs
 from conformance.transport.factory import gateway_factory
@@ -78,6 +78,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     check_out_dir(args.report, "--report")
     paths = scenario_files(args.paths)
     expectations = load_expectations(args.gateway, args.expectations)
+    if not args.expectations and (note := Expectations.missing(args.gateway)):
+        print(note, file=sys.stderr)
     scenarios, errors = load_all(paths)
     for error in errors:
         print(f"error {error}", file=sys.stderr)

@@ -125,6 +125,20 @@ class Expectations:
                 return Expectations.parse(path.read_text(encoding="utf-8"), str(path))
         return Expectations({})
 
+    @staticmethod
+    def missing(name: str) -> str | None:
+        """A line saying so when gateway `name`'s adapter names the installed release's files
+        (`hermes`, `openclaw`), the catalog has files for other releases and none for this one:
+        every failure it has in common with them then counts as new."""
+        stems = expectation_names(name)
+        head = name.partition(":")[0]
+        known = sorted(path.stem for path in EXPECTATIONS.glob(f"{head}-*.txt"))
+        if not known or stems == [name.replace(":", "-")] or any((EXPECTATIONS / f"{stem}.txt").exists() for stem in stems):
+            return None
+        return (f"note: no expectations file for {stems[0]} (looked for {', '.join(f'{stem}.txt' for stem in stems)}; "
+                f"there are {', '.join(known)}): every failure counts; to write one: sessiongate update-expectations "
+                f"--gateway {name} --expectations FILE")
+
     def scenarios(self) -> set[str]:
         """The scenario names the file mentions."""
         return {name for name, _check in (*self.pairs, *self.signed)}

@@ -376,5 +376,5 @@ def install_after_memory() -> None:
     hermes_state.random = _module_proxy(hermes_state.random, "random", uniform=_retry_jitter)
     hermes_forks.install_shims(_session_uuid)  # forks of hermes-agent: what differs is adapted there
     level = os.environ.get("SESSIONGATE_HERMES_LOG", "CRITICAL").upper()  # Hermes's logs are not observations
-    for name in ("gateway", "run_agent", "agent", "hermes_state", "plugins", "tools", "hermes_cli"):
+    for name in ("gateway", "run_agent", "agent", "hermes_state", "plugins", "hermes_plugins", "tools", "hermes_cli"):
         logging.getLogger(name).setLevel(level)

@@ -73,8 +73,8 @@ class LogView:
         if no user message comes, as seen at record `asked`: under each policy in force by then,
         from when it is in force (a policy that finds the entry already past when it comes in
         force ends it at that instant). A boundary a policy finds before the stop that ends its
-        time counts after the restart only if `kept(expiry, change)` says so (None: always);
-        else the policies after it judge the entry again."""
+        time, or at the stop's own instant, counts after the restart only if `kept(expiry,
+        change)` says so (None: always); else the policies after it judge the entry again."""
         if not self.changes:
             return expiry_instant(self.policy(chat), self.zone, anchor, last_user)
         starts = [0, *(change.since for change in self.changes)]
@@ -82,7 +82,9 @@ class LogView:
             last = k + 1 == len(starts) or asked < self.changes[k].index  # the policy in force at `asked`
             until = NEVER if last else starts[k + 1]
             expiry = expiry_instant(self.policy(chat, since if k else None), self.zone, anchor, last_user)
-            if expiry is not None and max(expiry.at, since) < until:
+            # The stop's own instant is the old policy's too (what came before the stop in it: a
+            # message, a tick, an end a crash point cut short); `kept` says if its boundary stands.
+            if expiry is not None and max(expiry.at, since) <= until:
                 found = Expiry(max(expiry.at, since), expiry.reason)
                 if last or kept is None or kept(found, self.changes[k]):
                     return found
