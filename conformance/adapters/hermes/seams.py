@@ -46,7 +46,18 @@ from conformance.adapters.hermes import home as hermes_home
 from conformance.adapters.hermes.speed import _copy_config, cache_own_start_time, cache_schema_columns
 from sim.scenario import Usage
 
+
+def quiet_hermes_logs() -> None:
+    """Hermes's logs are not observations: its loggers at CRITICAL (`SESSIONGATE_HERMES_LOG`
+    says otherwise), before Hermes is imported (its tool registry warns of a missing optional
+    module at import) and again once installed. `hermes_plugins`: 0.17's platform plugins."""
+    level = os.environ.get("SESSIONGATE_HERMES_LOG", "CRITICAL").upper()
+    for name in ("gateway", "run_agent", "agent", "hermes_state", "plugins", "hermes_plugins", "tools", "hermes_cli"):
+        logging.getLogger(name).setLevel(level)
+
+
 hermes_home.home()  # Hermes binds paths at import: HERMES_HOME first, whoever imports this module
+quiet_hermes_logs()
 
 import gateway.run as hermes_run  # noqa: E402
 import gateway.session as hermes_session  # noqa: E402
@@ -375,6 +386,4 @@ def install_after_memory() -> None:
     hermes_state.time = _module_proxy(hermes_state.time, "time", sleep=_retry_sleep)
     hermes_state.random = _module_proxy(hermes_state.random, "random", uniform=_retry_jitter)
     hermes_forks.install_shims(_session_uuid)  # forks of hermes-agent: what differs is adapted there
-    level = os.environ.get("SESSIONGATE_HERMES_LOG", "CRITICAL").upper()  # Hermes's logs are not observations
-    for name in ("gateway", "run_agent", "agent", "hermes_state", "plugins", "hermes_plugins", "tools", "hermes_cli"):
-        logging.getLogger(name).setLevel(level)
+    quiet_hermes_logs()
