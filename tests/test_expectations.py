@@ -212,3 +212,16 @@ def test_update_expectations_keeps_may_occur_entries(tmp_path: Path) -> None:
     lines = target.read_text(encoding="utf-8").splitlines()
     assert f"{SYNC.stem} I5 {signature}?  # varies" in lines
     assert f"{SYNC.stem} I5 absent-today@s2?  # varies too" in lines
+
+
+def test_every_hermes_release_tox_installs_has_its_file() -> None:
+    """`tox -m hermes` runs each release against its own file: a release pinned in tox.ini with
+    no file would run with none and fail on every known failure."""
+    import re
+
+    tox = (Path(__file__).parents[1] / "tox.ini").read_text(encoding="utf-8")
+    pinned = re.findall(r"^\s+[\w.-]+: hermes-agent(?:-(\w+))?==([\w.]+)$", tox, re.MULTILINE)
+    assert len(pinned) >= 9, pinned
+    missing = [f"hermes-{fork + '-' if fork else ''}{version}.txt" for fork, version in pinned
+               if not (EXPECTATIONS / f"hermes-{fork + '-' if fork else ''}{version}.txt").exists()]
+    assert not missing, f"tox.ini pins releases with no expectations file: {missing}"

