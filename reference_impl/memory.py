@@ -38,6 +38,7 @@ class BatchingProvider:
         self.shutting_down = False
         self.owed: set[str] = set()  # sessions whose flush was asked for and failed
         self.slow_calls: dict[str, list[set[str]]] = {}  # session -> the turns of each call a slow backend is completing
+        self.recovering = False  # in `recover`: the slow calls died with the process
 
     def sync_turn(self, turn: Turn) -> None:
         if self.buffer(turn):
@@ -61,12 +62,17 @@ class BatchingProvider:
                 return False
             calls = self.calls(pending, self.slow_calls.pop(session, None))
             still: list[set[str]] = []
+            split = False
             for k, call in enumerate(calls):
                 if not call:
                     continue
                 try:
                     self.deliver(session, call)
                 except BackendBusy as err:
+                    if self.recovering and len(call) > 1:  # made again a turn a call, at once (`recover`)
+                        still += [{t.turn} for t in call]
+                        split = True
+                        continue
                     still.append({t.turn for t in call})
                     if self.retry_at is not None:
                         self.retry_at(err.ready_at)  # the moment a slow backend is done: late is late (I3)
@@ -76,7 +82,7 @@ class BatchingProvider:
             if still:
                 self.slow_calls[session] = still
                 self.owed.add(session)  # kept; retried at the next tick, flush or shutdown
-                return False
+                return self.flush(session) if split else False
         self.settle(session, buffer)
         self.owed.discard(session)
         return True
@@ -142,11 +148,19 @@ class BatchingProvider:
         self.shutting_down = True
 
     def recover(self) -> None:
-        """After a restart: ship what the outbox still holds (a crash or a failed shutdown)."""
+        """After a restart: ship what the outbox still holds (a crash or a failed shutdown).
+        The calls a slow backend was completing died with the process, and one call with all
+        of a session's turns would land when its newest is done: a recovered batch the backend
+        refuses busy is made again a turn a call, so each lands at its own `ready` (the backend
+        keeps it from the turn's first call; I3 holds a gateway back by then to it)."""
         for session, turn, user, assistant in self.store.outbox(self.name):
             self.buffers.setdefault(session, []).append(Turn(session, turn, user, assistant))
-        for session in list(self.buffers):
-            self.flush(session)
+        self.recovering = True
+        try:
+            for session in list(self.buffers):
+                self.flush(session)
+        finally:
+            self.recovering = False
 
 
 class MemoryManager:

@@ -285,3 +285,57 @@ def test_turns_buffered_while_a_call_is_slow_are_sent_at_once_in_their_own_call(
     # Both ways: without t2's calls before the end, t2 was first sent after it: late.
     held_back = [r for i, r in enumerate(records) if not (r.kind == "ingest_busy" and r.turns == ("t2",) and i < end)]
     assert "took [t2] only at 08:16:56, after s1's on_session_end at 08:15:44" in judge(held_back)["I3"].summary
+
+
+# Small+dense seed 27198 with crash points, shrunk: s1 ends at 13:52:31 with t1 and t3 in flight
+# to a slow hindsight (due 13:53:11 and 13:53:21, each its own call); the gateway crashes at
+# 13:52:39 and is back at once. The reference recovered both from its outbox in one call, which
+# the backend holds until the newer is done: t1 landed at 13:53:21, late.
+CRASH_WHILE_SLOW = """\
+name: crash-while-a-slow-call-is-in-flight
+start: 2026-03-28T13:50:39
+zone: UTC
+config:
+  reset: {mode: none}
+  cache_cap: 1
+  providers: [{name: hindsight, retain_every_n_turns: 3}, {name: mem0, retain_every_n_turns: 3}]
+chats: {alice: {platform: telegram, chat_type: dm}, bob: {platform: telegram, chat_type: dm}}
+events:
+  - message: alice
+  - {message: bob, after: 1m}
+  - {backend_slow: hindsight, for: 41s, delay: 1m30s}
+  - {message: alice, after: 8s}
+  - {message: bob, after: 2s}
+  - {command: /new, chat: alice, after: 42s}
+  - crash_at: {point: batch-shipped, hit: 2, restart_after: 15s}
+    after: 8s
+  - {command: /new, chat: bob}
+"""
+
+
+class _RecoversInOneCall(BatchingProvider):
+    """Recovers a session's batch in one call, as the reference did (never `recovering`)."""
+
+    recovering = property(lambda self: False, lambda self, value: None)
+
+
+class _MergesAfterRestart(ReferenceGateway):
+    def make_provider(self, spec: ProviderSpec) -> BatchingProvider:
+        provider = super().make_provider(spec)
+        provider.__class__ = _RecoversInOneCall
+        return provider
+
+
+def test_a_batch_recovered_while_the_backend_is_slow_is_made_again_a_turn_a_call() -> None:
+    """Back before `ready`, the gateway can still land each turn when the backend said: the
+    backend keeps each turn's `ready` from its first call. The reference's recovered batch, refused
+    busy, is made again a turn a call; one call for both is late (I3, both ways)."""
+    scenario = load_text(CRASH_WHILE_SLOW, "<crash-while-slow>")
+    run = run_scenario(scenario, ReferenceGateway(), "reference")
+    assert run.passed, {c: v.summary for c, v in run.verdicts.items() if v.status != "pass"}
+    landed = {r.turns: r.t for r in run.records if r.kind == "ingest" and r.d("backend") == "hindsight"}
+    ready = {r.turns: r.d("ready") for r in run.records if r.kind == "ingest_busy" and r.session == "s1"}
+    assert landed[("t1",)] == ready[("t1",)] < landed[("t3",)]
+    merged = run_scenario(scenario, _MergesAfterRestart(), "merges")
+    assert merged.verdicts["I3"].summary.startswith(
+        "backend 'hindsight' took [t1] only at 13:53:21, after s1's on_session_end at 13:52:31")

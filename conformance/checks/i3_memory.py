@@ -9,9 +9,8 @@ nothing: a turn whose call was made in time and that landed when the backend sai
 (the `ready` of an `ingest_busy` before the moment) is on time; one first sent after the
 moment, or retried later than `ready`, is late; one never landed is lost. A call still in
 flight at the moment that a later fault cut off when due (the backend failed the call made
-again at its `ready`, or was failing then, or the gateway stopped by its `ready`: a process that
-dies takes its calls in flight with it, and what it ships after its restart is a new call, whose
-turns' `ready`s and the turns batched with them decide when it lands) is
+again at its `ready`, or was failing then, or the gateway was stopped at `ready` and restarted
+after it) is
 excused as a failing backend is: the turn is still owed, at the next moment and by the end.
 A SIGTERM cannot wait virtual time: at one, a slow backend is excused as a failing one is
 (its turns still owed).
@@ -275,30 +274,29 @@ def _late(m: RunModel, backends: list[str], whole: dict[str, array[int]], indexe
         for turn in dict.fromkeys(t for half in ingested_halves(r) for t in half):
             in_flight.setdefault(r.d("backend"), {}).setdefault(turn, []).append((r.t, r.d("ready")))
     failed: dict[str, dict[str, set[int]]] = {}  # backend -> turn -> when a call carrying it failed
-    # (index, t) of each stop. By index, not the model's index-free `stopped_at`: ends a stop's
-    # own shutdown delivers come after its record at its instant, and a stop that came before
-    # the moment excuses nothing at it.
-    stopped: list[tuple[int, int]] = []
+    # (index, t) of each stop, and the t of its restart (NEVER: none). By index, not the model's
+    # index-free `stopped_at`: ends a stop's own shutdown delivers come after its record at its
+    # instant, and a stop that came before the moment excuses nothing at it.
+    stopped: list[tuple[int, int, int]] = []
     if in_flight:
         for _index, r in m.of("ingest_failed"):
             for turn in dict.fromkeys(t for half in ingested_halves(r) for t in half):
                 failed.setdefault(r.d("backend"), {}).setdefault(turn, set()).add(r.t)
-        up = True
         for index, r in m.of("sigterm", "crash", "restart"):
             if r.kind == "restart":
-                up = True
-            elif up:  # a crash point inside a shutdown stops nothing more
-                stopped.append((index, r.t))
-                up = False
+                if stopped and stopped[-1][2] == NEVER:
+                    stopped[-1] = (*stopped[-1][:2], r.t)
+            elif not stopped or stopped[-1][2] != NEVER:  # a crash point inside a shutdown stops nothing more
+                stopped.append((index, r.t, NEVER))
     slow = _slow(m)
 
     def cut_off(backend: str, turn: str, moment_index: int, ready: int) -> bool:
         """A fault that came after the moment kept a call from completing at its `ready`: the
         backend failed it then, or was failing then (a call made at `ready` would have failed:
         a gateway that sends its turns in order stops at the first the backend refuses), or
-        the gateway stopped by then (its calls in flight died with it, restarted or not)."""
+        the gateway was stopped then (and restarted later)."""
         return ready in failed.get(backend, {}).get(turn, ()) or down(backend, ready) or any(
-            index > moment_index and t <= ready for index, t in stopped)
+            index > moment_index and t <= ready < restart for index, t, restart in stopped)
 
     def on_its_way(backend: str, turn: str, moment_index: int, moment: int, landed: int) -> bool:
         """Sent to a slow backend by the moment, and landed at the time it said it would; or
