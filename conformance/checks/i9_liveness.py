@@ -27,18 +27,9 @@ from conformance.checks.model.facts import _ABSENT as ABSENT
 from conformance.harness.verdict import Verdict, Violation
 
 
-def bound(m: RunModel) -> int:
-    """How long after the chat could serve a message its reply may take, in ms: as declared,
-    and never longer than quiescence waits (`GatewayConfig.horizon`): what the harness cannot
-    wait for, it cannot excuse."""
-    declared = m.profile.get("reply_within")
-    within = int(declared) if declared is not None else m.latency + m.config.turn_latency
-    return min(within, m.config.horizon())
-
-
 def check(m: RunModel) -> Verdict:
     violations: list[Violation] = []
-    within = bound(m)
+    within = m.reply_within  # what the harness cannot wait for, it cannot excuse
     stops = sorted((m.records[i].t, i) for i in (*m.by_kind.get("sigterm", ()), *m.by_kind.get("crash", ())))
     locks = sorted((r.t, int(r.d("until"))) for _i, r in m.of("db_locked"))
     by_chat: dict[str, list[Turn]] = defaultdict(list)

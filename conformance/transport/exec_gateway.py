@@ -180,6 +180,8 @@ class ExecGateway(ChildProcess):
         try:
             if call == "llm.request":
                 return {"result": h.llm.request(a["chat"], a["session"], a["prompt"])}
+            if call == "llm.usage_of":  # what the answer being delivered reports (`FakeLLM.usage_of`)
+                return {"result": h.llm.usage_of(a["request"])}
             if call == "platform.send_reply":
                 h.platform.send_reply(a["chat"], a["session"], a["text"])
             elif call == "recorder.sync_turn":

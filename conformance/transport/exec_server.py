@@ -142,7 +142,8 @@ def _harness(channel: Channel, zone: str, now: int, backends: list[str], seed: i
     return RemoteHarness(
         clock=clock,
         scheduler=RemoteScheduler(channel, clock),  # type: ignore[arg-type]
-        llm=_Proxy(channel, "llm", {"request": ("chat", "session", "prompt")}),  # type: ignore[arg-type]
+        llm=_Proxy(channel, "llm", {"request": ("chat", "session", "prompt"),  # type: ignore[arg-type]
+                                    "usage_of": ("request",)}),
         platform=_Proxy(channel, "platform", {"send_reply": ("chat", "session", "text")}),  # type: ignore[arg-type]
         recorder=recorder,  # type: ignore[arg-type]
         backends={name: _KeyedIngest(channel, "backend", {"ingest": ("session", "texts")}, backend=name)  # type: ignore[misc]

@@ -16,7 +16,12 @@ from reference_impl.variants.boundaries import (
     ShutdownEndsSessions,
     SyncAfterEnd,
 )
-from reference_impl.variants.crashpoints import BatchReshipAfterCrash, CrashForgetsCommands, RotateBeforeEndRecorded
+from reference_impl.variants.crashpoints import (
+    BatchReshipAfterCrash,
+    CrashForgetsCommands,
+    RotateBeforeEndRecorded,
+    StopDropsOutboxFirst,
+)
 from reference_impl.variants.eviction import (
     EvictCommitThenExpiryDoubleEnd,
     IdleSweepEvictsBeforeDailyExpiry,
@@ -112,6 +117,7 @@ VARIANTS: dict[str, type[ReferenceGateway]] = {
     "batch-reship-after-crash": BatchReshipAfterCrash,
     "rotate-before-end-recorded": RotateBeforeEndRecorded,
     "crash-forgets-commands": CrashForgetsCommands,
+    "stop-drops-outbox-first": StopDropsOutboxFirst,
     "new-ends-ended-session": NewEndsEndedSession,
     "restart-keeps-old-policy": RestartKeepsOldPolicy,
     "default-policy-misreported": DefaultPolicyMisreported,

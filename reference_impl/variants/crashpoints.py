@@ -59,3 +59,20 @@ class CrashForgetsCommands(ReferenceGateway):
     def finish_commands(self) -> None:
         for key, _command, _when, _left, _target in self.store.journal():
             self.store.journal_done(key)
+
+
+class StopDropsOutboxFirst(ReferenceGateway):
+    """stop-drops-outbox-first — a SIGTERM clears the memory outbox before it flushes:
+
+    the outbox is crash insurance, and a graceful stop ships every buffer itself, so the
+    insurance goes first, as a clean-shutdown flag written before the shutdown is done. A
+    crash inside the stop (crash point `shutdown-flushing`, between two agents' flushes)
+    leaves the agents not yet flushed with their batches in memory only: the restart's
+    recovery finds an empty outbox, and their turns never reach the backend (I3). The fix
+    lets the flushes themselves empty the outbox, as each batch lands.
+    """
+
+    def sigterm(self) -> None:
+        self.store.db.execute("DELETE FROM memory_outbox")
+        super().sigterm()
+

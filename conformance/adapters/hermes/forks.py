@@ -219,9 +219,20 @@ def _split_runner_modules() -> None:
     (`_spawn_release_thread`: 'agent-evict-*', 'agent-cache-idle-*'; 'agent-cache-pressure')
     run inline; the housekeeping watcher's sleeps in gateway/run_watchers.py
     (`_interruptible_sleep`) are virtual; the shutdown watchdog of gateway/run_shutdown.py
-    (`GatewayRunner.stop` → `arm_shutdown_watchdog`, an `os._exit` backstop) is not armed."""
+    (`GatewayRunner.stop` → `arm_shutdown_watchdog`, an `os._exit` backstop) is not armed.
+
+    gateway/run_turn.py holds what upstream's `_run_agent` does inline, its per-turn pollers
+    among them, and they get the zero-time sleep that `gateway.run`'s pollers get
+    (`hermes_seams._sleep`). The one that mattered: `_run_agent_track_agent` promotes a turn's
+    agent into its session's running slot (`turn.agent`, read by `_running_agent_ids`) only after
+    `await asyncio.sleep(0.05)` sees the agent built, and `_enforce_agent_cache_cap` spares only
+    promoted agents. With a real 50 ms sleep, whether the check had run before the next message
+    of the same virtual instant inserted its agent depended on the wall clock: catalog 79 evicted
+    alice's and bob's mid-turn agents at 09:33 in most runs and spared bob's in some. A zero-time
+    sleep wakes the poller on the loop's next pass, the same in every run (all three spared). Its threads ('gateway-turn-watchdog-*',
+    'gateway-turn-reaper-*') are not 'agent-*' threads and stay real."""
     run = importlib.import_module("gateway.run")
-    for name in ("gateway.run_agent_cache", "gateway.run_watchers", "gateway.run_shutdown"):
+    for name in ("gateway.run_agent_cache", "gateway.run_watchers", "gateway.run_shutdown", "gateway.run_turn"):
         module = _optional(name)
         if module is None:
             continue

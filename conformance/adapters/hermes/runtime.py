@@ -221,10 +221,16 @@ class Generation(StoreWaits):
         thread runs Hermes now): when the scenario or fuzz's swarm fires it, the process is dead
         from this instant (writes refused, observers deaf, nothing more settles) and this
         thread unwinds; the adapter's call then raises `CrashPointFired`, and the runner
-        crashes the gateway as at a `crash`."""
-        if self.alive and self.harness.points.hit(point):
+        crashes the gateway as at a `crash`. Asked through `harness.crash_point`, which in a
+        child process (`--isolate`) asks the parent's harness: the child's own `points` are
+        never armed, so reading them there let every point pass unfired."""
+        if not self.alive:
+            return
+        try:
+            self.harness.crash_point(point)
+        except CrashPointFired:
             self.crashed, self.alive = point, False
-            raise seams.SimulatedKill()
+            raise seams.SimulatedKill() from None
 
     # -- one agent thread at a time ---------------------------------------------------------
 

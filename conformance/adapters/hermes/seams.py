@@ -132,13 +132,23 @@ def text_of(content: Any) -> str:
     return content if isinstance(content, str) else ""
 
 
+REVIEW_ANSWER = "Nothing to save."
+"""The background review's answer: what its prompt asks for when nothing is worth saving
+(agent/background_review.py, every release and fork: "If nothing is worth saving, just say
+'Nothing to save.' and stop."). An empty answer is a provider fault: the forks retry it after
+a jittered 5-60 s backoff timed by `time.time()` (axisrow agent/conversation_loop.py:
+run_conversation, iot agent/turn_empty_response.py:_retry_empty ->
+agent/turn_recovery.py:interruptible_backoff_sleep), which under the freeze never ends."""
+
+
 def _fake_api_call(agent: Any, api_kwargs: dict[str, Any], **_: Any) -> ChatCompletion:
     """Stands in for the HTTP round-trip: parks until the harness replies or Hermes interrupts."""
     work = OWNER.get()
-    if work is None or threading.current_thread().name == REVIEW_THREAD:  # not a chat turn: answer at once, say so
+    review = threading.current_thread().name == REVIEW_THREAD
+    if work is None or review:  # not a chat turn: answer at once, say so
         if LIVE is not None:
             LIVE.harness.note("hermes_aux_llm_call", session=getattr(agent, "session_id", None))
-        return _completion("")
+        return _completion(REVIEW_ANSWER if review else "")
     if not work.generation.alive:
         raise SimulatedKill()
     if getattr(agent, "_interrupt_requested", False):

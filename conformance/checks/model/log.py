@@ -40,10 +40,17 @@ class LogView:
     # session expired by its policy; now every boundary the run reaches is owed by its end.
     latency: int = field(init=False, repr=False)
     sweep_interval: int = field(init=False, repr=False)  # I7's slack, capped at the horizon likewise
+    # How long after the chat could serve a message its reply may take, in ms (I9's bound): as
+    # declared (`reply_within`, default the latency plus the scenario's turn latency), never
+    # longer than quiescence waits (`GatewayConfig.horizon`).
+    reply_within: int = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.latency = min(int(self.profile.get("latency", 0)), self.config.settle())
         self.sweep_interval = min(int(self.profile.get("sweep_interval", 0)), self.config.horizon())
+        declared = self.profile.get("reply_within")
+        within = int(declared) if declared is not None else self.latency + self.config.turn_latency
+        self.reply_within = min(within, self.config.horizon())
 
     # -- rendering --------------------------------------------------------------------
 

@@ -44,13 +44,14 @@ class _Lock(NamedTuple):
 
 def mark_done(m: LogView, chat_turns: dict[str, list[Turn]], commands: dict[str, list[CommandAt]]) -> None:
     """Each admitted turn's end: the /stop in its chat that found it in flight (a reply after it
-    does not undo it), else its reply, else the stop (sigterm, crash) that abandoned it, else,
-    if none came before the LLM answered (a locked store holding the write until the lock
-    ends), the moment the gateway dropped it: its answer. A /stop abandons chat turns only: a
-    delegate runs on."""
+    does not undo it), else its reply, else the stop (sigterm, crash) that abandoned it before
+    the LLM answered (or, for a write a locked store held, before the reply bound ran out after
+    the lock's end: the gateway's retry may come any time within it), else the moment the
+    gateway dropped it: its answer. A /stop abandons chat turns only: a delegate runs on."""
     stops = [_Ending(m.records[i].t, i, m.records[i].kind)
              for i in sorted([*m.by_kind.get("sigterm", ()), *m.by_kind.get("crash", ())])]
     locks = sorted(_Lock(r.t, int(r.d("until", r.t))) for _i, r in m.of("db_locked"))
+    within = m.reply_within
     times: list[int] = []  # record times, read only if a turn was dropped
     for chat, turns in chat_turns.items():
         slash = [_Ending(c.t, c.index, "/stop") for c in commands.get(chat, []) if c.name == "/stop"]
@@ -69,12 +70,18 @@ def mark_done(m: LogView, chat_turns: dict[str, list[Turn]], commands: dict[str,
                 continue
             assert turn.request_t != ABSENT  # admitted
             answer = turn.asked + m.config.turn_latency
+            limit = answer  # a stop by then found it in flight
             for locked, until in locks:
                 if locked <= answer <= until:
                     answer = until + m.config.turn_latency  # the write waits out the lock, then one more try
+                    # ... whenever the gateway's retry comes, within its reply bound from the
+                    # lock's end (I9's, restarted there): a stop by then cut the retry off
+                    # (seed 12209: a crash inside the retry's heal, 999 ms after the lock), and
+                    # what waited behind the turn went with it.
+                    limit = max(answer, until + within)
             mine, at = (plain, plain_indexes) if turn.delegate else (ends, indexes)
             k = bisect_right(at, turn.request_index)
-            if k < len(mine) and mine[k].t <= answer:
+            if k < len(mine) and mine[k].t <= limit:
                 turn.done, turn.ended_by = new_moment((mine[k].t, mine[k].index)), mine[k].by
                 if turn.ended_by == "/stop":
                     turn.stopped = turn.done
