@@ -10,25 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from test_usage import SCENARIO as USAGE
 
 from conformance.harness.runner import run_scenario
 from conformance.transport.exec_gateway import isolated
 from sim.loader import load_text
 
-SCENARIO = """name: usage-isolated
-config: {reset: {mode: none}, usage: 5000}
-events:
-  - message: alice
-  - message: alice
-    after: 1m
-    usage: large
-  - message: alice
-    after: 1m
-    usage: none
-  - message: alice
-    after: 1m
-    usage: small
-"""
+SCENARIO = USAGE.replace("name: usage\n", "name: usage-isolated\n", 1)  # its four answers, each usage kind
 
 ASKING_MODULE = '''
 from reference_impl import ReferenceGateway

@@ -35,6 +35,20 @@ const SEAMS = {
     // restart after a cut-off turn is declared unsupported (docs/openclaw.md).
     restartRecovery: true,
   },
+  // The last 2026.8.x: 2026.9.6's store, lanes, drain, plugins, inbound, config and restart-recovery
+  // claims (each read from its dist), but internal hooks still registered by loadInternalHooks, as
+  // its startGatewaySidecars (src/gateway/server-startup-post-attach.ts) calls it: no prepareInternalHooks.
+  "2026.8.2": {
+    agentDbIfOpen: ["src/state/openclaw-agent-db.ts", "getOpenClawAgentDatabaseIfOpen"],
+    resolveLanes: true,
+    drain: ["src/gateway/active-sessions-shutdown-drain.ts", "drainActiveSessionsForShutdown"],
+    plugins: ["src/plugins/loader.ts", "loadAndActivateRootPluginRegistry"],
+    hooks: ["src/hooks/loader.ts", "loadInternalHooks"],
+    inbound: ["openclaw/plugin-sdk/channel-inbound", "dispatchInboundDirectDm"],
+    noneMode: true, // src/config/zod-schema.session.ts: none | daily | idle
+    agentList: false, // src/config/zod-schema.agents.ts: agents.entries
+    restartRecovery: true, // src/auto-reply/reply/restart-recovery-claim.ts, as 2026.9.6
+  },
   // Before the 2026.8 store (sessions.json and <id>.jsonl: no agent database handle to share), the
   // lanes sized straight from the config, the session-end drain in the reset service, plugins loaded
   // (and activated) by loadOpenClawPlugins, internal hooks registered by loadInternalHooks.

@@ -50,6 +50,13 @@ export async function collectMemoryFiles(flush = true) {
   const dir = path.join(oc.scenario.workspace, "memory");
   if (!fs.existsSync(dir)) return;
   for (const file of fs.readdirSync(dir).sort()) {
+    // Only session-memory's own files (<date>-<slug>.md): its write stages a hidden `.<name>.<uuid>.*.tmp`
+    // beside the file and renames it into place (@openclaw/fs-safe), and that temp file, read before
+    // the rename on a busy machine, was one memory save reported twice (2026.8.2's 22–24, under load).
+    if (file.startsWith(".") || !file.endsWith(".md")) {
+      if (process.env.SG_OC_DEBUG) log(`memory dir: not a memory file, skipped: ${file}`);
+      continue;
+    }
     if (oc.scenario.memorySeen.has(file)) continue;
     oc.scenario.memorySeen.add(file);
     const text = fs.readFileSync(path.join(dir, file), "utf8");
