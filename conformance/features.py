@@ -45,18 +45,35 @@ def config_features(config: GatewayConfig) -> frozenset[str]:
 def cuts_off_a_turn_then_restarts(scenario: Scenario) -> bool:
     """Whether a `sigterm` or `crash` comes while a turn is owed its reply, and a `restart`
     follows: each chat's turns are answered one after another, `turn_latency` each (a `/stop`
-    abandons the one in flight). By the scenario's own timeline, not a run's."""
+    abandons the one in flight). A message or command sent while the gateway is down is held
+    and delivered at the restart that brings it back, so its turn is timed from that restart.
+    By the scenario's own timeline, not a run's."""
     events, latency = scenario.events, scenario.config.turn_latency
     busy_until: dict[str, int] = {}  # chat -> when its last turn sent is answered
-    for i, event in enumerate(events):
+    held: list[Message | Command] = []  # sent while down: delivered at the next restart
+    up = True
+
+    def deliver(event: Message | Command, at: int) -> None:
         if isinstance(event, Message):
-            busy_until[event.chat] = max(event.t, busy_until.get(event.chat, event.t)) + latency
-        elif isinstance(event, Command) and event.name == "/stop":
-            busy_until[event.chat] = min(busy_until.get(event.chat, event.t), event.t)
-        elif isinstance(event, (Sigterm, Crash)):
+            busy_until[event.chat] = max(at, busy_until.get(event.chat, at)) + latency
+        elif event.name == "/stop":
+            busy_until[event.chat] = min(busy_until.get(event.chat, at), at)
+
+    for i, event in enumerate(events):
+        if isinstance(event, (Message, Command)):
+            if up:
+                deliver(event, event.t)
+            else:
+                held.append(event)
+        elif isinstance(event, Restart) and not up:  # a restart while up is skipped
+            up = True
+            for waiting in held:
+                deliver(waiting, event.t)
+            held = []
+        elif isinstance(event, (Sigterm, Crash)) and up:  # a stop while down is skipped
             if any(until > event.t for until in busy_until.values()) and any(isinstance(e, Restart) for e in events[i + 1:]):
                 return True
-            busy_until = {}
+            busy_until, up = {}, False
     return False
 
 

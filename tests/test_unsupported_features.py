@@ -124,6 +124,37 @@ def test_a_restart_after_a_cut_off_turn_is_a_feature_of_the_timeline() -> None:
     assert flagged == ["27", "41"]
 
 
+HELD_THEN_CUT = """
+name: held-then-cut
+start: 2026-03-02T09:00
+config: {reset: {mode: none}, turn_latency: 1m}
+events:
+  - sigterm: true
+  - message: alice
+    after: 1m
+  - restart: true
+    after: 10m
+  - STOP: true
+    after: 30s
+  - restart: true
+    after: 1m
+"""
+
+
+def test_a_message_held_while_down_is_owed_its_reply_from_the_restart_that_delivers_it() -> None:
+    """Sent at 09:01 while down, delivered at the 09:11 restart: a stop 30 s later cuts its turn
+    off (timed from its send, it was answered by 09:02 and the stop cut nothing). A stop while
+    down is skipped: it cuts nothing."""
+    from conformance.features import cuts_off_a_turn_then_restarts
+
+    for stop in ("crash", "sigterm"):
+        assert cuts_off_a_turn_then_restarts(load_text(HELD_THEN_CUT.replace("STOP", stop)))
+        assert not cuts_off_a_turn_then_restarts(load_text(HELD_THEN_CUT.replace("STOP", stop).replace("after: 30s", "after: 2m")))
+    down_twice = HELD_THEN_CUT.replace("STOP", "crash").replace("  - restart: true\n    after: 10m\n", "  - crash: true\n    after: 1s\n")
+    assert not cuts_off_a_turn_then_restarts(load_text(down_twice))  # delivered at the last restart: nothing stops after it
+    assert outcome(run_scenario(load_text(HELD_THEN_CUT.replace("STOP", "crash")), NoRestartRecovery(), "lacking")) == "skip"
+
+
 def test_a_restart_after_a_cut_off_turn_is_skipped_when_declared() -> None:
     assert outcome(run_scenario(load_text(CUT_OFF.replace("STOP", "30s")), NoRestartRecovery(), "lacking")) == "skip"
     assert outcome(run_scenario(load_text(CUT_OFF.replace("STOP", "2m")), NoRestartRecovery(), "lacking")) == "pass"
