@@ -282,3 +282,48 @@ def test_a_crash_inside_the_write_retried_after_a_lock_takes_the_turn_and_what_w
         "session s2's row was deleted at 01:41:17 and not recreated at the next flush: turn t3 (asked 01:40:23) was "
         "never answered"]
     assert any("switch boundary" in m for m in messages(later, "I1"))
+
+
+STOP_BEHIND_A_WAITING_TURN = """\
+name: stop-while-a-turn-waits
+start: 2026-10-24T11:16:00
+zone: UTC
+config:
+  reset: {mode: none}
+  reset_by_chat_type: {group: {mode: idle, idle_minutes: 1}}
+  watcher_interval: 5m
+  turn_latency: 3m
+chats: {alice: {platform: discord, chat_type: group, user: u1}}
+events:
+  - message: alice
+  - {message: alice, after: 1m}
+  - {command: /stop, chat: alice, after: STOP}
+  - {sigterm: true, after: 3m41s1ms}
+  - restart: true
+    config: {reset_by_chat_type: {group: {mode: daily, at_hour: 0}}}
+    after: 57s
+"""
+
+
+def test_a_stop_acts_at_once_not_behind_the_turn_waiting_for_the_one_it_stops() -> None:
+    """Long+dense seed 10442 with crash points, shrunk: t2 waits behind t1 (3 minutes a turn),
+    the /stop a second later ends t1, and t2 starts in s2 (s1 idle past 11:17). s2 is idle past
+    11:18; its end is not owed before the SIGTERM at 11:20:42 (t2 in flight until 11:20:01, then
+    the 5-minute watcher), so the daily policy of the restart judges it and ends it at midnight.
+    The oracle placed the /stop after t2's reply, as if queued behind it, where it "noticed"
+    s2's idle boundary, so I1 held the gateway to it. A /stop that truly comes after t2's reply
+    does notice it: that end, dropped from the log, fails I1."""
+    records = list(run_scenario(load_text(STOP_BEHIND_A_WAITING_TURN.replace("STOP", "1s")), ReferenceGateway(),
+                                "reference", check=False).records)
+    assert records[find(records, "llm_request", turn="t2")].t == records[find(records, "command")].t  # t2 starts after it
+    verdicts = judge(records)
+    assert all(v.status == "pass" for v in verdicts.values()), {c: v.violations for c, v in verdicts.items() if v.violations}
+    assert [r.d("reason") for r in records if r.kind == "on_session_finalize"] == ["idle", "daily"]
+    after_reply = list(run_scenario(load_text(STOP_BEHIND_A_WAITING_TURN.replace("STOP", "5m30s")), ReferenceGateway(),
+                                    "reference", check=False).records)
+    assert messages(after_reply, "I1") == []
+    end = find(after_reply, "on_session_end", session="s2")
+    assert after_reply[end].step == after_reply[find(after_reply, "command")].step  # the /stop noticed s2's boundary
+    assert messages(drop(drop(after_reply, end + 1), end), "I1")[0].startswith(
+        "session s2 reached its idle boundary at 11:18 (idle 1m after the last user message at 11:17) but got no "
+        "on_session_end")

@@ -178,7 +178,7 @@ class Run(EventSteps):
         if left_out:
             self.log.add("skipped", scope="config", features=["providers"], providers=left_out,
                          reason="the gateway declares no memory providers: the scenario runs with the recorder alone")
-        if failure is None and (unjudged := sorted(scenario_features(scenario) & self.profile.unsupported)):
+        if failure is None and self.profile.unsupported and (unjudged := sorted(scenario_features(scenario) & self.profile.unsupported)):
             # Judging it would judge a feature the gateway says it does not have: not run at all.
             self.log.add("skipped", scope="scenario", features=unjudged,
                          reason=f"the scenario uses {', '.join(unjudged)}, which the gateway declares unsupported")

@@ -94,7 +94,10 @@ def mark_done(m: LogView, chat_turns: dict[str, list[Turn]], commands: dict[str,
 def _effective(m: LogView, admitted: list[Turn], commands: list[CommandAt]) -> list[Effective]:
     """When each command takes effect: on arrival, or once every turn that arrived before it in
     the chat is done (never mid-turn; the chat is served in arrival order). Behind a turn that
-    ends after the log, never."""
+    ends after the log, never. A `/stop` ends the turn in flight at its arrival (`mark_done`),
+    so only the turns admitted before it count: one that arrived before it and waited behind
+    the stopped turn starts after it (ld2 seed 10442: such a `/stop` was placed after the
+    waiting turn's reply, where it "noticed" a boundary the gateway never had to act on)."""
     if not commands:
         return []
     by_arrival = sorted(admitted, key=_index)
@@ -108,6 +111,9 @@ def _effective(m: LogView, admitted: list[Turn], commands: list[CommandAt]) -> l
     effective: list[tuple[int, int, int, str]] = []  # (time, index, arrival, name): sorted, ties keep arrival order
     for t, index, name, arrival in commands:
         k = bisect_left(arrivals, arrival)
+        if name == "/stop":  # it acts at once on the turn in flight: what waits behind that turn does not delay it
+            while k and by_arrival[k - 1].request_index > index:  # admitted after it (a chat's in arrival order)
+                k -= 1
         when = max((t, index), done[k - 1] if k else (t, index))
         if when[1] >= len(m.records):
             continue  # queued behind a turn that ends after the log does (never, or cut by a gateway error)
