@@ -381,6 +381,10 @@ def hermes(version: str | None = None) -> HermesGateway:
     found = hermes_forks.installed()
     if version is not None and not found.matches(version):
         raise ValueError(f"gateway hermes:{version} asked for, but {hermes_forks.describe()} is installed")
+    if found.fork == "iot":  # its process-wide threads, before the run counts its own
+        from conformance.adapters.hermes import seams  # noqa: F401  (HERMES_HOME first, then Hermes)
+
+        hermes_forks.start_process_threads()
     return HermesGateway()
 
 

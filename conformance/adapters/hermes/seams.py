@@ -39,6 +39,7 @@ import threading
 import types
 import uuid as _uuid
 from contextvars import ContextVar
+from importlib import metadata
 from typing import Any
 
 from conformance.adapters.hermes import forks as hermes_forks
@@ -50,10 +51,23 @@ from sim.scenario import Usage
 def quiet_hermes_logs() -> None:
     """Hermes's logs are not observations: its loggers at CRITICAL (`SESSIONGATE_HERMES_LOG`
     says otherwise), before Hermes is imported (its tool registry warns of a missing optional
-    module at import) and again once installed. `hermes_plugins`: 0.17's platform plugins."""
+    module at import) and again once installed. Every top-level module the installed
+    distribution ships (`top_level.txt`: iot's split `hermes_state_lockowners` warned on stderr
+    when a lock-retry loop gave up), and `hermes_plugins`, 0.17's platform plugins."""
     level = os.environ.get("SESSIONGATE_HERMES_LOG", "CRITICAL").upper()
-    for name in ("gateway", "run_agent", "agent", "hermes_state", "plugins", "hermes_plugins", "tools", "hermes_cli"):
+    for name in _hermes_loggers():
         logging.getLogger(name).setLevel(level)
+
+
+@functools.cache
+def _hermes_loggers() -> tuple[str, ...]:
+    names = {"gateway", "run_agent", "agent", "hermes_state", "plugins", "hermes_plugins", "tools", "hermes_cli"}
+    try:
+        top = metadata.distribution(hermes_forks.installed().distribution).read_text("top_level.txt")
+    except (hermes_forks.HermesNotInstalled, metadata.PackageNotFoundError):
+        top = None
+    names.update(line.strip() for line in (top or "").splitlines() if line.strip())
+    return tuple(sorted(names))
 
 
 hermes_home.home()  # Hermes binds paths at import: HERMES_HOME first, whoever imports this module
