@@ -95,6 +95,7 @@ class HermesGateway:
     def open(self, config: GatewayConfig) -> None:
         hermes_home.prepare(config)
         from conformance.adapters.hermes import patches as hermes_patches  # imports Hermes: HERMES_HOME is set by now
+        from conformance.adapters.hermes import seams as hermes_seams
         from conformance.adapters.hermes import speed as hermes_speed
 
         hermes_patches.install()
@@ -107,6 +108,7 @@ class HermesGateway:
         self.uuid_counter = [0]
         self.lock_until = -1
         self.jitter = random.Random(f"hermes-write-retry-jitter/{self.h.seed}")  # one stream a scenario, from its seed
+        hermes_seams.AGENT_IDS.seed(f"hermes-agent-ids/{self.h.seed}")
         self.message_ids = 0
         self.sources: dict[str, Any] = {}
         self.chat_by_key: dict[str, Chat] = {}

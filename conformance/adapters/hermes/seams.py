@@ -33,6 +33,7 @@ import functools
 import importlib
 import logging
 import os
+import random
 import re
 import sqlite3
 import threading
@@ -233,6 +234,24 @@ class _FireAndForgetThread:
             self._thread.join(timeout)
 
 
+def _review_joined(spawn: Any) -> Any:
+    """`AIAgent._spawn_background_review`, its 'bg-review' thread joined before it returns, as
+    `_FireAndForgetThread` joins it where run_agent's module-level `threading` is the seam's:
+    0.13 and 0.14 import `threading` inside the method, so the review raced the next turn
+    (catalog 83 on 0.14: its auxiliary call landed before or after the reply, run to run)."""
+
+    @functools.wraps(spawn)
+    def spawn_and_join(self: Any, *args: Any, **kwargs: Any) -> Any:
+        before = {thread.ident for thread in threading.enumerate() if thread.name == REVIEW_THREAD}
+        result = spawn(self, *args, **kwargs)
+        for thread in threading.enumerate():
+            if thread.name == REVIEW_THREAD and thread.ident not in before:
+                thread.join()
+        return result
+
+    return spawn_and_join
+
+
 async def _sleep(delay: float, result: Any = None) -> Any:
     """The watcher sleeps in virtual time; any other sleep in gateway.run takes none: it yields
     to the loop once. Nothing a sleeper polls for can need real time, because agent threads
@@ -370,6 +389,7 @@ def install() -> bool:
     agent_cls._interruptible_api_call = _fake_api_call
     agent_cls._interruptible_streaming_api_call = _fake_api_call
     agent_cls.interrupt = _interrupt
+    agent_cls._spawn_background_review = _review_joined(agent_cls._spawn_background_review)
     agent_cls._create_openai_client = _create_openai_client
     context_compressor = _optional_module("agent.context_compressor")
     if context_compressor is not None and hasattr(context_compressor, "call_llm"):
@@ -389,11 +409,23 @@ def install() -> bool:
     if not hasattr(title_generator, "_auto_title_enabled"):  # before 0.19.0 the config's 'enabled: false' is
         title_generator.maybe_auto_title = lambda *args, **kwargs: None  # ignored: no 'auto-title' thread either
     hermes_session.uuid = types.SimpleNamespace(uuid4=_session_uuid)
+    run_agent.uuid = _module_proxy(_uuid, "uuid", uuid4=_agent_uuid)
     return True
 
 
 def _session_uuid() -> _uuid.UUID:
     return next_session_uuid(LIVE.uuid_counter)
+
+
+AGENT_IDS = random.Random("hermes-agent-ids")
+"""The stream of `run_agent`'s own uuid4s, seeded per scenario by `HermesGateway.open`."""
+
+
+def _agent_uuid() -> _uuid.UUID:
+    """`uuid.uuid4()` inside run_agent.py, from a seeded stream: an agent made without a
+    session id names its own (`AIAgent.__init__`, 0.14: `<time>_<uuid4().hex[:6]>`), and 0.14
+    fired `on_session_end` for such an id in catalog 83, a different one each run."""
+    return _uuid.UUID(int=AGENT_IDS.getrandbits(128), version=4)
 
 
 def install_after_memory() -> None:
