@@ -262,12 +262,18 @@ def process_exit() -> None:
     compression = sys.modules.get("agent.conversation_compression")
     pool = getattr(compression, "_compress_timeout_executor", None)
     if pool is not None:
-        threads = list(getattr(pool, "_threads", None) or ())
-        with contextlib.suppress(Exception):
-            pool.shutdown(wait=False, cancel_futures=True)
-        for thread in threads:
-            thread.join(5.0)
+        end_pool(pool, 5.0)
         compression._compress_timeout_executor = None  # type: ignore[union-attr]
+
+
+def end_pool(pool: Any, timeout: float) -> None:
+    """An executor as a process's death leaves it: queued work dropped, no new work taken, its
+    workers joined (an idle one ends at once; a parked one unwinds once its park is released)."""
+    threads = list(getattr(pool, "_threads", None) or ())
+    with contextlib.suppress(Exception):
+        pool.shutdown(wait=False, cancel_futures=True)
+    for thread in threads:
+        thread.join(timeout)
 
 
 def start_process_threads() -> None:

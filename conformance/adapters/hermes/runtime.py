@@ -376,18 +376,11 @@ class Generation(StoreWaits):
             park.outcome = "kill"
             park.event.set()
         if self.executor is not None:
-            threads = list(self.executor._threads)
-            self.executor.shutdown(wait=False, cancel_futures=True)
-            for thread in threads:
-                thread.join(THREAD_TIMEOUT)
+            hermes_forks.end_pool(self.executor, THREAD_TIMEOUT)
         for name in ("_executor", "_housekeeping_executor"):  # the runner's own pools (iot's housekeeping pool,
             pool = getattr(self.runner, name, None)  # gateway/run.py:_get_housekeeping_executor): a death takes
             if isinstance(pool, Executor) and pool is not self.executor:  # their idle workers too, as `stop()` does
-                threads = list(getattr(pool, "_threads", None) or ())
-                with contextlib.suppress(Exception):
-                    pool.shutdown(wait=False, cancel_futures=True)
-                for thread in threads:
-                    thread.join(THREAD_TIMEOUT)
+                hermes_forks.end_pool(pool, THREAD_TIMEOUT)
         for db in (getattr(self.runner, "session_store", None), getattr(self.runner, "_session_db", None)):
             conn = getattr(getattr(db, "_db", db), "_conn", None)
             if conn is not None:
