@@ -199,7 +199,7 @@ def test_a_swarm_is_the_seed_s_own_and_its_file_replays_exactly() -> None:
 def test_fuzz_finds_each_crash_variant_and_shrinks_keeping_its_point(tmp_path: Path, variant_name: str, seed: int,
                                                                     check: str, point: str) -> None:
     task = SeedTask(seed, f"reference:{variant_name}", "default", str(tmp_path), crash_points=True)
-    outcome = shrink_distinct(run_seed(task), task, set())
+    outcome = shrink_distinct(run_seed(task), task, {})
     assert check in outcome.failing
     assert "crash_at:" in Path(outcome.path).read_text()
     assert outcome.shrunk is not None and outcome.shrunk.reproduces and outcome.shrunk.events <= 12

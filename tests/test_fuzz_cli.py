@@ -273,9 +273,13 @@ def test_each_distinct_failure_is_shrunk_once(capsys: pytest.CaptureFixture[str]
     out = capsys.readouterr().out
     assert code == 1
     shrunk = re.findall(r"^     shrunk \d+ -> \d+ events", out, re.MULTILINE)
-    repeats = re.findall(r"^     not shrunk: the same failure as an earlier seed's \((I\d) ([a-z-]+)\)$", out, re.MULTILINE)
+    repeats = re.findall(r"^FAIL gen-(\d+)  (I\d) .*\n     written to \S+gen-\1\.yaml; not shrunk: the same failure as "
+                         r"gen-(\d+) \((I\d) ([a-z-]+)\)$", out, re.MULTILINE)
     distinct = int(re.search(r"; (\d+) distinct failures? \(by first check and violation\)$", out.strip()).group(1))  # type: ignore[union-attr]
     assert len(shrunk) == distinct and len(shrunk) + len(repeats) == 6 and repeats
+    firsts = set(re.findall(r"^FAIL gen-(\d+)  .*\n.*\n     shrunk", out, re.MULTILINE))
+    for seed, check, first, first_check, _slug in repeats:  # each names the earlier seed whose kind it is, shrunk there
+        assert first in firsts and int(first) < int(seed) and check == first_check
     assert sorted(p.name for p in tmp_path.glob("*.shrunk.yaml")) == sorted(
         f"gen-{seed}.shrunk.yaml" for seed in re.findall(r"^FAIL gen-(\d+).*\n.*\n     shrunk", out, re.MULTILINE))
 
@@ -416,9 +420,9 @@ def test_a_gateway_error_is_shrunk_once_keeping_its_call_and_class(capsys: pytes
     assert code == 1
     failed = re.findall(r"^FAIL gen-(\d+)  I1 gateway error at step \S+ \(command\): RuntimeError: no reset for", out, re.MULTILINE)
     shrunk = re.findall(r"^     shrunk \d+ -> (\d+) events: ", out, re.MULTILINE)
-    repeats = re.findall(r"^     not shrunk: the same gateway error as an earlier seed's \(error in command: RuntimeError\)$",
+    repeats = re.findall(r"^     written to \S+; not shrunk: the same gateway error as gen-(\d+) \(error in command: RuntimeError\)$",
                          out, re.MULTILINE)
-    assert shrunk == ["1"] and len(repeats) == len(failed) - 1 >= 2
+    assert shrunk == ["1"] and len(repeats) == len(failed) - 1 >= 2 and set(repeats) == {failed[0]}
     first = tmp_path / "out" / f"gen-{failed[0]}.shrunk.yaml"
     assert "# failing: gateway error in command: RuntimeError on gateway raises\n" in first.read_text()
     assert "- {command: /reset, chat: " in first.read_text()

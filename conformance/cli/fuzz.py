@@ -31,7 +31,6 @@ from conformance.harness.registry import resolve
 from conformance.harness.runner import run_scenario
 from conformance.harness.suite import outcome as outcome_of
 from conformance.search.fuzz import (
-    ERROR,
     Isolation,
     SeedOutcome,
     SeedTask,
@@ -95,7 +94,7 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
                       args.crash_points, args.out)
              for seed in seeds]
     by_seed = {task.seed: task for task in tasks}
-    distinct: set[tuple[str, str]] = set()  # kinds of failure counted (each shrunk once)
+    distinct: dict[tuple[str, str], int] = {}  # kinds of failure counted (each shrunk once) -> the seed that showed it
     if args.max_failures is not None and args.max_failures < 1:
         raise UsageError(f"--max-failures expects at least 1, got {args.max_failures}")
     capped = False
@@ -126,7 +125,7 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
                 for check in outcome.failing if not (outcome.broken or outcome.refused) else ():
                     by_check[check] = by_check.get(check, 0) + 1
                 progress.clear()
-                _print_failure(outcome, not args.no_shrink)
+                _print_failure(outcome, not args.no_shrink, distinct.get(outcome.key))
             progress.update(done, failed)
             if done == 1 and outcome.start_error and done < len(tasks):  # it would fail every seed the same way
                 cannot_start = f"stopped: the gateway errored before the first event of seed {outcome.seed}; it cannot start"
@@ -206,16 +205,24 @@ def replay_saved(db: FailureDB | None, gateway: str, isolation: Isolation, stric
     return failing
 
 
-def _print_failure(outcome: SeedOutcome, shrinking: bool = False) -> None:
-    print("\n".join(map(readable, _failure_lines(outcome, shrinking))))  # the gateway's words: no escape, no megabytes
+def _print_failure(outcome: SeedOutcome, shrinking: bool = False, first: int | None = None) -> None:
+    print("\n".join(map(readable, _failure_lines(outcome, shrinking, first))))  # the gateway's words: no escape, no megabytes
 
 
-def _failure_lines(outcome: SeedOutcome, shrinking: bool) -> list[str]:
+def _failure_lines(outcome: SeedOutcome, shrinking: bool, first_seed: int | None = None) -> list[str]:
+    """A failure's lines: the first check's message, then the file; a kind of failure seen first
+    at another seed (`first_seed`) says which on the file's line, so a buggy gateway's thousand
+    repeats cost two lines each, and the shrunk file to read is named once, at its seed."""
     first, *rest = outcome.failing.items()
     if outcome.refused:
         return [f"refused gen-{outcome.seed}  {first[1]}"]
     lines = [f"FAIL gen-{outcome.seed}  {first[0]} {first[1]}" + (f" (+{', '.join(c for c, _ in rest)})" if rest else ""),
              f"     written to {outcome.path}"]
+    if shrinking and outcome.shrunk is None and first_seed is not None and first_seed != outcome.seed:
+        check, slug = outcome.key
+        what = f"gateway error as gen-{first_seed} ({slug})" if outcome.broken else f"failure as gen-{first_seed} ({check} {slug})"
+        lines[1] += f"; not shrunk: the same {what}"
+        return lines
     if outcome.shrunk is not None:
         s = outcome.shrunk
         note = "" if s.reproduces else " (NOTE: the file, with turns renumbered, does not reproduce; the in-memory shrink did)"
@@ -223,10 +230,6 @@ def _failure_lines(outcome: SeedOutcome, shrinking: bool) -> list[str]:
         if s.other:
             lines.append(f"     NOTE: the shrunk scenario fails {outcome.key[0]} another way: {s.other}")
             lines.append(f"     the original: {outcome.message}")
-    elif shrinking and outcome.broken and outcome.key[0] == ERROR and not outcome.start_error:
-        lines.append(f"     not shrunk: the same gateway error as an earlier seed's ({outcome.key[1]})")
-    elif shrinking and not outcome.broken:
-        lines.append(f"     not shrunk: the same failure as an earlier seed's ({outcome.key[0]} {outcome.key[1]})")
     return lines
 
 

@@ -285,16 +285,16 @@ def kind(violation: Violation) -> str:
     return violation.kind or Violation(WEEKDAY.sub("", violation.message)).slug
 
 
-def shrink_distinct(outcome: SeedOutcome, task: SeedTask, seen: set[tuple[str, str]]) -> SeedOutcome:
+def shrink_distinct(outcome: SeedOutcome, task: SeedTask, seen: dict[tuple[str, str], int]) -> SeedOutcome:
     """Shrink a counted failure if it is the first of its kind (`SeedOutcome.key`), in the
     parent, so a buggy gateway's thousand failures of one bug cost one shrink, not a thousand.
-    Marks its kind seen either way. A gateway error is shrunk keeping its kind
+    Marks its kind seen either way, by the seed that first showed it (`seen`). A gateway error is shrunk keeping its kind
     (`error_signature`); a timeout, or an error before the first event, is neither shrunk nor
     counted as a kind (nor saved in the failure database)."""
     check, slug = outcome.key
     if not outcome.failing or outcome.refused or outcome.key in seen or (outcome.broken and (check != ERROR or outcome.start_error)):
         return outcome
-    seen.add(outcome.key)
+    seen[outcome.key] = outcome.seed
     if not task.shrink:
         return outcome
     shrunk = shrink_and_write(load_file(outcome.path), Path(outcome.path), task.gateway, check, outcome.status,
