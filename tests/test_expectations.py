@@ -11,6 +11,7 @@ from conformance.cli import main
 from conformance.harness import registry
 from conformance.harness.runner import run_scenario
 from conformance.harness.suite import EXPECTATIONS, Expectations, catalog_paths
+from conformance.harness.verdict import Violation
 from reference_impl.variants import make
 from sim.document import ScenarioError
 from sim.loader import load_file
@@ -118,6 +119,17 @@ def test_a_signed_entry_expects_exactly_its_violations() -> None:
     applied = Expectations.parse(text, "x.txt").apply(result)
     assert applied.verdicts["I5"].status == "xfail" and applied.verdicts["I5"].reason == "syncs after the end"
     assert applied.expected == {"I5": {signature: "syncs after the end"}}
+
+
+def test_a_signature_names_no_weekday() -> None:
+    """One bug on two days is one signature, in an expectations file as in fuzz's kinds: a
+    time's weekday goes with its digits ("at Tue 04:01" and "at 04:01" read the same). Hermes's
+    files had `got-on-session-finalize-tue-before-on-session-end-tue` beside the same bug
+    without the days; a word that only looks like a day stays."""
+    tuesday = Violation("session s1 got on_session_finalize at Tue 04:01 before its on_session_end at Tue 04:02", session="s1")
+    same_day = Violation("session s1 got on_session_finalize at 04:01 before its on_session_end at 04:02", session="s1")
+    assert tuesday.signature == same_day.signature == "got-on-session-finalize-before-on-session-end@s1"
+    assert Violation("chat Sun got no reply; Mon said nothing").slug == "chat-sun-got-no-reply-mon-said-nothing"
 
 
 def test_a_new_violation_in_an_expected_failing_check_fails() -> None:

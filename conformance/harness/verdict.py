@@ -26,6 +26,7 @@ CHECK_NAMES: dict[str, str] = {
 
 
 _WORD = re.compile(r"\w+")
+_WEEKDAY = re.compile(r"\b(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?=\d)")  # a time's weekday ("at Wed 13:15"), a time's as much as its digits
 _SKIP = frozenset({"a", "an", "and", "at", "but", "by", "for", "from", "in", "is", "it", "its", "of", "on", "or", "the",
                    "to", "was", "were", "with", "session", "turn", "turns"})
 
@@ -35,7 +36,8 @@ class Violation:
     """One thing that went wrong, in words, with the log records (by index) that show it.
 
     `kind` names what went wrong in a few words (a slug); left empty, it is made from the
-    message's words without its times, numbers and ids. With the subject (the session, else
+    message's words without its times (a weekday included), numbers and ids: one bug on two
+    days is one slug. With the subject (the session, else
     the turns) it is the violation's `signature`, which expectations files may name, so a new
     violation in an expected-failing scenario is not hidden by an old one."""
 
@@ -57,7 +59,7 @@ class Violation:
     def slug(self) -> str:
         if self.kind:
             return self.kind
-        words = [w.lower() for w in _WORD.findall(self.message) if not any(c.isdigit() for c in w)]
+        words = [w.lower() for w in _WORD.findall(_WEEKDAY.sub("", self.message)) if not any(c.isdigit() for c in w)]
         return "-".join(w.replace("_", "-").strip("-") for w in words if w not in _SKIP)[:60].strip("-") or "violation"
 
     def to_detail(self) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from conformance.harness.calls import REAL_EXIT
 from conformance.harness.errors import Interrupted, raise_interrupted
 from conformance.harness.runner import DEFAULT_BUDGET, RunResult, cyclic_gc_paused, run_scenario, when_stuck
 from conformance.harness.shell import command
-from conformance.harness.verdict import CHECKER_ERROR, FAILING, GatewayFailure, Violation
+from conformance.harness.verdict import CHECKER_ERROR, FAILING, GatewayFailure
 from conformance.harness.watchdog import DEFAULT_STEP_TIMEOUT
 from conformance.transport.factory import gateway_factory
 from sessiongate import SessiongateError
@@ -160,7 +160,7 @@ def shrink_and_write(scenario: Scenario, original: Path, gateway: str, check: st
         verdict = run_scenario(shrunk.scenario, factory(gateway, isolation)(), gateway,
                                budget=candidate_budget(shrunk.scenario)).verdicts.get(check)
         violations = verdict.violations if verdict is not None else ()
-        if violations and slug not in [kind(v) for v in violations]:
+        if violations and slug not in [v.slug for v in violations]:
             other = violations[0].message
     # It is shown to fail on `gateway` only: it claims to catch that variant, if any, and no other.
     catches = tuple(c for c in scenario.catches if gateway == f"reference:{c}")
@@ -272,17 +272,9 @@ def _run_seed(task: SeedTask) -> SeedOutcome:
                            checker_error=checker, key=(ERROR if failure.kind == "error" else "timeout", error_signature(failure)),
                            status=failure.kind, message=failure.describe())
     return SeedOutcome(task.seed, vacuous, bad, str(path), None, start_error=start_error,
-                       checker_error=checker, key=(check, kind(first) if first is not None else verdict.status),
+                       checker_error=checker, key=(check, first.slug if first is not None else verdict.status),
                        status=verdict.status, message=first.message if first is not None else verdict.summary)
 
-
-WEEKDAY = re.compile(r"\b(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?=\d)")
-
-
-def kind(violation: Violation) -> str:
-    """A violation's slug, without the weekday of a time it names ("… at Wed 13:15"), so one
-    bug on two days is one kind of failure."""
-    return violation.kind or Violation(WEEKDAY.sub("", violation.message)).slug
 
 
 def shrink_distinct(outcome: SeedOutcome, task: SeedTask, seen: dict[tuple[str, str], int]) -> SeedOutcome:
