@@ -162,6 +162,40 @@ def test_a_check_listed_with_and_without_a_signature_is_refused() -> None:
         Expectations.parse("01-a I1  # any\n01-a I1 kind@s1  # one\n", "x.txt")
 
 
+def test_update_expectations_keeps_the_reasons_of_lines_written_with_weekdays() -> None:
+    """A file written before signatures dropped weekdays keeps its reasons (and may-occur marks)
+    through `update-expectations`: each old line is matched by subject and its slug without
+    weekdays, a cut one (60 characters) by prefix. A line of another subject is not matched."""
+    from dataclasses import replace
+
+    from conformance.cli.update_expectations import expectation_lines
+    from conformance.harness.verdict import Verdict
+
+    result, _verdict = _failing_i5()
+    end = "what a provider buffers is owed when the session ends or the gateway stops"
+    late = Violation(f"backend 'hindsight' took [t1] only at Wed 10:11:02, after s1's on_session_end at Tue 04:00: {end}",
+                     session="s1")
+    early = Violation("session s2 got on_session_finalize at Tue 04:01 before its on_session_end at Tue 04:02", session="s2")
+    other = Violation("session s3 got on_session_finalize at Tue 04:01 before its on_session_end at Tue 04:02", session="s3")
+    result = replace(result, verdicts={"I5": Verdict("I5", "fail", (late, early, other), examined=3)})
+    old = Expectations.parse(
+        f"{SYNC.stem} I5 backend-hindsight-took-only-wed-after-s-on-session-end-tue-w@s1  # ships late\n"
+        f"{SYNC.stem} I5 got-on-session-finalize-tue-before-on-session-end-tue@s2?  # sometimes\n"
+        f"{SYNC.stem} I5 got-on-session-finalize-tue-before-on-session-end-tue@s9  # another session\n", "x.txt")
+    lines, todo = expectation_lines([result], old)
+    assert lines == [
+        f"{SYNC.stem} I5 {late.signature}  # ships late",
+        f"{SYNC.stem} I5 {early.signature}?  # sometimes",
+        f"{SYNC.stem} I5 {other.signature}  # TODO: what the gateway does, and where (file:function)",
+    ] and todo == 1
+    assert late.signature == "backend-hindsight-took-only-after-s-on-session-end-what-prov@s1"
+    failed = old.apply(result).verdicts["I5"]  # `run` with the old file says what to do
+    assert failed.status == "fail" and failed.violations[0].message.endswith(
+        "[not expected: backend-hindsight-took-only-after-s-on-session-end-what-prov@s1; backend-hindsight-took-only-wed-"
+        "after-s-on-session-end-tue-w@s1 was written before signatures dropped weekdays: update-expectations keeps its reason]")
+    assert failed.violations[2].message.endswith(f"[not expected: {other.signature}]")
+
+
 def test_update_expectations_rewrites_the_file_keeping_reasons(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     target = tmp_path / "mine.txt"
     target.write_text(f"# my gateway\n{SYNC.stem} I5  # syncs after the end (gateway.py:complete_turn)\n", encoding="utf-8")

@@ -9,7 +9,7 @@ from pathlib import Path
 from conformance.cli.args import add_gateway_option, load_expectations, scenario_files
 from conformance.cli.lines import shown_path
 from conformance.harness.runner import DEFAULT_BUDGET, RunResult
-from conformance.harness.suite import Expectations, load_all, run_all, text_lines
+from conformance.harness.suite import Expectations, load_all, run_all, text_lines, written_with_weekdays
 from conformance.harness.verdict import CHECK_IDS
 from conformance.transport.factory import gateway_factory
 from sessiongate import ExitCode, UsageError
@@ -34,9 +34,14 @@ def expectation_lines(results: list[RunResult], old: Expectations) -> tuple[list
                 for signature in dict.fromkeys(v.signature for v in verdict.violations):
                     bare = signature.split(" [not expected", 1)[0]
                     mark = "?" if f"{bare}?" in entries else ""  # a may-occur entry stays one
-                    reason = entries.get(bare + mark) or old.pairs.get(key)
+                    entry = bare + mark if bare + mark in entries else written_with_weekdays(entries, bare)
+                    if entry is not None and entry.endswith("?"):
+                        mark = "?"
+                    reason = (entries[entry] if entry is not None else None) or old.pairs.get(key)
                     todo += reason is None
                     seen.add(bare + mark)
+                    if entry is not None:
+                        seen.add(entry)
                     lines.append(f"{key[0]} {check} {bare}{mark}  # {reason or TODO_REASON}")
             # A may-occur entry this run did not show is kept: it may occur in the next.
             lines += [f"{key[0]} {check} {s}  # {r}" for s, r in entries.items() if s.endswith("?") and s not in seen]

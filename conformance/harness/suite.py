@@ -11,6 +11,7 @@ unexpected, so a fixed bug is noticed.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -170,6 +171,29 @@ class Expectations:
         return Expectations(pairs, "", signed)
 
 
+_DAY = re.compile(r"(?<![a-z0-9])(?:mon|tue|wed|thu|fri|sat|sun)-")
+
+
+def written_with_weekdays(entries: dict[str, str], signature: str) -> str | None:
+    """The entry of `entries` that named this violation before signatures dropped a time's
+    weekday (2026-12-04: `…-finalize-tue-before-…@s1` is now `…-finalize-before-…@s1`): the
+    same subject, and its slug without weekdays a prefix of this one (a slug is cut at 60
+    characters). So an author's reasons survive the change; None if no entry is such."""
+    slug, _, subject = signature.partition("@")
+    for old in entries:
+        old_slug, _, old_subject = old.removesuffix("?").partition("@")
+        dayless = _DAY.sub("", f"{old_slug}-").rstrip("-")
+        if old_subject == subject and dayless != old_slug and slug.startswith(dayless):
+            return old
+    return None
+
+
+def _old_entry(entries: dict[str, str], signature: str) -> str:
+    """What to add to `[not expected: …]` when an entry was written for it with weekdays."""
+    old = written_with_weekdays(entries, signature)
+    return f"; {old} was written before signatures dropped weekdays: update-expectations keeps its reason" if old else ""
+
+
 def _signed(verdict: Verdict, entries: dict[str, str]) -> Verdict:
     """A verdict against signature entries: xfail if every violation is expected and every
     expected one occurred; a new violation fails (listed first, marked); one that no longer
@@ -184,7 +208,8 @@ def _signed(verdict: Verdict, entries: dict[str, str]) -> Verdict:
         return verdict
     new = [v for v in verdict.violations if v.signature not in expected]
     if new:
-        marked = tuple(replace(v, message=f"{v.message} [not expected: {v.signature}]", kind=v.slug) for v in new)
+        marked = tuple(replace(v, message=f"{v.message} [not expected: {v.signature}{_old_entry(entries, v.signature)}]",
+                               kind=v.slug) for v in new)
         rest = tuple(v for v in verdict.violations if v.signature in expected)
         return Verdict(verdict.check, "fail", (*marked, *rest), "", verdict.examined)
     gone = sorted(set(required) - {v.signature for v in verdict.violations})
