@@ -327,3 +327,35 @@ def test_a_stop_acts_at_once_not_behind_the_turn_waiting_for_the_one_it_stops() 
     assert messages(drop(drop(after_reply, end + 1), end), "I1")[0].startswith(
         "session s2 reached its idle boundary at 11:18 (idle 1m after the last user message at 11:17) but got no "
         "on_session_end")
+
+
+STOPPED_TURNS_THEN_IDLE = """\
+name: stopped-turns-then-idle
+seed: 3439
+zone: UTC
+start: '2026-01-13T11:36:19'
+config: {reset: default, cache_cap: 64, idle_ttl: 1h, watcher_interval: 30s, turn_latency: 3m}
+chats:
+  alice: {platform: telegram, chat_type: dm}
+events:
+- {message: alice}
+- {message: alice, after: 56s}
+- {message: alice, after: 55s}
+- {message: alice, after: 1s}
+- {command: /stop, chat: alice, after: 5m35s}
+- {command: /stop, chat: alice, after: 42s}
+"""
+
+
+def test_an_agent_is_idle_from_the_stop_that_abandoned_its_last_turn() -> None:
+    """Long seed 3439 with crash points, shrunk: t2's reply at 11:42:19, then t3 and t4 asked
+    and each abandoned by a /stop, the last at 11:44:28; the reference evicts the agent (policy
+    none, TTL 1h, 30 s sweep) at 12:43:49. I7 counted its idle time from t2's reply (due out by
+    12:42:49), as if the agent had sat idle while t3 and t4 were in flight. It counts from the
+    /stop now: an agent never evicted fails, due out by 12:44:58."""
+    records = list(run_scenario(load_text(STOPPED_TURNS_THEN_IDLE), ReferenceGateway(), "reference", check=False).records)
+    assert [r.d("turn") for r in records if r.kind == "note" and r.d("what") == "stopped"] == ["t3", "t4"]
+    assert messages(records, "I7") == []
+    kept = drop(records, find(records, "resources", drop=["s1"]))  # the eviction's sample gone: never evicted
+    assert messages(kept, "I7")[0] == ("the agent of session s1 (reset policy none) was still cached at 12:49:28, idle since "
+                                       "11:44:28 (idle TTL 1h, sweep every 30s: due out by 12:44:58)")

@@ -137,7 +137,8 @@ def _chat_of(flights: Flights) -> dict[str, str]:
 
 
 def _activity(flights: Flights, watched: set[str]) -> dict[str, list[int]]:
-    """Each watched session -> when its turns entered flight and were answered, ascending."""
+    """Each watched session -> when its turns entered flight and left it (answered, or abandoned
+    by a /stop: the agent was in use until then, so its idle time counts from there), ascending."""
     out: dict[str, list[int]] = {}
     for sid, asked, answered in zip(flights.session, flights.start_t, flights.reply_t, strict=True):
         if sid in watched:
@@ -146,6 +147,9 @@ def _activity(flights: Flights, watched: set[str]) -> dict[str, list[int]]:
                 times.append(asked)
             if answered != ABSENT:
                 times.append(answered)
+    for _index, left, _into, sid in flights.ends:
+        if sid in watched:
+            out.setdefault(sid, []).append(left)
     for times in out.values():
         times.sort()
     return out
