@@ -46,6 +46,18 @@ def test_every_release_pins_its_lockfile() -> None:
         assert f'"node_modules/openclaw": {{\n      "version": "{release}"' in lock
 
 
+def test_install_without_a_release_installs_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`install` alone installs what `--gateway openclaw` runs, whatever the releases' names sort
+    to (it installed the last by name, which for 2026.10.x would have been 2026.9.6); releases are
+    listed by version."""
+    from conformance.adapters.openclaw import __main__ as installer
+
+    asked: list[str] = []
+    monkeypatch.setattr(installer, "install", lambda release, npm: asked.append(release) or 0)
+    assert installer.main(["install"]) == 0 and asked == [openclaw.DEFAULT_RELEASE]
+    assert list(openclaw.RELEASES) == sorted(openclaw.RELEASES, key=lambda r: [int(x) for x in r.split(".")])
+
+
 def test_every_release_has_its_seams_and_expectations() -> None:
     """boot.mjs says where each release keeps the functions it calls (SEAMS), and each
     release is judged against its own expectations file."""

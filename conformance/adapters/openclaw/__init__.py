@@ -28,7 +28,8 @@ from sim.writer import config_document
 
 HERE = Path(__file__).resolve().parent
 NODE_DIR = HERE / "node"
-RELEASES = tuple(sorted(p.name for p in (NODE_DIR / "releases").iterdir() if (p / "package-lock.json").is_file()))
+RELEASES = tuple(sorted((p.name for p in (NODE_DIR / "releases").iterdir() if (p / "package-lock.json").is_file()),
+                        key=lambda name: tuple(int(part) for part in name.split("."))))  # by version: 2026.10 after 2026.9
 DEFAULT_RELEASE = "2026.9.6"
 MEMORY_HOOKS = ("session-memory", "before-reset")  # which OpenClaw hook is the contract's on_session_end
 ADAPTER_FILES = tuple(sorted(p.name for p in NODE_DIR.glob("*.mjs")))  # the adapter's ES modules, copied (and hashed) together

@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import sys
 
-from conformance.adapters.openclaw import NODE_DIR, RELEASES, OpenClawNotInstalled, install_dir, installed
+from conformance.adapters.openclaw import DEFAULT_RELEASE, NODE_DIR, RELEASES, OpenClawNotInstalled, install_dir, installed
 
 
 def install(release: str, npm: str = "npm") -> int:
@@ -39,7 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m conformance.adapters.openclaw", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     add = sub.add_parser("install", help="install a pinned release under ~/.cache/sessiongate/openclaw/")
-    add.add_argument("release", nargs="?", default=RELEASES[-1], choices=RELEASES)
+    add.add_argument("release", nargs="?", default=DEFAULT_RELEASE, choices=RELEASES,
+                     help=f"the release (default {DEFAULT_RELEASE}, what `--gateway openclaw` runs)")
     add.add_argument("--npm", default="npm", help="the npm to run (default: npm on PATH)")
     sub.add_parser("status", help="which releases are installed")
     args = parser.parse_args(argv)
