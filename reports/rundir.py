@@ -206,9 +206,14 @@ def load(directory: Path) -> tuple[str, list[RunResult], list[Unloaded]]:
     from conformance.checks import judge
 
     where = directory / INDEX
+    if not where.is_file():  # the usual mistake: a folder that is not one `--report` wrote
+        what = "not a run directory: it has no logs/index.json" if directory.is_dir() else "no such directory"
+        raise RunDirError(f"{directory}: {what} (`sessiongate run --report DIR` writes one)")
     try:
         index = json.loads(where.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
+    except OSError as err:
+        raise RunDirError(f"{where}: {err.strerror or err}") from None
+    except ValueError as err:
         raise RunDirError(f"{where}: {err}") from None
     gateway, entries, unloaded = _index(where, index)
     results = []

@@ -113,7 +113,7 @@ def test_labels_name_columns_and_must_differ(runs: Path, tmp_path: Path, capsys:
     assert main(["compare", str(runs / "mixed"), str(runs / "mixed"), "--out", str(out)]) == 2
     assert "two run directories are labelled 'reference': name them with --label" in capsys.readouterr().err
     assert main(["compare", str(tmp_path / "nothing"), "--out", str(out)]) == 2
-    assert "logs/index.json" in capsys.readouterr().err
+    assert f"{tmp_path / 'nothing'}: no such directory (`sessiongate run --report DIR` writes one)" in capsys.readouterr().err
     with pytest.raises(CompareError):
         render([])
 

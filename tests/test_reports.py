@@ -109,7 +109,8 @@ def test_rerendering_from_the_logs_gives_the_same_bytes(run_dir, results, tmp_pa
 
 def test_report_of_a_folder_without_logs_is_a_usage_error(tmp_path, capsys):
     assert main(["report", str(tmp_path)]) == 2
-    assert "index.json" in capsys.readouterr().err
+    assert capsys.readouterr().err.endswith(
+        f"{tmp_path}: not a run directory: it has no logs/index.json (`sessiongate run --report DIR` writes one)\n")
 
 
 def test_writes_are_atomic_and_leave_no_temp_files(run_dir, tmp_path, monkeypatch):
