@@ -357,3 +357,13 @@ def test_the_html_report_puts_failures_first_and_each_timeline_owns_its_ids(tmp_
     assert page.count('fill="url(#s-27-sigterm-turns-in-flight-down)"') >= 1
     assert "reproduce: <code>sessiongate replay catalog/27-sigterm-turns-in-flight.yaml --gateway " in page
     assert re_.search(r'records <a href="logs/27-sigterm-turns-in-flight\.jsonl" title="line \d+ of', page)
+
+
+def test_coverage_of_code_the_gateway_never_imported_says_so_in_one_line(capsys, recwarn):
+    """`coverage --code mygw` without `--gateway` runs the reference, which never imports mygw:
+    one line saying so and what to do, not coverage.py's two warnings around it."""
+    path = str(scenario("01-idle-expiry").source)
+    assert main(["coverage", path, "--code", "wave"]) == 1  # a real module the reference never imports
+    err = capsys.readouterr().err
+    assert err == "sessiongate: error: no code of wave ran (gateway reference never imported it; name yours with --gateway)\n"
+    assert [str(w.message) for w in recwarn if type(w.message).__name__ == "CoverageWarning"] == []

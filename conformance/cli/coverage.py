@@ -43,7 +43,8 @@ def cmd_coverage(args: argparse.Namespace) -> int:
             try:
                 percent, text = combine_code(data)
             except NoDataError:
-                print(f"sessiongate: error: no code of {', '.join(packages)} ran (the gateway never imported it)", file=sys.stderr)
+                print(f"sessiongate: error: no code of {', '.join(packages)} ran (gateway {args.gateway} never imported it"
+                      f"{'; name yours with --gateway' if args.gateway == 'reference' else ''})", file=sys.stderr)
                 return ExitCode.FAILED
         print(text.rstrip())
         print(f"line coverage of {', '.join(packages)}: {percent:.1f}%")
