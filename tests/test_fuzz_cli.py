@@ -79,9 +79,12 @@ def test_findings_ok_counts_refused_seeds_apart(capsys: pytest.CaptureFixture[st
 
 
 def _sigterm_at_the_third_gateway(monkeypatch: pytest.MonkeyPatch) -> None:
-    """fuzz's gateway factory, as `interrupting`: SIGTERM arrives while it builds the third."""
+    """fuzz's gateway factory, as `interrupting`: SIGTERM arrives while it builds the third (the
+    harness's own handler raises, as for a real signal: a KeyboardInterrupt the factory raised
+    itself would be that seed's gateway error, as in `run`)."""
     import signal
 
+    from conformance.harness.errors import raise_interrupted
     from conformance.harness.registry import resolve
 
     made: list[int] = []
@@ -89,7 +92,7 @@ def _sigterm_at_the_third_gateway(monkeypatch: pytest.MonkeyPatch) -> None:
     def interrupting() -> object:
         made.append(1)
         if len(made) == 3:
-            raise KeyboardInterrupt(signal.SIGTERM)
+            raise_interrupted(signal.SIGTERM, None)
         return resolve(VARIANT)()
 
     monkeypatch.setattr("conformance.search.fuzz.factory", lambda *_: interrupting)

@@ -303,6 +303,38 @@ def test_a_factory_that_fails_after_the_first_scenario_errors_that_scenario_and_
     assert json.loads((tmp_path / "r" / "summary.json").read_text())["totals"]["error"] == 1
 
 
+def test_a_factory_that_fails_after_the_first_seed_errors_that_seed_and_fuzz_goes_on(tmp_path, capsys):
+    """As `run` does: a factory that fails once some seeds have run (an OpenClaw install removed
+    under a running fuzz did) makes that seed a gateway error, and the run goes on to its
+    summary. fuzz stopped there with a usage error, its summary and resume line lost."""
+    import types
+
+    from reference_impl import ReferenceGateway
+
+    made = []
+
+    def flaky():
+        made.append(1)
+        if len(made) == 2:
+            raise RuntimeError("out of file handles")
+        return ReferenceGateway()
+
+    module = types.ModuleType("sg_flaky_seed_factory")
+    module.make = flaky  # type: ignore[attr-defined]
+    sys.modules["sg_flaky_seed_factory"] = module
+    try:
+        code = main(["fuzz", "--seeds", "0:3", "--gateway", "sg_flaky_seed_factory:make", "--out", str(tmp_path / "f"),
+                     "--no-failure-db"])
+    finally:
+        del sys.modules["sg_flaky_seed_factory"]
+    printed = capsys.readouterr()
+    out = printed.out.splitlines()
+    assert code == 1, printed.err
+    assert out[0] == ("FAIL gen-1  I1 gateway error at step 0 (profile): FactoryFailed: gateway 'sg_flaky_seed_factory:make': "
+                      "its factory raised RuntimeError: out of file handles (+I2, I3, I4, I5, I6, I7, I8, I9)")
+    assert out[-1] == "3 scenarios, 2 passed, 1 failed", out
+
+
 TIMER_CHILD = '''
 import json, sys
 def send(message):

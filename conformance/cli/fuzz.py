@@ -91,8 +91,8 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     made_out = not out.exists()
     staging = out / f".staging-{os.getpid()}"  # shards may share --out: one staging folder per run
     tasks = [SeedTask(seed, args.gateway, args.profile, str(staging), not args.no_shrink, args.strict, isolation,
-                      args.crash_points, args.out)
-             for seed in seeds]
+                      args.crash_points, args.out, first=index == 0)
+             for index, seed in enumerate(seeds)]
     by_seed = {task.seed: task for task in tasks}
     distinct: dict[tuple[str, str], int] = {}  # kinds of failure counted (each shrunk once) -> the seed that showed it
     if args.max_failures is not None and args.max_failures < 1:

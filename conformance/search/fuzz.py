@@ -25,6 +25,7 @@ from conformance.harness.calls import REAL_EXIT
 from conformance.harness.errors import Interrupted, raise_interrupted
 from conformance.harness.runner import DEFAULT_BUDGET, RunResult, cyclic_gc_paused, run_scenario, when_stuck
 from conformance.harness.shell import command
+from conformance.harness.suite import fresh_gateway
 from conformance.harness.verdict import CHECKER_ERROR, FAILING, GatewayFailure
 from conformance.harness.watchdog import DEFAULT_STEP_TIMEOUT
 from conformance.transport.factory import gateway_factory
@@ -100,7 +101,7 @@ def same_error(gateway: str, signature: str, isolation: Isolation = Isolation(),
     make = factory(gateway, isolation)
 
     def fails(scenario: Scenario) -> bool:
-        failure = run_scenario(scenario, make(), gateway, budget=budget or candidate_budget(scenario)).failure
+        failure = run_scenario(scenario, fresh_gateway(make, gateway), gateway, budget=budget or candidate_budget(scenario)).failure
         return failure is not None and error_signature(failure) == signature
 
     return fails
@@ -117,7 +118,7 @@ def same_failure(gateway: str, check: str, status: str, control: str | None = No
 
     def fails(scenario: Scenario) -> bool:
         events = budget or candidate_budget(scenario)
-        verdict = run_scenario(scenario, make(), gateway, budget=events).verdicts.get(check)
+        verdict = run_scenario(scenario, fresh_gateway(make, gateway), gateway, budget=events).verdicts.get(check)
         if verdict is None or verdict.status != status:
             return False
         if control_factory is None:
@@ -157,7 +158,7 @@ def shrink_and_write(scenario: Scenario, original: Path, gateway: str, check: st
     shrunk = shrink(scenario, fails)
     other = ""
     if slug and not error:
-        verdict = run_scenario(shrunk.scenario, factory(gateway, isolation)(), gateway,
+        verdict = run_scenario(shrunk.scenario, fresh_gateway(factory(gateway, isolation), gateway), gateway,
                                budget=candidate_budget(shrunk.scenario)).verdicts.get(check)
         violations = verdict.violations if verdict is not None else ()
         if violations and slug not in [v.slug for v in violations]:
@@ -189,6 +190,7 @@ class SeedTask:
     isolation: Isolation = Isolation()
     crash_points: bool = False  # a seeded swarm fires the gateway's declared crash points
     shown_out: str = ""  # --out as given, where the file ends up: its `reproduce:` line names it so
+    first: bool = False  # the run's first seed: a factory that fails there is a usage error (nothing ran yet)
 
 
 @dataclass(frozen=True)
@@ -239,7 +241,8 @@ class WorkerDied(SessiongateError):
 def _run_seed(task: SeedTask) -> SeedOutcome:
     scenario = scenario_for_seed(task.seed, task.profile)
     with cyclic_gc_paused():  # the run's log is freed before the collector is back: it would walk every record
-        result = run_scenario(scenario, factory(task.gateway, task.isolation)(), task.gateway, strict=task.strict,
+        gateway = fresh_gateway(factory(task.gateway, task.isolation), task.gateway, unknown_raises=task.first)
+        result = run_scenario(scenario, gateway, task.gateway, strict=task.strict,
                               crash_points=task.crash_points, step_timeout=task.isolation.step_timeout)
         bad, failure, verdicts, skipped = failing(result), result.failure, result.verdicts, bool(result.skipped)
         scenario = result.scenario  # with --crash-points, the fires written in as `crash_at` events
