@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -273,14 +274,17 @@ def test_the_hermes_home_is_emptied_while_a_late_writer_finishes(tmp_path: Path)
     assert not tree.exists()
 
 
-def test_a_factory_that_fails_after_the_first_scenario_errors_that_scenario_and_keeps_the_report(tmp_path, capsys):
+@pytest.fixture
+def flaky_factory() -> Iterator[str]:
+    """A gateway name whose factory makes a reference gateway, except the second time it is
+    called: then it raises (as a factory that runs out of file handles, or whose install went)."""
     import types
 
     from reference_impl import ReferenceGateway
 
     made = []
 
-    def flaky():
+    def flaky() -> ReferenceGateway:
         made.append(1)
         if len(made) == 2:
             raise RuntimeError("out of file handles")
@@ -290,10 +294,14 @@ def test_a_factory_that_fails_after_the_first_scenario_errors_that_scenario_and_
     module.make = flaky  # type: ignore[attr-defined]
     sys.modules["sg_flaky_factory"] = module
     try:
-        code = main(["run", "--gateway", "sg_flaky_factory:make", "--report", str(tmp_path / "r"),
-                     *map(str, CATALOG[:3])])
+        yield "sg_flaky_factory:make"
     finally:
         del sys.modules["sg_flaky_factory"]
+
+
+def test_a_factory_that_fails_after_the_first_scenario_errors_that_scenario_and_keeps_the_report(tmp_path, capsys,
+                                                                                                 flaky_factory):
+    code = main(["run", "--gateway", flaky_factory, "--report", str(tmp_path / "r"), *map(str, CATALOG[:3])])
     printed = capsys.readouterr()
     out = printed.out.splitlines()
     assert code == 1, printed.err
@@ -303,34 +311,15 @@ def test_a_factory_that_fails_after_the_first_scenario_errors_that_scenario_and_
     assert json.loads((tmp_path / "r" / "summary.json").read_text())["totals"]["error"] == 1
 
 
-def test_a_factory_that_fails_after_the_first_seed_errors_that_seed_and_fuzz_goes_on(tmp_path, capsys):
+def test_a_factory_that_fails_after_the_first_seed_errors_that_seed_and_fuzz_goes_on(tmp_path, capsys, flaky_factory):
     """As `run` does: a factory that fails once some seeds have run (an OpenClaw install removed
     under a running fuzz did) makes that seed a gateway error, and the run goes on to its
     summary. fuzz stopped there with a usage error, its summary and resume line lost."""
-    import types
-
-    from reference_impl import ReferenceGateway
-
-    made = []
-
-    def flaky():
-        made.append(1)
-        if len(made) == 2:
-            raise RuntimeError("out of file handles")
-        return ReferenceGateway()
-
-    module = types.ModuleType("sg_flaky_seed_factory")
-    module.make = flaky  # type: ignore[attr-defined]
-    sys.modules["sg_flaky_seed_factory"] = module
-    try:
-        code = main(["fuzz", "--seeds", "0:3", "--gateway", "sg_flaky_seed_factory:make", "--out", str(tmp_path / "f"),
-                     "--no-failure-db"])
-    finally:
-        del sys.modules["sg_flaky_seed_factory"]
+    code = main(["fuzz", "--seeds", "0:3", "--gateway", flaky_factory, "--out", str(tmp_path / "f"), "--no-failure-db"])
     printed = capsys.readouterr()
     out = printed.out.splitlines()
     assert code == 1, printed.err
-    assert out[0] == ("FAIL gen-1  I1 gateway error at step 0 (profile): FactoryFailed: gateway 'sg_flaky_seed_factory:make': "
+    assert out[0] == ("FAIL gen-1  I1 gateway error at step 0 (profile): FactoryFailed: gateway 'sg_flaky_factory:make': "
                       "its factory raised RuntimeError: out of file handles (+I2, I3, I4, I5, I6, I7, I8, I9)")
     assert out[-1] == "3 scenarios, 2 passed, 1 failed", out
 
