@@ -225,6 +225,37 @@ def test_before_2026_8_1_an_idle_reset_saves_no_memory() -> None:
     assert any("no on_session_end" in v.message for v in result.verdicts["I1"].violations)
 
 
+DELETED_MID_TURN = """
+name: openclaw-deleted-mid-turn
+start: 2026-04-04T04:15
+zone: Europe/Berlin
+config: {reset: {mode: idle, idle_minutes: 15}, turn_latency: 45s}
+events:
+  - message: alice
+  - message: alice
+    after: 20m
+  - delete_session: alice
+    after: 9s
+  - advance: 5m
+"""
+
+
+@pytest.mark.skipif(not _installed(), reason="OpenClaw 2026.9.6 is not installed (python -m conformance.adapters.openclaw install)")
+def test_a_session_deleted_mid_turn_is_named_and_its_error_reply_sent() -> None:
+    """2026.9.6's seed 16, shrunk: t2 opens oc1.2 at an idle reset and its rows are deleted while
+    it waits for the model. OpenClaw refuses the answer (its transcript is gone:
+    `canRebasePreparedAssistantInTransaction`) and sends a generic error reply; its `agent_end`
+    still fires. The adapter named that turn's session oc1 (the segment of rows that were gone) and
+    dropped the error reply (no routing row to name its session by): I5 failed for the adapter's
+    mistake. Now the turn is oc1.2's and the reply is sent, answering nothing (I9 fails: OpenClaw's)."""
+    result = run_scenario(load_text(DELETED_MID_TURN), resolve("openclaw")())
+    synced = [(o.session, o.turns) for o in result.records if o.kind == "sync_turn"]
+    assert synced == [("oc1", ("t1",)), ("oc1.2", ("t2",))]
+    replies = [(o.session, o.turns) for o in result.records if o.kind == "reply"]
+    assert replies == [("oc1", ("t1",)), ("oc1.2", ())]
+    assert result.verdicts["I5"].status == "pass" and result.verdicts["I9"].status == "fail"
+
+
 PROVIDERS = """
 name: providers-left-out
 start: 2026-03-02T09:00

@@ -43,13 +43,13 @@ async function start(req) {
   oc.resetConfig();
   const { getRuntimeConfig } = await import("openclaw/plugin-sdk/config-runtime");
   oc.scenario = { agent, stateDir: process.env.OPENCLAW_STATE_DIR, workspace, cfg: getRuntimeConfig(), open: [], memorySeen: new Set(), ended: new Map(),
-    rank: new Map(), keys: new Map(), resetRows: new Map() };
+    rank: new Map(), keys: new Map(), resetRows: new Map(), segmentOf: new Map(), sessionOf: new Map() };
   if (req.resume) { // a respawn after a crash: what this process must know of the dead one's, from the store alone
     for (const file of fs.existsSync(path.join(workspace, "memory")) ? fs.readdirSync(path.join(workspace, "memory")) : []) oc.scenario.memorySeen.add(file);
     for (const chat of req.resume.chats ?? []) oc.scenario.keys.set(chat.name, sessionKeyOf(chat));
     if (fs.existsSync(ranksPath())) JSON.parse(fs.readFileSync(ranksPath(), "utf8")).forEach((id, i) => oc.scenario.rank.set(id, i + 1));
     const store = readStore();
-    for (const [id, segs] of store.segments) oc.scenario.resetRows.set(id, segs.length - 1);
+    for (const [id, segs] of store.segments) { oc.scenario.resetRows.set(id, segs.length - 1); oc.scenario.segmentOf.set(id, segs.length - 1); }
   }
   oc.turnChat = new Map();
   heldRequests.length = 0;

@@ -12,7 +12,7 @@ export const log = (...a) => {
   const line = `[sg-openclaw] ${a.join(" ")}\n`;
   process.stderr.write(line);
 };
-/** The scenario being run ({agent, stateDir, workspace, cfg, open, memorySeen, ended, rank, keys, resetRows}, null
+/** The scenario being run ({agent, stateDir, workspace, cfg, open, memorySeen, ended, rank, keys, resetRows, segmentOf, sessionOf}, null
  * between scenarios), its turn tags (tag -> chat name, from deliver_message), and what boot found in OpenClaw. */
 export const oc = { scenario: null, turnChat: new Map(), inbound: null, memoryHook: null, resetConfig: null, drainForShutdown: null, booted: false };
 export const agentDb = {}; // ifOpen: OpenClaw's open handle on an agent's store (2026.8 and later), set at boot

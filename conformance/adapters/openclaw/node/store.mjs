@@ -71,15 +71,29 @@ export const labelOf = ({ id, segment }) => {
   if (!oc.scenario.rank.has(id)) rankId(id);
   return `oc${oc.scenario.rank.get(id)}${segment ? `.${segment + 1}` : ""}`;
 };
+/** The session's segment now; once its rows are deleted (another surface's `delete_session`), the
+ * last one seen while they were there: a hook of a turn in flight then names the segment it ran in
+ * (2026.9.6's seed 16 named oc1 for a turn of oc1.2). */
 export function currentSegment(id) {
   const segs = readStore().segments.get(id);
-  return segs ? segs.length - 1 : 0;
+  if (!segs) return oc.scenario.segmentOf.get(id) ?? 0;
+  oc.scenario.segmentOf.set(id, segs.length - 1);
+  return segs.length - 1;
 }
+/** The chat's session now; once its routing row is deleted, the last one it had: OpenClaw still
+ * delivers to the chat (its error reply for a turn whose session went mid-turn), so the reply is
+ * sent, under the session the chat was in. */
 export async function currentSessionOf(chat) {
   const key = oc.scenario.keys.get(chat);
   const node = readStore().routing.find((r) => r.session_key === key);
-  if (!node) throw new Error(`OpenClaw's store routes no session for ${chat} (${key})`);
-  return { id: node.current_session_id, segment: currentSegment(node.current_session_id) };
+  if (!node) {
+    const last = oc.scenario.sessionOf.get(chat);
+    if (last) return last;
+    throw new Error(`OpenClaw's store routes no session for ${chat} (${key})`);
+  }
+  const session = { id: node.current_session_id, segment: currentSegment(node.current_session_id) };
+  oc.scenario.sessionOf.set(chat, session);
+  return session;
 }
 export function durableState() {
   if (!oc.scenario) return { sessions: [], routing: [] };
