@@ -359,3 +359,38 @@ def test_an_agent_is_idle_from_the_stop_that_abandoned_its_last_turn() -> None:
     kept = drop(records, find(records, "resources", drop=["s1"]))  # the eviction's sample gone: never evicted
     assert messages(kept, "I7")[0] == ("the agent of session s1 (reset policy none) was still cached at 12:49:28, idle since "
                                        "11:44:28 (idle TTL 1h, sweep every 30s: due out by 12:44:58)")
+
+
+HELD_RESET_THEN_CRASH = """\
+name: held-reset-lost-in-a-crash
+start: 2026-04-03T23:01:24
+zone: UTC
+config: {reset: {mode: none}, watcher_interval: 5m}
+chats: {bob: {}, carol: {}}
+events:
+  - message: carol
+  - {sigterm: true, after: 57s}
+  - {message: bob, after: 5s498ms}
+  - {command: /reset, chat: bob, after: 1m}
+  - {command: /reset, chat: carol, after: 12s}
+  - crash_at: {point: end-recorded, hit: 1, restart_after: 23s}
+    after: 4s
+"""
+
+
+def test_a_held_command_waiting_for_a_turn_is_lost_with_the_crash_right_after_its_request() -> None:
+    """Dense seed 93099 with crash points, shrunk: bob's t2 and /reset and carol's /reset are
+    held while the gateway is down; at the restart t2 is asked, bob's /reset waits behind it,
+    carol's ends s1 and the gateway dies at `end-recorded`. A held command takes its place just
+    after the request of the turn it waits for: here the crash's own record, so the oracle took
+    bob's /reset as acted on at the crash and owed s2's end (I1). It is lost with t2. The same
+    log with the crash an hour later, past t2's answer (the gateway dropped t2 and should then
+    have reset): s2's end is owed, and the reference's log, which has none, fails I1."""
+    records = list(run_scenario(load_text(HELD_RESET_THEN_CRASH), ReferenceGateway(), "reference", check=False).records)
+    crash = find(records, "crash")
+    assert records[crash - 1].kind == "llm_request" and records[crash - 1].turns == ("t2",)
+    verdicts = judge(records)
+    assert all(v.status == "pass" for v in verdicts.values()), {c: v.violations for c, v in verdicts.items() if v.violations}
+    hour = 3_600_000
+    later = [*records[:crash], *(r._replace(t=r.t + hour) for r in records[crash:])]
+    assert any(m.startswith("session s2 reached its new boundary") for m in messages(later, "I1")), messages(later, "I1")

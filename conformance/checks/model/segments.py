@@ -114,11 +114,18 @@ def _effective(m: LogView, admitted: list[Turn], commands: list[CommandAt]) -> l
         if name == "/stop":  # it acts at once on the turn in flight: what waits behind that turn does not delay it
             while k and by_arrival[k - 1].request_index > index:  # admitted after it (a chat's in arrival order)
                 k -= 1
-        when = max((t, index), done[k - 1] if k else (t, index))
+        behind = k > 0 and done[k - 1] >= (t, index)  # it waits for a turn still running where it takes its place
+        when = done[k - 1] if behind else (t, index)
         if when[1] >= len(m.records):
             continue  # queued behind a turn that ends after the log does (never, or cut by a gateway error)
-        if when != (t, index) and m.records[when[1]].kind in ("sigterm", "crash"):
-            continue  # queued behind a turn the process died with: lost with the process, like that turn
+        if behind and m.records[when[1]].kind in ("sigterm", "crash") and m.records[when[1]].t == when[0]:
+            # queued behind a turn the process died with: lost with the process, like that turn. A
+            # command held while the gateway was down takes its place just after the request of
+            # the turn it waits for, which can be the crash's own record (dense seed 93099: that
+            # command was taken as acted on at the crash, its end owed). The stop ended that turn
+            # only if the moment is the stop's own: a turn dropped earlier (its answer's time)
+            # points at the next record, which may be a stop an hour later.
+            continue
         effective.append((*when, arrival, name))
     return [Effective(t, index, name) for t, index, _arrival, name in sorted(effective)]
 
