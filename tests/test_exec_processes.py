@@ -303,3 +303,17 @@ def test_a_chatty_childs_stderr_is_bounded_and_its_tail_quoted(tmp_path: Path, m
     assert max(before for before, _ in sizes) > child_process.STDERR_KEEP  # the bound was needed, and held
     assert max(after for _, after in sizes) <= child_process.STDERR_KEEP
     assert os.fstat(gateway._stderr.fileno()).st_size <= child_process.STDERR_KEEP
+
+
+def test_a_gateway_kept_to_the_end_closes_its_stderr_file() -> None:
+    """OpenClaw's children are kept for the next scenario (`reuse`), in a module's dict, to the
+    end of the process: their stderr files were left to the file's own finalizer, and every
+    `pytest -n 2` ended with `sys:1: ResourceWarning: unclosed file <_io.BufferedRandom …>`."""
+    code = "from conformance.transport.exec_gateway import ExecGateway; kept = ExecGateway(['true'])"
+    done = subprocess.run([sys.executable, "-X", "dev", "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "ResourceWarning" not in done.stderr, done.stderr
+    dropped = child_process.ChildProcess(1.0)
+    stderr = dropped._stderr
+    del dropped
+    gc.collect()
+    assert stderr.closed

@@ -75,6 +75,9 @@ class ChildProcess:
         # The child's stderr, append-only so the parent can truncate it under the child; its tail
         # is kept in memory when it is trimmed, so a chatty child costs STDERR_KEEP of disk at most.
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the gateway)
+        # Closed with this object, or at exit for one kept to the end (OpenClaw's reused children):
+        # never left to the file's own finalizer, which warns (`ResourceWarning: unclosed file`).
+        weakref.finalize(self, self._stderr.close)
         fcntl.fcntl(self._stderr.fileno(), fcntl.F_SETFL, fcntl.fcntl(self._stderr.fileno(), fcntl.F_GETFL) | os.O_APPEND)
         self._stderr_kept = b""  # the tail of what a trim dropped
 
