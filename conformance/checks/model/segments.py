@@ -114,7 +114,9 @@ def _effective(m: LogView, admitted: list[Turn], commands: list[CommandAt]) -> l
         if name == "/stop":  # it acts at once on the turn in flight: what waits behind that turn does not delay it
             while k and by_arrival[k - 1].request_index > index:  # admitted after it (a chat's in arrival order)
                 k -= 1
-        behind = k > 0 and done[k - 1] >= (t, index)  # it waits for a turn still running where it takes its place
+        # It waits for a turn still running where it takes its place (a `/stop` only for one running
+        # past it: the turn it stops ends at the `/stop` itself).
+        behind = k > 0 and (done[k - 1] > (t, index) if name == "/stop" else done[k - 1] >= (t, index))
         when = done[k - 1] if behind else (t, index)
         if when[1] >= len(m.records):
             continue  # queued behind a turn that ends after the log does (never, or cut by a gateway error)
