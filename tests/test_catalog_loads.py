@@ -33,6 +33,7 @@ KNOWN_VARIANTS = frozenset({
     "heal-on-any-fk-duplicates",
     "heal-muted-hides-history",
     "heal-forgets-pending-replay",
+    "answer-refused-after-row-deleted",
     "orphan-child-never-recreated",
     "evict-drops-deleted-transcript",
     "parent-resurrected-for-child",

@@ -108,6 +108,7 @@ CASES: dict[str, tuple[Callable[[list[Obs]], Any], Any, Any]] = {
     "heal-muted-hides-history": (lambda r: stored(r, "s1", "visibility"),
                                  ["visible", "visible", "hidden", "hidden"], ["hidden"] * 4),
     "heal-forgets-pending-replay": (lambda r: stored(r, "s1"), ["t1", "t2"], ["t2"]),
+    "answer-refused-after-row-deleted": (replied, ["t1", "t2"], ["t1"]),
     "orphan-child-never-recreated": (lambda r: stored(r, "s2", label="child-recreated"), ["t2", "t3"], None),
     "evict-drops-deleted-transcript": (lambda r: stored(r, "s1"), ["t1"], None),
     "parent-resurrected-for-child": (lambda r: (stored(r, "s1"), stored(r, "s3", "parent")), (None, None), ([], "s1")),

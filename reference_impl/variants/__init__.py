@@ -29,6 +29,7 @@ from reference_impl.variants.eviction import (
     LruEvictDropsUnflushed,
 )
 from reference_impl.variants.heal import (
+    AnswerRefusedAfterRowDeleted,
     DeletedRowDropsTurns,
     EvictDropsDeletedTranscript,
     HealForgetsPendingReplay,
@@ -95,6 +96,7 @@ VARIANTS: dict[str, type[ReferenceGateway]] = {
     "heal-on-any-fk-duplicates": HealOnAnyFkDuplicates,
     "heal-muted-hides-history": HealMutedHidesHistory,
     "heal-forgets-pending-replay": HealForgetsPendingReplay,
+    "answer-refused-after-row-deleted": AnswerRefusedAfterRowDeleted,
     "orphan-child-never-recreated": OrphanChildNeverRecreated,
     "evict-drops-deleted-transcript": EvictDropsDeletedTranscript,
     "parent-resurrected-for-child": ParentResurrectedForChild,

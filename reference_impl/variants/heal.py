@@ -159,3 +159,22 @@ class ParentResurrectedForChild(ReferenceGateway):
         if parent is not None:
             self.store.append(agent.parent, parent.rows[: parent.flushed])
         self.store.upsert_session(agent.session, agent.chat, agent.parent, agent.kind, now)
+
+
+class AnswerRefusedAfterRowDeleted(ReferenceGateway):
+    """answer-refused-after-row-deleted — OpenClaw 2026.9.6 (found by `fuzz`, seed 16; docs/openclaw.md):
+    a session deleted while its turn waits for the model has no transcript tail when the answer
+    comes, so `SessionManagerEntries.appendEntry` refuses it as a transcript conflict
+    (`validatePreparedAssistantAppendSync`) and the chat gets a generic "Something went wrong".
+
+    Here: an answer whose session's row is gone when it arrives is given up as a `/stop` gives
+    up a turn, and the chat is sent a generic error instead.
+    """
+
+    def deliver_reply(self, request_id: str, text: str) -> None:
+        pending = self.volatile.inflight.get(request_id)
+        if pending is None or pending.delegate or not self.agent_of(pending).flushed or self.store.session_exists(pending.session):
+            super().deliver_reply(request_id, text)  # a row never written is not gone
+            return
+        self.h.platform.send_reply(pending.chat.name, pending.session, "⚠️ Something went wrong while processing your request.")
+        self.stop_turn(pending.key)
