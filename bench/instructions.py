@@ -22,24 +22,36 @@ seed (seeds 0-39, counted here: `PYTHONPATH=<a1635a5's tree> python bench/instru
 --child seeds 40`, minus 0) and its `bench/sweep.py --seeds 10000` ran in 60.6-60.9 s on the
 idle 2-vCPU machine (docs/performance.md), pool start-up and result passing included.
 
-Run: python bench/instructions.py [--quick] [--seeds N] [--ips I]. One line per ratio; the last
-is `harness+checks / gateway instructions per turn: X.XX`.
+`--breakdown` counts the gateway day again with one part left out at a time (a check's verdict
+stubbed, the model and every check, the runner's resources samples, the final snapshot): what
+each part costs a turn, as a share of the gateway's own cost. A check's share is what leaving
+it alone out saves (the model's lazily built parts are paid by the first check that asks).
+
+Run: python bench/instructions.py [--quick] [--seeds N] [--ips I] [--breakdown]. One line per
+ratio; the last is `harness+checks / gateway instructions per turn: X.XX`.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve()
 
 
 def child(what: str, size: int) -> None:
-    """In this process (under valgrind): one workload of `size` (hours of the day, or seeds)."""
+    """In this process (under valgrind): one workload of `size` (hours of the day, or seeds).
+    `SG_BENCH_LEAVE_OUT` (`--breakdown`): the parts left out, comma-separated (not in the child
+    of none, which imports nothing to leave out)."""
+    if size:
+        leave_out(os.environ.get("SG_BENCH_LEAVE_OUT", ""))
     if what in ("seeds", "seeds-unjudged"):
         seeds(what, size)
         return
@@ -60,6 +72,46 @@ def child(what: str, size: int) -> None:
         gateway_day.run_sessiongate(day)
     else:
         raise SystemExit(f"unknown workload {what!r}")
+
+
+PARTS = ("I1", "I2", "I3", "I4", "I5", "I6", "I7", "I8", "I9", "checks", "samples", "final")
+
+
+def leave_out(parts: str) -> None:
+    """Leave `parts` out of this process's runs: a check's verdict stubbed to a pass; `checks`:
+    the model and every check; `samples`: the runner's resources sample after each step;
+    `final`: the final durable snapshot. The run is then no longer judged right: a bench only."""
+    names = [p for p in parts.split(",") if p]
+    if not names:
+        return
+    import conformance.checks as checks
+    from conformance.harness.calls import GatewayCalls
+    from conformance.harness.verdict import Verdict
+
+    for name in names:
+        if name in checks.CHECKS:
+            checks.CHECKS[name] = functools.partial(_stub_verdict, name)
+        elif name == "checks":
+            checks.judge = lambda records, strict=False, **_: {c: Verdict(c, "pass", examined=1) for c in checks.CHECKS}
+        elif name == "samples":
+            GatewayCalls._sample_resources = lambda self: None  # type: ignore[method-assign]
+        elif name == "final":
+            GatewayCalls._snapshot = _without_final(GatewayCalls._snapshot)  # type: ignore[method-assign]
+        else:
+            raise SystemExit(f"unknown part {name!r}; known: {', '.join(PARTS)}")
+
+
+def _without_final(snapshot: Callable[[Any, str], None]) -> Callable[[Any, str], None]:
+    def taken(self: Any, label: str) -> None:
+        if label != "final":
+            snapshot(self, label)
+    return taken
+
+
+def _stub_verdict(check: str, _model: object) -> object:
+    from conformance.harness.verdict import Verdict
+
+    return Verdict(check, "pass", examined=1)
 
 
 def seeds(what: str, size: int) -> None:
@@ -91,9 +143,9 @@ def seeds(what: str, size: int) -> None:
             run_scenario(scenario_for_seed(seed, "default"), ReferenceGateway(), "reference", check=False)
 
 
-def instructions(what: str, size: int) -> int:
-    """Instructions valgrind counted for one child process."""
-    env = dict(os.environ, PYTHONHASHSEED="0")
+def instructions(what: str, size: int, left_out: str = "") -> int:
+    """Instructions valgrind counted for one child process (`left_out`: `leave_out`'s parts)."""
+    env = dict(os.environ, PYTHONHASHSEED="0", SG_BENCH_LEAVE_OUT=left_out)
     done = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
                            sys.executable, str(HERE), "--child", what, str(size)],
                           capture_output=True, text=True, env=env)
@@ -117,6 +169,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="20 minutes minus 10 of the day, 4 seeds (smoke test)")
     parser.add_argument("--seeds", type=int, default=40, help="generated seeds counted (default 40)")
     parser.add_argument("--ips", type=float, default=8.8e9, help="instructions per second of one idle worker (default 8.8e9)")
+    parser.add_argument("--breakdown", action="store_true", help="what each check, the model, the samples and the final "
+                                                                   "snapshot cost a turn (the day with each left out)")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -127,6 +181,9 @@ def main(argv: list[str] | None = None) -> None:
     small, large = (0, 1) if args.quick else (1, 2)
     seeds = 4 if args.quick else args.seeds
     n = turns(large) - turns(small) if small else turns(large)
+    if args.breakdown:
+        breakdown(small, large, n)
+        return
     per_turn = {what: (instructions(what, large) - instructions(what, small)) / n for what in ("gateway", "run", "checked")}
     per_seed = (instructions("seeds", seeds) - instructions("seeds", 0)) / seeds
     unjudged = (instructions("seeds-unjudged", seeds) - instructions("seeds-unjudged", 0)) / seeds
@@ -139,6 +196,34 @@ def main(argv: list[str] | None = None) -> None:
     print(f"generated seed, run_seed, instructions per seed ({seeds} seeds): {per_seed:,.0f}")
     print(f"  of which generated and run, not judged: {unjudged:,.0f}; judged: {per_seed - unjudged:,.0f}")
     print(f"10,000 seeds on 2 idle workers at {args.ips:.2g} instructions/s each: {per_seed * 10_000 / 2 / args.ips:.0f} s (target 45 s)")
+    print(f"runner / gateway instructions per turn: {(run - gateway) / gateway:.2f}")
+    print(f"checks / gateway instructions per turn: {(checked - run) / gateway:.2f}")
+    print(f"harness+checks / gateway instructions per turn: {(checked - gateway) / gateway:.2f}")
+
+
+def breakdown(small: int, large: int, n: int) -> None:
+    """Each part's instructions a turn: the day with it, minus the day without it, over the gateway's own."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from common import machine
+
+    def per_turn(what: str, left_out: str = "") -> float:
+        return (instructions(what, large, left_out) - instructions(what, small, left_out)) / n
+
+    jobs = [("gateway", ""), ("run", ""), ("checked", "")] + [("run", p) for p in ("samples", "final")] + \
+           [("checked", p) for p in PARTS if p not in ("samples", "final")]
+    with ThreadPoolExecutor(max_workers=2) as pool:  # each job is its own valgrind process
+        counted = dict(zip(jobs, pool.map(lambda job: per_turn(*job), jobs), strict=True))
+    gateway, run, checked = counted["gateway", ""], counted["run", ""], counted["checked", ""]
+    print(machine())
+    print(f"gateway day, {n:,} turns ({large} h minus {small} h), instructions per turn; share of the gateway's own {gateway:,.0f}:")
+    rows = [("runner: resources samples", run - counted["run", "samples"]),
+            ("runner: final snapshot", run - counted["run", "final"]),
+            ("runner: the rest", counted["run", "samples"] + counted["run", "final"] - run - gateway),
+            ("checks: model and every check", checked - counted["checked", "checks"])]
+    rows += [(f"checks: {c} alone", checked - counted["checked", c]) for c in PARTS[:9]]
+    for name, cost in rows:
+        print(f"  {name:<32}{cost:>10,.0f}  {cost / gateway:5.2f}")
     print(f"runner / gateway instructions per turn: {(run - gateway) / gateway:.2f}")
     print(f"checks / gateway instructions per turn: {(checked - run) / gateway:.2f}")
     print(f"harness+checks / gateway instructions per turn: {(checked - gateway) / gateway:.2f}")

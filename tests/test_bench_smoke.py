@@ -124,3 +124,30 @@ def test_every_allowed_survivor_names_a_mutant_that_exists(tmp_path: Path) -> No
     assert runs[1].returncode == 1
     assert runs[1].stderr == ("warning: allowed.txt lists 'gateway.py ReferenceGateway.gone delete `return`', "
                               "which names no mutant\n")
+
+
+def test_instructions_breakdown_leaves_each_part_out() -> None:
+    """`bench/instructions.py --breakdown`'s children (counted under valgrind, minutes: not run
+    here) leave each part out: with every one left out, the day still runs to a pass, and the
+    parts are gone (no resources record, no final snapshot, every verdict the stub's)."""
+    code = (
+        "import sys; sys.path.insert(0, 'bench')\n"
+        "import instructions, gateway_day\n"
+        "from conformance.harness.runner import run_scenario\n"
+        "from reference_impl import ReferenceGateway\n"
+        "day = gateway_day.gateway_day(hours=1)\n"
+        "full = run_scenario(day, ReferenceGateway(), 'reference')\n"
+        "instructions.leave_out(','.join(instructions.PARTS))\n"
+        "bare = run_scenario(day, ReferenceGateway(), 'reference')\n"
+        "kinds = lambda r: {o.kind for o in r.records}\n"
+        "durable = lambda r: sum(o.kind == 'durable' for o in r.records)\n"
+        "print(full.passed, bare.passed, 'resources' in kinds(full), 'resources' in kinds(bare), durable(full), durable(bare),"
+        " sorted({v.examined for v in bare.verdicts.values()}))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "True", "True", "False", "1", "0", "[1]"], done.stdout
+    unknown = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, 'bench'); import instructions; "
+                              "instructions.leave_out('I10')"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert unknown.returncode == 1 and "unknown part 'I10'" in unknown.stderr, unknown.stderr
