@@ -166,3 +166,45 @@ def test_a_stop_past_the_boundary_notices_it_as_any_command_does() -> None:
     assert [(r.kind, r.t) for r in run.records if r.kind == "on_session_end"] == [("on_session_end", stop.t)]
     late = run_scenario(scenario, _StopNoticesNothing(), "stop-notices-nothing")
     assert late.verdicts["I1"].status == "fail" and "came only at 17:00" in late.verdicts["I1"].summary
+
+
+WRITTEN_WITH_ANOTHER = """name: delegate-written-with-another-task
+seed: 233489
+zone: UTC
+start: '2026-03-30T16:10:26.001'
+config: {reset: {mode: none}, cache_cap: 64, idle_ttl: 1h, watcher_interval: 5m}
+chats:
+  alice: {platform: telegram, chat_type: dm}
+events:
+- {message: alice}
+- {db_locked: 4m22s, after: 30s}
+- {delegate: alice, after: 4s}
+- {delete_parent: alice, after: 1m}
+- {message: alice}
+- crash_at: {point: heal-recreated, hit: 1, restart_after: 22s}
+  after: 23s
+- {delegate: alice}
+"""
+
+
+class _AcknowledgesAtItsOwnRetry(ReferenceGateway):
+    """Acknowledges a turn whose write was refused only at its own retry, though another turn's
+    write stored it first."""
+
+    def acknowledge_written(self, request_id: str, session: str, agent: object) -> None:
+        self.volatile.awaiting_write.pop(request_id, None)
+
+
+def test_a_turn_written_with_another_task_is_acknowledged_in_that_step() -> None:
+    """Two delegate tasks of the child s2 wait out a lock; when it ends, t4's retry writes t2's
+    rows too, and the process dies (at s1's heal, the next timer of that instant) before t2's
+    own retry: t2 was stored and never acknowledged. Its reply now goes out with the write
+    (default seed 233,489 with crash points, shrunk 166 -> 7 events)."""
+    scenario = load_text(WRITTEN_WITH_ANOTHER, "<delegate-written-with-another-task>")
+    result = run_scenario(scenario, ReferenceGateway(), "reference")
+    assert result.passed, {c: v.summary for c, v in result.verdicts.items() if v.status != "pass"}
+    replies = [(r.step, r.turns) for r in result.records if r.kind == "reply" and r.session == "s2"]
+    assert [turns for _step, turns in replies] == [("t2",), ("t4",)] and replies[0][0] == replies[1][0], replies
+    before = run_scenario(scenario, _AcknowledgesAtItsOwnRetry(), "acknowledges-at-its-own-retry")
+    assert before.verdicts["I2"].status == "fail", before.verdicts["I2"]
+    assert "turn t2 (session s2) was never acknowledged" in before.verdicts["I2"].violations[0].message
