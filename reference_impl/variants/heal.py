@@ -162,10 +162,11 @@ class ParentResurrectedForChild(ReferenceGateway):
 
 
 class AnswerRefusedAfterRowDeleted(ReferenceGateway):
-    """answer-refused-after-row-deleted — OpenClaw 2026.9.6 (found by `fuzz`, seed 16; docs/openclaw.md):
-    a session deleted while its turn waits for the model has no transcript tail when the answer
-    comes, so `SessionManagerEntries.appendEntry` refuses it as a transcript conflict
-    (`validatePreparedAssistantAppendSync`) and the chat gets a generic "Something went wrong".
+    """answer-refused-after-row-deleted — OpenClaw, every release (2026.9.6's `fuzz` seed 16 first;
+    catalog 84, docs/openclaw.md): a session deleted while its turn waits for the model has no
+    transcript when the answer comes, so the append is refused (2026.9.6: a transcript conflict
+    in `SessionManagerEntries.appendEntry` → `validatePreparedAssistantAppendSync`) and the
+    chat gets a generic "Something went wrong".
 
     Here: an answer whose session's row is gone when it arrives is given up as a `/stop` gives
     up a turn, and the chat is sent a generic error instead.
