@@ -398,21 +398,18 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
             now = self.h.clock.now()
             self.volatile.timers = [t for t in self.volatile.timers if not t.cancelled and t.when > now]  # forget fired retries
             self.volatile.timers.append(self.h.scheduler.call_at(now + FLUSH_RETRY, self.retry_turn, request_id))
-            self.volatile.awaiting_write[request_id] = None
             return
-        if self.volatile.awaiting_write:
+        if pending.delegate:
             self.acknowledge_written(request_id, pending.session, agent)
         self.acknowledge(request_id, pending, agent)
 
     def acknowledge_written(self, request_id: str, session: str, agent: Agent) -> None:
-        """The write just made holds every answered row of the agent: the other turns of its
-        session whose own write was refused (a delegate child's tasks overlap) went into it,
-        and are acknowledged in this step, oldest first, not at their retry (a crash in between
-        would leave them stored and never acknowledged: I2)."""
-        awaiting, inflight = self.volatile.awaiting_write, self.volatile.inflight
-        awaiting.pop(request_id, None)
-        for other in [rid for rid in awaiting if rid in inflight and inflight[rid].session == session]:
-            del awaiting[other]
+        """A delegate child's tasks overlap, and the write just made holds every answered row
+        of the child: the other tasks answered whose own write was refused (still in flight,
+        their reply held) went into it, and are acknowledged in this step, oldest first, not at
+        their retry (a crash in between would leave them stored and never acknowledged: I2)."""
+        inflight = self.volatile.inflight
+        for other in [rid for rid, p in inflight.items() if rid != request_id and p.session == session and p.reply is not None]:
             self.acknowledge(other, inflight[other], agent)
 
     def acknowledge(self, request_id: str, pending: Pending, agent: Agent) -> None:
@@ -465,7 +462,6 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
         if request is None:
             return
         pending = self.volatile.inflight.pop(request)
-        self.volatile.awaiting_write.pop(request, None)
         agent = self.agent_of(pending)
         self.drop_turn(agent, pending.turn)
         agent.busy = self.still_busy(agent.session)

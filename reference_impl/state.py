@@ -52,7 +52,6 @@ class Volatile:
     running: bool = False  # up and serving: false from a SIGTERM on (a crash drops the whole state)
     unflushed: dict[str, Agent] = field(default_factory=dict)  # evicted agents whose write the store refused
     inflight: dict[str, Pending] = field(default_factory=dict)  # request id -> its turn
-    awaiting_write: dict[str, None] = field(default_factory=dict)  # answered turns whose write was refused, oldest first
     busy_chats: dict[str, str] = field(default_factory=dict)  # chat key -> request id
     queues: dict[str, deque[tuple[str, Any, int]]] = field(default_factory=dict)  # chat key -> (kind, payload, arrival)
     due_chats: set[str] = field(default_factory=set)  # chats whose waiting commands the store holds as due
