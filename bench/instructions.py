@@ -166,7 +166,7 @@ def turns(hours: int) -> int:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="20 minutes minus 10 of the day, 4 seeds (smoke test)")
+    parser.add_argument("--quick", action="store_true", help="the 1-hour day minus none, 4 seeds (smoke test)")
     parser.add_argument("--seeds", type=int, default=40, help="generated seeds counted (default 40)")
     parser.add_argument("--ips", type=float, default=8.8e9, help="instructions per second of one idle worker (default 8.8e9)")
     parser.add_argument("--breakdown", action="store_true", help="what each check, the model, the samples and the final "
