@@ -404,13 +404,17 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
         self.acknowledge(request_id, pending, agent)
 
     def acknowledge_written(self, request_id: str, session: str, agent: Agent) -> None:
-        """A delegate child's tasks overlap, and the write just made holds every answered row
-        of the child: the other tasks answered whose own write was refused (still in flight,
-        their reply held) went into it, and are acknowledged in this step, oldest first, not at
-        their retry (a crash in between would leave them stored and never acknowledged: I2)."""
+        """A delegate child's tasks overlap: the write just made may hold the rows of other
+        tasks answered before, whose own write was refused (still in flight, their reply held).
+        Those it stored are acknowledged in this step, oldest first, not at their retry (a crash
+        in between would leave them stored and never acknowledged: I2)."""
         inflight = self.volatile.inflight
-        for other in [rid for rid, p in inflight.items() if rid != request_id and p.session == session and p.reply is not None]:
-            self.acknowledge(other, inflight[other], agent)
+        others = [rid for rid, p in inflight.items() if rid != request_id and p.session == session and p.reply is not None]
+        if others:
+            written = {row.turn for row in agent.rows[: agent.flushed] if row.role == "assistant"}
+            for other in others:
+                if inflight[other].turn in written:
+                    self.acknowledge(other, inflight[other], agent)
 
     def acknowledge(self, request_id: str, pending: Pending, agent: Agent) -> None:
         """The turn is written: deliver its reply, then hand the chat on."""
