@@ -82,6 +82,17 @@ def test_sweep_bench_quick_ends_with_scenarios_per_second() -> None:
     assert re.search(r"^ +100 +2 .* 0$", out, re.MULTILINE), out  # 100 seeds, none failed
 
 
+def test_sweep_bench_against_a_commit_prints_the_time_ratio() -> None:
+    """`--against REV`: both trees' CPU a seed and their ratio (HEAD against itself here: the
+    calibration commit may be missing from a shallow clone)."""
+    if subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", "HEAD"], capture_output=True).returncode:
+        pytest.skip("not a git checkout")
+    out = run_quick("sweep.py", "--against", "HEAD")
+    assert re.search(r"^CPU a seed, seeds 0-19, best of 1 taken in turn: this tree \d+\.\d\d ms, HEAD \d+\.\d\d ms$",
+                     out, re.MULTILINE), out
+    assert re.fullmatch(r"time ratio this tree / HEAD: \d+\.\d{3}", last_line(out)), out
+
+
 def test_detection_bench_quick_ends_with_the_median() -> None:
     out = run_quick("detection.py", "-n", "2")
     assert re.fullmatch(r"median detection: \d+\.\d\ds", last_line(out)), out
