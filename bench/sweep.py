@@ -11,12 +11,13 @@ The last line is `scenarios/s: X.X`.
 
 `--against REV` measures the sweep against another tree instead, as a ratio that the machine's
 speed of the hour cancels out of: CPU a seed (seeds 0..N-1, default 1,000, in one process after
-a warm-up seed) of this tree and of REV (`git archive`, first on PYTHONPATH), in child
-processes taken in turn, `--rounds` times each (default 3, the best kept). Against a1635a5,
-whose 10,000-seed sweep took 60.6 s on the idle machine (docs/performance.md), it also
-estimates this tree's sweep from the ratio. Time, not instructions: a tree can run fewer
-instructions and take longer (docs/performance.md, the thirty-sixth session). The last line
-is the estimate, or the ratio against another REV.
+a warm-up seed) of this tree and of REV (`git archive`, first on PYTHONPATH), in child processes
+taken in turn (each first in every other round), `--rounds` times each (default 3, the best
+kept); a seed that fails on the reference stops it. Against a1635a5, whose 10,000-seed sweep
+took 60.6 s on the idle machine (docs/performance.md), it also estimates this tree's sweep from
+the ratio. Time, not instructions: a tree can run fewer instructions and take longer
+(docs/performance.md, the thirty-sixth session). The last line is the estimate, or the ratio
+against another REV.
 """
 
 from __future__ import annotations
@@ -71,7 +72,8 @@ with tempfile.TemporaryDirectory() as out:
     run_seed(SeedTask(0, "reference", "default", out, shrink=False))
     start = time.process_time()
     for seed in range(seeds):
-        run_seed(SeedTask(seed, "reference", "default", out, shrink=False))
+        if run_seed(SeedTask(seed, "reference", "default", out, shrink=False)).failing:
+            sys.exit(f"seed {seed} failed on the reference")
     print(f"ms a seed: {(time.process_time() - start) * 1000 / seeds:.4f}")
 """
 
@@ -107,9 +109,9 @@ def against(rev: str, seeds: int, rounds: int) -> None:
         commit = extract(rev, Path(peer))
         ours: list[float] = []
         theirs: list[float] = []
-        for _round in range(rounds):
-            ours.append(seed_cpu(ROOT, seeds))
-            theirs.append(seed_cpu(Path(peer), seeds))
+        for round_ in range(rounds):  # each tree first in every other round
+            for tree, times in ((ROOT, ours), (Path(peer), theirs))[:: 1 if round_ % 2 == 0 else -1]:
+                times.append(seed_cpu(tree, seeds))
     mine, other = min(ours), min(theirs)
     ratio = mine / other
     print(machine())
