@@ -5,6 +5,7 @@ verdicts of every catalog scenario on the reference and on every bug-zoo variant
 generated seeds on the reference. A speed fix that changes it changed behaviour.
 
 Run: python bench/common.py digest [--seeds N]   (prints one digest per group, then the total)
+     python bench/common.py seeds --seeds N     (CPU a judged seed, `judged_seeds`)
 """
 
 from __future__ import annotations
@@ -43,6 +44,28 @@ def machine() -> str:
 class Timing:
     wall: float  # seconds
     cpu: float  # seconds of this process (the machine may be shared: compare both)
+
+
+def judged_seeds(seeds: int) -> float:
+    """Seeds 0..seeds-1 generated, run on the reference and judged as a sweep's worker does
+    (`run_seed`), after one warm-up seed: what a seed costs once the modules are compiled and
+    the first-use caches filled. The loop's CPU seconds; SystemExit if a seed fails. Runs on
+    trees back to a1635a5 (whose fuzz module was `conformance.fuzz`)."""
+    import tempfile
+
+    try:
+        from conformance.search.fuzz import SeedTask, run_seed
+    except ImportError:  # a1635a5
+        from conformance.fuzz import SeedTask, run_seed  # type: ignore[no-redef]
+
+    with tempfile.TemporaryDirectory() as out:
+        if run_seed(SeedTask(0, "reference", "default", out, shrink=False)).failing:
+            raise SystemExit("seed 0 failed on the reference")
+        start = time.process_time()
+        for seed in range(seeds):
+            if run_seed(SeedTask(seed, "reference", "default", out, shrink=False)).failing:
+                raise SystemExit(f"seed {seed} failed on the reference")
+        return time.process_time() - start
 
 
 def timed(fn: Callable[[], T]) -> tuple[Timing, T]:
@@ -88,11 +111,14 @@ def log_digests(seeds: int = 100) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="bench helpers")
-    parser.add_argument("what", choices=["digest", "machine"])
-    parser.add_argument("--seeds", type=int, default=100, help="generated seeds in the digest (default 100)")
+    parser.add_argument("what", choices=["digest", "machine", "seeds"])
+    parser.add_argument("--seeds", type=int, default=100, help="generated seeds in the digest, or judged (default 100)")
     args = parser.parse_args(argv)
     if args.what == "machine":
         print(machine())
+        return
+    if args.what == "seeds":  # `judged_seeds`: bench/sweep.py --against runs it in each tree
+        print(f"ms a seed: {judged_seeds(args.seeds) * 1000 / args.seeds:.4f}")
         return
     digests = log_digests(args.seeds)
     for group, value in digests.items():

@@ -119,21 +119,12 @@ def seeds(what: str, size: int) -> None:
     costs in a worker that has run seeds before, as a sweep's 10,000 do, without the modules'
     compilation and first-use caches (this environment writes no .pyc: compiling the checks
     alone is ≈ 0.3·10⁹ instructions). `seeds` runs on trees back to a1635a5, the calibration's."""
-    import tempfile
+    from common import judged_seeds  # the bench next to this one
 
-    try:
-        from conformance.search.fuzz import SeedTask, run_seed
-    except ImportError:  # a1635a5
-        from conformance.fuzz import SeedTask, run_seed  # type: ignore[no-redef]
-
-    with tempfile.TemporaryDirectory() as out:
-        if run_seed(SeedTask(0, "reference", "default", out, shrink=False)).failing:
-            raise SystemExit("seed 0 failed on the reference")
-        if what == "seeds":
-            for seed in range(size):
-                if run_seed(SeedTask(seed, "reference", "default", out, shrink=False)).failing:
-                    raise SystemExit(f"seed {seed} failed on the reference")
-            return
+    if what == "seeds":
+        judged_seeds(size)
+        return
+    judged_seeds(0)  # the warm-up seed alone
     from conformance.harness.runner import cyclic_gc_paused, run_scenario
     from reference_impl import ReferenceGateway
     from sim.generate import scenario_for_seed

@@ -59,30 +59,14 @@ ROOT = Path(__file__).resolve().parents[1]
 CALIBRATION = "a1635a5"  # the tree whose idle sweep calibrates the estimates
 CALIBRATION_SECONDS = 60.6  # its `--seeds 10000` on the idle 2-vCPU machine (60.6-60.9 s)
 
-# A child's whole program: it must run on trees back to a1635a5 (whose fuzz module was
-# `conformance.fuzz`), so it imports nothing of this file.
-CHILD = """
-import sys, tempfile, time
-try:
-    from conformance.search.fuzz import SeedTask, run_seed
-except ImportError:
-    from conformance.fuzz import SeedTask, run_seed
-seeds = int(sys.argv[1])
-with tempfile.TemporaryDirectory() as out:
-    run_seed(SeedTask(0, "reference", "default", out, shrink=False))
-    start = time.process_time()
-    for seed in range(seeds):
-        if run_seed(SeedTask(seed, "reference", "default", out, shrink=False)).failing:
-            sys.exit(f"seed {seed} failed on the reference")
-    print(f"ms a seed: {(time.process_time() - start) * 1000 / seeds:.4f}")
-"""
-
 
 def seed_cpu(tree: Path, seeds: int) -> float:
-    """CPU milliseconds a seed of the tree at `tree`, in a child process of its own."""
+    """CPU milliseconds a seed of the tree at `tree`, in a child process of its own (`common.judged_seeds`,
+    which runs on trees back to a1635a5)."""
     env = {**os.environ, "PYTHONHASHSEED": "0",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(tree), os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run([sys.executable, "-c", CHILD, str(seeds)], cwd=tree, env=env, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, str(Path(__file__).with_name("common.py")), "seeds", "--seeds", str(seeds)],
+                          cwd=tree, env=env, capture_output=True, text=True)
     match = re.search(r"ms a seed: ([\d.]+)", done.stdout)
     if done.returncode or match is None:
         raise SystemExit(f"seeds of {tree} failed:\n{done.stderr[-2000:]}")
