@@ -136,13 +136,21 @@ def log_text(records: Sequence[Obs]) -> str:
     return "".join(r.to_json() + "\n" for r in records)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class StoredMessage:
     """One message row as the durable store holds it."""
 
     role: str
     content: str
     visibility: str = "visible"  # or "hidden" (a muted notification reply's rows)
+
+    def __init__(self, role: str, content: str, visibility: str = "visible") -> None:
+        # Each slot set through its descriptor: a frozen dataclass's own `__init__` calls
+        # `object.__setattr__` per field, ≈ 5.8 k instructions a row against ≈ 3.8 k (every
+        # stored row of a snapshot is made once).
+        _set_role(self, role)
+        _set_content(self, content)
+        _set_visibility(self, visibility)
 
     @property
     def turn(self) -> str | None:
@@ -155,6 +163,9 @@ class StoredMessage:
         if len(found) == 1:  # the usual row: one turn (made unique by dict.fromkeys, it cost more than the scan)
             return (found[0],)
         return tuple(dict.fromkeys(found)) or (None,)
+
+
+_set_role, _set_content, _set_visibility = (getattr(StoredMessage, name).__set__ for name in ("role", "content", "visibility"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -138,6 +138,8 @@ class AgentCache:
                 return {"add": [[sid, agent.busy]], "drop": [sid]}
         elif not left and kept == len(agents):
             return {}
+        elif len(agents) - kept == 1 and len(left) == 2:  # one agent used or loaded, and one evicted
+            return self._one_moved_two_left(next(reversed(agents.values())))
         moved = list(islice(reversed(agents.values()), len(agents) - kept))[::-1]  # at the end, in order
         rest = []  # those listed after the last agent that stayed in place: matched against the end, as the diff walks
         for sid in reversed(reported):  # a few steps from the end, not a walk of every agent
@@ -184,6 +186,43 @@ class AgentCache:
             del reported[sid]
         for agent in moved:
             reported[agent.session] = None
+        left.clear()
+        return detail
+
+    def _one_moved_two_left(self, agent: Agent) -> dict[str, Any]:
+        """`changes` when one agent, `agent`, is at the end since the last report (used, or
+        loaded) and two listed agents left their place (that one and one evicted, or two
+        evicted): the walk's answer read off the last two sessions listed (a quarter of the
+        samples of a busy day; `tests/test_agent_cache.py` holds it to the walk)."""
+        reported, left = self.reported, self.left
+        assert reported is not None
+        sid, busy = agent.session, agent.busy
+        a, b = left
+        ends = reversed(reported)
+        last, before = next(ends), next(ends)  # two listed at least: both that left were
+        detail: dict[str, Any]
+        flipped = None
+        if last not in left:  # both listed before the end: both dropped in the listed order, the agent added
+            for listed in reported:  # the evicted one is usually listed first
+                if listed == b:
+                    a, b = b, a
+                    break
+                if listed == a:
+                    break
+            detail = {"add": [[sid, busy]], "drop": [a, b]}
+        elif before not in left:  # the last listed left, and one before it
+            if last == sid:
+                detail, flipped = {"drop": [b if last == a else a]}, left[sid] != busy
+            else:
+                detail = {"add": [[sid, busy]], "drop": [b if last == a else a, last]}
+        elif before == sid or last == sid:  # the last two listed left: the agent was one of them
+            detail, flipped = {"drop": [last if before == sid else before]}, left[sid] != busy
+        else:
+            detail = {"add": [[sid, busy]], "drop": [before, last]}
+        if flipped:
+            detail["busy" if busy else "idle"] = [sid]
+        del reported[a], reported[b]
+        reported[sid] = None
         left.clear()
         return detail
 
