@@ -175,7 +175,9 @@ def _cache_moves(m: RunModel, sessions: set[str]) -> dict[str, list[tuple[int, i
     for index, r in m.of("resources"):
         naming = _naming(r.detail, sessions)
         if naming:
-            for sid in replay.apply(naming):  # the sessions whose entry it touched
+            touched: set[str] = set()
+            replay.apply(naming, touched)
+            for sid in sorted(touched):  # the sessions whose entry it touched
                 now = sid in cached
                 its = moves.setdefault(sid, [])
                 if now != (its[-1][2] if its else False):

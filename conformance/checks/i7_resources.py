@@ -279,12 +279,13 @@ def _replay(m: LogView, flights: Flights, indexes: Sequence[int], wanted: set[in
             judge_cap(index, pending)
         pending = NEVER
         t = r.t
-        touched = replay.apply(r.detail)
+        touched: set[str] | None = set() if watched else None  # the sessions of `none` chats only are followed
+        replay.apply(r.detail, touched)
         if replay.listed is not None or (len(cached) > cap and len(cached) - len(cached_keys & flying_keys) > cap):
             judge_cap(index, t)
         if index in wanted:
             held[index] = replay.resources()
-        if not watched:
+        if touched is None:
             continue
         for sid in sorted(touched & watched):
             if sid in cached and sid not in present:
