@@ -23,8 +23,9 @@ seed (seeds 0-39, counted here: `PYTHONPATH=<a1635a5's tree> python bench/instru
 idle 2-vCPU machine (docs/performance.md), pool start-up and result passing included.
 
 `--breakdown` counts the gateway day again with one part left out at a time (a check's verdict
-stubbed, the model and every check, the runner's resources samples, the final snapshot): what
-each part costs a turn, as a share of the gateway's own cost. A check's share is what leaving
+stubbed; every check's, which leaves the model alone; the model and every check; the runner's
+resources samples; the final snapshot): what each part costs a turn, as a share of the
+gateway's own cost. A check's share is what leaving
 it alone out saves (the model's lazily built parts are paid by the first check that asks).
 
 Run: python bench/instructions.py [--quick] [--seeds N] [--ips I] [--breakdown]. One line per
@@ -201,8 +202,9 @@ def breakdown(small: int, large: int, n: int) -> None:
     def per_turn(what: str, left_out: str = "") -> float:
         return (instructions(what, large, left_out) - instructions(what, small, left_out)) / n
 
+    every_check = ",".join(PARTS[:9])  # every verdict stubbed: what is left of the judging is the model
     jobs = [("gateway", ""), ("run", ""), ("checked", "")] + [("run", p) for p in ("samples", "final")] + \
-           [("checked", p) for p in PARTS if p not in ("samples", "final")]
+           [("checked", p) for p in PARTS if p not in ("samples", "final")] + [("checked", every_check)]
     with ThreadPoolExecutor(max_workers=2) as pool:  # each job is its own valgrind process
         counted = dict(zip(jobs, pool.map(lambda job: per_turn(*job), jobs), strict=True))
     gateway, run, checked = counted["gateway", ""], counted["run", ""], counted["checked", ""]
@@ -211,7 +213,8 @@ def breakdown(small: int, large: int, n: int) -> None:
     rows = [("runner: resources samples", run - counted["run", "samples"]),
             ("runner: final snapshot", run - counted["run", "final"]),
             ("runner: the rest", counted["run", "samples"] + counted["run", "final"] - run - gateway),
-            ("checks: model and every check", checked - counted["checked", "checks"])]
+            ("checks: model and every check", checked - counted["checked", "checks"]),
+            ("checks: the model alone", counted["checked", every_check] - run)]
     rows += [(f"checks: {c} alone", checked - counted["checked", c]) for c in PARTS[:9]]
     for name, cost in rows:
         print(f"  {name:<32}{cost:>10,.0f}  {cost / gateway:5.2f}")
