@@ -247,21 +247,16 @@ class Store:
         checkpoint and deletion: re-reading every row each time cost more than the turns that
         wrote them.)"""
         seen, words, tuples = self._seen_rows, _WORDS, self._seen_tuples
-        # The last row's number first (AUTOINCREMENT: never handed out again), so a row costs
-        # no column for it, and a read with no new row runs no scan.
-        (last,) = self.db.execute("SELECT max(seq) FROM messages").fetchone()
-        if last is None or last <= self._seen_seq:
-            return dict(tuples)
         grown: dict[str, list[StoredMessage]] = {}  # the sessions with new rows: only their tuples are made again
-        for session, role, content, visibility in self.db.execute(
-            "SELECT session_id, role, content, visibility FROM messages WHERE seq > ? AND seq <= ? ORDER BY seq",
-            (self._seen_seq, last),
+        seq = seen_seq = self._seen_seq  # the last row read, kept once at the end (not an attribute set a row)
+        for seq, session, role, content, visibility in self.db.execute(  # noqa: B007 (the last kept)
+            "SELECT seq, session_id, role, content, visibility FROM messages WHERE seq > ? ORDER BY seq", (seen_seq,)
         ):  # SQLite hands out a new string per value: a role or visibility is kept as one shared copy
             rows = grown.get(session)
             if rows is None:
                 rows = grown[session] = seen.setdefault(session, [])
             rows.append(StoredMessage(words.get(role, role), content, words.get(visibility, visibility)))
-        self._seen_seq = last
+        self._seen_seq = seq
         for session, rows in grown.items():  # a session with no new row keeps its tuple (the runner's checks skip it)
             tuples[session] = tuple(rows)
         return dict(tuples)  # a tuple for every session `seen` holds (a deletion forgets both)
