@@ -186,7 +186,7 @@ def stored_rows(messages: Iterable[StoredMessage], known: dict[str, tuple[str | 
     first, and kept up to `_TURNS_KEPT` rows when `learn`."""
     rows: list[list[Any]] = []
     for m in messages:
-        turns = known.get(m.content) if type(m) is StoredMessage else None
+        turns = known.get(m.content) if known and type(m) is StoredMessage else None  # none known: no hash a row
         if turns is None:
             turns = m.turns
             if learn and type(m) is StoredMessage and len(known) < _TURNS_KEPT:
@@ -205,7 +205,8 @@ class DurableState:
 
     def to_detail(self, turns_of: dict[str, tuple[str | None, ...]] | None = None,
                   rows_of: dict[str, tuple[tuple[StoredMessage, ...], list[list[Any]]]] | None = None,
-                  pack: Callable[[Iterator[tuple[str, dict[str, Any]]]], Any] | None = None) -> dict[str, Any]:
+                  pack: Callable[[Iterator[tuple[str, dict[str, Any]]]], Any] | None = None,
+                  remember: bool = True) -> dict[str, Any]:
         """A compact, canonical form for the log: session -> [[role, turn, visibility], …], a row
         carrying two turns (folded by the gateway) once for each. A turn id is one string for all
         its rows (a turn's message and reply: two), which a spilled log's file keeps shared.
@@ -214,17 +215,19 @@ class DurableState:
         `rows_of`: session id -> (its messages tuple, its rows) of the caller's last snapshot: the
         same (immutable) tuple again has the same rows, shared (no reader changes a record). `pack`: the sessions are handed to
         it one at a time, as made, and kept in the form it returns (`spill.SpilledSessions.pack`:
-        each marshalled, for a long run's last snapshot), `rows_of` read but not kept up to date."""
-        bodies = self._bodies(turns_of, rows_of if pack is None else None, rows_of, apart=pack is not None)
+        each marshalled, for a long run's last snapshot), `rows_of` read but not kept up to date.
+        `remember=False`: neither is kept up to date (the caller's last snapshot: the runner's final)."""
+        bodies = self._bodies(turns_of, rows_of if pack is None and remember else None, rows_of, pack is not None, remember)
         sessions = dict(bodies) if pack is None else pack(bodies)
         return {"sessions": sessions, "routing": {chat: sid for chat, sid in self.routing}}
 
     def _bodies(self, turns_of: dict[str, tuple[str | None, ...]] | None,
                 keep: dict[str, tuple[tuple[StoredMessage, ...], list[list[Any]]]] | None,
                 rows_of: dict[str, tuple[tuple[StoredMessage, ...], list[list[Any]]]] | None,
-                apart: bool = False) -> Iterator[tuple[str, dict[str, Any]]]:
+                apart: bool = False, learn: bool = True) -> Iterator[tuple[str, dict[str, Any]]]:
         """(session id, its body) in id order, for `to_detail` (`keep`: where each session's rows go;
-        `apart`: a turn id shared within its session only, each packed by itself)."""
+        `apart`: a turn id shared within its session only, each packed by itself; `learn`: rows'
+        turns kept in `turns_of`)."""
         share: dict[str | None, str | None] = {}
         shared = share.setdefault
         known: dict[str, tuple[str | None, ...]] = {} if turns_of is None else turns_of
@@ -235,7 +238,7 @@ class DurableState:
             if last is not None and last[0] is s.messages:
                 yield s.id, {"parent": s.parent, "rows": last[1]}
                 continue
-            rows = stored_rows(s.messages, known, shared)
+            rows = stored_rows(s.messages, known, shared, learn)
             if keep is not None:
                 keep[s.id] = (s.messages, rows)
             yield s.id, {"parent": s.parent, "rows": rows}

@@ -451,8 +451,9 @@ class GatewayCalls:
             self.log.add("durable", label=label, **self._parted(hook))
             return
         pack = SpilledSessions.pack if final_spilled else None
-        self.log.add("durable", label=label, **self._durable().to_detail(self.row_turns, self.snapshot_rows, pack))
-        if label == "final":  # the caches go before the judging (a long run's final snapshot is every row)
+        final = label == "final"  # the caches go before the judging (a long run's final snapshot is every row)
+        self.log.add("durable", label=label, **self._durable().to_detail(self.row_turns, self.snapshot_rows, pack, not final))
+        if final:
             self.row_turns, self.snapshot_rows, self.stored_known = {}, {}, {}
 
     def _parted(self, hook: Callable[[], Any]) -> dict[str, Any]:
