@@ -193,7 +193,8 @@ class AgentCache:
         """`changes` when one agent, `agent`, is at the end since the last report (used, or
         loaded) and two listed agents left their place (that one and one evicted, or two
         evicted): the walk's answer read off the last two sessions listed (a quarter of the
-        samples of a busy day; `tests/test_agent_cache.py` holds it to the walk)."""
+        samples of a busy day; `tests/test_agent_cache.py` holds every answer of `changes` to
+        the runner's diff of the two listings)."""
         reported, left = self.reported, self.left
         assert reported is not None
         sid, busy = agent.session, agent.busy
