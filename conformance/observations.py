@@ -185,15 +185,29 @@ def stored_rows(messages: Iterable[StoredMessage], known: dict[str, tuple[str | 
     once for each; `shared`: one string per turn id). `known`: content -> turns, looked up
     first, and kept up to `_TURNS_KEPT` rows when `learn`."""
     rows: list[list[Any]] = []
+    keep = learn and len(known) < _TURNS_KEPT
     for m in messages:
-        turns = known.get(m.content) if known and type(m) is StoredMessage else None  # none known: no hash a row
+        if type(m) is not StoredMessage:  # a subclass's own `turns` is asked
+            for turn in m.turns:
+                rows.append([m.role, shared(turn, turn), m.visibility])
+            continue
+        turns = known.get(m.content) if known else None  # none known: no hash a row
         if turns is None:
-            turns = m.turns
-            if learn and type(m) is StoredMessage and len(known) < _TURNS_KEPT:
+            found = _turn_tags(m.content)  # `StoredMessage.turns` inline: the usual row carries one turn
+            if len(found) == 1 and not keep:
+                turn = found[0]
+                rows.append([m.role, shared(turn, turn), m.visibility])
+                continue
+            turns = (found[0],) if len(found) == 1 else tuple(dict.fromkeys(found)) or (None,)
+            if keep:
                 known[m.content] = turns
+                keep = len(known) < _TURNS_KEPT
         for turn in turns:  # a loop: a comprehension makes a function call of each row
             rows.append([m.role, shared(turn, turn), m.visibility])
     return rows
+
+
+_turn_tags = TURN_ID.findall
 
 
 @dataclass(frozen=True)
