@@ -24,8 +24,8 @@ idle 2-vCPU machine (docs/performance.md), pool start-up and result passing incl
 
 `--breakdown` counts the gateway day again with one part left out at a time (a check's verdict
 stubbed; every check's, which leaves the model alone; the model and every check; the runner's
-resources samples; the final snapshot): what each part costs a turn, as a share of the
-gateway's own cost. A check's share is what leaving
+resources samples, and the same but the gateway's `resources_delta` hook, asked bare; the final
+snapshot): what each part costs a turn, as a share of the gateway's own cost. A check's share is what leaving
 it alone out saves (the model's lazily built parts are paid by the first check that asks).
 
 Run: python bench/instructions.py [--quick] [--seeds N] [--ips I] [--breakdown]. One line per
@@ -75,13 +75,17 @@ def child(what: str, size: int) -> None:
         raise SystemExit(f"unknown workload {what!r}")
 
 
-PARTS = ("I1", "I2", "I3", "I4", "I5", "I6", "I7", "I8", "I9", "checks", "samples", "final")
+PARTS = ("I1", "I2", "I3", "I4", "I5", "I6", "I7", "I8", "I9", "checks", "samples", "sample-work", "final")
+
+
+RUNNER_PARTS = ("samples", "sample-work", "final")  # counted on the run without checks
 
 
 def leave_out(parts: str) -> None:
     """Leave `parts` out of this process's runs: a check's verdict stubbed to a pass; `checks`:
     the model and every check; `samples`: the runner's resources sample after each step;
-    `final`: the final durable snapshot. The run is then no longer judged right: a bench only."""
+    `sample-work`: the same but the gateway's `resources_delta`, still asked; `final`: the
+    final durable snapshot. The run is then no longer judged right: a bench only."""
     names = [p for p in parts.split(",") if p]
     if not names:
         return
@@ -96,10 +100,20 @@ def leave_out(parts: str) -> None:
             checks.judge = lambda records, strict=False, **_: {c: Verdict(c, "pass", examined=1) for c in checks.CHECKS}
         elif name == "samples":
             GatewayCalls._sample_resources = lambda self: None  # type: ignore[method-assign]
+        elif name == "sample-work":
+            GatewayCalls._sample_resources = _hook_alone  # type: ignore[method-assign]
         elif name == "final":
             GatewayCalls._snapshot = _without_final(GatewayCalls._snapshot)  # type: ignore[method-assign]
         else:
             raise SystemExit(f"unknown part {name!r}; known: {', '.join(PARTS)}")
+
+
+def _hook_alone(self: Any) -> None:
+    """A sample of which only the gateway's `resources_delta` is left, asked bare: what the
+    runner adds around it (the guard, validation, replay, record, the check every 64th) is out."""
+    hook = getattr(self.gateway, "resources_delta", None)
+    if hook is not None:
+        hook()
 
 
 def _without_final(snapshot: Callable[[Any, str], None]) -> Callable[[Any, str], None]:
@@ -203,14 +217,15 @@ def breakdown(small: int, large: int, n: int) -> None:
         return (instructions(what, large, left_out) - instructions(what, small, left_out)) / n
 
     every_check = ",".join(PARTS[:9])  # every verdict stubbed: what is left of the judging is the model
-    jobs = [("gateway", ""), ("run", ""), ("checked", "")] + [("run", p) for p in ("samples", "final")] + \
-           [("checked", p) for p in PARTS if p not in ("samples", "final")] + [("checked", every_check)]
+    jobs = [("gateway", ""), ("run", ""), ("checked", "")] + [("run", p) for p in RUNNER_PARTS] + \
+           [("checked", p) for p in PARTS if p not in RUNNER_PARTS] + [("checked", every_check)]
     with ThreadPoolExecutor(max_workers=2) as pool:  # each job is its own valgrind process
         counted = dict(zip(jobs, pool.map(lambda job: per_turn(*job), jobs), strict=True))
     gateway, run, checked = counted["gateway", ""], counted["run", ""], counted["checked", ""]
     print(machine())
     print(f"gateway day, {n:,} turns ({large} h minus {small} h), instructions per turn; share of the gateway's own {gateway:,.0f}:")
     rows = [("runner: resources samples", run - counted["run", "samples"]),
+            ("  of which the gateway's hook", counted["run", "sample-work"] - counted["run", "samples"]),
             ("runner: final snapshot", run - counted["run", "final"]),
             ("runner: the rest", counted["run", "samples"] + counted["run", "final"] - run - gateway),
             ("checks: model and every check", checked - counted["checked", "checks"]),

@@ -159,6 +159,22 @@ def test_instructions_breakdown_leaves_each_part_out() -> None:
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["True", "True", "True", "False", "1", "0", "[1]"], done.stdout
+    hook_alone = (  # `sample-work`: the gateway's hook still asked after every step, nothing of the runner's around it
+        "import sys; sys.path.insert(0, 'bench')\n"
+        "import instructions, gateway_day\n"
+        "from conformance.harness.runner import run_scenario\n"
+        "from reference_impl import ReferenceGateway\n"
+        "asked = []\n"
+        "real = ReferenceGateway.resources_delta\n"
+        "ReferenceGateway.resources_delta = lambda self: asked.append(1) or real(self)\n"
+        "instructions.leave_out('sample-work')\n"
+        "day = gateway_day.gateway_day(hours=1)\n"
+        "run = run_scenario(day, ReferenceGateway(), 'reference', check=False)\n"
+        "print(len(asked) > len(day.events), any(o.kind == 'resources' for o in run.records))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", hook_alone], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "False"], done.stdout
     unknown = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, 'bench'); import instructions; "
                               "instructions.leave_out('I10')"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert unknown.returncode == 1 and "unknown part 'I10'" in unknown.stderr, unknown.stderr
