@@ -159,10 +159,7 @@ class StoredMessage:
     @property
     def turns(self) -> tuple[str | None, ...]:
         """Every turn the row carries (a gateway may fold two messages into one row), or (None,)."""
-        found = TURN_ID.findall(self.content)
-        if len(found) == 1:  # the usual row: one turn (made unique by dict.fromkeys, it cost more than the scan)
-            return (found[0],)
-        return tuple(dict.fromkeys(found)) or (None,)
+        return _turns_of_tags(_turn_tags(self.content))
 
 
 _set_role, _set_content, _set_visibility = (getattr(StoredMessage, name).__set__ for name in ("role", "content", "visibility"))
@@ -198,7 +195,7 @@ def stored_rows(messages: Iterable[StoredMessage], known: dict[str, tuple[str | 
                 turn = found[0]
                 rows.append([m.role, shared(turn, turn), m.visibility])
                 continue
-            turns = (found[0],) if len(found) == 1 else tuple(dict.fromkeys(found)) or (None,)
+            turns = _turns_of_tags(found)
             if keep:
                 known[m.content] = turns
                 keep = len(known) < _TURNS_KEPT
@@ -208,6 +205,13 @@ def stored_rows(messages: Iterable[StoredMessage], known: dict[str, tuple[str | 
 
 
 _turn_tags = TURN_ID.findall
+
+
+def _turns_of_tags(found: list[str]) -> tuple[str | None, ...]:
+    """The turns a row's tags name, each once in first-seen order, or (None,) for none."""
+    if len(found) == 1:  # the usual row: one turn (made unique by dict.fromkeys, it cost more than the scan)
+        return (found[0],)
+    return tuple(dict.fromkeys(found)) or (None,)
 
 
 @dataclass(frozen=True)
