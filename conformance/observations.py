@@ -190,9 +190,12 @@ def stored_rows(messages: Iterable[StoredMessage], known: dict[str, tuple[str | 
             continue
         turns = known.get(m.content) if known else None  # none known: no hash a row
         if turns is None:
-            found = _turn_tags(m.content)  # `StoredMessage.turns` inline: the usual row carries one turn
-            if len(found) == 1 and not keep:
+            found = _turn_tags(m.content)  # `StoredMessage.turns` inline for the usual row, of one turn
+            if len(found) == 1:
                 turn = found[0]
+                if keep:
+                    known[m.content] = (turn,)
+                    keep = len(known) < _TURNS_KEPT
                 rows.append([m.role, shared(turn, turn), m.visibility])
                 continue
             turns = _turns_of_tags(found)
