@@ -101,7 +101,8 @@ def leave_out(parts: str) -> None:
         elif name == "samples":
             GatewayCalls._sample_resources = lambda self: None  # type: ignore[method-assign]
         elif name == "sample-work":
-            GatewayCalls._sample_resources = _hook_alone  # type: ignore[method-assign]
+            if "samples" not in names:  # the whole sample left out leaves its hook out too
+                GatewayCalls._sample_resources = _hook_alone  # type: ignore[method-assign]
         elif name == "final":
             GatewayCalls._snapshot = _without_final(GatewayCalls._snapshot)  # type: ignore[method-assign]
         else:

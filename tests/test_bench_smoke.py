@@ -167,14 +167,16 @@ def test_instructions_breakdown_leaves_each_part_out() -> None:
         "asked = []\n"
         "real = ReferenceGateway.resources_delta\n"
         "ReferenceGateway.resources_delta = lambda self: asked.append(1) or real(self)\n"
-        "instructions.leave_out('sample-work')\n"
+        "instructions.leave_out(sys.argv[1])\n"
         "day = gateway_day.gateway_day(hours=1)\n"
         "run = run_scenario(day, ReferenceGateway(), 'reference', check=False)\n"
-        "print(len(asked) > len(day.events), any(o.kind == 'resources' for o in run.records))\n"
+        "print(len(asked) > len(day.events), len(asked) == 0, any(o.kind == 'resources' for o in run.records))\n"
     )
-    done = subprocess.run([sys.executable, "-c", hook_alone], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["True", "False"], done.stdout
+    for parts, asked in (("sample-work", ["True", "False"]), ("samples,sample-work", ["False", "True"])):  # the whole sample left out wins
+        done = subprocess.run([sys.executable, "-c", hook_alone, parts], cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.split() == [*asked, "False"], (parts, done.stdout)
     unknown = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, 'bench'); import instructions; "
                               "instructions.leave_out('I10')"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert unknown.returncode == 1 and "unknown part 'I10'" in unknown.stderr, unknown.stderr
