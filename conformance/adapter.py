@@ -235,8 +235,9 @@ class Gateway(Protocol):
     the run held (a child process, a database); and `resources_delta()`, asked instead of
     `resources()` after every event and timer: what changed since its last answer, as a dict
     in the `resources` record's delta form (`values.resources_change`), None for nothing, or a
-    whole `Resources` (always right). The runner holds it to `resources()` every 64th sample,
-    and ignores it in a subclass that redefines `resources()` below the class defining it.
+    whole `Resources` (always right). The runner holds it to `resources()` at every sample
+    until it matched one listing an agent (after each start), then every 64th sample, and
+    ignores it in a subclass that redefines `resources()` below the class defining it.
     And `durable_parts()`, asked instead of `durable_state()` for the final snapshot of a run
     whose log spilled (a long one: every stored row): `(sessions, routing)`, routing as
     `DurableState.routing` and sessions an iterable of `StoredSession`, in any order, each

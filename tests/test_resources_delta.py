@@ -71,6 +71,52 @@ def test_changes_that_disagree_with_resources_are_the_gateways_error() -> None:
     assert all(v.status == "error" for v in result.verdicts.values())
 
 
+class SaysNothing(ReferenceGateway):
+    """The laziest hook: "nothing changed", always. With no record of its cache, I7 would
+    examine nothing and pass."""
+
+    def resources_delta(self) -> None:
+        return None
+
+
+class SilentAfterRestart(ReferenceGateway):
+    """Right until its first restart, then "nothing changed" for good."""
+
+    restarted = False
+
+    def restart(self, *args: Any) -> None:
+        self.restarted = True
+        super().restart(*args)
+
+    def resources_delta(self) -> dict[str, Any] | Resources | None:
+        return None if self.restarted else super().resources_delta()
+
+
+def restarts_then_busy() -> Scenario:
+    """A short run (far under VERIFY_EVERY samples) whose agents load only after a restart."""
+    from sim.scenario import Restart, Sigterm
+
+    base = busy_cache(chats=3, cap=2, messages=6)
+    last = base.events[-1].t
+    tail = [Sigterm(last + MINUTE), Restart(last + 2 * MINUTE),
+            *(Message(last + (3 + i) * MINUTE, chat=f"c0{i % 3}", turn=f"t{7 + i}", text="hello") for i in range(4))]
+    return Scenario(name="restarts-then-busy", seed=base.seed, start=base.start, config=base.config,
+                    chats=base.chats, events=(*base.events, *tail))
+
+
+@pytest.mark.parametrize(("gateway", "make"), [(SaysNothing, lambda: load_file(catalog_paths()[0])),
+                                               (SaysNothing, busy_cache),
+                                               (SilentAfterRestart, restarts_then_busy)],
+                         ids=["catalog-01", "busy-cache", "after-restart"])
+def test_a_hook_that_says_nothing_is_the_gateways_error(gateway: type[ReferenceGateway], make: Any) -> None:
+    scenario = make()
+    assert run_scenario(scenario, ReferenceGateway(), "reference").failure is None
+    result = run_scenario(scenario, gateway(), "silent")
+    assert result.failure is not None and result.failure.event == "resources_delta", result.failure
+    assert "disagree with resources()" in result.failure.message
+    assert all(v.status == "error" for v in result.verdicts.values())
+
+
 class Garbage(ReferenceGateway):
     def resources_delta(self) -> Any:
         return {"drop": "s1"}

@@ -170,15 +170,18 @@ def _raise_malformed(malformed: _Malformed) -> None:
 
 class ResourcesChanges:
     """The runner's side of the optional `Gateway.resources_delta` hook: the cache as its
-    answers rebuild it (`CacheReplay`), and whether it moved since the last whole state."""
+    answers rebuild it (`CacheReplay`), whether it moved since the last whole state, and whether
+    the hook has earned its sparse checks (`trusted`: its account matched a `resources()` that
+    listed an agent, since the gateway last started)."""
 
-    __slots__ = ("hook", "moved", "replay", "samples")
+    __slots__ = ("hook", "moved", "replay", "samples", "trusted")
 
     def __init__(self, gateway: Gateway) -> None:
         self.hook = resources_hook(gateway)
         self.replay = CacheReplay()
         self.moved = False
         self.samples = 0
+        self.trusted = False
 
 class GatewayCalls:
     """The state of one scenario in flight, and every call to its gateway (`Run` drives it)."""
@@ -371,9 +374,11 @@ class GatewayCalls:
         its `resources_delta` hook if it has one (the usual case, asked after every event and
         timer: no call in between), else by diffing `resources()` (`_sample_whole`). The hook's
         changes are logged as they come (validated), a whole state it answers is diffed as a
-        `resources()` sample. While changes have come since the last whole state, every
-        `VERIFY_EVERY`th sample and the last are held to `resources()`: a hook that disagrees
-        with it is the gateway's error, so it can never hide what `resources()` would show."""
+        `resources()` sample. Its account is held to `resources()` at every sample until it
+        matched one that listed an agent (after each start and restart: a hook that says nothing
+        is caught at the first agent), then every `VERIFY_EVERY`th sample and every sample of
+        the final stop: a hook that disagrees with it is the gateway's error. Between two of
+        those checks the hook is the gateway's word (docs/protocol.md)."""
         changes = self.changes
         if changes is None:  # an exec: child says in its hello whether it has the hook
             changes = self.changes = ResourcesChanges(self.gateway)
@@ -401,8 +406,8 @@ class GatewayCalls:
         elif answer is not None and (detail := self.resources.detail(answer)) is not None:
             self.log.add_detail("resources", detail)
         changes.samples += 1
-        if changes.moved and (changes.samples % VERIFY_EVERY == 0 or self.final):
-            said = changes.replay.resources()
+        if not changes.trusted or changes.samples % VERIFY_EVERY == 0 or self.final:
+            said = changes.replay.resources() if changes.moved else self.resources.last or Resources()
             now = self._answer("resources", values.resources, self.gateway.resources)
             if now != said:
                 differ = [f"{sid} {'busy' if busy else 'idle'}" for sid, busy in sorted(set(said.cached) ^ set(now.cached))]
@@ -412,6 +417,7 @@ class GatewayCalls:
                 raise GatewayRaised(GatewayFailure("error", self.log.step, "resources_delta",
                                                     f"the changes resources_delta() answered disagree with resources() "
                                                     f"({what})"))
+            changes.trusted = changes.trusted or bool(now.cached)
 
     def _sample_whole(self) -> None:
         """`_sample_resources` of a gateway without the hook: `resources()`, diffed against the last sample."""
@@ -540,6 +546,8 @@ class GatewayCalls:
             self.log.add("restart", held=len(self.inbox), config=config_document(self.config))
             self._call("restart", self.gateway.restart, copy.deepcopy(self.config))
         self.up = True
+        if self.changes is not None:  # a new process's hook earns its sparse checks again
+            self.changes.trusted = False
         while self.inbox:
             event, payload, _index = self.inbox.popleft()
             self._dispatch(event, payload)
