@@ -156,6 +156,13 @@ def test_i7_nothing_left_after_shutdown() -> None:
     assert messages(insert(records, final + 1, threads), "I7") == [
         "after the final sigterm at 13:11:02 2 threads the gateway started were still running"
     ]
+    left = Obs(records[final].t, records[final].step, "processes", detail={"running": 1, "names": ["sleep"]})
+    assert messages(insert(records, final + 1, left), "I7") == [
+        "after the final sigterm at 13:11:02 1 process (sleep) the gateway started was still running"
+    ]
+    assert messages(insert(records, final + 1, left._replace(detail={"running": 2, "names": ["mcp", "sleep"]})),
+                    "I7") == ["after the final sigterm at 13:11:02 2 processes (mcp, sleep) the gateway started were "
+                              "still running"]
 
 
 # -- I8 heal -------------------------------------------------------------------------------

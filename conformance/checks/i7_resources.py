@@ -2,8 +2,8 @@
 session is still reaped after the idle TTL (plus one sweep interval), idle since its last
 turn or since it entered the cache, whichever is later (a gateway may load an agent without
 a turn, as at a `/resume`: the resumed life's idle clock starts there); nothing runs after a
-shutdown (any SIGTERM, until the next restart; no thread the gateway started outlives the
-final one). Idle means no turn of its session in flight by the log, whatever the gateway's own
+shutdown (any SIGTERM, until the next restart; no thread or process the gateway started
+outlives the final one). Idle means no turn of its session in flight by the log, whatever the gateway's own
 busy flag says: a turn the LLM was asked for is in flight from its delivery (the gateway may
 store it, or wait out a locked store, before it asks; a message the platform held, from its
 request) until its reply, or until a /stop, SIGTERM or crash abandons it."""
@@ -363,6 +363,12 @@ def _left_running(m: LogView, after_stops: dict[int, int], held: dict[int, Resou
             out.append(Violation(
                 f"after the final sigterm at {m.at(m.records[final_stop].t)} {_count(r.d('running'), 'thread')} "
                 f"the gateway started {'was' if r.d('running') == 1 else 'were'} still running", (final_stop, index), r.t))
+    for index, r in m.of("processes"):  # harness-observed: processes it started and left running (in process)
+        if final_stop is not None and index > final_stop and (n := r.d("running", 0)):
+            names = _names([str(name) for name in r.d("names") or ()])
+            out.append(Violation(
+                f"after the final sigterm at {m.at(m.records[final_stop].t)} {n} process{'' if n == 1 else 'es'}{names} "
+                f"the gateway started {'was' if n == 1 else 'were'} still running", (final_stop, index), r.t))
     return out
 
 

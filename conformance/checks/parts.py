@@ -44,7 +44,7 @@ MAX_PARTS = 254
 # Kinds whose records name no chat, session or turn: every part reads them.
 GLOBAL_KINDS = frozenset({"scenario", "advance", "backend_fail", "backend_slow", "checkpoint", "crash", "crash_at",
                           "db_locked", "error", "memory_shutdown", "quiesce", "resources", "restart", "sigterm",
-                          "threads", "durable"})
+                          "threads", "processes", "durable"})
 # Kinds whose records name chats, sessions or turns in their fields, and the detail keys that
 # name more of them (a turn id, or a list of them; a session id, or a list).
 NAMING_KINDS: dict[str, tuple[str, ...]] = {

@@ -20,7 +20,7 @@ from typing import Any, NoReturn
 
 from conformance.adapter import Gateway, Profile
 from conformance.features import scenario_features
-from conformance.harness import values
+from conformance.harness import processes, values
 from conformance.harness.calls import REAL_EXIT, Died, GatewayRaised, exception_text, exit_is_ours, short_traceback
 from conformance.harness.errors import ON_SIGNAL, raise_interrupted, signalled
 from conformance.harness.events import EventSteps
@@ -193,6 +193,7 @@ class Run(EventSteps):
             if failure is not None:
                 raise GatewayRaised(failure)
             threads_before = {t.ident for t in threading.enumerate()}
+            processes_before = processes.descendants()
             if self.profile.crash_points:
                 self.harness.points.declared = self.profile.crash_points
                 self.harness.scheduler.epoch = 0
@@ -224,6 +225,9 @@ class Run(EventSteps):
             leaked = _left_running(threads_before)
             if leaked:  # harness-observed: threads the gateway started and left running
                 self.log.add("threads", running=len(leaked))
+            left = processes.left_running(processes_before, THREAD_GRACE)
+            if left:  # and processes (their command names: a pid differs run to run)
+                self.log.add("processes", running=len(left), names=left)
             self._snapshot("final")
             self._verify_fired()
         except GatewayRaised as raised:
@@ -234,7 +238,7 @@ class Run(EventSteps):
         return failure
 
 
-THREAD_GRACE = 1.0  # wall-clock seconds a thread the gateway started may take to end after the final stop
+THREAD_GRACE = 1.0  # wall-clock seconds a thread or process the gateway started may take to end after the final stop
 
 
 def _left_running(before: set[int | None]) -> list[threading.Thread]:
