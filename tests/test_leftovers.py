@@ -74,6 +74,21 @@ def test_descendants_reads_this_process_tree() -> None:
         child.wait()
 
 
+def test_descendants_without_children_files_reads_the_whole_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kernel without CONFIG_PROC_CHILDREN has no /proc/PID/task/TID/children: every process's stat is read instead."""
+    from conformance.harness import processes
+
+    child = subprocess.Popen(["sleep", "300"])
+    try:
+        time.sleep(0.05)
+        fast = processes.descendants()
+        monkeypatch.setattr(processes, "_children", lambda pid: None)
+        assert processes.descendants() == fast and fast.get(child.pid) == "sleep"
+    finally:
+        child.kill()
+        child.wait()
+
+
 def test_an_exec_child_kept_for_the_next_scenario_is_not_the_gateways_leftover() -> None:
     """The OpenClaw adapter keeps one exec: child for a whole run; it is ended with its process
     group when its gateway goes, and was reported (and killed) as left running before."""

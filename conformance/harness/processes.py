@@ -19,12 +19,24 @@ import time
 PROC = "/proc"
 
 
+def _read(path: str) -> str:
+    """A /proc file's text, with no buffered file object (a census is taken twice a run: a
+    third of the time of `open`)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode(errors="replace")
+
+
 def _stat(pid: int) -> tuple[int, str] | None:
     """(parent pid, command name) of a running process; None if it is gone or a zombie (which
     runs nothing)."""
     try:
-        with open(f"{PROC}/{pid}/stat") as file:
-            stat = file.read()
+        stat = _read(f"{PROC}/{pid}/stat")
     except OSError:  # it exited while we looked
         return None
     name, _, rest = stat.partition(" (")[2].rpartition(") ")
@@ -44,8 +56,7 @@ def _children(pid: int) -> list[int] | None:
     out: list[int] = []
     for tid in tasks:
         try:
-            with open(f"{PROC}/{pid}/task/{tid}/children") as file:
-                out.extend(map(int, file.read().split()))
+            out.extend(map(int, _read(f"{PROC}/{pid}/task/{tid}/children").split()))
         except FileNotFoundError:
             if not os.path.exists(f"{PROC}/{pid}/task/{tid}"):
                 continue  # the thread ended
