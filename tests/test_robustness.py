@@ -6,11 +6,14 @@ wire protocol (docs/protocol.md) in each way a real one might. docs/reliability.
 
 from __future__ import annotations
 
+import _thread
 import json
 import os
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,6 +22,7 @@ from conformance.harness.registry import resolve
 from conformance.harness.runner import RunResult, run_scenario
 from conformance.harness.suite import catalog_paths, run_all
 from conformance.transport.exec_gateway import ExecGateway
+from reference_impl import ReferenceGateway
 from sim.loader import load_file
 
 CATALOG = catalog_paths()
@@ -107,6 +111,38 @@ def test_leaky_threads_fail_i7() -> None:
     assert result.verdicts["I7"].status == "fail"
     assert "1 thread the gateway started was still running" in result.verdicts["I7"].summary
     assert all(v.status == "pass" for c, v in result.verdicts.items() if c != "I7")
+
+
+class LeavesARawThread(ReferenceGateway):
+    """Starts a thread with `_thread` (as C code might), which `threading` does not list; it
+    ends it at the final stop only when `ends` is set."""
+
+    def __init__(self, ends: bool) -> None:
+        super().__init__()
+        self.ends, self.raw_done = ends, threading.Event()
+
+    def start(self, config: Any, harness: Any) -> None:
+        super().start(config, harness)
+        _thread.start_new_thread(self.raw_done.wait, ())
+
+    def sigterm(self) -> None:
+        super().sigterm()
+        if self.ends:
+            self.raw_done.set()
+
+
+@pytest.mark.parametrize("ends", [False, True], ids=["left", "ended"])
+def test_a_thread_threading_does_not_list_is_counted_too(ends: bool) -> None:
+    gateway = LeavesARawThread(ends)
+    try:
+        result = run_scenario(load_file(FIRST), gateway, "raw-thread")
+    finally:
+        gateway.raw_done.set()
+    assert result.failure is None
+    if ends:
+        assert {v.status for v in result.verdicts.values()} == {"pass"}
+    else:
+        assert result.verdicts["I7"].summary.endswith("1 thread the gateway started was still running")
 
 
 def test_a_gateway_that_swaps_stdout_does_not_take_the_output_with_it() -> None:

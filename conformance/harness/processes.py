@@ -1,5 +1,5 @@
-"""The processes this one started that still run: the census behind I7's "nothing runs after
-the final stop" for processes, and behind the command line's ending of what a run left.
+"""The processes and threads this one started that still run: the census behind I7's "nothing
+runs after the final stop", and behind the command line's ending of what a run left.
 
 A gateway in sessiongate's own process can start processes (a tool server, a helper) and leave
 them running after its final SIGTERM. The runner counts its descendants before the start and
@@ -96,6 +96,15 @@ def descendants(root: int | None = None) -> dict[int, str]:
                 found[child] = stat[1]
                 stack.append(child)
     return found
+
+
+def tasks() -> set[int]:
+    """The native ids of this process's threads, from /proc/self/task: those Python's
+    `threading` does not list as well (started with `_thread`, or by C code). Empty without /proc."""
+    try:
+        return set(map(int, os.listdir(f"{PROC}/self/task")))
+    except OSError:
+        return set()
 
 
 def ours() -> set[int]:
