@@ -9,8 +9,10 @@ from __future__ import annotations
 import _thread
 import json
 import os
+import signal
 import sys
 import threading
+import types
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -143,6 +145,33 @@ def test_a_thread_threading_does_not_list_is_counted_too(ends: bool) -> None:
         assert {v.status for v in result.verdicts.values()} == {"pass"}
     else:
         assert result.verdicts["I7"].summary.endswith("1 thread the gateway started was still running")
+
+
+class Wanders(ReferenceGateway):
+    """Does what a daemon does at start-up: changes to `/` and installs its own signal handlers."""
+
+    def start(self, config: Any, harness: Any) -> None:
+        super().start(config, harness)
+        os.chdir("/")
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, lambda *_: None)
+
+
+def test_a_gateway_that_changes_directory_and_signals_leaves_them_as_they_were(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found 2026-12-05: the report of a run whose gateway changed to `/` was written to /out."""
+    monkeypatch.chdir(tmp_path)
+    module = types.ModuleType("sg_wanders")
+    module.make = Wanders  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "sg_wanders", module)
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGPIPE, signal.SIGINT)}
+    assert main(["run", "--gateway", "sg_wanders:make", "-q", "--report", "out", "--no-failure-db", str(FIRST)]) == 0
+    assert Path.cwd() == tmp_path and (tmp_path / "out" / "junit.xml").is_file()
+    assert {signum: signal.getsignal(signum) for signum in handlers} == handlers
+    result = run_scenario(load_file(FIRST), Wanders(), "wanders")
+    assert result.failure is None and Path.cwd() == tmp_path
+    assert {signum: signal.getsignal(signum) for signum in handlers} == handlers
 
 
 def test_a_gateway_that_swaps_stdout_does_not_take_the_output_with_it() -> None:

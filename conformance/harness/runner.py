@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import gc
+import os
 import signal
 import sys
 import threading
@@ -270,7 +271,7 @@ def run_scenario(scenario: Scenario, gateway: Gateway, name: str = "gateway", *,
     declared crash points; `result.scenario` is then the scenario with its fires written in.
     `step_timeout`: wall-clock seconds a step of a gateway in this process may take (None: no
     limit; `harness.watchdog`)."""
-    with cyclic_gc_paused(), _stdio_kept() as stdio, _sigint_is_ours(), exit_is_ours() as exits:
+    with _process_kept(), cyclic_gc_paused(), _stdio_kept() as stdio, _sigint_is_ours(), exit_is_ours() as exits:
         run = Run(scenario, gateway, name, budget, spill_at)
         if crash_points:
             run.swarm_seed = scenario.seed
@@ -382,6 +383,29 @@ def close_gateway(gateway: Gateway) -> None:
     close = getattr(gateway, "close", None)
     if close is not None:
         close()
+
+
+_KEPT_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGPIPE", "SIGCHLD") if hasattr(signal, name))
+
+
+@contextmanager
+def _process_kept() -> Iterator[None]:
+    """The working directory and the handlers of SIGINT, SIGTERM, SIGPIPE and SIGCHLD after a
+    run are the ones before it, whatever the gateway did with them in this process (a daemon
+    changes to `/`; a server installs its own handlers): a report and the failure database are
+    written where the command was started, a later SIGTERM still stops sessiongate with its
+    report, and `sessiongate … | head` still ends quietly. Not a contract matter: no verdict."""
+    cwd = os.getcwd()
+    handlers = [(signum, signal.getsignal(signum)) for signum in _KEPT_SIGNALS] \
+        if threading.current_thread() is threading.main_thread() else []
+    try:
+        yield
+    finally:
+        with suppress(OSError):  # the folder was removed under us: nothing to go back to
+            os.chdir(cwd)
+        for signum, handler in handlers:
+            if handler is not None and signal.getsignal(signum) is not handler:
+                signal.signal(signum, handler)
 
 
 @contextmanager
