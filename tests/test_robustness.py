@@ -174,6 +174,15 @@ def test_a_gateway_that_changes_directory_and_signals_leaves_them_as_they_were(
     assert {signum: signal.getsignal(signum) for signum in handlers} == handlers
 
 
+def test_a_run_whose_working_directory_is_gone_still_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    result = run_scenario(load_file(FIRST), ReferenceGateway(), "reference")
+    assert result.failure is None and {v.status for v in result.verdicts.values()} == {"pass"}
+
+
 def test_a_gateway_that_swaps_stdout_does_not_take_the_output_with_it() -> None:
     from reference_impl import ReferenceGateway
 

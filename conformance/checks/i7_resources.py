@@ -3,10 +3,10 @@ session is still reaped after the idle TTL (plus one sweep interval), idle since
 turn or since it entered the cache, whichever is later (a gateway may load an agent without
 a turn, as at a `/resume`: the resumed life's idle clock starts there); nothing runs after a
 shutdown (any SIGTERM, until the next restart; no thread or process the gateway started
-outlives the final one). Idle means no turn of its session in flight by the log, whatever the gateway's own
-busy flag says: a turn the LLM was asked for is in flight from its delivery (the gateway may
-store it, or wait out a locked store, before it asks; a message the platform held, from its
-request) until its reply, or until a /stop, SIGTERM or crash abandons it."""
+outlives the final one). Idle means no turn of its session in flight by the log, whatever the
+gateway's own busy flag says: a turn the LLM was asked for is in flight from its delivery (the
+gateway may store it, or wait out a locked store, before it asks; a message the platform held,
+from its request) until its reply, or until a /stop, SIGTERM or crash abandons it."""
 
 from __future__ import annotations
 

@@ -99,8 +99,8 @@ def descendants(root: int | None = None) -> dict[int, str]:
 
 
 def tasks() -> set[int]:
-    """The native ids of this process's threads, from /proc/self/task: those Python's
-    `threading` does not list as well (started with `_thread`, or by C code). Empty without /proc."""
+    """The native ids of this process's threads, from /proc/self/task, including those Python's
+    `threading` does not list (started with `_thread`, or by C code). Empty without /proc."""
     try:
         return set(map(int, os.listdir(f"{PROC}/self/task")))
     except OSError:

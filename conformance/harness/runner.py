@@ -395,14 +395,18 @@ def _process_kept() -> Iterator[None]:
     changes to `/`; a server installs its own handlers): a report and the failure database are
     written where the command was started, a later SIGTERM still stops sessiongate with its
     report, and `sessiongate … | head` still ends quietly. Not a contract matter: no verdict."""
-    cwd = os.getcwd()
+    try:
+        cwd: str | None = os.getcwd()
+    except OSError:  # the folder was removed before the run: nothing to go back to
+        cwd = None
     handlers = [(signum, signal.getsignal(signum)) for signum in _KEPT_SIGNALS] \
         if threading.current_thread() is threading.main_thread() else []
     try:
         yield
     finally:
-        with suppress(OSError):  # the folder was removed under us: nothing to go back to
-            os.chdir(cwd)
+        if cwd is not None:
+            with suppress(OSError):  # removed under us during the run
+                os.chdir(cwd)
         for signum, handler in handlers:
             if handler is not None and signal.getsignal(signum) is not handler:
                 signal.signal(signum, handler)
