@@ -2,8 +2,8 @@
 runs after the final stop", and behind the command line's ending of what a run left.
 
 A gateway in sessiongate's own process can start processes (a tool server, a helper) and leave
-them running after its final SIGTERM. The runner counts its descendants before the start and
-after the final stop (`left_running`); the command line ends what is new when it is over
+them running after its final SIGTERM. The runner counts its threads and descendants before the
+start and after the final stop (`Census`); the command line ends what is new when it is over
 (`conformance.cli.leftovers`). Linux only, from /proc: elsewhere the census is empty. A process
 that left the tree (double-forked, reparented to init) is not counted; sessiongate's own helpers
 (an exec: gateway's child and what it started, multiprocessing's resource tracker and
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 
 PROC = "/proc"
@@ -136,14 +137,35 @@ def new_since(before: dict[int, str]) -> dict[int, str]:
     return {pid: name for pid, name in sorted(now.items()) if pid not in before and pid not in mine}
 
 
-def left_running(before: dict[int, str], grace: float) -> list[str]:
-    """The command names of the processes started since `before` that still run after the final
-    stop, sorted. One that is ending as the stop returns (it was sent SIGTERM and is on its way
-    out) gets `grace` wall-clock seconds to do so, so the count does not depend on the
-    scheduler; one that never ends is counted."""
-    left = new_since(before)
-    deadline = time.monotonic() + grace
-    while left and time.monotonic() < deadline:
-        time.sleep(0.01)
-        left = new_since(before)
-    return sorted(left.values())
+GRACE = 1.0  # wall-clock seconds a thread or process the gateway started may take to end after the final stop
+
+
+class Census:
+    """What runs in and under this process when a gateway starts: taken before its start and
+    compared after its final stop (`left_running`), so that only what it started counts."""
+
+    __slots__ = ("processes", "tasks", "threads")
+
+    def __init__(self) -> None:
+        self.threads = {t.ident for t in threading.enumerate()}
+        self.tasks = tasks()
+        self.processes = descendants()
+
+    def left_running(self, grace: float = GRACE) -> tuple[int, list[str]]:
+        """(threads, the processes' command names, sorted) started since the census that still
+        run. One that is ending as the stop returns (a worker finishing its last job, a helper
+        sent SIGTERM) gets `grace` wall-clock seconds to do so, so the count does not depend on
+        the scheduler; a loop that never ends is counted. Threads are those `threading` lists
+        and those only the OS does (started with `_thread`, or by C code)."""
+        deadline = time.monotonic() + grace
+        leaked = [t for t in threading.enumerate() if t.ident not in self.threads and t.is_alive()]
+        for thread in leaked:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        alive = [t for t in leaked if t.is_alive()]
+        known = self.tasks | {t.native_id for t in alive if t.native_id is not None}
+        unlisted = tasks() - known  # a joined thread's OS thread may linger a moment: waited for too
+        left = new_since(self.processes)
+        while (unlisted or left) and time.monotonic() < deadline:
+            time.sleep(0.01)
+            unlisted, left = tasks() - known, new_since(self.processes)
+        return len(alive) + len(unlisted), sorted(left.values())

@@ -13,7 +13,6 @@ import os
 import signal
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
@@ -193,8 +192,7 @@ class Run(EventSteps):
         try:
             if failure is not None:
                 raise GatewayRaised(failure)
-            threads_before, tasks_before = {t.ident for t in threading.enumerate()}, processes.tasks()
-            processes_before = processes.descendants()
+            census = processes.Census()  # what runs before the gateway starts is not its to answer for
             if self.profile.crash_points:
                 self.harness.points.declared = self.profile.crash_points
                 self.harness.scheduler.epoch = 0
@@ -223,10 +221,9 @@ class Run(EventSteps):
             self._call("sigterm", self.gateway.sigterm)
             self.up = False
             self._sample_resources()
-            leaked = _left_running(threads_before, tasks_before)
-            if leaked:  # harness-observed: threads the gateway started and left running
-                self.log.add("threads", running=leaked)
-            left = processes.left_running(processes_before, THREAD_GRACE)
+            threads, left = census.left_running()
+            if threads:  # harness-observed: threads the gateway started and left running
+                self.log.add("threads", running=threads)
             if left:  # and processes (their command names: a pid differs run to run)
                 self.log.add("processes", running=len(left), names=left)
             self._snapshot("final")
@@ -237,29 +234,6 @@ class Run(EventSteps):
             failure = GatewayFailure("timeout", self.log.step, self.current_event,
                                      f"{err} at {self.clock.format()}: the gateway schedules work without end")
         return failure
-
-
-THREAD_GRACE = 1.0  # wall-clock seconds a thread or process the gateway started may take to end after the final stop
-
-
-def _left_running(before: set[int | None], tasks_before: set[int]) -> int:
-    """How many threads started since `before` still run after the final stop: those Python's
-    `threading` lists, and those only the OS does (`processes.tasks`: started with `_thread` or
-    by C code). One that is ending as the stop returns (a worker finishing its last job) gets
-    THREAD_GRACE to do so, so the count does not depend on when the thread scheduler lets it
-    end; a loop that never ends is still counted."""
-    deadline = time.monotonic() + THREAD_GRACE
-    leaked = [t for t in threading.enumerate() if t.ident not in before and t.is_alive()]
-    for thread in leaked:
-        thread.join(max(0.0, deadline - time.monotonic()))
-    alive = [t for t in leaked if t.is_alive()]
-    known = tasks_before | {t.native_id for t in alive if t.native_id is not None}
-    unlisted = processes.tasks() - known  # a joined thread's OS thread may linger a moment: waited for too
-    while unlisted and time.monotonic() < deadline:
-        time.sleep(0.01)
-        unlisted = processes.tasks() - known
-    return len(alive) + len(unlisted)
-
 
 
 def run_scenario(scenario: Scenario, gateway: Gateway, name: str = "gateway", *, budget: int = DEFAULT_BUDGET,
