@@ -16,6 +16,7 @@ KNOWN_VARIANTS = frozenset({
     "stop-ignored",
     "abandoned-turn-kept",
     "busy-flag-stuck",
+    "crash-keeps-memory",
     "memory-ships-reply-twice",
     "delegate-always-skipped",
     "expiry-skips-end-without-agent",

@@ -132,6 +132,7 @@ CASES: dict[str, tuple[Callable[[list[Obs]], Any], Any, Any]] = {
     "abandoned-turn-kept": (lambda r: (stored(r, "s1"), ends(r, "s1")),
                             (["t2"], [("s1", ("t2",))]), (["t1", "t2"], [("s1", ("t1", "t2"))])),
     "busy-flag-stuck": (cached_at_checkpoint, [], [["s1", True]]),
+    "crash-keeps-memory": (cached_at_checkpoint, [], [["s1", False]]),
     "memory-ships-reply-twice": (lambda r: [(r.turns, r.d("replies")) for r in r if r.kind == "ingest" and r.d("backend") == "hindsight"],
                                  [(("t1",), ["t1"])], [((), ["t1"])]),
     "delegate-always-skipped": (lambda r: reply_session(r, "t2"), "s2", None),

@@ -333,26 +333,30 @@ def _not_reaped(m: LogView, flights: Flights, stretches: list[_Stretch], loads: 
 
 
 def _held_at(m: LogView, indexes: Sequence[int]) -> dict[int, int]:
-    """For each SIGTERM (by record index): the last resources sample before the gateway started again."""
+    """For each SIGTERM and crash (by record index): the last resources sample before the gateway
+    started again."""
     out: dict[int, int] = {}
     restarts = m.by_kind.get("restart", [])
-    for stop in m.by_kind.get("sigterm", []):
+    for stop in sorted([*m.by_kind.get("sigterm", []), *m.by_kind.get("crash", [])]):
         k = bisect_right(restarts, stop)
         until = restarts[k] if k < len(restarts) else len(m.records)
         j = bisect_right(indexes, until - 1)
-        if j:
+        if j:  # no sample after the stop: nothing changed since the last one
             out[stop] = indexes[j - 1]
-    return out
+    last: dict[int, int] = {}  # a sample -> the last stop before it (a crash point in a SIGTERM's flush: the crash)
+    for stop, index in out.items():
+        last[index] = stop
+    return {stop: index for index, stop in last.items()}
 
 
 def _left_running(m: LogView, after_stops: dict[int, int], held: dict[int, Resources]) -> list[Violation]:
-    """What the gateway held after each SIGTERM: the last sample before it started again."""
+    """What the gateway held after each SIGTERM and crash: the last sample before it started again."""
     out: list[Violation] = []
     for stop, index in after_stops.items():
         state, r = held[index], m.records[stop]
         cached, running = [sid for sid, _busy in state.cached], state.running
         if cached or running:
-            which = "the final sigterm" if r.d("final") else "the sigterm"
+            which = "the crash" if r.kind == "crash" else "the final sigterm" if r.d("final") else "the sigterm"
             held_now = [f"{_count(len(cached), 'agent')}{_names(cached)}"] if cached else []
             held_now += [_count(running, "running task")] if running else []
             out.append(Violation(

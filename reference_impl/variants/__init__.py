@@ -73,6 +73,7 @@ from reference_impl.variants.policy import (
 from reference_impl.variants.trust import (
     AbandonedTurnKept,
     BusyFlagStuck,
+    CrashKeepsMemory,
     DelegateAlwaysSkipped,
     DelegateSyncedToMemory,
     StopIgnored,
@@ -114,6 +115,7 @@ VARIANTS: dict[str, type[ReferenceGateway]] = {
     "stop-ignored": StopIgnored,
     "abandoned-turn-kept": AbandonedTurnKept,
     "busy-flag-stuck": BusyFlagStuck,
+    "crash-keeps-memory": CrashKeepsMemory,
     "memory-ships-reply-twice": MemoryShipsReplyTwice,
     "delegate-always-skipped": DelegateAlwaysSkipped,
     "batch-reship-after-crash": BatchReshipAfterCrash,

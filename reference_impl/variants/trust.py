@@ -97,3 +97,17 @@ class StopTakesFirstBusyChat(ReferenceGateway):
     def stop_turn(self, key: str) -> None:
         busy = sorted(self.volatile.busy_chats)
         super().stop_turn(busy[0] if busy else key)
+
+
+class CrashKeepsMemory(ReferenceGateway):
+    """crash-keeps-memory — CONTRACT Faults ("crash (SIGKILL)") and the adapter protocol's
+    `crash()` ("drop every in-memory object; the durable store survives"), found by
+    sessiongate's audit of lazy gateways: in process, a crash is the gateway's own call, and one
+    that ignored it kept the dead process's memory, and passed wherever the restart rebuilt it.
+
+    Here: `crash()` does nothing: until the restart, the dead process's agents and timers are
+    all still there (its timers after it too).
+    """
+
+    def crash(self) -> None:
+        return
