@@ -181,6 +181,50 @@ def test_i7_nothing_held_after_a_crash() -> None:
     ]
 
 
+def test_i7_a_stopped_gateway_does_not_act() -> None:
+    """By the log, not the gateway's word: a call of its own after a crash (crash() included:
+    a SIGKILL runs no code), or after a SIGTERM's own step, until the restart."""
+    records = log("crash-in-flight")
+    restart, t = find(records, "restart"), records[find(records, "restart")].t - 60_000
+    down = move(records, find(records, "on_session_end"), restart, step="2.1", t=t)
+    down = move(down, find(down, "on_session_finalize"), find(down, "restart"), step="2.1", t=t)
+    assert messages(down, "I7")[-1] == (
+        "after the crash at 09:03 the gateway still acted while down: on_session_end (s1) at 09:19, "
+        "on_session_finalize (s1) at 09:19"
+    )
+    crash = find(records, "crash")
+    ingest = Obs(records[crash].t, records[crash].step, "ingest", session="s1", detail={"backend": "recorder", "replies": []})
+    assert messages(insert(records, crash + 1, ingest), "I7") == [
+        "after the crash at 09:03 the gateway still acted while down: ingest (s1) at 09:03"
+    ]
+    records = log("sigterm")
+    assert messages(records, "I7") == []  # its flush is in the SIGTERM's own step
+    flush = find(records, "ingest", session="s1", nth=2)
+    assert records[flush].step == records[find(records, "sigterm")].step
+    assert messages(edit(records, flush, step="3.1"), "I7") == [
+        "after the sigterm at 09:02 returned the gateway still acted while down: ingest (s1) at 09:02"
+    ]
+
+
+def test_i7_what_a_stopped_gateway_did_is_found_in_parts_too() -> None:
+    """A log judged in parts finds each part's calls while down (they name sessions, so the
+    shared model, which I7 judges, does not hold them)."""
+    from conformance.checks import parts
+    from conformance.harness.runner import run_scenario
+    from reference_impl.registry import reference
+    from sim.loader import load_file
+
+    scenario = load_file(Path(__file__).parent / "zoo_scenarios" / "crash-keeps-memory.yaml")
+    records = run_scenario(scenario, reference("crash-keeps-memory"), check=False).records
+    assert parts.split_log(records, 1) is not None  # alice and bob: two parts
+    whole, parted = judge(records, in_parts=False)["I7"], judge(records, in_parts=True)["I7"]
+    acted = [v.message for v in whole.violations if "acted while down" in v.message]
+    assert acted == ["after the crash at 09:01 the gateway still acted while down: on_session_end (s1) at 09:03, "
+                     "on_session_finalize (s1) at 09:03, on_session_end (s2) at 09:03 and 1 more"]
+    assert sorted(v.message for v in parted.violations) == sorted(v.message for v in whole.violations)
+    assert judge(run_scenario(scenario, reference(), check=False).records, in_parts=True)["I7"].status == "pass"
+
+
 # -- I8 heal -------------------------------------------------------------------------------
 
 

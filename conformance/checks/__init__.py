@@ -160,12 +160,14 @@ class _I7:
 
     def __init__(self) -> None:
         self.flights = Flights()
+        self.acted: set[i7_resources.Acted] = set()  # a record every part reads is found in each
 
     def add(self, m: RunModel) -> None:
         self.flights.add(m.turns.values())
+        self.acted.update(i7_resources.acted_while_down(m))
 
     def verdict(self, shared: RunModel) -> Verdict:
-        return i7_resources.judge(shared, self.flights)
+        return i7_resources.judge(shared, self.flights, self.acted | set(i7_resources.acted_while_down(shared)))
 
 
 GATHERED: dict[str, Callable[[], Gathered]] = {"I3": _I3, "I7": _I7}

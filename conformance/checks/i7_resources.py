@@ -3,14 +3,18 @@ session is still reaped after the idle TTL (plus one sweep interval), idle since
 turn or since it entered the cache, whichever is later (a gateway may load an agent without
 a turn, as at a `/resume`: the resumed life's idle clock starts there); nothing runs after a
 shutdown (any SIGTERM, until the next restart; no thread or process the gateway started
-outlives the final one). Idle means no turn of its session in flight by the log, whatever the
-gateway's own busy flag says: a turn the LLM was asked for is in flight from its delivery (the
-gateway may store it, or wait out a locked store, before it asks; a message the platform held,
-from its request) until its reply, or until a /stop, SIGTERM or crash abandons it."""
+outlives the final one); nothing is held after a crash (a SIGKILL leaves no agent and no task:
+one still listed is memory the gateway kept across it, which a real kill loses); and a stopped
+gateway does not act, by the log: no call of its own (an LLM request, a reply, a memory or hook
+call) after a crash, or after a SIGTERM's own step, until it is started again. Idle means no
+turn of its session in flight by the log, whatever the gateway's own busy flag says: a turn the
+LLM was asked for is in flight from its delivery (the gateway may store it, or wait out a
+locked store, before it asks; a message the platform held, from its request) until its reply,
+or until a /stop, SIGTERM or crash abandons it."""
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import chain, islice
 from typing import NamedTuple
@@ -28,14 +32,76 @@ def check(m: RunModel) -> Verdict:
     return judge(m, Flights.from_model(m))
 
 
-def judge(m: LogView, flights: Flights) -> Verdict:
+def judge(m: LogView, flights: Flights, acted: Iterable[Acted] | None = None) -> Verdict:
     """I7 on the log's view (read for everything but the turns: a model whose `turns` is empty
-    will do) and the turns' projection (`Flights`, gathered from the model or part by part)."""
+    will do) and the turns' projection (`Flights`, gathered from the model or part by part);
+    `acted`: what the gateway did while down (`acted_while_down`), gathered likewise (default:
+    read off `m`)."""
     indexes = m.by_kind.get("resources", [])
     after_stops = _held_at(m, indexes)
     over, stretches, held, loads = _replay(m, flights, indexes, set(after_stops.values()))
     violations = over + _not_reaped(m, flights, stretches, loads) + _left_running(m, after_stops, held)
+    violations += _acted(m, acted_while_down(m) if acted is None else acted)
     return Verdict("I7", "fail" if violations else "pass", tuple(violations), examined=len(indexes))
+
+
+# The records of calls the gateway makes (on the LLM, the platform, memory and its hooks): a
+# process that is down makes none. Its notes are its word, and a row deleted while it is down
+# is the harness's doing, so neither counts.
+ACTING_KINDS = ("llm_request", "reply", "sync_turn", "ingest", "ingest_busy", "ingest_failed", "ingest_repeated",
+                "on_session_end", "on_session_switch", "on_session_finalize", "on_session_reset", "memory_shutdown")
+
+
+class Acted(NamedTuple):
+    """A call the gateway made while down: its record, and the stop it came after."""
+
+    index: int
+    t: int
+    kind: str
+    session: str | None
+    stop: int
+
+
+def acted_while_down(m: LogView) -> list[Acted]:
+    """The gateway's calls from a crash, or from the end of a SIGTERM's own step (its drain and
+    flush are in it), until the next restart. A crash is a SIGKILL: `crash()` itself may call
+    nothing. A part of a split log finds its own (`conformance.checks._I7`)."""
+    stops = sorted([*m.by_kind.get("sigterm", []), *m.by_kind.get("crash", [])])
+    if not stops:
+        return []
+    restarts = m.by_kind.get("restart", [])
+    out: dict[int, Acted] = {}
+    for stop in stops:
+        k = bisect_right(restarts, stop)
+        until = restarts[k] if k < len(restarts) else len(m.records)
+        r = m.records[stop]
+        crash = r.kind == "crash"
+        for kind in ACTING_KINDS:
+            found = m.by_kind.get(kind)
+            if not found:
+                continue
+            for index in found[bisect_right(found, stop):bisect_left(found, until)]:
+                acted = m.records[index]
+                if crash or acted.step != r.step:
+                    out[index] = Acted(index, acted.t, kind, acted.session, stop)  # a later stop's, if two
+    return [out[index] for index in sorted(out)]
+
+
+def _acted(m: LogView, acted: Iterable[Acted]) -> list[Violation]:
+    """One violation a stop the gateway acted after, naming its first few calls."""
+    by_stop: dict[int, list[Acted]] = {}
+    for a in sorted(acted):
+        by_stop.setdefault(a.stop, []).append(a)
+    out: list[Violation] = []
+    for stop, calls in sorted(by_stop.items()):
+        r = m.records[stop]
+        which = "the crash" if r.kind == "crash" else "the final sigterm" if r.d("final") else "the sigterm"
+        what = ", ".join(f"{a.kind}{f' ({a.session})' if a.session else ''} at {m.at(a.t)}" for a in calls[:3])
+        more = f" and {len(calls) - 3} more" if len(calls) > 3 else ""
+        until = "" if r.kind == "crash" else " returned"
+        out.append(Violation(f"after {which} at {m.at(r.t)}{until} the gateway still acted while down: {what}{more}",
+                             (stop, *(a.index for a in calls)), calls[0].t, calls[0].session))
+    return out
 
 
 _Stretch = tuple[str, int, int, int, bool]  # (session, record index it began, from, until, left the cache)
