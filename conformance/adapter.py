@@ -207,6 +207,10 @@ class Harness:
     log: ObservationLog = field(repr=False)
     seed: int = 0  # the scenario's seed: a gateway's own randomness (Hermes's lock-retry jitter) comes from it
     points: CrashPoints = field(default_factory=CrashPoints, repr=False)
+    # A directory that outlives the process, where crashes are real: in a child process
+    # (`exec:`, `--isolate`) whose gateway has `open` (see `Gateway`), each crash kills the
+    # process and a new one opens the store the dead one left here. None in process.
+    state_dir: str | None = None
 
     def note(self, what: str, **detail: Any) -> None:
         """The gateway's own account of something internal (eviction, sweep, heal): shown in
@@ -243,7 +247,12 @@ class Gateway(Protocol):
     `DurableState.routing` and sessions an iterable of `StoredSession`, in any order, each
     read once, checked as `durable_state`'s are and packed as it comes, so neither side holds
     every row at once (the reference streams them from SQLite). Ignored in a subclass that
-    redefines `durable_state()` below the class defining it (docs/protocol.md)."""
+    redefines `durable_state()` below the class defining it (docs/protocol.md).
+    And `open(config, harness)`, for real crashes: a gateway that keeps its store under
+    `harness.state_dir` and has it is, in a child process (`exec:`, `--isolate`), killed at each
+    crash and after each SIGTERM, and a new process's gateway is `open`ed on the store the dead
+    one left (read it; boot nothing: `restart()` does) before the next call. In process a crash
+    stays the gateway's own `crash()`."""
 
     def profile(self, config: GatewayConfig) -> Profile:
         """What this gateway claims under `config` (see `Profile`)."""

@@ -12,6 +12,7 @@ and boundaries) and `transcripts` (the agent cache and writing the transcript). 
 
 from __future__ import annotations
 
+import os
 from collections import deque
 from collections.abc import Iterator
 from operator import attrgetter
@@ -76,16 +77,29 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
                        reply_within=reply_within, reset_default=default, crash_points=CRASH_POINTS)
 
     def start(self, config: GatewayConfig, harness: Harness) -> None:
+        self.open(config, harness)
+        self.boot()
+
+    def open(self, config: GatewayConfig, harness: Harness) -> None:
+        """The store, and nothing booted: at a start, and in a new process after a real crash
+        (`harness.state_dir`: the optional `Gateway.open`), where `restart()` boots."""
         self.config, self.h = config, harness
         self.policies: dict[str, ResetPolicy] = {}  # chat key -> its reset policy under `config`
         self.eager_chats: dict[str, bool] = {}  # chat -> whether `config` has the watcher end its sessions
         self.store = self.make_store()  # the disk: it outlives crashes
         self.store.crash_point = harness.crash_point
-        self.boot()
 
     def make_store(self) -> Store:
         """The durable store (the bug zoo swaps in a broken one here)."""
-        return Store(self.h.clock.now, self.db_path)
+        return Store(self.h.clock.now, self.store_path())
+
+    def store_path(self) -> str:
+        """`db_path`; where crashes are real, a database file in the harness's state directory
+        (what a killed process's successor opens)."""
+        state_dir = self.h.state_dir
+        if state_dir is not None and self.db_path == ":memory:":
+            return os.path.join(state_dir, "store.db")
+        return self.db_path
 
     def boot(self) -> None:
         """Build every in-memory object from the store (first start and every restart)."""

@@ -12,6 +12,9 @@
     selftest:ignores-lock      ignores `lock_store`                 -> an `error` at a lock it wrote through
     selftest:hides-routing     reports no routing                   -> an `error` at a deletion it cannot aim
     selftest:stale-routing     never updates a routing entry        -> an `error` at a deletion aimed at an old session
+    selftest:ram-outbox        keeps its memory outbox on the store object, not in the database
+                               -> passes in process (a crash there is its own call); I3 fails under
+                                  --isolate, where a crash kills the process
 """
 
 from __future__ import annotations
@@ -25,8 +28,9 @@ from conformance.adapter import Harness, Inbound, Profile
 from conformance.harness.registry import UnknownGateway
 from conformance.observations import DurableState, Resources
 from reference_impl.gateway import ReferenceGateway
+from reference_impl.memory import BatchingProvider, Turn
 from reference_impl.store import Route, Store
-from sim.scenario import Chat, GatewayConfig, ResetPolicy
+from sim.scenario import Chat, GatewayConfig, ProviderSpec, ResetPolicy
 
 
 class RaisingGateway(ReferenceGateway):
@@ -143,7 +147,7 @@ class StaleRoutingGateway(ReferenceGateway):
     scenario after a reset would pass vacuously (the one gap the mutation run left)."""
 
     def make_store(self) -> Store:
-        return StaleRoutingStore(self.h.clock.now, self.db_path)
+        return StaleRoutingStore(self.h.clock.now, self.store_path())
 
 
 class IgnoresLockGateway(ReferenceGateway):
@@ -160,6 +164,44 @@ class IgnoresDeletionGateway(ReferenceGateway):
 
     def delete_session_row(self, session_id: str, keep_children: bool = False) -> None:
         return
+
+
+class RamOutboxProvider(BatchingProvider):
+    """The batching provider with its outbox (crash insurance) held on the store object rather
+    than written to its database: in process the store object outlives `crash()`, as the
+    reference's does (it plays the disk), so the outbox seems durable; a killed process takes it."""
+
+    def ram(self) -> dict[str, list[Turn]]:
+        outboxes: dict[str, dict[str, list[Turn]]] = self.store.__dict__.setdefault("ram_outboxes", {})
+        return outboxes.setdefault(self.name, {})
+
+    def buffer(self, turn: Turn) -> bool:
+        self.ram().setdefault(turn.session, []).append(turn)
+        self.buffers.setdefault(turn.session, []).append(turn)
+        self.counts[turn.session] = self.counts.get(turn.session, 0) + 1
+        return self.counts[turn.session] % self.every == 0
+
+    def settle(self, session: str, buffer: list[Turn]) -> None:
+        kept = [t for t in self.ram().get(session, []) if t.turn not in self.shipped]
+        if kept:
+            self.ram()[session] = kept
+        else:
+            self.ram().pop(session, None)
+        super().settle(session, buffer)
+
+    def recover(self) -> None:
+        for session, turns in sorted(self.ram().items()):
+            self.buffers.setdefault(session, []).extend(turns)
+        super().recover()
+
+
+class RamOutboxGateway(ReferenceGateway):
+    """A gateway whose buffered memory turns are insured against a crash only in its own
+    memory (`RamOutboxProvider`): what a real crash shows and a cooperative one cannot."""
+
+    def make_provider(self, spec: ProviderSpec) -> BatchingProvider:
+        return RamOutboxProvider(spec.name, spec.retain_every_n_turns, self.h.backends[spec.name], self.store,
+                                 self.retry_memory_at)
 
 
 def selftest(mode: str | None = None):  # type: ignore[no-untyped-def]
@@ -179,6 +221,7 @@ def selftest(mode: str | None = None):  # type: ignore[no-untyped-def]
         "ignores-lock": IgnoresLockGateway,
         "hides-routing": HidesRoutingGateway,
         "stale-routing": StaleRoutingGateway,
+        "ram-outbox": RamOutboxGateway,
     }
     if mode not in gateways:
         raise UnknownGateway(f"unknown self-test {mode!r}; known: hang, {', '.join(sorted(set(gateways) - {'hang-in-process'}))}")

@@ -80,8 +80,8 @@ BAD_GATEWAYS = {
     "not-callable": ("sg_usage_gateways:not_callable", "sg_usage_gateways:not_callable is int, not a factory to call"),
     "syntax-error": ("sg_usage_syntax:make", "gateway 'sg_usage_syntax:make': cannot import 'sg_usage_syntax': SyntaxError"),
     "bare-selftest": ("selftest", "gateway 'selftest' takes an argument, selftest:ARG; known: hang, do-nothing, "
-                                  "hides-routing, ignores-deletion, ignores-lock, leaky-threads, nondeterministic, raise, runaway, "
-                                  "stale-routing, swallows-interrupts"),
+                                  "hides-routing, ignores-deletion, ignores-lock, leaky-threads, nondeterministic, raise, ram-outbox, "
+                                  "runaway, stale-routing, swallows-interrupts"),
 }
 
 

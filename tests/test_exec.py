@@ -7,6 +7,7 @@ SESSIONGATE_EXEC_SEEDS=N runs generated seeds 0..N-1 (default 30); docs/reliabil
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import re
@@ -18,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from conformance.harness.registry import resolve as resolve_gateway
 from conformance.harness.runner import RunResult, run_scenario
 from conformance.harness.suite import catalog_paths
 from conformance.transport.exec_gateway import ExecGateway, isolated
@@ -66,12 +68,68 @@ def test_generated_seed_through_the_protocol_matches(child: ExecGateway, seed: i
 
 
 def test_a_reused_child_is_reset_not_restarted(child: ExecGateway) -> None:
+    """Between scenarios the child is `reset`; only a stop starts another (its crashes are real:
+    the final SIGTERM kills it, and a new one reads the store), and the next scenario finds its
+    state directory empty."""
     scenario = load_file(CATALOG[0])
     run_scenario(scenario, child, "reference", check=False)
-    pid = child.proc.pid if child.proc else None
+    pid, spawned = (child.proc.pid if child.proc else None), child.spawned
+    assert child.state_dir is not None and os.listdir(child.state_dir) == []
     again = run_scenario(scenario, child, "reference", check=False)
-    assert child.proc is not None and child.proc.pid == pid
+    assert child.spawned == spawned + 1 and child.proc is not None and child.proc.pid != pid  # the final SIGTERM's
     assert again.log_text() == run_scenario(scenario, ReferenceGateway(), "reference", check=False).log_text()
+
+
+# -- real crashes: a child that can open its store again is killed --------------------------
+
+
+def test_a_crash_kills_the_child_and_a_new_one_opens_the_store() -> None:
+    """Catalog 29 (a crash, then a restart) under `--isolate`: the child is killed at the crash
+    and at the final SIGTERM, three processes in all, and the log is the one in process."""
+    scenario = load_file(ROOT / "conformance" / "catalog" / "29-crash-then-restart.yaml")
+    gateway = isolated("reference")
+    pids: list[int] = []
+    spawn = gateway._spawn
+
+    def counted() -> None:
+        spawn()
+        assert gateway.proc is not None
+        pids.append(gateway.proc.pid)
+
+    gateway._spawn = counted  # type: ignore[method-assign]
+    there = run_scenario(scenario, gateway, "reference")
+    assert gateway.kills and len(set(pids)) == 3 == gateway.spawned
+    assert_same(run_scenario(scenario, ReferenceGateway(), "reference"), there)
+
+
+def test_the_state_dir_goes_with_the_gateway() -> None:
+    gateway = isolated("reference")
+    run_scenario(load_file(CATALOG[0]), gateway, "reference", check=False)
+    state_dir = gateway.state_dir
+    assert state_dir is not None and os.path.isdir(state_dir)
+    del gateway
+    gc.collect()
+    assert not os.path.exists(state_dir)
+
+
+def test_what_a_gateway_keeps_only_in_memory_dies_with_a_real_crash() -> None:
+    """`selftest:ram-outbox` keeps its memory outbox on its store object: a crash in process
+    (its own call) cannot show it, a real one does."""
+    scenario = load_file(ROOT / "conformance" / "catalog" / "29-crash-then-restart.yaml")
+    assert run_scenario(scenario, resolve_gateway("selftest:ram-outbox")(), "selftest:ram-outbox").verdicts["I3"].status == "pass"
+    there = run_scenario(scenario, isolated("selftest:ram-outbox"), "selftest:ram-outbox")
+    assert there.failure is None
+    assert [v.message for v in there.verdicts["I3"].violations] == [
+        "backend 'hindsight' never ingested [t1, t2] (session s1, acknowledged from 09:00:02 to 09:05:02)"]
+
+
+def test_a_real_crash_runs_nothing_of_the_dead_process() -> None:
+    """`crash-keeps-memory` (its `crash()` does nothing) fails I7 in process; killed, neither its
+    `crash()` nor its timers run, and it passes like the reference."""
+    scenario = load_file(ROOT / "tests" / "zoo_scenarios" / "crash-keeps-memory.yaml")
+    name = "reference:crash-keeps-memory"
+    assert run_scenario(scenario, resolve_gateway(name)(), name).verdicts["I7"].status == "fail"
+    assert_same(run_scenario(scenario, ReferenceGateway(), "reference"), run_scenario(scenario, isolated(name), name))
 
 
 # -- the JSON Schema in docs/protocol.md holds for every line ------------------------------
@@ -156,8 +214,8 @@ def test_every_line_of_a_catalog_run_fits_the_schema() -> None:
         gateway.kill()
     ops, calls = validate_all(gateway)
     assert ops == {"hello", "profile", "start", "deliver_message", "deliver_command", "deliver_reply", "delegate", "sigterm",
-                   "crash", "restart", "delete_session_row", "lock_store", "durable_state", "resources", "resources_delta",
-                   "fire_timer", "reset"}
+                   "open", "restart", "delete_session_row", "lock_store", "durable_state", "resources", "resources_delta",
+                   "fire_timer", "reset"}  # no `crash`: this child's crashes are real (it is killed)
     assert calls == {"llm.request", "platform.send_reply", "recorder.sync_turn", "recorder.on_session_end",
                      "recorder.on_session_switch", "recorder.shutdown", "backend.ingest", "hooks.on_session_finalize",
                      "hooks.on_session_reset", "scheduler.call_at", "timer.cancel", "note", "crash_point"}

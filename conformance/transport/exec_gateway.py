@@ -8,15 +8,23 @@ and only here, to time a step out; it never reaches the observation log.
 The child runs in a process group of its own, and every way it ends (step timeout, death, end
 of scenario, an interrupted run, the interpreter exiting) kills that whole group: what the child
 started itself must not outlive the run. Its pipes and stderr are `conformance.transport.child`'s.
+
+A child that answers hello with `"crash": "kill"` keeps its store in `SESSIONGATE_STATE_DIR`, a
+directory of this gateway's: each crash kills it (and each SIGTERM, once answered), and the next
+request starts a new child that `open`s the store the dead one left. What a gateway keeps only
+in memory then dies with it, as under a real SIGKILL (docs/protocol.md, "Real crashes").
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import weakref
 from collections.abc import Callable
@@ -46,6 +54,7 @@ T = TypeVar("T")
 LIVE_CHILDREN: set[int] = set()  # pids of the children this process runs now (`leftovers` leaves them be)
 STARTUP_TIMEOUT = 30.0  # for `hello`: starting an interpreter on a loaded machine is not a gateway step
 HANDSHAKE = "start-up handshake"  # prefixes an error in `hello`, which the runner attributes to its first call
+STATE_DIR = "SESSIONGATE_STATE_DIR"  # the environment variable naming a child's state directory (real crashes)
 
 _in_a_child = False  # set by `as_child()` in the Python child end (exec_server)
 
@@ -73,6 +82,11 @@ class ExecGateway(ChildProcess):
         self.version = VERSION  # what the child answered hello with
         self.deltas = False  # whether it said it answers `resources_delta`
         self._crashed: str | None = None  # the crash point that fired in the request in flight (v2)
+        self.kills = False  # whether the child said in its hello that a crash may kill it ("crash": "kill")
+        self.state_dir: str | None = None  # its SESSIONGATE_STATE_DIR, made at the first start, removed with this gateway
+        self._boot: dict[str, Any] | None = None  # what `start` said, for `open` in a child started after a kill
+        self._killed = False  # a crash (or a SIGTERM) killed the child: the next request starts a new one
+        self.spawned = 0  # children started: a test reads it
 
     # -- the child process ----------------------------------------------------------------
 
@@ -82,7 +96,11 @@ class ExecGateway(ChildProcess):
             resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
     def _spawn(self) -> None:
-        env = dict(os.environ, **(self.env or {}))
+        if self.state_dir is None:
+            self.state_dir = tempfile.mkdtemp(prefix="sg-state-")
+            weakref.finalize(self, shutil.rmtree, self.state_dir, True)
+        env = dict(os.environ, **(self.env or {}), **{STATE_DIR: self.state_dir})
+        self.spawned += 1
         # A process group of its own: a terminal's Ctrl-C reaches sessiongate, which then ends the
         # child, and one killpg ends what the child started too. In a gateway child, its group.
         group = not _in_a_child
@@ -107,6 +125,7 @@ class ExecGateway(ChildProcess):
                                      f"(or {', '.join(map(str, VERSIONS[:-1]))}): it answered hello with {_clip(repr(hello))}")
         self.version = hello["version"]  # 1: no crash points, no ingest keys
         self.deltas = hello.get("resources_delta") is True  # the child answers `resources_delta` (optional)
+        self.kills = hello.get("crash") == "kill"  # its crashes are real (optional)
 
     def close(self) -> None:
         """End of a scenario: kill the child, or with `reuse` ready a healthy one for the next."""
@@ -120,6 +139,8 @@ class ExecGateway(ChildProcess):
                 self.timers.clear()
                 self._stderr.truncate(0)
                 self._stderr_kept = b""
+                self._boot = None
+                self._empty_state_dir()  # the next scenario's child finds no store of this one's
                 return
         self.kill()
 
@@ -130,13 +151,42 @@ class ExecGateway(ChildProcess):
         super().kill()
         self.h = None
         self.timers.clear()
+        self._killed, self._boot = False, None
+
+    def _die(self) -> None:
+        """A real crash (or the end of a SIGTERM): SIGKILL the child's process group. The timers
+        it set die with it; what it stored stays in the state directory."""
+        for timer in self.timers.values():
+            timer.cancel()
+        self.timers.clear()
+        if self.proc is not None:
+            LIVE_CHILDREN.discard(self.proc.pid)
+        super().kill()  # the process only: the harness and the state directory stay
+        self._killed = True
+
+    def _reopen(self) -> None:
+        """A new child after a kill, `open`ed on the store the dead one left."""
+        self._killed = False
+        self._spawn()
+        self._request("open", **(self._boot or {}))
+
+    def _empty_state_dir(self) -> None:
+        if self.state_dir is not None:
+            for entry in os.scandir(self.state_dir):
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                else:
+                    with contextlib.suppress(OSError):
+                        os.unlink(entry.path)
 
     def _request(self, op: str, wait: float | None = None, **fields: Any) -> Any:
         """Send one request, serve the child's calls, return the `done` value. `wait`: seconds
         of wall clock for the whole step, calls included (default: the step timeout)."""
+        if self.proc is None and self._killed:
+            self._reopen()
         if self.proc is None:
             raise RemoteGatewayError("gateway process is not running")
-        if self.h is not None:
+        if self.h is not None and op != "hello":  # a child started after a kill says hello mid-scenario
             fields["now"] = self.h.clock.now()
         self._answered, self._op = False, op
         self._send({"op": op, **fields})
@@ -239,8 +289,9 @@ class ExecGateway(ChildProcess):
         if self.proc is None:
             self._spawn()
         self.h = harness
-        self._request("start", config=config_document(config), zone=harness.clock.zone.key,
-                      backends=sorted(harness.backends), seed=harness.seed)
+        self._boot = {"config": config_document(config), "zone": harness.clock.zone.key,
+                      "backends": sorted(harness.backends), "seed": harness.seed}
+        self._request("start", **self._boot)
 
     def deliver_message(self, message: Inbound) -> None:
         self._request("deliver_message", chat=chat_to_wire(message.chat), text=message.text, muted=message.muted)
@@ -256,14 +307,21 @@ class ExecGateway(ChildProcess):
 
     def sigterm(self) -> None:
         self._request("sigterm")
+        if self.kills:  # its shutdown is done: the process exits, and what it kept in memory with it
+            self._die()
 
     def crash(self) -> None:
-        self._request("crash")
+        if self.kills:
+            self._die()
+        else:  # the child plays dead itself
+            self._request("crash")
 
     def restart(self, config: GatewayConfig | None = None) -> None:
         if config is None:
             self._request("restart")
         else:  # the configuration the restart brings (a child that cannot declares `restart_config`)
+            if self._boot is not None:
+                self._boot["config"] = config_document(config)  # a child started after a kill opens under it
             self._request("restart", config=config_document(config))
 
     def delete_session_row(self, session_id: str, keep_children: bool = False) -> None:

@@ -9,6 +9,7 @@ answer each, so the order of everything is the parent's and stays deterministic.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable
 from typing import IO, Any
@@ -130,7 +131,8 @@ class RemoteHarness(Harness):
         self.scheduler.channel.call("crash_point", point=point)  # type: ignore[attr-defined]
 
 
-def _harness(channel: Channel, zone: str, now: int, backends: list[str], seed: int = 0) -> RemoteHarness:
+def _harness(channel: Channel, zone: str, now: int, backends: list[str], seed: int = 0,
+             state_dir: str | None = None) -> RemoteHarness:
     clock = VirtualClock(now, zone)
     recorder = _Proxy(channel, "recorder", {
         "sync_turn": ("session", "user", "assistant"),
@@ -152,6 +154,7 @@ def _harness(channel: Channel, zone: str, now: int, backends: list[str], seed: i
                                         "on_session_reset": ("session",)}),
         log=None,  # type: ignore[arg-type]
         seed=seed,
+        state_dir=state_dir,
     )
 
 
@@ -159,6 +162,9 @@ def serve(factory: Callable[[], Gateway], reader: IO[str], writer: IO[str]) -> N
     channel = Channel(reader, writer)
     gateway = factory()
     harness: RemoteHarness | None = None
+    # Real crashes: a gateway with `open`, given a state directory by the parent, is killed at
+    # each crash, and the next child `open`s what it stored there (docs/protocol.md).
+    state_dir = os.environ.get(exec_gateway.STATE_DIR) or None
     try:
         for line in reader:
             request = json.loads(line)
@@ -171,11 +177,14 @@ def serve(factory: Callable[[], Gateway], reader: IO[str], writer: IO[str]) -> N
                     value = {"version": request.get("version") if request.get("version") in VERSIONS else VERSION}
                     if resources_hook(gateway) is not None:
                         value["resources_delta"] = True
+                    if state_dir is not None and callable(getattr(gateway, "open", None)):
+                        value["crash"] = "kill"
                 elif op == "profile":
                     value = values.profile(gateway.profile(config_from_document(request["config"]))).to_detail()
-                elif op == "start":
-                    harness = _harness(channel, request["zone"], request["now"], request["backends"], request.get("seed", 0))
-                    gateway.start(config_from_document(request["config"]), harness)
+                elif op in ("start", "open"):  # open: a new process on the store a killed one left
+                    harness = _harness(channel, request["zone"], request["now"], request["backends"], request.get("seed", 0),
+                                       state_dir)
+                    getattr(gateway, op)(config_from_document(request["config"]), harness)
                 elif op == "deliver_message":
                     gateway.deliver_message(Inbound(chat_from_wire(request["chat"]), request["text"], request["muted"]))
                 elif op == "deliver_command":
