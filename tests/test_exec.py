@@ -259,3 +259,26 @@ def test_node_gateway_runs_from_the_command_line() -> None:
 def test_the_schema_refuses_malformed_lines(line: dict[str, Any]) -> None:
     jsonschema = pytest.importorskip("jsonschema")
     assert not jsonschema.Draft202012Validator(protocol_schema()).is_valid(line)
+
+
+def test_a_run_says_whether_its_crashes_were_real(capsys: pytest.CaptureFixture[str]) -> None:
+    """`RunResult.crashes`, and the note `run` prints for played ones: a gateway in process (even
+    one that claims otherwise) plays its crashes; a child with `open` is killed."""
+    from conformance.cli import main
+
+    scenario = load_file(ROOT / "conformance" / "catalog" / "29-crash-then-restart.yaml")
+    assert run_scenario(scenario, ReferenceGateway(), "reference").crashes == "played"
+    assert run_scenario(scenario, isolated("reference"), "reference").crashes == "real"
+    assert run_scenario(load_file(CATALOG[0]), ReferenceGateway(), "reference").crashes == ""
+
+    class Claims(ReferenceGateway):
+        real_crashes = True
+
+    assert run_scenario(scenario, Claims(), "claims").crashes == "played"
+    assert main(["run", "-q", "29-crash-then-restart", "01-idle-expiry-end-and-finalize"]) == 0
+    assert capsys.readouterr().out.splitlines()[-2:] == [
+        "note: 1 of 2 scenarios crash the gateway by its own crash() call, which loses nothing it keeps in memory "
+        "(--isolate kills one with open(): docs/contract.md)",
+        "2 scenarios, 2 passed, 0 failed"]
+    assert main(["run", "-q", "--isolate", "29-crash-then-restart"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["1 scenarios, 1 passed, 0 failed"]

@@ -13,8 +13,8 @@ from collections import Counter
 from pathlib import Path
 from types import ModuleType
 
+from conformance.cli.lines import played_crashes, summary_line
 from conformance.cli.lines import scenario_line as _scenario_line
-from conformance.cli.lines import summary_line
 from conformance.harness.runner import RunResult, run_scenario
 from conformance.harness.suite import catalog_paths, outcome
 from sim.loader import load_file
@@ -52,7 +52,8 @@ def test_catalog_results_are_the_documented_ones() -> None:
     results = _catalog()
     assert [r.failure for r in results if r.failure is not None] == []  # no error, no timeout
     quiet = [line for r in results if outcome(r) not in ("pass", "xfail") for line in _scenario_line(r)]
-    assert _documented_block() == [*quiet, summary_line(results)]
+    note = played_crashes(results)
+    assert _documented_block() == [*quiet, *([note] if note else []), summary_line(results)]
 
 
 def test_skipped_events_are_the_documented_ones() -> None:

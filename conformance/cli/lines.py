@@ -138,6 +138,16 @@ def summary_line(results: list[RunResult], unloaded: int = 0) -> str:
     return line
 
 
+def played_crashes(results: list[RunResult]) -> str | None:
+    """A line saying how many scenarios crashed the gateway only by its own `crash()` call, where
+    what it kept in memory survived (None if none did): their passes say less than a real kill's."""
+    played = sum(1 for r in results if r.crashes == "played")
+    if not played:
+        return None
+    return (f"note: {played} of {len(results)} scenarios crash the gateway by its own crash() call, which loses nothing it "
+            "keeps in memory (--isolate kills one with open(): docs/contract.md)")
+
+
 def exit_code(results: list[RunResult], unloaded: int = 0) -> int:
     """CHECKER_ERROR if a check raised on any run (the verdicts are incomplete), else FAILED if
     anything unexpected failed or a file did not load, else OK."""

@@ -21,6 +21,7 @@ from conformance.cli.lines import (
     cannot_start,
     exit_code,
     forget_if_fixed,
+    played_crashes,
     saved_failures,
     scenario_line,
     summary_line,
@@ -131,6 +132,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.table:
         print("\n".join(verdict_table(results)))
     write_report(results, args.report, args.gateway, errors)
+    if note := played_crashes(results):
+        print(note)
     print(summary_line(results, len(errors)))
     return exit_code(results, len(errors))
 

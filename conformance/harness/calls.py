@@ -197,6 +197,7 @@ class GatewayCalls:
         self.log = ObservationLog(self.clock.now, spill_at, expected=4 * sum(type(e) is Message for e in scenario.events))
         self.profile = Profile()  # replaced by what the gateway declares, first thing in execute()
         self.up = False
+        self.crashes = 0  # scripted and at crash points: whether they were real is `RunResult.crashes`
         # What arrived while the gateway was down: each event, its payload and its record's index.
         self.inbox: deque[tuple[Event, Any, int]] = deque()
         self.resources = ResourcesDeltas()  # what changed since the last sample
@@ -313,6 +314,7 @@ class GatewayCalls:
         handed what the platform held at a restart: what it had not been handed yet stays held
         until the next restart, and the record lists their records (`held`)."""
         self.log.add("crash", point=point, **({"held": [index for _e, _p, index in self.inbox]} if self.inbox else {}))
+        self.crashes += 1
         self.llm.epoch += 1
         self.harness.scheduler.void()
         self.up = False
@@ -527,6 +529,7 @@ class GatewayCalls:
             self.log.add("skipped", event=how, reason="the gateway is not running")
             return
         self.log.add(how, **(AHEAD if ahead else {}))
+        self.crashes += how == "crash"
         self.llm.epoch += 1  # replies to the stopped process never arrive
         self._call(how, getattr(self.gateway, how))  # a crash point in a SIGTERM's flushes: `Died`
         self.up = False

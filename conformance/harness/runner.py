@@ -49,6 +49,9 @@ class RunResult:
     verdicts: dict[str, Verdict] = field(default_factory=dict)
     failure: GatewayFailure | None = None
     expected: dict[str, Any] = field(default_factory=dict)  # check -> the expectations entry that applied (suite)
+    # "" (no crash), "real" (the process was killed: an `exec:`/`--isolate` child with `open`, the
+    # OpenClaw adapter) or "played" (the gateway's own `crash()`: what it kept in memory survived)
+    crashes: str = ""
 
     def log_text(self) -> str:
         return log_text(self.records)
@@ -145,7 +148,16 @@ class Run(EventSteps):
         if failure is not None:
             self.log.add("error", failure=failure.kind, event=failure.event, message=failure.message)
         scenario = with_fires(self.scenario, self.swarm.fires) if self.swarm is not None and self.swarm.fires else self.scenario
-        return RunResult(scenario, self.name, self.profile, self.log.hand_over(), failure=failure)
+        return RunResult(scenario, self.name, self.profile, self.log.hand_over(), failure=failure, crashes=self._crashes())
+
+    def _crashes(self) -> str:
+        """How the run's crashes were: none, real or played. Real only by sessiongate's own
+        transports and adapters (`real_crashes`), never by a gateway's word."""
+        if not self.crashes:
+            return ""
+        gateway = self.gateway
+        ours = type(gateway).__module__.startswith("conformance.")
+        return "real" if ours and getattr(gateway, "real_crashes", False) is True else "played"
 
     def _escaped(self, err: BaseException) -> GatewayFailure:
         """What came out of `_drive` around every gateway call's guard, as this step's error: a

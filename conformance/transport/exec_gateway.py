@@ -88,6 +88,11 @@ class ExecGateway(ChildProcess):
         self._killed = False  # a crash (or a SIGTERM) killed the child: the next request starts a new one
         self.spawned = 0  # children started: a test reads it
 
+    @property
+    def real_crashes(self) -> bool:
+        """Whether a crash kills the child (`RunResult.crashes`)."""
+        return self.kills
+
     # -- the child process ----------------------------------------------------------------
 
     def _limits(self) -> None:  # runs in the child before exec

@@ -121,6 +121,7 @@ class OpenClawGateway:
     store); a crash kills the process for real and the restart respawns it on the same state dir."""
 
     STEP_TIMEOUT = STEP_TIMEOUT  # its Node child's own limit: `harness.watchdog` leaves its steps that long
+    real_crashes = True  # a crash kills the OpenClaw process (`RunResult.crashes`)
 
     def __init__(self, release: str, memory: str) -> None:
         self.release, self.memory = release, memory
