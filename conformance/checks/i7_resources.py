@@ -95,7 +95,7 @@ def _acted(m: LogView, acted: Iterable[Acted]) -> list[Violation]:
     out: list[Violation] = []
     for stop, calls in sorted(by_stop.items()):
         r = m.records[stop]
-        which = "the crash" if r.kind == "crash" else "the final sigterm" if r.d("final") else "the sigterm"
+        which = _stop_name(r)
         what = ", ".join(f"{a.kind}{f' ({a.session})' if a.session else ''} at {m.at(a.t)}" for a in calls[:3])
         more = f" and {len(calls) - 3} more" if len(calls) > 3 else ""
         until = "" if r.kind == "crash" else " returned"
@@ -422,7 +422,7 @@ def _left_running(m: LogView, after_stops: dict[int, int], held: dict[int, Resou
         state, r = held[index], m.records[stop]
         cached, running = [sid for sid, _busy in state.cached], state.running
         if cached or running:
-            which = "the crash" if r.kind == "crash" else "the final sigterm" if r.d("final") else "the sigterm"
+            which = _stop_name(r)
             held_now = [f"{_count(len(cached), 'agent')}{_names(cached)}"] if cached else []
             held_now += [_count(running, "running task")] if running else []
             out.append(Violation(
@@ -440,6 +440,10 @@ def _left_running(m: LogView, after_stops: dict[int, int], held: dict[int, Resou
                 f"after the final sigterm at {m.at(m.records[final_stop].t)} {n} process{'' if n == 1 else 'es'}{names} "
                 f"the gateway started {'was' if n == 1 else 'were'} still running", (final_stop, index), r.t))
     return out
+
+
+def _stop_name(r: Obs) -> str:
+    return "the crash" if r.kind == "crash" else "the final sigterm" if r.d("final") else "the sigterm"
 
 
 def _count(n: int, noun: str) -> str:
