@@ -208,7 +208,7 @@ class Harness:
     seed: int = 0  # the scenario's seed: a gateway's own randomness (Hermes's lock-retry jitter) comes from it
     points: CrashPoints = field(default_factory=CrashPoints, repr=False)
     # A directory that outlives the process, where crashes are real: in a child process
-    # (`exec:`, `--isolate`) whose gateway has `open` (see `Gateway`), each crash kills the
+    # (`exec:`, `--isolate`) whose gateway has `open_store` (see `Gateway`), each crash kills the
     # process and a new one opens the store the dead one left here. None in process.
     state_dir: str | None = None
 
@@ -248,9 +248,9 @@ class Gateway(Protocol):
     read once, checked as `durable_state`'s are and packed as it comes, so neither side holds
     every row at once (the reference streams them from SQLite). Ignored in a subclass that
     redefines `durable_state()` below the class defining it (docs/protocol.md).
-    And `open(config, harness)`, for real crashes: a gateway that keeps its store under
+    And `open_store(config, harness)`, for real crashes: a gateway that keeps its store under
     `harness.state_dir` and has it is, in a child process (`exec:`, `--isolate`), killed at each
-    crash and after each SIGTERM, and a new process's gateway is `open`ed on the store the dead
+    crash and after each SIGTERM, and a new process's gateway has `open_store` called on the store the dead
     one left (read it; boot nothing: `restart()` does) before the next call. In process a crash
     stays the gateway's own `crash()`."""
 

@@ -77,12 +77,12 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
                        reply_within=reply_within, reset_default=default, crash_points=CRASH_POINTS)
 
     def start(self, config: GatewayConfig, harness: Harness) -> None:
-        self.open(config, harness)
+        self.open_store(config, harness)
         self.boot()
 
-    def open(self, config: GatewayConfig, harness: Harness) -> None:
+    def open_store(self, config: GatewayConfig, harness: Harness) -> None:
         """The store, and nothing booted: at a start, and in a new process after a real crash
-        (`harness.state_dir`: the optional `Gateway.open`), where `restart()` boots."""
+        (`harness.state_dir`: the optional `Gateway.open_store`), where `restart()` boots."""
         self.config, self.h = config, harness
         self.policies: dict[str, ResetPolicy] = {}  # chat key -> its reset policy under `config`
         self.eager_chats: dict[str, bool] = {}  # chat -> whether `config` has the watcher end its sessions

@@ -206,7 +206,7 @@ class RamOutboxGateway(ReferenceGateway):
 
 def selftest(mode: str | None = None):  # type: ignore[no-untyped-def]
     if mode == "hang":
-        from conformance.transport.exec_gateway import isolated
+        from conformance.transport.isolation import isolated
 
         return isolated("selftest:hang-in-process", step_timeout=2.0)
     gateways = {

@@ -22,7 +22,8 @@ import pytest
 from conformance.harness.registry import resolve as resolve_gateway
 from conformance.harness.runner import RunResult, run_scenario
 from conformance.harness.suite import catalog_paths
-from conformance.transport.exec_gateway import ExecGateway, isolated
+from conformance.transport.exec_gateway import ExecGateway
+from conformance.transport.isolation import isolated
 from reference_impl import ReferenceGateway
 from sim.loader import load_file
 from sim.scenario import Scenario
@@ -214,7 +215,7 @@ def test_every_line_of_a_catalog_run_fits_the_schema() -> None:
         gateway.kill()
     ops, calls = validate_all(gateway)
     assert ops == {"hello", "profile", "start", "deliver_message", "deliver_command", "deliver_reply", "delegate", "sigterm",
-                   "open", "restart", "delete_session_row", "lock_store", "durable_state", "resources", "resources_delta",
+                   "open_store", "restart", "delete_session_row", "lock_store", "durable_state", "resources", "resources_delta",
                    "fire_timer", "reset"}  # no `crash`: this child's crashes are real (it is killed)
     assert calls == {"llm.request", "platform.send_reply", "recorder.sync_turn", "recorder.on_session_end",
                      "recorder.on_session_switch", "recorder.shutdown", "backend.ingest", "hooks.on_session_finalize",
@@ -263,7 +264,7 @@ def test_the_schema_refuses_malformed_lines(line: dict[str, Any]) -> None:
 
 def test_a_run_says_whether_its_crashes_were_real(capsys: pytest.CaptureFixture[str]) -> None:
     """`RunResult.crashes`, and the note `run` prints for played ones: a gateway in process (even
-    one that claims otherwise) plays its crashes; a child with `open` is killed."""
+    one that claims otherwise) plays its crashes; a child with `open_store` is killed."""
     from conformance.cli import main
 
     scenario = load_file(ROOT / "conformance" / "catalog" / "29-crash-then-restart.yaml")
@@ -278,7 +279,53 @@ def test_a_run_says_whether_its_crashes_were_real(capsys: pytest.CaptureFixture[
     assert main(["run", "-q", "29-crash-then-restart", "01-idle-expiry-end-and-finalize"]) == 0
     assert capsys.readouterr().out.splitlines()[-2:] == [
         "note: 1 of 2 scenarios crash the gateway by its own crash() call, which loses nothing it keeps in memory "
-        "(--isolate kills one with open(): docs/contract.md)",
+        "(--isolate kills one with open_store(): docs/contract.md)",
         "2 scenarios, 2 passed, 0 failed"]
     assert main(["run", "-q", "--isolate", "29-crash-then-restart"]) == 0
     assert capsys.readouterr().out.splitlines() == ["1 scenarios, 1 passed, 0 failed"]
+
+
+# -- children forked from a warm interpreter (conformance.transport.isolation) ----------------
+
+
+def _parent_of(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as stat:
+        return int(stat.read().rpartition(") ")[2].split()[1])
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
+def test_an_isolated_child_is_forked_by_the_server_and_ends_as_a_started_one_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    from conformance.transport import isolation
+
+    monkeypatch.setattr(isolation, "_server", None)  # one started under this test's environment (another test may change it)
+    gateway = isolated("reference")
+    gateway._spawn()  # and its hello answered
+    server = isolation.server()
+    assert server is not None and gateway.proc is not None and gateway.kills
+    assert _parent_of(gateway.proc.pid) == server.proc.pid and os.getpgid(gateway.proc.pid) == gateway.proc.pid
+    proc = gateway.proc
+    gateway.kill()
+    assert proc.returncode == -9  # killed with its group, reaped by the server, its status read back
+    alive = isolated("reference")
+    alive._spawn()
+    assert alive.proc is not None
+    alive.proc.stdin.close()  # end of input: the child exits 0, as exec_server does
+    assert alive.proc.wait(timeout=10) == 0
+    alive.kill()
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
+def test_a_child_under_another_python_environment_is_started_anew(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A PYTHONPATH set after the server started (or another PYTHONHASHSEED) would not reach a
+    forked child: such a child is a new interpreter."""
+    from conformance.transport import isolation
+
+    monkeypatch.setattr(isolation, "_server", None)
+    assert isolation.server() is not None
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    gateway = isolated("reference")
+    scenario = load_file(CATALOG[0])
+    assert_same(run_scenario(scenario, ReferenceGateway(), "reference"), run_scenario(scenario, gateway, "reference"))
+    gateway._spawn()
+    assert gateway.proc is not None and _parent_of(gateway.proc.pid) == os.getpid()
+    gateway.kill()

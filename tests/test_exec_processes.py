@@ -24,7 +24,8 @@ from conformance.harness.runner import RunResult, run_scenario
 from conformance.harness.suite import catalog_paths
 from conformance.transport import child as child_process
 from conformance.transport import exec_gateway
-from conformance.transport.exec_gateway import ExecGateway, isolated
+from conformance.transport.exec_gateway import ExecGateway
+from conformance.transport.isolation import isolated
 from sim.loader import load_file
 
 ROOT = Path(__file__).resolve().parent.parent

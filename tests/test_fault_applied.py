@@ -12,7 +12,7 @@ import pytest
 from conformance.harness.runner import run_scenario
 from conformance.harness.suite import catalog_paths
 from conformance.observations import DurableState
-from conformance.transport.exec_gateway import isolated
+from conformance.transport.isolation import isolated
 from reference_impl.gateway import ReferenceGateway
 from reference_impl.selftest import HidesRoutingGateway, IgnoresDeletionGateway
 from sim.loader import load_file, load_text

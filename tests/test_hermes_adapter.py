@@ -378,7 +378,7 @@ def test_hermes_in_a_child_process_is_the_same_gateway() -> None:
     through `harness.crash_point` (it read `harness.points`, which are never armed in a child:
     no point fired). The same log and verdicts as in process, but for the count of threads left
     running, which the parent can only take of its own process."""
-    from conformance.transport.exec_gateway import isolated
+    from conformance.transport.isolation import isolated
 
     scenario = load_text(ISOLATED, "hermes-isolated.yaml")
     here = run_scenario(scenario, hermes(), "hermes")

@@ -13,7 +13,7 @@ import pytest
 from test_usage import SCENARIO as USAGE
 
 from conformance.harness.runner import run_scenario
-from conformance.transport.exec_gateway import isolated
+from conformance.transport.isolation import isolated
 from sim.loader import load_text
 
 SCENARIO = USAGE.replace("name: usage\n", "name: usage-isolated\n", 1)  # its four answers, each usage kind

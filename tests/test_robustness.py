@@ -306,7 +306,7 @@ def test_memory_cap_on_an_isolated_python_gateway(tmp_path: Path) -> None:
         "            hoard.append(bytearray(1 << 20))\n",
         encoding="utf-8",
     )
-    from conformance.transport.exec_gateway import isolated
+    from conformance.transport.isolation import isolated
 
     gateway = isolated("hoarder:Hoarder", memory_mb=200, env={"PYTHONPATH": str(tmp_path)})
     result = run_scenario(load_file(FIRST), gateway, "hoarder")

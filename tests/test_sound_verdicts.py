@@ -450,7 +450,7 @@ class Sometimes(ReferenceGateway):
 @pytest.mark.parametrize("factory", ["Exits", "Sometimes"])
 def test_an_isolated_gateway_gets_the_verdict_and_message_it_gets_in_process(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, factory: str) -> None:
-    from conformance.transport.exec_gateway import isolated
+    from conformance.transport.isolation import isolated
 
     (tmp_path / "sg_isolated.py").write_text(ISOLATED_MODULE, encoding="utf-8")
     monkeypatch.syspath_prepend(str(tmp_path))

@@ -145,7 +145,7 @@ def played_crashes(results: list[RunResult]) -> str | None:
     if not played:
         return None
     return (f"note: {played} of {len(results)} scenarios crash the gateway by its own crash() call, which loses nothing it "
-            "keeps in memory (--isolate kills one with open(): docs/contract.md)")
+            "keeps in memory (--isolate kills one with open_store(): docs/contract.md)")
 
 
 def exit_code(results: list[RunResult], unloaded: int = 0) -> int:

@@ -49,7 +49,7 @@ class RunResult:
     verdicts: dict[str, Verdict] = field(default_factory=dict)
     failure: GatewayFailure | None = None
     expected: dict[str, Any] = field(default_factory=dict)  # check -> the expectations entry that applied (suite)
-    # "" (no crash), "real" (the process was killed: an `exec:`/`--isolate` child with `open`, the
+    # "" (no crash), "real" (the process was killed: an `exec:`/`--isolate` child with `open_store`, the
     # OpenClaw adapter) or "played" (the gateway's own `crash()`: what it kept in memory survived)
     crashes: str = ""
 

@@ -11,7 +11,7 @@ started itself must not outlive the run. Its pipes and stderr are `conformance.t
 
 A child that answers hello with `"crash": "kill"` keeps its store in `SESSIONGATE_STATE_DIR`, a
 directory of this gateway's: each crash kills it (and each SIGTERM, once answered), and the next
-request starts a new child that `open`s the store the dead one left. What a gateway keeps only
+request starts a new child that opens (`open_store`) the store the dead one left. What a gateway keeps only
 in memory then dies with it, as under a real SIGKILL (docs/protocol.md, "Real crashes").
 """
 
@@ -23,16 +23,14 @@ import resource
 import shlex
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from conformance.adapter import BackendBusy, BackendUnavailable, CrashPointFired, Gateway, Harness, Inbound, Profile
+from conformance.adapter import BackendBusy, BackendUnavailable, CrashPointFired, Harness, Inbound, Profile
 from conformance.harness.errors import GatewayTimeout, RemoteGatewayError
-from conformance.harness.registry import resolve
 from conformance.harness.values import BadValue, resources_change
 from conformance.harness.watchdog import DEFAULT_STEP_TIMEOUT
 from conformance.observations import DurableState, Resources
@@ -61,7 +59,7 @@ _in_a_child = False  # set by `as_child()` in the Python child end (exec_server)
 
 def as_child() -> None:
     """Mark this process as a gateway child (`conformance.transport.exec_server`). Its parent times its steps
-    out and kills its process group, so here `isolated` runs a gateway in process (a second child
+    out and kills its process group, so here `isolation.isolated` runs a gateway in process (a second child
     would time steps out on a clock of its own, hidden behind the parent's), and an exec gateway
     stays in this process group (one of its own would survive the parent's kill)."""
     global _in_a_child
@@ -72,9 +70,13 @@ class ExecGateway(ChildProcess):
     """Implements the adapter protocol by forwarding every call to a child process."""
 
     def __init__(self, argv: list[str], *, step_timeout: float = DEFAULT_STEP_TIMEOUT, memory_mb: int | None = None,
-                 env: dict[str, str] | None = None, reuse: bool = False) -> None:
+                 env: dict[str, str] | None = None, reuse: bool = False,
+                 start: Callable[[dict[str, str], int | None, int], Any] | None = None) -> None:
         super().__init__(step_timeout)
         self.argv, self.memory_mb, self.env = argv, memory_mb, env
+        # Starts the child some cheaper way than `argv` (env, memory cap, stderr fd -> a Popen look-alike),
+        # or says it cannot (None): `isolation.isolated`'s children are forked from a warm interpreter.
+        self.start_child = start
         self.reuse = reuse  # close() resets the child for the next scenario instead of killing it
         self.h: Harness | None = None
         self.timers: dict[int, Timer] = {}
@@ -84,7 +86,7 @@ class ExecGateway(ChildProcess):
         self._crashed: str | None = None  # the crash point that fired in the request in flight (v2)
         self.kills = False  # whether the child said in its hello that a crash may kill it ("crash": "kill")
         self.state_dir: str | None = None  # its SESSIONGATE_STATE_DIR, made at the first start, removed with this gateway
-        self._boot: dict[str, Any] | None = None  # what `start` said, for `open` in a child started after a kill
+        self._boot: dict[str, Any] | None = None  # what `start` said, for `open_store` in a child started after a kill
         self._killed = False  # a crash (or a SIGTERM) killed the child: the next request starts a new one
         self.spawned = 0  # children started: a test reads it
 
@@ -109,11 +111,15 @@ class ExecGateway(ChildProcess):
         # A process group of its own: a terminal's Ctrl-C reaches sessiongate, which then ends the
         # child, and one killpg ends what the child started too. In a gateway child, its group.
         group = not _in_a_child
-        try:
-            self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
-                                         env=env, preexec_fn=self._limits, process_group=0 if group else None)
-        except OSError as err:
-            raise RemoteGatewayError(f"cannot start {shlex.join(self.argv)}: {err.strerror}") from None
+        forked = self.start_child(env, self.memory_mb, self._stderr.fileno()) if self.start_child and group else None
+        if forked is not None:
+            self.proc = forked  # type: ignore[assignment]  # a Popen look-alike
+        else:
+            try:
+                self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
+                                             env=env, preexec_fn=self._limits, process_group=0 if group else None)
+            except OSError as err:
+                raise RemoteGatewayError(f"cannot start {shlex.join(self.argv)}: {err.strerror}") from None
         self._ender = weakref.finalize(self, _end_process, self.proc, group, os.getpid())
         LIVE_CHILDREN.add(self.proc.pid)
         # `hello` goes out inside the first call the runner makes (profile, or start): say that it was
@@ -170,10 +176,10 @@ class ExecGateway(ChildProcess):
         self._killed = True
 
     def _reopen(self) -> None:
-        """A new child after a kill, `open`ed on the store the dead one left."""
+        """A new child after a kill, on the store the dead one left (`open_store`)."""
         self._killed = False
         self._spawn()
-        self._request("open", **(self._boot or {}))
+        self._request("open_store", **(self._boot or {}))
 
     def _empty_state_dir(self) -> None:
         if self.state_dir is not None:
@@ -360,13 +366,3 @@ def _change_from_wire(value: Any) -> dict[str, Any] | Resources | None:
 def exec_gateway(command: str) -> ExecGateway:
     """`exec:COMMAND`: run COMMAND (shell words) as the gateway process."""
     return ExecGateway(shlex.split(command))
-
-
-def isolated(name: str, *, step_timeout: float = DEFAULT_STEP_TIMEOUT, memory_mb: int | None = None,
-             env: dict[str, str] | None = None, reuse: bool = False) -> Gateway:
-    """The registered gateway `name`, in a child process of its own; in process when this process
-    already is one (`selftest:hang` under `--isolate`: the parent's `--step-timeout` applies)."""
-    if _in_a_child:
-        return resolve(name)()
-    return ExecGateway([sys.executable, "-m", "conformance.transport.exec_server", name], step_timeout=step_timeout,
-                       memory_mb=memory_mb, env=env, reuse=reuse)

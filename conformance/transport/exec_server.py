@@ -162,8 +162,8 @@ def serve(factory: Callable[[], Gateway], reader: IO[str], writer: IO[str]) -> N
     channel = Channel(reader, writer)
     gateway = factory()
     harness: RemoteHarness | None = None
-    # Real crashes: a gateway with `open`, given a state directory by the parent, is killed at
-    # each crash, and the next child `open`s what it stored there (docs/protocol.md).
+    # Real crashes: a gateway with `open_store`, given a state directory by the parent, is killed at
+    # each crash, and the next child opens what it stored there (docs/protocol.md).
     state_dir = os.environ.get(exec_gateway.STATE_DIR) or None
     try:
         for line in reader:
@@ -177,11 +177,11 @@ def serve(factory: Callable[[], Gateway], reader: IO[str], writer: IO[str]) -> N
                     value = {"version": request.get("version") if request.get("version") in VERSIONS else VERSION}
                     if resources_hook(gateway) is not None:
                         value["resources_delta"] = True
-                    if state_dir is not None and callable(getattr(gateway, "open", None)):
+                    if state_dir is not None and callable(getattr(gateway, "open_store", None)):
                         value["crash"] = "kill"
                 elif op == "profile":
                     value = values.profile(gateway.profile(config_from_document(request["config"]))).to_detail()
-                elif op in ("start", "open"):  # open: a new process on the store a killed one left
+                elif op in ("start", "open_store"):  # open_store: a new process on the store a killed one left
                     harness = _harness(channel, request["zone"], request["now"], request["backends"], request.get("seed", 0),
                                        state_dir)
                     getattr(gateway, op)(config_from_document(request["config"]), harness)

@@ -48,7 +48,7 @@ def gateway_factory(args: argparse.Namespace, env: dict[str, str] | None = None)
             factory()
         # Anyone else's factory runs only in the children: one that hangs or kills its process
         # cannot take this one, and the report, along.
-        from conformance.transport.exec_gateway import isolated
+        from conformance.transport.isolation import isolated
 
         return lambda: isolated(name, step_timeout=timeout, memory_mb=memory, env=env)
     return factory
