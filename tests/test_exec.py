@@ -329,3 +329,31 @@ def test_a_child_under_another_python_environment_is_started_anew(monkeypatch: p
     gateway._spawn()
     assert gateway.proc is not None and _parent_of(gateway.proc.pid) == os.getpid()
     gateway.kill()
+
+
+LOCK_ACROSS_A_CRASH = """
+name: lock-across-a-crash
+zone: UTC
+start: '2026-03-07T23:30:00'
+config: {reset: default, cache_cap: 64, idle_ttl: 1h, watcher_interval: 5m}
+chats:
+  alice: {platform: telegram, chat_type: dm}
+  bob: {platform: telegram, chat_type: dm}
+events:
+- {message: alice}
+- {db_locked: 3m58s, after: 1m}
+- crash_at: {point: end-recorded, hit: 1, restart_after: 17s}
+  after: 9s
+- {command: /reset, chat: alice}
+- {message: bob, after: 10s}
+"""
+
+
+def test_a_lock_outlives_a_killed_child() -> None:
+    """Another surface's lock is on the store, not in the process: the child started after a
+    kill inside the lock finds it (found by `fuzz --profile dense --crash-points --isolate`,
+    seed 27, shrunk: the new child wrote through it)."""
+    from sim.loader import load_text
+
+    scenario = load_text(LOCK_ACROSS_A_CRASH, "<lock-across-a-crash>")
+    assert_same(run_scenario(scenario, ReferenceGateway(), "reference"), run_scenario(scenario, isolated("reference"), "reference"))

@@ -88,6 +88,7 @@ class ExecGateway(ChildProcess):
         self.state_dir: str | None = None  # its SESSIONGATE_STATE_DIR, made at the first start, removed with this gateway
         self._boot: dict[str, Any] | None = None  # what `start` said, for `open_store` in a child started after a kill
         self._killed = False  # a crash (or a SIGTERM) killed the child: the next request starts a new one
+        self._locked_until: int | None = None  # the last `lock_store`: another surface's lock outlives a killed child
         self.spawned = 0  # children started: a test reads it
 
     @property
@@ -150,7 +151,7 @@ class ExecGateway(ChildProcess):
                 self.timers.clear()
                 self._stderr.truncate(0)
                 self._stderr_kept = b""
-                self._boot = None
+                self._boot, self._locked_until = None, None
                 self._empty_state_dir()  # the next scenario's child finds no store of this one's
                 return
         self.kill()
@@ -162,7 +163,7 @@ class ExecGateway(ChildProcess):
         super().kill()
         self.h = None
         self.timers.clear()
-        self._killed, self._boot = False, None
+        self._killed, self._boot, self._locked_until = False, None, None
 
     def _die(self) -> None:
         """A real crash (or the end of a SIGTERM): SIGKILL the child's process group. The timers
@@ -176,10 +177,13 @@ class ExecGateway(ChildProcess):
         self._killed = True
 
     def _reopen(self) -> None:
-        """A new child after a kill, on the store the dead one left (`open_store`)."""
+        """A new child after a kill, on the store the dead one left (`open_store`); a lock another
+        surface holds on that store (`lock_store`) holds for the new child too."""
         self._killed = False
         self._spawn()
         self._request("open_store", **(self._boot or {}))
+        if self._locked_until is not None and self.h is not None and self._locked_until > self.h.clock.now():
+            self._request("lock_store", until=self._locked_until)
 
     def _empty_state_dir(self) -> None:
         if self.state_dir is not None:
@@ -339,6 +343,7 @@ class ExecGateway(ChildProcess):
         self._request("delete_session_row", session=session_id, keep_children=keep_children)
 
     def lock_store(self, until: int) -> None:
+        self._locked_until = until
         self._request("lock_store", until=until)
 
     def durable_state(self) -> DurableState:
