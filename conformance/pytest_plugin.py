@@ -3,6 +3,7 @@
     pytest --sessiongate-gateway NAME --sessiongate-seeds 0:500 [--no-sessiongate-catalog] -n auto
     pytest --sessiongate-gateway NAME --sessiongate-scenarios myscen/ [--sessiongate-expectations FILE]
     pytest myscen/mine.yaml --sessiongate-gateway NAME
+    pytest --sessiongate-gateway NAME --sessiongate-isolate   (a child process each: crashes are real kills)
 
 adds one item per catalog scenario and one per generated seed, so pytest-xdist, --junitxml,
 -k, --lf and friends work on them. A failing item shows each failing check's evidence.
@@ -45,6 +46,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="leave the built-in catalog out")
     group.addoption("--sessiongate-no-failure-db", action="store_true", default=False,
                     help="do not run the gateway's saved failures first (.sessiongate/failures/, as run and fuzz do)")
+    group.addoption("--sessiongate-isolate", action="store_true", default=False,
+                    help="each scenario in a child process, as `run --isolate` (a gateway with open_store() is "
+                         "then killed for real at each crash)")
 
 
 def _active(config: pytest.Config) -> bool:
@@ -64,6 +68,7 @@ class Settings:
     catalog: bool
     strict: bool = False  # --sessiongate-strict: a vacuous check fails
     failure_db: bool = True  # run the gateway's saved failures first (conformance.harness.failure_db)
+    isolate: bool = False  # --sessiongate-isolate: each scenario in a child process
 
 
 SETTINGS = pytest.StashKey[Settings]()
@@ -100,7 +105,7 @@ def _settings(config: pytest.Config) -> Settings:
     catalog = config.getoption("sessiongate_catalog")
     return Settings(gateway, expectations, seed_range, scenarios, named,
                     catalog if catalog is not None else not (scenarios or named), config.getoption("sessiongate_strict"),
-                    not config.getoption("sessiongate_no_failure_db"))
+                    not config.getoption("sessiongate_no_failure_db"), config.getoption("sessiongate_isolate"))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -136,8 +141,16 @@ class ScenarioItem(pytest.Item):
 
         settings = self.config.stash.get(SETTINGS, None)
         strict = settings is not None and settings.strict
+        if settings is not None and settings.isolate and not self.gateway.startswith("exec:"):
+            from conformance.transport.isolation import isolated
+
+            gateway = isolated(self.gateway)
+        else:
+            gateway = resolve(self.gateway)()
         with when_stuck(self._stuck):
-            result = run_scenario(self.scenario(), resolve(self.gateway)(), self.gateway, strict=strict)
+            result = run_scenario(self.scenario(), gateway, self.gateway, strict=strict)
+        if result.crashes:  # counted by the terminal summary (from xdist's workers too)
+            self.user_properties.append(("sessiongate_crashes", result.crashes))
         result = (self.expectations or Expectations.for_gateway(self.gateway)).apply(result)
         word = outcome(result)
         if self.saved is not None and word == "pass" and self.scenario_path is not None:
@@ -260,3 +273,15 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     ours = [item for item in items if isinstance(item, ScenarioItem) and item.parent is session]
     if ours:  # reported as collected, so pytest's "collected N items" counts them (xdist counts them anyway)
         config.hook.pytest_collectreport(report=pytest.CollectReport(prefix, "passed", None, ours))
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """`run`'s note on played crashes: how many scenarios crashed the gateway only by its own call."""
+    if config.stash.get(SETTINGS, None) is None:
+        return
+    reports = [r for reports in terminalreporter.stats.values() for r in reports if getattr(r, "when", None) == "call"]
+    played = sum(1 for r in reports if ("sessiongate_crashes", "played") in getattr(r, "user_properties", ()))
+    if played:
+        terminalreporter.write_line(f"sessiongate: {played} scenarios crash the gateway by its own crash() call, which loses "
+                                    "nothing it keeps in memory (--sessiongate-isolate kills one with open_store(): "
+                                    "docs/contract.md)")

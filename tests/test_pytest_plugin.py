@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from conformance.harness.suite import catalog_paths
 
 pytest_plugins = ["pytester"]
+ROOT = Path(__file__).resolve().parent.parent
 LEAN = ("-p", "no:xdist", "-p", "no:hypothesispytest")  # each costs ~1 s per in-process run
 
 BROKEN = '''
@@ -111,3 +114,18 @@ def test_a_bad_path_option_is_a_usage_error(pytester: pytest.Pytester, args: tup
     result = pytester.runpytest_inprocess(*LEAN, "-p", "no:cacheprovider", *args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert f"ERROR: {message}" in result.stderr.lines
+
+
+def test_isolated_items_crash_for_real_and_the_summary_counts_played_crashes(pytester: pytest.Pytester) -> None:
+    """`--sessiongate-isolate`: each item in a child process, where a gateway with open_store()
+    is killed at a crash; in process the summary says how many items only played theirs."""
+    args = (*LEAN, "-p", "no:cacheprovider", "--no-sessiongate-catalog", "--sessiongate-no-failure-db",
+            "--sessiongate-scenarios", str(ROOT / "conformance" / "catalog" / "29-crash-then-restart.yaml"))
+    played = pytester.runpytest_inprocess(*args, "--sessiongate-gateway", "selftest:ram-outbox")
+    played.assert_outcomes(passed=1)
+    assert ("sessiongate: 1 scenarios crash the gateway by its own crash() call, which loses nothing it keeps in memory "
+            "(--sessiongate-isolate kills one with open_store(): docs/contract.md)") in played.stdout.lines
+    real = pytester.runpytest_inprocess(*args, "--sessiongate-gateway", "selftest:ram-outbox", "--sessiongate-isolate")
+    real.assert_outcomes(failed=1)
+    assert "    - backend 'hindsight' never ingested [t1, t2] (session s1, acknowledged from 09:00:02 to 09:05:02)" in real.stdout.lines
+    assert not any(line.startswith("sessiongate: ") for line in real.stdout.lines)
