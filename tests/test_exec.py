@@ -306,9 +306,11 @@ def test_an_isolated_child_is_forked_by_the_server_and_ends_as_a_started_one_doe
     proc = gateway.proc
     gateway.kill()
     assert proc.returncode == -9  # killed with its group, reaped by the server, its status read back
-    alive = isolated("reference")
+    alive = isolated("reference", memory_mb=123)
     alive._spawn()
     assert alive.proc is not None
+    with open(f"/proc/{alive.proc.pid}/limits") as limits:  # the memory cap, as a started child gets it
+        assert any(line.startswith("Max address space") and f" {123 << 20} " in line for line in limits)
     alive.proc.stdin.close()  # end of input: the child exits 0, as exec_server does
     assert alive.proc.wait(timeout=10) == 0
     alive.kill()
