@@ -14,17 +14,26 @@ recorder, plus batching providers whose buffer is durable), delegate children, S
 and restart, and healing a session row another surface deleted. docs/gateway-authors.md walks
 through it and lists its catalog results (tests/test_minimal_gateway.py keeps them true).
 
-What it does not handle: its store (`Disk`, a plain object the gateway keeps across `crash()`,
-playing the disk) cannot refuse a write, so the profile declares `db_locked` unsupported and the
-runner skips those events (logged as `skipped`). A real store needs a retry of refused writes,
-with the reply held back until its turn is written.
+Its store (`Disk`) is a plain object that plays the disk: in process the gateway keeps it across
+`crash()`. Under `--isolate` a crash is real (the process is killed): there it also writes the
+`Disk` to `harness.state_dir` after each step, and `open_store` reads it back in the new process
+(with no crash point, a kill comes between steps, so it finds what the last step left).
+
+What it does not handle: its store cannot refuse a write, so the profile declares `db_locked`
+unsupported and the runner skips those events (logged as `skipped`). A real store needs a retry
+of refused writes, with the reply held back until its turn is written.
 """
 
 from __future__ import annotations
 
+import os
+import pickle
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, time, timedelta
+from functools import wraps
+from typing import Any, TypeVar
 from zoneinfo import ZoneInfo
 
 from conformance.adapter import BackendBusy, BackendUnavailable, Harness, Inbound, Profile
@@ -35,6 +44,21 @@ from sim.scenario import Chat, GatewayConfig, ResetPolicy
 MINUTE = 60_000  # the harness's times and durations are int milliseconds (times: since the epoch)
 LAZY_SWEEP = 5 * MINUTE  # the idle sweep's period when there is no watcher (lazy mode)
 UNSUPPORTED = frozenset({"db_locked"})
+DISK_FILE = "disk.pickle"  # in `harness.state_dir`, where crashes are real
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def step(method: F) -> F:
+    """A call of the harness's (an event, a timer): where crashes are real, the disk is written
+    once it returns (`MinimalGateway.save`)."""
+
+    @wraps(method)
+    def run(self: MinimalGateway, *args: Any, **kwargs: Any) -> Any:
+        out = method(self, *args, **kwargs)
+        self.save()
+        return out
+
+    return run  # type: ignore[return-value]
 
 
 def next_daily_boundary(after: int, at_hour: int, zone: ZoneInfo) -> int:
@@ -118,10 +142,29 @@ class MinimalGateway:
         return Profile("eager", every, crash_durable=True, sweep_interval=every, unsupported=UNSUPPORTED,
                        reset_default=default)
 
+    @step
     def start(self, config: GatewayConfig, harness: Harness) -> None:
         self.config, self.h = config, harness
         self.disk = Disk(buffers={spec.name: {} for spec in config.providers})
         self.boot()
+
+    def open_store(self, config: GatewayConfig, harness: Harness) -> None:
+        """A new process after a real crash (`--isolate`): the disk the dead one wrote, nothing
+        booted (`restart()` boots)."""
+        self.config, self.h = config, harness
+        with open(os.path.join(str(harness.state_dir), DISK_FILE), "rb") as file:
+            self.disk = pickle.load(file)
+        self.cache, self.retries, self.timer, self.up = {}, [], None, False
+
+    def save(self) -> None:
+        """Write the disk where crashes are real (a kill loses everything else); in process the
+        object itself outlives `crash()`."""
+        if self.h.state_dir is None:
+            return
+        path = os.path.join(self.h.state_dir, DISK_FILE)
+        with open(path + ".new", "wb") as file:
+            pickle.dump(self.disk, file)
+        os.replace(path + ".new", path)  # whole or not at all
 
     def boot(self) -> None:
         """The process state, built from the disk (at start and at every restart)."""
@@ -136,6 +179,7 @@ class MinimalGateway:
         self.flush_all_buffers()  # what a crash, or a SIGTERM while a backend failed, left behind
         self.timer: Timer | None = self.h.scheduler.call_at(self.h.clock.now() + self.tick_every(), self.tick)
 
+    @step
     def sigterm(self) -> None:
         """Interrupt the turns in flight, write back what the agents hold, flush every buffer,
         end no session."""
@@ -157,6 +201,7 @@ class MinimalGateway:
         self.timer, self.cache, self.pending, self.busy_chats, self.queues = None, {}, {}, {}, {}
         self.up = False
 
+    @step
     def restart(self, config: GatewayConfig | None = None) -> None:
         """Back from the disk; under the configuration the restart brings, when it brings one."""
         self.config = config or self.config
@@ -164,12 +209,14 @@ class MinimalGateway:
 
     # -- inbound --------------------------------------------------------------------------
 
+    @step
     def deliver_message(self, message: Inbound) -> None:
         if self.waiting(message.chat.name):  # one turn at a time per chat
             self.queues.setdefault(message.chat.name, deque()).append((message, self.h.clock.now()))
         else:
             self.start_turn(message, self.h.clock.now())
 
+    @step
     def deliver_command(self, chat: Chat, command: str) -> None:
         if command == "/stop":
             self.stop_turn(chat.name)
@@ -181,6 +228,7 @@ class MinimalGateway:
         else:
             self.run_command(chat, command)
 
+    @step
     def delegate(self, chat: Chat, text: str) -> None:
         route = self.disk.routes.get(chat.name)
         if route is None or route.session is None or route.ended:  # never open a session for it
@@ -190,6 +238,7 @@ class MinimalGateway:
         self.disk.children[route.session] = child
         self.ask(Pending(chat, child, text, "visible", delegate=True), self.agent(child, chat, route.session))
 
+    @step
     def deliver_reply(self, request_id: str, text: str) -> None:
         turn = self.pending.pop(request_id, None)
         if turn is None:  # stopped by /stop
@@ -318,6 +367,7 @@ class MinimalGateway:
         the chat's own mode (`config.finalization_by_chat`), else the gateway-wide one."""
         return self.config.finalization_of(chat) == "eager"
 
+    @step
     def tick(self) -> None:
         """The expiry watcher (of the eager chats), the idle sweep, retries of refused buffers."""
         now = self.h.clock.now()
@@ -418,6 +468,7 @@ class MinimalGateway:
         del self.disk.buffers[provider][session]
         self.owed.discard((provider, session))
 
+    @step
     def retry_owed(self) -> None:
         for provider, session in sorted(self.owed):
             self.flush_buffer(provider, session)
@@ -429,6 +480,7 @@ class MinimalGateway:
 
     # -- faults and views -----------------------------------------------------------------
 
+    @step
     def delete_session_row(self, session_id: str, keep_children: bool = False) -> None:
         doomed = [session_id]
         while doomed:

@@ -155,3 +155,15 @@ def test_the_example_notices_a_boundary_at_a_stop() -> None:
     assert {c: v.summary for c, v in result.verdicts.items() if v.status != "pass"} == {}
     stop = next(r for r in result.records if r.kind == "command")
     assert [r.t for r in result.records if r.kind == "on_session_end"] == [stop.t]
+
+
+def test_its_crashes_are_real_under_isolate() -> None:
+    """Under `--isolate` the example is killed at each crash and after each SIGTERM (it has
+    `open_store`), and a new process reads the disk it wrote: the catalog still passes, and its
+    crashes are real."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "examples"), str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-m", "conformance.cli", "run", "-q", "--isolate", "--gateway", "minimal_gateway:make"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    [summary] = done.stdout.splitlines()  # no note: no crash was only played
+    assert ", 0 failed" in summary
