@@ -50,7 +50,8 @@ def test_findings_ok_counts_failures_by_check_and_exits_0(capsys: pytest.Capture
     assert failed and code == 0  # failed checks are findings; only errors and timeouts would exit 1
     by_check = out.strip().splitlines()[-2]
     assert by_check == f"failing seeds by check: I1 {len(failed)}"
-    assert (tmp_path / "out" / "summary.txt").read_text().splitlines()[1:] == out.strip().splitlines()[-2:]
+    assert out.strip().splitlines()[-3].startswith("note: 4 of 5 scenarios crash the gateway by its own crash() call")
+    assert (tmp_path / "out" / "summary.txt").read_text().splitlines()[1:] == out.strip().splitlines()[-3:]
 
 
 def refusing() -> object:

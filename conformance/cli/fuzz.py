@@ -25,7 +25,7 @@ from conformance.cli.args import (
     parse_workers,
     shard,
 )
-from conformance.cli.lines import Progress, forget_if_fixed, saved_failures, scenario_line
+from conformance.cli.lines import Progress, forget_if_fixed, played_note, saved_failures, scenario_line
 from conformance.harness.failure_db import FailureDB
 from conformance.harness.registry import resolve
 from conformance.harness.runner import run_scenario
@@ -101,7 +101,7 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     db = FailureDB.open(args.gateway, not args.no_failure_db)
     still_failing = replay_saved(db, args.gateway, isolation, args.strict)
     progress = Progress(len(tasks))
-    done = failed = broken = refused = vacuous = checkers = skipped = 0
+    done = failed = broken = refused = vacuous = checkers = skipped = played = 0
     by_check: dict[str, int] = {}
     stopped = False
     cannot_start = worker_died = ""
@@ -116,6 +116,7 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
                 db.save(Path(shrunk.path) if shrunk is not None and shrunk.reproduces else Path(outcome.path))
             done += 1
             vacuous += outcome.vacuous
+            played += outcome.played
             checkers += outcome.checker_error
             skipped += outcome.skipped
             if outcome.failing:
@@ -172,6 +173,9 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
         not_run = [f"{refused} seeds refused at start (NotImplementedError)" if refused else "",
                    f"{broken} seeds errored or timed out" if broken else ""]
         lines.insert(0, "; ".join([f"failing seeds by check: {counts or 'none'}", *filter(None, not_run)]))
+    if played:  # as `run` says it (`lines.played_crashes`)
+        lines.insert(0, played_note(played, done))
+    if failed:
         out.mkdir(parents=True, exist_ok=True)
         # Shards may share --out: each keeps its own counts.
         name, scope = ("summary.txt", "") if not args.shard else (f"summary-shard-{args.shard.replace('/', '-of-')}.txt",

@@ -142,9 +142,11 @@ def played_crashes(results: list[RunResult]) -> str | None:
     """A line saying how many scenarios crashed the gateway only by its own `crash()` call, where
     what it kept in memory survived (None if none did): their passes say less than a real kill's."""
     played = sum(1 for r in results if r.crashes == "played")
-    if not played:
-        return None
-    return (f"note: {played} of {len(results)} scenarios crash the gateway by its own crash() call, which loses nothing it "
+    return played_note(played, len(results)) if played else None
+
+
+def played_note(played: int, of: int) -> str:
+    return (f"note: {played} of {of} scenarios crash the gateway by its own crash() call, which loses nothing it "
             "keeps in memory (--isolate kills one with open_store(): docs/contract.md)")
 
 

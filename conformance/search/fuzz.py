@@ -208,6 +208,7 @@ class SeedOutcome:
     key: tuple[str, str] = ("", "")  # (first failing check, its first violation's slug): what makes a failure distinct
     status: str = ""  # that check's verdict status
     message: str = ""  # that violation's message
+    played: bool = False  # it crashed the gateway by its own crash() call only (`RunResult.crashes`)
 
 
 def run_seed(task: SeedTask) -> SeedOutcome:
@@ -245,6 +246,7 @@ def _run_seed(task: SeedTask) -> SeedOutcome:
         result = run_scenario(scenario, gateway, task.gateway, strict=task.strict,
                               crash_points=task.crash_points, step_timeout=task.isolation.step_timeout)
         bad, failure, verdicts, skipped = failing(result), result.failure, result.verdicts, bool(result.skipped)
+        played = result.crashes == "played"
         scenario = result.scenario  # with --crash-points, the fires written in as `crash_at` events
         del result
     if skipped:
@@ -252,7 +254,7 @@ def _run_seed(task: SeedTask) -> SeedOutcome:
     vacuous = sum(v.vacuous for v in verdicts.values())
     checker = any(v.status == CHECKER_ERROR for v in verdicts.values())
     if not bad:
-        return SeedOutcome(task.seed, vacuous)
+        return SeedOutcome(task.seed, vacuous, played=played)
     if failure is not None and failure.refused:
         return SeedOutcome(task.seed, vacuous, bad, refused=True)  # not a finding: nothing to write or shrink
     out = Path(task.out)
@@ -273,10 +275,10 @@ def _run_seed(task: SeedTask) -> SeedOutcome:
     if failure is not None:  # one kind of gateway error (a timeout is never shrunk: each candidate would wait it out)
         return SeedOutcome(task.seed, vacuous, bad, str(path), None, broken=True, start_error=start_error,
                            checker_error=checker, key=(ERROR if failure.kind == "error" else "timeout", error_signature(failure)),
-                           status=failure.kind, message=failure.describe())
+                           status=failure.kind, message=failure.describe(), played=played)
     return SeedOutcome(task.seed, vacuous, bad, str(path), None, start_error=start_error,
                        checker_error=checker, key=(check, first.slug if first is not None else verdict.status),
-                       status=verdict.status, message=first.message if first is not None else verdict.summary)
+                       status=verdict.status, message=first.message if first is not None else verdict.summary, played=played)
 
 
 
