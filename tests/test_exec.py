@@ -359,3 +359,22 @@ def test_a_lock_outlives_a_killed_child() -> None:
 
     scenario = load_text(LOCK_ACROSS_A_CRASH, "<lock-across-a-crash>")
     assert_same(run_scenario(scenario, ReferenceGateway(), "reference"), run_scenario(scenario, isolated("reference"), "reference"))
+
+
+def test_an_open_store_that_raises_is_said_as_such(tmp_path: Path) -> None:
+    """After a real crash the new child's `open_store` is part of the next request; what it raises
+    is said as its own, not as that request's."""
+    (tmp_path / "sg_bad_open.py").write_text(
+        "from reference_impl.gateway import ReferenceGateway\n\n"
+        "class BadOpen(ReferenceGateway):\n"
+        "    def open_store(self, config, harness):\n"
+        "        if harness.state_dir and __import__('os').listdir(harness.state_dir):  # a store is there: after a kill\n"
+        "            raise RuntimeError('cannot read my own store')\n"
+        "        super().open_store(config, harness)\n",
+        encoding="utf-8")
+    scenario = load_file(ROOT / "conformance" / "catalog" / "29-crash-then-restart.yaml")
+    gateway = isolated("sg_bad_open:BadOpen", env={"PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])})
+    result = run_scenario(scenario, gateway, "sg_bad_open:BadOpen")
+    assert result.failure is not None and result.failure.event == "durable_state"
+    assert result.failure.message.startswith(
+        "open_store, in a child started after a real crash: RuntimeError: cannot read my own store"), result.failure.message

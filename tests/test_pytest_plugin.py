@@ -123,9 +123,9 @@ def test_isolated_items_crash_for_real_and_the_summary_counts_played_crashes(pyt
             "--sessiongate-scenarios", str(ROOT / "conformance" / "catalog" / "29-crash-then-restart.yaml"))
     played = pytester.runpytest_inprocess(*args, "--sessiongate-gateway", "selftest:ram-outbox")
     played.assert_outcomes(passed=1)
-    assert ("sessiongate: 1 scenarios crash the gateway by its own crash() call, which loses nothing it keeps in memory "
+    assert ("note: 1 of 1 scenarios crash the gateway by its own crash() call, which loses nothing it keeps in memory "
             "(--sessiongate-isolate kills one with open_store(): docs/contract.md)") in played.stdout.lines
     real = pytester.runpytest_inprocess(*args, "--sessiongate-gateway", "selftest:ram-outbox", "--sessiongate-isolate")
     real.assert_outcomes(failed=1)
     assert "    - backend 'hindsight' never ingested [t1, t2] (session s1, acknowledged from 09:00:02 to 09:05:02)" in real.stdout.lines
-    assert not any(line.startswith("sessiongate: ") for line in real.stdout.lines)
+    assert not any(line.startswith("note: ") for line in real.stdout.lines)

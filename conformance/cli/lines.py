@@ -145,9 +145,9 @@ def played_crashes(results: list[RunResult]) -> str | None:
     return played_note(played, len(results)) if played else None
 
 
-def played_note(played: int, of: int) -> str:
+def played_note(played: int, of: int, isolate: str = "--isolate") -> str:
     return (f"note: {played} of {of} scenarios crash the gateway by its own crash() call, which loses nothing it "
-            "keeps in memory (--isolate kills one with open_store(): docs/contract.md)")
+            f"keeps in memory ({isolate} kills one with open_store(): docs/contract.md)")
 
 
 def exit_code(results: list[RunResult], unloaded: int = 0) -> int:

@@ -181,7 +181,10 @@ class ExecGateway(ChildProcess):
         surface holds on that store (`lock_store`) holds for the new child too."""
         self._killed = False
         self._spawn()
-        self._request("open_store", **(self._boot or {}))
+        try:
+            self._request("open_store", **(self._boot or {}))
+        except RemoteGatewayError as err:  # said as what failed: not the request that found the child dead
+            raise RemoteGatewayError(f"open_store, in a child started after a real crash: {err}", err.traceback) from None
         if self._locked_until is not None and self.h is not None and self._locked_until > self.h.clock.now():
             self._request("lock_store", until=self._locked_until)
 
