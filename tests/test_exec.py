@@ -22,6 +22,7 @@ import pytest
 from conformance.harness.registry import resolve as resolve_gateway
 from conformance.harness.runner import RunResult, run_scenario
 from conformance.harness.suite import catalog_paths
+from conformance.transport import isolation
 from conformance.transport.exec_gateway import ExecGateway
 from conformance.transport.isolation import isolated
 from reference_impl import ReferenceGateway
@@ -295,8 +296,6 @@ def _parent_of(pid: int) -> int:
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
 def test_an_isolated_child_is_forked_by_the_server_and_ends_as_a_started_one_does(monkeypatch: pytest.MonkeyPatch) -> None:
-    from conformance.transport import isolation
-
     monkeypatch.setattr(isolation, "_server", None)  # one started under this test's environment (another test may change it)
     gateway = isolated("reference")
     gateway._spawn()  # and its hello answered
@@ -320,8 +319,6 @@ def test_an_isolated_child_is_forked_by_the_server_and_ends_as_a_started_one_doe
 def test_a_child_under_another_python_environment_is_started_anew(monkeypatch: pytest.MonkeyPatch) -> None:
     """A PYTHONPATH set after the server started (or another PYTHONHASHSEED) would not reach a
     forked child: such a child is a new interpreter."""
-    from conformance.transport import isolation
-
     monkeypatch.setattr(isolation, "_server", None)
     assert isolation.server() is not None
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
@@ -378,3 +375,20 @@ def test_an_open_store_that_raises_is_said_as_such(tmp_path: Path) -> None:
     assert result.failure is not None and result.failure.event == "durable_state"
     assert result.failure.message.startswith(
         "open_store, in a child started after a real crash: RuntimeError: cannot read my own store"), result.failure.message
+
+
+def test_a_child_outlives_its_fork_server_quietly(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server that died (killed with a run) takes no child's ending down with it, and the next
+    child has a new server."""
+    monkeypatch.setattr(isolation, "_server", None)
+    gateway = isolated("reference")
+    gateway._spawn()
+    first = isolation.server()
+    assert first is not None
+    first.proc.kill()
+    first.proc.wait()
+    gateway.kill()  # its status cannot be asked: no error, its group killed all the same
+    again = isolated("reference")
+    again._spawn()
+    assert isolation.server() is not first and type(again.proc).__name__ == "Forked"
+    again.kill()

@@ -48,7 +48,13 @@ class Forked:
 
     def poll(self) -> int | None:
         if self.returncode is None:
-            self.returncode = self.server.status(self.pid)
+            try:
+                self.returncode = self.server.status(self.pid)
+            except OSError:  # the server is gone (killed with the run): init reaps its orphans, status unknown
+                try:
+                    os.kill(self.pid, 0)
+                except ProcessLookupError:
+                    self.returncode = -signal.SIGKILL
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
