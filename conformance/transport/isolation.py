@@ -94,10 +94,8 @@ class Server:
 
     def _ask(self, request: dict[str, Any], fds: list[int] | None = None) -> dict[str, Any]:
         data = json.dumps(request).encode() + b"\n"
-        if fds:
-            socket.send_fds(self.sock, [data], fds)
-        else:
-            self.sock.sendall(data)
+        sent = socket.send_fds(self.sock, [data], fds) if fds else 0  # the fds go with the first bytes
+        self.sock.sendall(data[sent:])
         answer = b""
         while not answer.endswith(b"\n"):
             chunk = self.sock.recv(65536)
@@ -222,11 +220,13 @@ def serve(sock: socket.socket) -> None:
     it has ended (its code kept for a later ask)."""
     ended: dict[int, int] = {}
     buffered = b""
+    fds: list[int] = []  # handed with a request's first bytes: kept until its line is whole
     while True:
-        message, fds, _flags, _address = socket.recv_fds(sock, 65536, 3)
+        message, handed, _flags, _address = socket.recv_fds(sock, 65536, 3)
         if not message:
             return  # the parent is gone: its children go with their groups
         buffered += message
+        fds += handed
         while b"\n" in buffered:
             line, buffered = buffered.split(b"\n", 1)
             request = json.loads(line)
