@@ -177,6 +177,7 @@ def save(directory: Path, runs: list[Keyed], gateway: str, unloaded: list[Unload
             "file": run.file,
             "header": scenario.header,
             "expected": expected_failures(run.result),
+            **({"crashes": run.result.crashes} if run.result.crashes else {}),  # not in the log: how its crashes were
         })
     atomic_write(directory / INDEX, canonical_json({"schema": SCHEMA, "gateway": gateway, "runs": entries,
                                                    "unloaded": [u.to_detail() for u in unloaded]}))
@@ -252,6 +253,8 @@ def _index(where: Path, index: Any) -> tuple[str, list[dict[str, Any]], list[Unl
             raise RunDirError(f"{where}: runs[{i}].log: {entry['log']!r} is not a .jsonl file inside logs/")
         if not isinstance(entry["expected"], dict):
             raise RunDirError(f"{where}: runs[{i}].expected: expected an object")
+        if entry.get("crashes", "played") not in ("played", "real"):
+            raise RunDirError(f"{where}: runs[{i}].crashes: {entry['crashes']!r} is not 'played' or 'real'")
     try:  # indexes written before files not loaded were kept have none
         unloaded = [Unloaded(u["file"], u["line"], u["field"], u["message"]) for u in index.get("unloaded", [])]
     except (KeyError, TypeError):
@@ -284,4 +287,5 @@ def _result(records: list, entry: dict[str, Any]) -> RunResult:
         failure = GatewayFailure(e.d("failure"), e.step, e.d("event"), e.d("message"))
     return RunResult(scenario, entry["gateway"], Profile(profile.get("finalization", "eager"), profile.get("latency", 0),
                      profile.get("crash_durable", True), profile.get("sweep_interval", 0),
-                     frozenset(profile.get("unsupported", ())), profile.get("reply_within")), records, failure=failure)
+                     frozenset(profile.get("unsupported", ())), profile.get("reply_within")), records, failure=failure,
+                     crashes=entry.get("crashes", ""))

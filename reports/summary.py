@@ -27,12 +27,15 @@ def document(runs: list[Keyed], gateway: str, cover: Coverage, unloaded: list[Un
             "log": run.log_path,
             "outcome": outcome(result),
             "verdicts": {c: _bounded(result.verdicts[c].to_detail()) for c in CHECK_IDS if c in result.verdicts},
+            **({"crashes": result.crashes} if result.crashes else {}),
         })
     words = [s["outcome"] for s in scenarios]
     totals: dict[str, int] = {w: words.count(w) for w in ("pass", "fail", "xfail", "error", "timeout", "checker-error")}
     if words.count("skip"):  # not judged (a feature the gateway lacks); left out when none: older reports read alike
         totals["skip"] = words.count("skip")
     totals["vacuous_checks"] = sum(v.vacuous for run in runs for v in run.result.verdicts.values())
+    if played := sum(run.result.crashes == "played" for run in runs):  # left out when none, as `skip`
+        totals["played_crashes"] = played
     return {"schema": SCHEMA, "gateway": gateway, "totals": totals, "scenarios": scenarios,
             "unloaded": [u.to_detail() for u in unloaded], "coverage": cover.to_detail()}
 

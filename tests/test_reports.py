@@ -22,6 +22,7 @@ from reports.axis import Axis
 from reports.coverage import lifecycle_coverage
 from sim.clock import DAY, MINUTE
 
+ROOT = Path(__file__).resolve().parent.parent
 XSD = Path(__file__).parent / "data" / "junit.xsd"
 STATUSES = {"pass", "fail", "xfail", "xpass", "error", "timeout", "skip"}
 
@@ -367,3 +368,21 @@ def test_coverage_of_code_the_gateway_never_imported_says_so_in_one_line(capsys,
     err = capsys.readouterr().err
     assert err == "sessiongate: error: no code of wave ran (gateway reference never imported it; name yours with --gateway)\n"
     assert [str(w.message) for w in recwarn if type(w.message).__name__ == "CoverageWarning"] == []
+
+
+def test_a_report_says_whether_crashes_were_played_or_real_and_keeps_it_on_re_render(tmp_path: Path) -> None:
+    """Not in the log (its bytes are the same either way), so in the index: `summary.json` has
+    it from the run and again from `sessiongate report`."""
+    from conformance.cli import main
+
+    crash = str(ROOT / "conformance" / "catalog" / "29-crash-then-restart.yaml")
+    quiet = str(ROOT / "conformance" / "catalog" / "01-idle-expiry-end-and-finalize.yaml")
+    for how, args in (("played", []), ("real", ["--isolate"])):
+        out = tmp_path / how
+        assert main(["run", "-q", crash, quiet, "--report", str(out), *args]) == 0
+        summary = json.loads((out / "summary.json").read_text())
+        assert [s.get("crashes") for s in summary["scenarios"]] == [how, None]
+        assert summary["totals"].get("played_crashes") == (1 if how == "played" else None)
+        before = (out / "summary.json").read_bytes()
+        assert main(["report", str(out)]) == 0
+        assert (out / "summary.json").read_bytes() == before
