@@ -157,24 +157,26 @@ class ExecGateway(ChildProcess):
         self.kill()
 
     def kill(self) -> None:
-        """End the child and every process it started (its process group), and reap it."""
-        if self.proc is not None:
-            LIVE_CHILDREN.discard(self.proc.pid)
-        super().kill()
+        """End the child and every process it started (its process group), and reap it: this
+        gateway is done with it (end of scenario, timeout, death)."""
+        self._end_child()
         self.h = None
         self.timers.clear()
         self._killed, self._boot, self._locked_until = False, None, None
 
     def _die(self) -> None:
-        """A real crash (or the end of a SIGTERM): SIGKILL the child's process group. The timers
-        it set die with it; what it stored stays in the state directory."""
+        """A real crash (or the end of a SIGTERM): the child is ended as by `kill`, and the timers
+        it set die with it; the harness and what it stored in the state directory stay."""
         for timer in self.timers.values():
             timer.cancel()
         self.timers.clear()
+        self._end_child()
+        self._killed = True
+
+    def _end_child(self) -> None:
         if self.proc is not None:
             LIVE_CHILDREN.discard(self.proc.pid)
-        super().kill()  # the process only: the harness and the state directory stay
-        self._killed = True
+        super().kill()
 
     def _reopen(self) -> None:
         """A new child after a kill, on the store the dead one left (`open_store`); a lock another

@@ -19,6 +19,7 @@ the server cannot make, is started anew.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import os
@@ -166,12 +167,8 @@ def isolated(name: str, *, step_timeout: float = DEFAULT_STEP_TIMEOUT, memory_mb
     environment is imposed (a determinism run's other PYTHONHASHSEED needs a new interpreter)."""
     if exec_gateway._in_a_child:
         return resolve(name)()
-
-    def start(child_env: dict[str, str], memory: int | None, stderr_fd: int) -> Forked | None:
-        return fork(name, child_env, memory, stderr_fd)
-
     return ExecGateway([sys.executable, "-m", "conformance.transport.exec_server", name], step_timeout=step_timeout,
-                       memory_mb=memory_mb, env=env, reuse=reuse, start=start if env is None else None)
+                       memory_mb=memory_mb, env=env, reuse=reuse, start=functools.partial(fork, name) if env is None else None)
 
 
 def fork(name: str, env: dict[str, str], memory_mb: int | None, stderr_fd: int) -> Forked | None:
