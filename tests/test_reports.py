@@ -386,3 +386,17 @@ def test_a_report_says_whether_crashes_were_played_or_real_and_keeps_it_on_re_re
         before = (out / "summary.json").read_bytes()
         assert main(["report", str(out)]) == 0
         assert (out / "summary.json").read_bytes() == before
+
+
+def test_an_index_with_a_bad_crashes_field_is_named(tmp_path: Path) -> None:
+    from conformance.cli import main
+    from reports.rundir import RunDirError, load
+
+    out = tmp_path / "run"
+    assert main(["run", "-q", str(ROOT / "conformance" / "catalog" / "29-crash-then-restart.yaml"), "--report", str(out)]) == 0
+    index = out / "logs" / "index.json"
+    data = json.loads(index.read_text())
+    data["runs"][0]["crashes"] = "pretended"
+    index.write_text(json.dumps(data))
+    with pytest.raises(RunDirError, match=r"index\.json: runs\[0\]\.crashes: 'pretended' is not 'played' or 'real'"):
+        load(out)
