@@ -46,7 +46,8 @@ class Profile:
     finalization: 'eager' ends a session within `latency` ms of its boundary (a watcher);
       'lazy' ends it when the chat's next message arrives.
     crash_durable: every acknowledged turn survives SIGKILL, in the store and in memory.
-    sweep_interval: how often idle agents are swept (I7 allows this much slack past the TTL).
+    sweep_interval: how often idle agents are swept (I7 allows this much slack past the TTL, capped at
+      `GatewayConfig.horizon()`; quiescence waits it out).
     unsupported: event kinds and settings (`FEATURES`) the gateway does not have; the runner
       skips them and says so, and never judges them (see `SETTINGS`).
     reset_default: the reset policy the gateway applies when a scenario leaves it unset

@@ -107,10 +107,18 @@ class GatewayConfig:
             return own
         return "lazy" if self.watcher_interval is None else "eager"
 
-    def horizon(self) -> int:
+    def horizon(self, sweep: int = 0) -> int:
         """How far past the last event every boundary, watcher tick and sweep has happened: the
-        last boundary's `reach`, then `settle`, then a minute more."""
-        return self.reach() + self.settle() + MINUTE
+        last boundary's `reach`, then `settle`, then a minute more. `sweep`: the gateway's
+        declared sweep period; then at least so far that an agent idle since the last turn is
+        due out of the cache a minute before (the idle TTL, `reap_slack`, a turn): what the
+        harness does not wait for, I7 cannot hold a gateway to. At most twice `horizon()`."""
+        return max(self.reach() + self.settle(), self.idle_ttl + self.reap_slack(sweep) + self.turn_latency) + MINUTE
+
+    def reap_slack(self, sweep: int) -> int:
+        """I7's slack past the idle TTL for a gateway that declared sweeping every `sweep` ms:
+        as declared, never longer than `horizon()` (a declared year would excuse every agent)."""
+        return min(sweep, self.reach() + self.settle() + MINUTE)
 
     def reach(self) -> int:
         """How far past the last event the last reset boundary can be."""
@@ -344,13 +352,17 @@ class MessageTimeline(Sequence[Event]):
 
 
 def max_horizon(config: GatewayConfig, events: tuple[Event, ...]) -> int:
-    """The longest `horizon()` of the configurations a run goes through (a restart may change it)."""
-    reach = config.horizon()
+    """The longest `horizon()` of the configurations a run goes through (a restart may change
+    it), with the longest sweep any gateway may declare (`reap_slack`)."""
+    reach = config.horizon(END_OF_SWEEPS)
     for event in events:
         if isinstance(event, Restart) and event.change is not None:
             config = event.change.apply(config)
-            reach = max(reach, config.horizon())
+            reach = max(reach, config.horizon(END_OF_SWEEPS))
     return reach
+
+
+END_OF_SWEEPS = 1 << 62  # a sweep period longer than any horizon: `reap_slack` caps it
 
 
 EVENT_TYPES: dict[str, type[Event]] = {

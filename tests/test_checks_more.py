@@ -142,6 +142,30 @@ def test_i7_a_declared_sweep_period_cannot_outwait_quiescence() -> None:
     assert messages(edit(records, 0, detail={"profile": yearly[0].d("profile")}), "I7") == []
 
 
+def test_i7_the_run_waits_out_the_sweep_it_excuses() -> None:
+    """Quiescence runs until an agent idle since the last turn is due out of the cache (the TTL
+    plus the declared sweep, capped): before, it stopped at the TTL plus a minute and a turn, so
+    an agent idle since the last turn was never judged, and declaring a sweep of a year took the
+    catalog's catches of a gateway that never reaps a `none` agent from 30 to 3."""
+    import dataclasses
+
+    from conformance.harness.runner import run_scenario
+    from reference_impl import ReferenceGateway
+    from reference_impl.variants.eviction import IdleSweepNeverReapsNone
+    from sim.loader import load_text
+
+    class Yearly(IdleSweepNeverReapsNone):
+        def profile(self, config):  # type: ignore[no-untyped-def]
+            return dataclasses.replace(super().profile(config), sweep_interval=365 * 86_400_000)
+
+    scenario = load_text("name: last-turn-idle\nstart: 2026-03-02T09:00\nconfig: {reset: {mode: none}, watcher_interval: lazy}\n"
+                         "chats: {alice: {}}\nevents:\n  - message: alice\n", "<last-turn-idle>")
+    for gateway in (IdleSweepNeverReapsNone(), Yearly()):
+        [violation] = run_scenario(scenario, gateway, "never-reaps").verdicts["I7"].violations
+        assert violation.message.startswith("the agent of session s1 (reset policy none) stayed cached until ")
+    assert run_scenario(scenario, ReferenceGateway(), "reference").verdicts["I7"].status == "pass"
+
+
 def test_i7_nothing_left_after_shutdown() -> None:
     records = snapshots(log("sigterm"))
     assert messages(edit(records, find(records, "resources", running=0), detail={"running": 2}), "I7") == [

@@ -101,7 +101,7 @@ class Run(EventSteps):
             try:
                 if not self.up:
                     self._restart()
-                horizon = self.clock.now() + self.config.horizon()
+                horizon = self.clock.now() + self.config.horizon(self.profile.sweep_interval)
                 self.log.add("quiesce", until=horizon)
                 self._run_until(horizon)
             except Died:

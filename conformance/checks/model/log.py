@@ -47,7 +47,7 @@ class LogView:
 
     def __post_init__(self) -> None:
         self.latency = min(int(self.profile.get("latency", 0)), self.config.settle())
-        self.sweep_interval = min(int(self.profile.get("sweep_interval", 0)), self.config.horizon())
+        self.sweep_interval = self.config.reap_slack(int(self.profile.get("sweep_interval", 0)))
         declared = self.profile.get("reply_within")
         within = int(declared) if declared is not None else self.latency + self.config.turn_latency
         self.reply_within = min(within, self.config.horizon())
