@@ -279,7 +279,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     """`run`'s note on played crashes: how many scenarios crashed the gateway only by its own call."""
     if config.stash.get(SETTINGS, None) is None:
         return
-    from conformance.cli.lines import played_note
+    from conformance.harness.runner import played_note
 
     reports = [r for reports in terminalreporter.stats.values() for r in reports if getattr(r, "when", None) == "call"]
     played = sum(1 for r in reports if ("sessiongate_crashes", "played") in getattr(r, "user_properties", ()))

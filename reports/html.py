@@ -7,6 +7,7 @@ straight from a CI artifact. Passing runs are listed in a folded <details>.
 from __future__ import annotations
 
 from conformance.checks.model import RunModel
+from conformance.harness.runner import played_note
 from conformance.harness.suite import outcome
 from conformance.harness.verdict import CHECK_IDS, CHECK_NAMES
 from reports.coverage import Coverage, Table
@@ -57,6 +58,8 @@ def render(runs: list[Keyed], gateway: str, cover: Coverage, unloaded: list[Unlo
            f"<h1>sessiongate report: {escape(gateway)}</h1>",
            f'<p class="muted">{len(runs)} run{"s" if len(runs) != 1 else ""}: {escape(counts)}. '
            "Times are virtual, in each scenario's zone.</p>"]
+    if played := sum(r.crashes == "played" for r in results):
+        out.append(f'<p class="muted">{escape(played_note(played, len(runs)))}</p>')
     if unloaded:
         out.append(f'<h2 class="bad">{len(unloaded)} scenario file{"s" if len(unloaded) != 1 else ""} not loaded</h2><ul>')
         out += [f"<li><code>{escape(u.text)}</code></li>" for u in unloaded]
@@ -124,6 +127,9 @@ def numbered(k: Keyed) -> list[Numbered]:
     return out
 
 
+CRASHES = {"played": " · crashes played (its own crash() call)", "real": " · crashes real (the process killed)"}
+
+
 def _run_section(k: Keyed) -> str:
     result, scenario = k.result, k.result.scenario
     try:
@@ -134,7 +140,7 @@ def _run_section(k: Keyed) -> str:
     parts = [f'<section class="run" id="{k.anchor}"><h2>{escape(k.key)}: {word}</h2>',
              f'<p class="muted">{escape(k.file or "(no file)")} · seed {scenario.seed} · '
              f"zone {escape(scenario.zone)} · gateway {escape(result.gateway)} · "
-             f"{escape(result.profile.finalization)} finalization</p>"]
+             f"{escape(result.profile.finalization)} finalization{CRASHES.get(result.crashes, '')}</p>"]
     if scenario.header:
         parts.append(f"<pre>{escape(scenario.header, lines=True)}</pre>")
     items = numbered(k)

@@ -4,7 +4,8 @@ classname is the scenario, name is the check ('I1 exactly-once end'); one testsu
 gateway. A failure carries every violation message; an expected failure is skipped with
 its reason; a gateway error or timeout is an error, and so is a check that raised (type
 'checker-error') and a scenario file that could not be loaded (classname = the file, name =
-'load'). A pass that examined nothing carries the property `vacuous=true`; a failing
+'load'). A pass that examined nothing carries the property `vacuous=true`, each testcase of a
+run that crashed the gateway `crashes=played` or `crashes=real`; a failing
 testcase's `system-out` says how to reproduce it. Every text is `sessiongate.text.readable`: a
 control character anywhere (a scenario name with \x01, a session id with ESC) is written as its
 escape, so the file always parses, and a message of megabytes is cut. No timestamps: same runs,
@@ -24,16 +25,20 @@ def _clean(text: str) -> str:
     return readable(text, lines=True)
 
 
-def _case(suite: ET.Element, classname: str, check: str, verdict: Verdict | None, reproduce: str) -> str:
-    """Add one testcase; returns its status. A failing one says how to reproduce it."""
+def _case(suite: ET.Element, classname: str, check: str, verdict: Verdict | None, reproduce: str, crashes: str = "") -> str:
+    """Add one testcase; returns its status. A failing one says how to reproduce it; a run that
+    crashed the gateway says whether the crash was `played` or `real` (`RunResult.crashes`)."""
     case = ET.SubElement(suite, "testcase", classname=_clean(classname), name=f"{check} {CHECK_NAMES[check]}", time="0")
     status = verdict.status if verdict is not None else "error"
     if verdict is None:
         ET.SubElement(case, "error", message="no verdict", type="error")
         return status
-    if verdict.vacuous:  # a pass that examined nothing: CI tools show the property
+    if verdict.vacuous or crashes:  # a pass that examined nothing, crashes only played: CI tools show the property
         properties = ET.SubElement(case, "properties")
-        ET.SubElement(properties, "property", name="vacuous", value="true")
+        if verdict.vacuous:
+            ET.SubElement(properties, "property", name="vacuous", value="true")
+        if crashes:
+            ET.SubElement(properties, "property", name="crashes", value=crashes)
     evidence = _clean("\n".join(v.message for v in verdict.violations))
     if status == "fail":
         node = ET.SubElement(case, "failure", message=_clean(verdict.summary), type=check)
@@ -65,7 +70,7 @@ def render(runs: list[Keyed], gateway: str, unloaded: list[Unloaded]) -> str:
         classname = run.key.rsplit("/", 1)[-1] if "/" in run.key and run.key.startswith(f"{name}/") else run.key
         reproduce = run.reproduce
         for check in CHECK_IDS:
-            status = _case(suites[name], classname, check, run.result.verdicts.get(check), reproduce)
+            status = _case(suites[name], classname, check, run.result.verdicts.get(check), reproduce, run.result.crashes)
             tally = tallies[name]
             tally["tests"] += 1
             tally["failures"] += status in ("fail", "xpass")

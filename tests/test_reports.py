@@ -371,8 +371,9 @@ def test_coverage_of_code_the_gateway_never_imported_says_so_in_one_line(capsys,
 
 
 def test_a_report_says_whether_crashes_were_played_or_real_and_keeps_it_on_re_render(tmp_path: Path) -> None:
-    """Not in the log (its bytes are the same either way), so in the index: `summary.json` has
-    it from the run and again from `sessiongate report`."""
+    """Not in the log (its bytes are the same either way), so in the index: `summary.json`,
+    `junit.xml` (a `crashes` property) and `report.html` (the note) have it from the run and
+    again from `sessiongate report`."""
     from conformance.cli import main
 
     crash = str(ROOT / "conformance" / "catalog" / "29-crash-then-restart.yaml")
@@ -383,9 +384,15 @@ def test_a_report_says_whether_crashes_were_played_or_real_and_keeps_it_on_re_re
         summary = json.loads((out / "summary.json").read_text())
         assert [s.get("crashes") for s in summary["scenarios"]] == [how, None]
         assert summary["totals"].get("played_crashes") == (1 if how == "played" else None)
-        before = (out / "summary.json").read_bytes()
+        junit = ET.fromstring((out / "junit.xml").read_text())
+        said = {c.get("classname"): {p.get("value") for p in c.iter("property") if p.get("name") == "crashes"}
+                for c in junit.iter("testcase")}
+        assert said == {"29-crash-then-restart": {how}, "01-idle-expiry-end-and-finalize": set()}
+        html = (out / "report.html").read_text()
+        assert ("note: 1 of 2 scenarios crash the gateway by its own crash() call" in html) == (how == "played")
+        before = {name: (out / name).read_bytes() for name in ("summary.json", "junit.xml", "report.html")}
         assert main(["report", str(out)]) == 0
-        assert (out / "summary.json").read_bytes() == before
+        assert {name: (out / name).read_bytes() for name in before} == before
 
 
 def test_an_index_with_a_bad_crashes_field_is_named(tmp_path: Path) -> None:

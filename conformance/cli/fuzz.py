@@ -25,10 +25,10 @@ from conformance.cli.args import (
     parse_workers,
     shard,
 )
-from conformance.cli.lines import Progress, forget_if_fixed, played_note, saved_failures, scenario_line
+from conformance.cli.lines import Progress, forget_if_fixed, saved_failures, scenario_line
 from conformance.harness.failure_db import FailureDB
 from conformance.harness.registry import resolve
-from conformance.harness.runner import run_scenario
+from conformance.harness.runner import played_note, run_scenario
 from conformance.harness.suite import outcome as outcome_of
 from conformance.search.fuzz import (
     Isolation,

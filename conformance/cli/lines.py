@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from conformance.harness.failure_db import FailureDB
-from conformance.harness.runner import RunResult
+from conformance.harness.runner import RunResult, played_note
 from conformance.harness.suite import XPASS_PREFIX, load_all, outcome, vacuous_checks, vacuous_note
 from conformance.harness.verdict import CHECK_IDS, CHECKER_ERROR, FAILING, Verdict
 from sessiongate import ExitCode
@@ -143,11 +143,6 @@ def played_crashes(results: list[RunResult]) -> str | None:
     what it kept in memory survived (None if none did): their passes say less than a real kill's."""
     played = sum(1 for r in results if r.crashes == "played")
     return played_note(played, len(results)) if played else None
-
-
-def played_note(played: int, of: int, isolate: str = "--isolate") -> str:
-    return (f"note: {played} of {of} scenarios crash the gateway by its own crash() call, which loses nothing it "
-            f"keeps in memory ({isolate} kills one with open_store(): docs/contract.md)")
 
 
 def exit_code(results: list[RunResult], unloaded: int = 0) -> int:

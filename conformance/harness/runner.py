@@ -37,6 +37,12 @@ from sim.scenario import BEFORE_TIMERS, Scenario
 DEFAULT_BUDGET = 2_000_000
 
 
+def played_note(played: int, of: int, isolate: str = "--isolate") -> str:
+    """What every run, report and plugin says when crashes were only played (`RunResult.crashes`)."""
+    return (f"note: {played} of {of} scenarios crash the gateway by its own crash() call, which loses nothing it "
+            f"keeps in memory ({isolate} kills one with open_store(): docs/contract.md)")
+
+
 @dataclass
 class RunResult:
     """Everything a run produced: the log (the final durable state is its last `durable`
