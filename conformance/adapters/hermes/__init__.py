@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
+import os
 import random
 from collections import deque
 from collections.abc import Callable
@@ -32,6 +34,7 @@ UNSUPPORTED = frozenset({
     "daily_min_idle_minutes",  # gateway/config.py:SessionResetPolicy has no such knob: it would be ignored
     "finalization_by_chat",  # one watcher over every session (gateway/run.py:_session_expiry_watcher): no mode per chat
 })
+ADAPTER_STATE = "hermes-adapter.json"  # in a child's state directory, beside Hermes's home (`remember`)
 CLEARING_COMMANDS = ("/stop", "/new", "/reset")  # mid-turn, these discard the queued follow-ups
 # Hermes's own boundaries where a crash can part durable from volatile state, fired through the
 # seams (`hermes_seams.crash_point`, `Generation.crash_point`): a SessionDB transaction committed
@@ -53,6 +56,8 @@ def _failsafe(method: Callable[..., Any]) -> Callable[..., Any]:
         except BaseException:
             self.abandon()
             raise
+        finally:
+            self.remember()
 
     return guarded
 
@@ -87,13 +92,31 @@ class HermesGateway:
         self.config, self.h = config, harness
         self.clock = FrozenClock(harness.clock)
         try:
-            self.open(config)
+            self.open(config, fresh=True)
+            self.boot()
+        except BaseException:
+            self.abandon()
+            raise
+        self.remember()
+
+    def open_store(self, config: GatewayConfig, harness: Harness) -> None:
+        """A new process after a real kill (`--isolate`: the optional `Gateway.open_store`): Hermes's
+        home as the killed process left it on disk, and what the platform knew (each chat's source
+        and message ids, the sessions each chat has used, for `/resume`), read from
+        `harness.state_dir`; nothing of Hermes's memory. `restart()` boots it."""
+        self.config, self.h = config, harness
+        self.clock = FrozenClock(harness.clock)
+        try:
+            self.open(config, fresh=False)
         except BaseException:
             self.abandon()
             raise
 
-    def open(self, config: GatewayConfig) -> None:
-        hermes_home.prepare(config)
+    def open(self, config: GatewayConfig, fresh: bool) -> None:
+        if fresh:
+            hermes_home.prepare(config)
+        else:
+            hermes_home.home()
         from conformance.adapters.hermes import patches as hermes_patches  # imports Hermes: HERMES_HOME is set by now
         from conformance.adapters.hermes import seams as hermes_seams
         from conformance.adapters.hermes import speed as hermes_speed
@@ -107,8 +130,6 @@ class HermesGateway:
         gateway.run._AGENT_CACHE_IDLE_TTL_SECS = config.idle_ttl / SECOND
         self.uuid_counter = [0]
         self.lock_until = -1
-        self.jitter = random.Random(f"hermes-write-retry-jitter/{self.h.seed}")  # one stream a scenario, from its seed
-        hermes_seams.AGENT_IDS.seed(f"hermes-agent-ids/{self.h.seed}")
         self.message_ids = 0
         self.sources: dict[str, Any] = {}
         self.chat_by_key: dict[str, Chat] = {}
@@ -117,7 +138,47 @@ class HermesGateway:
         self.busy: dict[str, Any] = {}  # chat -> the Work of its turn in flight
         self.waiting: dict[str, deque[Any]] = {}  # chat -> follow-ups held while busy
         self._session_key = gateway.session.build_session_key
-        self.boot()
+        self.processes = 0 if fresh else self.recall()  # how many processes ran before this one
+        # One stream a scenario, from its seed; a new process draws anew (its own uuid4s, its own jitter).
+        again = f"/{self.processes}" if self.processes else ""
+        self.jitter = random.Random(f"hermes-write-retry-jitter/{self.h.seed}{again}")
+        hermes_seams.AGENT_IDS.seed(f"hermes-agent-ids/{self.h.seed}{again}")
+
+    # -- real crashes: what outlives the process ---------------------------------------------
+
+    def remember(self) -> None:
+        """In a child with a state directory (`--isolate`, `exec:`), after each call: what the next
+        process needs that is not Hermes's (the platform's chats and message ids; the sessions each
+        chat used, as its user would recall them for `/resume`; how many session ids were drawn, as
+        uuid4s never repeat). Written whole and renamed: a kill leaves the last call's."""
+        state_dir = getattr(getattr(self, "h", None), "state_dir", None)
+        if state_dir is None or not hasattr(self, "history"):
+            return
+        from conformance.transport.wire import chat_to_wire
+
+        chats = sorted(self.chat_by_key.values(), key=lambda chat: chat.name)
+        state = {"processes": self.processes, "uuid_counter": self.uuid_counter[0], "message_ids": self.message_ids,
+                 "chats": [chat_to_wire(chat) for chat in chats], "history": self.history}
+        path = os.path.join(state_dir, ADAPTER_STATE)
+        with open(path + ".new", "w", encoding="utf-8") as file:
+            json.dump(state, file, sort_keys=True)
+        os.replace(path + ".new", path)
+
+    def recall(self) -> int:
+        """Read what `remember` wrote; returns this process's number (1 for the first after a kill)."""
+        from conformance.transport.wire import chat_from_wire
+
+        state_dir = self.h.state_dir
+        if state_dir is None:
+            raise RuntimeError("open_store without a state directory: nothing to reopen")
+        with open(os.path.join(state_dir, ADAPTER_STATE), encoding="utf-8") as file:
+            state = json.load(file)
+        self.uuid_counter[0] = state["uuid_counter"]
+        self.message_ids = state["message_ids"]
+        for chat in state["chats"]:
+            self.source(chat_from_wire(chat))
+        self.history = {name: list(used) for name, used in state["history"].items()}
+        return int(state["processes"]) + 1
 
     def boot(self) -> None:
         from gateway.config import load_gateway_config

