@@ -1,7 +1,9 @@
 """I6 reset policy: a turn lands in a new session iff its chat's entry was past a boundary
 when the turn arrived; never mid-turn; slash commands and internal traffic do not move the
 idle clock; a `/stop` abandons the turn in flight (no reply after it); a delegated task is
-skipped only when its chat had no live session. The expected cuts come from the inputs alone
+skipped only when its chat had no live session, runs in a child of the session live when it
+arrived (a child serves one parent), and its result goes to its own chat (a user turn's reply
+is I9's). The expected cuts come from the inputs alone
 (`model.RunModel.segments`), never from what the gateway says it did (a `delegate_skipped`
 note is its word, not evidence)."""
 
@@ -42,6 +44,12 @@ def check(m: RunModel) -> Verdict:
     violations += out
     delegates, out = _skipped_delegates(m)
     examined += delegates
+    violations += out
+    children, out = _delegate_children(m)
+    examined += children
+    violations += out
+    results, out = _misdelivered_results(m)
+    examined += results
     violations += out
     return Verdict("I6", "fail" if violations else "pass", tuple(violations), examined=examined)
 
@@ -126,3 +134,50 @@ def _live_segment(m: RunModel, chat: str, index: int, t: int) -> Segment | None:
             continue
         return seg if seg.boundary is None or seg.boundary > t else None
     return None
+
+
+def _delegate_children(m: RunModel) -> tuple[int, list[Violation]]:
+    """A delegated task runs in a child of the session live in its chat when it arrived, so two
+    tasks that arrived in two sessions' lives never share a child: one keyed by its chat would
+    carry the old session's task, context and parent into the new session's. A task held while
+    the gateway was down (the session after the restart may spawn it), or with no live session,
+    is not judged."""
+    out: list[Violation] = []
+    examined = 0
+    first: dict[str, tuple[str, str]] = {}  # child session -> (the parent live at its first task, that task)
+    for index, r in m.of("delegate"):
+        if r.d("queued") or not r.turns:
+            continue
+        turn = m.turns.get(r.turns[0])
+        if turn is None or not turn.delegate or turn.request is None or not turn.request_session:
+            continue
+        live = _live_segment(m, turn.chat, index, r.t)
+        if live is None or live.session is None:
+            continue
+        examined += 1
+        child, parent = turn.request_session, live.session
+        if child not in first:
+            first[child] = (parent, turn.id)
+        elif first[child][0] != parent:
+            before, task = first[child]
+            out.append(Violation(
+                f"delegated task {turn.id} arrived at {m.at(r.t)} while chat {turn.chat}'s session {parent} was live, "
+                f"but ran in {child}, the child {before} spawned for {task}: a child serves one parent session",
+                (index, turn.request_index), r.t, child, (turn.id,)))
+    return examined, out
+
+
+def _misdelivered_results(m: RunModel) -> tuple[int, list[Violation]]:
+    """A delegated task's result goes to its own chat's outbox and carries the answer (the
+    walk's `unanswering`, which I9 judges for user turns)."""
+    out: list[Violation] = []
+    delegated = [turn for _index, r in m.of("reply") if r.turns and (turn := m.turns.get(r.turns[0])) is not None and turn.delegate]
+    for turn in delegated:
+        wrong = m.unanswering.get(turn.id)
+        if not wrong:
+            continue
+        r = m.records[wrong[0]]
+        words = f"went to chat {r.chat}, not {turn.chat}" if r.chat != turn.chat else "carried no answer to it"
+        out.append(Violation(f"delegated task {turn.id}'s result at {m.at(r.t)} {words}", (turn.index, wrong[0]),
+                             r.t, r.session, (turn.id,)))
+    return len(delegated), out

@@ -22,6 +22,11 @@ from reference_impl.variants.crashpoints import (
     RotateBeforeEndRecorded,
     StopDropsOutboxFirst,
 )
+from reference_impl.variants.delegates import (
+    DelegateChildKeyedByChat,
+    DelegateResultToNewestChat,
+    EndCarriesDelegateTurns,
+)
 from reference_impl.variants.eviction import (
     EvictCommitThenExpiryDoubleEnd,
     IdleSweepEvictsBeforeDailyExpiry,
@@ -136,6 +141,9 @@ VARIANTS: dict[str, type[ReferenceGateway]] = {
     "answers-without-llm": AnswersWithoutLlm,
     "stop-takes-first-busy-chat": StopTakesFirstBusyChat,
     "queued-clock-at-admission": QueuedClockAtAdmission,
+    "delegate-child-keyed-by-chat": DelegateChildKeyedByChat,
+    "delegate-result-to-newest-chat": DelegateResultToNewestChat,
+    "end-carries-delegate-turns": EndCarriesDelegateTurns,
 }
 
 

@@ -1,0 +1,66 @@
+"""Delegate bugs no check saw (sessiongate's audit of lazy gateways, 2026-12-05).
+
+CONTRACT, Words: "delegate child: a session spawned by a chat's session for a delegated task; it
+has its own row (naming its parent) and no memory". The reference spawns one child per parent
+session (`child_agent`), sends its result to the task's chat, and ends a session with its own
+transcript. Each variant here undoes one, and catalog 84 catches all three.
+"""
+
+from __future__ import annotations
+
+from reference_impl.cache import Agent
+from reference_impl.gateway import Pending, ReferenceGateway
+from sim.scenario import Chat
+
+
+class DelegateChildKeyedByChat(ReferenceGateway):
+    """delegate-child-keyed-by-chat — CONTRACT Words ("spawned by a chat's session"), I6:
+
+    Here: the subagent cache is keyed by the chat, not by the spawning session, so after `/new`
+    (or an expiry) the chat's delegated tasks go on in the previous session's child: its context
+    and its row's parent are the ended session's.
+    """
+
+    def child_agent(self, chat: Chat, key: str, parent: str) -> Agent:
+        child = self.volatile.children.get(key) or self.stored_child(parent)
+        if child is not None:
+            return self.volatile.cache.get(child) or self.load_agent(child, chat.name, key, "delegate", parent)
+        session = self.store.new_session_id()
+        self.volatile.children[key] = session
+        agent = Agent(session, chat.name, key, "delegate", parent, last_activity=self.h.clock.now())
+        self.volatile.cache.put(agent)
+        return agent
+
+
+class DelegateResultToNewestChat(ReferenceGateway):
+    """delegate-result-to-newest-chat — CONTRACT Liveness and I6 ("no session serves two chats"),
+    as `replies-to-newest-chat` for subagent results only:
+
+    Here: a delegated task's result goes out through the chat of the newest turn in flight, so
+    while another chat's turn runs, alice's subagent result is posted into bob's chat.
+    """
+
+    def send_reply(self, pending: Pending) -> None:
+        if not pending.delegate:
+            super().send_reply(pending)
+            return
+        newest = next(reversed(self.volatile.busy_chats.values()), None)
+        current = self.volatile.inflight.get(newest) if newest is not None else None
+        chat = current.chat.name if current is not None else pending.chat.name
+        self.h.platform.send_reply(chat, pending.session, pending.reply or "")
+
+
+class EndCarriesDelegateTurns(ReferenceGateway):
+    """end-carries-delegate-turns — I1 ("carrying the session's acknowledged turns"), CONTRACT
+    Words (a delegate child has "no memory"):
+
+    Here: a session's end hands memory its own transcript plus its subagent's, so the child's
+    task and result reach the user's memory under the parent.
+    """
+
+    def end_memory(self, session: str, reason: str, agent: Agent | None) -> None:
+        rows = list(agent.rows if agent is not None else self.stored_transcript(session))
+        child = self.volatile.children.get(session) or self.stored_child(session)
+        if child is not None:
+            rows += self.store.transcript(child)
+        self.volatile.memory.end_session(session, rows)
