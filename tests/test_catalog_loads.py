@@ -15,6 +15,9 @@ from sim.loader import load_file
 KNOWN_VARIANTS = frozenset({
     "stop-ignored",
     "abandoned-turn-kept",
+    "delegate-child-keyed-by-chat",
+    "delegate-result-to-newest-chat",
+    "end-carries-delegate-turns",
     "busy-flag-stuck",
     "crash-keeps-memory",
     "memory-ships-reply-twice",

@@ -53,6 +53,29 @@ def test_a_muted_message_is_delivered_plain_and_noted() -> None:
     assert outcome(result) == "pass"
 
 
+def test_a_pass_without_the_events_a_gateway_declared_away_says_so_on_the_last_line() -> None:
+    """Declaring no crash points took `rotate-before-end-recorded` from 4 catalog failures to none,
+    and only each scenario's line said why (an audit of lazy gateways, 2026-12-05): the summary
+    line counts such passes by the kinds they skipped."""
+    from conformance.harness.suite import catalog_paths
+    from reference_impl.variants import VARIANTS
+    from sim.loader import load_file
+
+    class NoPoints(VARIANTS["rotate-before-end-recorded"]):  # type: ignore[misc, valid-type]
+        def profile(self, config):  # type: ignore[no-untyped-def]
+            return replace(super().profile(config), crash_points=frozenset())
+
+    [path] = [p for p in catalog_paths() if "rotate-before-end-recorded" in load_file(p).catches]
+    scenario = load_file(path)
+    assert outcome(run_scenario(scenario, VARIANTS["rotate-before-end-recorded"](), "v")) == "fail"
+    result = run_scenario(scenario, NoPoints(), "v")
+    assert outcome(result) == "pass"
+    assert "crash_at, a point the gateway does not declare" in skipped_note(result)
+    assert summary_line([result]).endswith("; 1 pass skipped events the gateway declares it lacks (crash_at 1)")
+    muted = run_scenario(load_text(BASE.replace("RESET", "{mode: idle, idle_minutes: 30}")), Lacking(), "lacking")
+    assert summary_line([muted]).endswith("; 1 pass skipped events the gateway declares it lacks (muted 1)")
+
+
 def test_a_config_using_an_unsupported_feature_is_skipped_whole() -> None:
     text = BASE.replace("RESET", "{mode: daily, at_hour: 4, daily_min_idle_minutes: 60}")
     result = run_scenario(load_text(text), Lacking(), "lacking")

@@ -3,7 +3,7 @@
 CONTRACT, Words: "delegate child: a session spawned by a chat's session for a delegated task; it
 has its own row (naming its parent) and no memory". The reference spawns one child per parent
 session (`child_agent`), sends its result to the task's chat, and ends a session with its own
-transcript. Each variant here undoes one, and catalog 84 catches all three.
+transcript. Each variant here undoes one, and catalog 85 catches all three.
 """
 
 from __future__ import annotations
