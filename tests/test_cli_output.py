@@ -179,7 +179,8 @@ def test_run_notes_skipped_events(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         "pass  13-heal-parent-cascade (2 events skipped: delegate, unsupported) (I5 vacuous)",
         # A second sigterm or restart does nothing either: the scenario may not say what its author meant.
         "pass  sigterm-twice (3 events skipped: delegate, unsupported; sigterm while down; restart while running)",
-        "3 scenarios, 3 passed, 0 failed; 2 checks vacuous (examined nothing)",
+        "3 scenarios, 3 passed, 0 failed; 2 checks vacuous (examined nothing); "
+        "3 passes skipped events the gateway declares it lacks (delegate 5)",
     ]
 
 

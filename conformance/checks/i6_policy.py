@@ -169,10 +169,14 @@ def _delegate_children(m: RunModel) -> tuple[int, list[Violation]]:
 
 def _misdelivered_results(m: RunModel) -> tuple[int, list[Violation]]:
     """A delegated task's result goes to its own chat's outbox and carries the answer (the
-    walk's `unanswering`, which I9 judges for user turns)."""
+    walk's `unanswering`, which I9 judges for user turns). Read off the delegate records: few."""
     out: list[Violation] = []
-    delegated = [turn for _index, r in m.of("reply") if r.turns and (turn := m.turns.get(r.turns[0])) is not None and turn.delegate]
-    for turn in delegated:
+    examined = 0
+    for _index, d in m.of("delegate"):
+        turn = m.turns.get(d.turns[0]) if d.turns else None
+        if turn is None or not turn.delegate or turn.reply_t == ABSENT:
+            continue
+        examined += 1
         wrong = m.unanswering.get(turn.id)
         if not wrong:
             continue
@@ -180,4 +184,4 @@ def _misdelivered_results(m: RunModel) -> tuple[int, list[Violation]]:
         words = f"went to chat {r.chat}, not {turn.chat}" if r.chat != turn.chat else "carried no answer to it"
         out.append(Violation(f"delegated task {turn.id}'s result at {m.at(r.t)} {words}", (turn.index, wrong[0]),
                              r.t, r.session, (turn.id,)))
-    return len(delegated), out
+    return examined, out
