@@ -39,18 +39,10 @@ def check(m: RunModel) -> Verdict:
                     f"session {seg.session} is reused: turn {first.id} of chat {chat} landed in a session that "
                     f"chat {other_chat} already used", (first.request_index,), first.arrival, seg.session, (first.id,)))
             owner.setdefault(seg.session, (chat, seg.number))
-    stopped, out = _answered_after_stop(m)
-    examined += stopped
-    violations += out
-    delegates, out = _skipped_delegates(m)
-    examined += delegates
-    violations += out
-    children, out = _delegate_children(m)
-    examined += children
-    violations += out
-    results, out = _misdelivered_results(m)
-    examined += results
-    violations += out
+    for rule in (_answered_after_stop, _skipped_delegates, _delegate_children, _misdelivered_results):
+        judged, out = rule(m)
+        examined += judged
+        violations += out
     return Verdict("I6", "fail" if violations else "pass", tuple(violations), examined=examined)
 
 
