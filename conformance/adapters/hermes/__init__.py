@@ -156,9 +156,9 @@ class HermesGateway:
             return
         from conformance.transport.wire import chat_to_wire
 
-        chats = sorted(self.chat_by_key.values(), key=lambda chat: chat.name)
+        chats = [chat_to_wire(chat) for chat in self.chat_by_key.values()]  # first seen first, as the next process rebuilds them
         state = {"processes": self.processes, "uuid_counter": self.uuid_counter[0], "message_ids": self.message_ids,
-                 "chats": [chat_to_wire(chat) for chat in chats], "history": self.history}
+                 "chats": chats, "history": self.history}
         path = os.path.join(state_dir, ADAPTER_STATE)
         with open(path + ".new", "w", encoding="utf-8") as file:
             json.dump(state, file, sort_keys=True)
