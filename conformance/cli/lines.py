@@ -135,10 +135,14 @@ def summary_line(results: list[RunResult], unloaded: int = 0) -> str:
         line += f", {checker} checker error{'s' if checker != 1 else ''} (a sessiongate bug)"
     if vacuous := vacuous_checks(results):
         line += f"; {vacuous} check{'s' if vacuous != 1 else ''} vacuous (examined nothing)"
-    if declined := declined_passes(results):
-        kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(declined.items()))
-        passes = sum(1 for r, w in zip(results, words, strict=True) if w == "pass" and _declined(r))
-        line += f"; {passes} pass{'es' if passes != 1 else ''} skipped events the gateway declares it lacks ({kinds})"
+    # A pass without its crash or its deletion says less than its `pass`: each scenario's line
+    # names what it skipped, and the last line counts them too.
+    if declined := [events for r, w in zip(results, words, strict=True) if w == "pass" and (events := _declined(r))]:
+        counts: dict[str, int] = {}
+        for event in (event for events in declined for event in events):
+            counts[event] = counts.get(event, 0) + 1
+        kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(counts.items()))
+        line += f"; {len(declined)} pass{'es' if len(declined) != 1 else ''} skipped events the gateway declares it lacks ({kinds})"
     return line
 
 
@@ -153,18 +157,6 @@ def _declined(result: RunResult) -> list[str]:
             if event in unsupported or event in ("muted", "crash_at"):
                 out.append(event)
     return out
-
-
-def declined_passes(results: list[RunResult]) -> dict[str, int]:
-    """Of the passing runs, the events skipped because the gateway declared them away, by kind:
-    a pass without its crash or its deletion says less than its line's `pass`, so the summary
-    line says so too (each scenario's line names them)."""
-    counts: dict[str, int] = {}
-    for result in results:
-        if outcome(result) == "pass":
-            for event in _declined(result):
-                counts[event] = counts.get(event, 0) + 1
-    return counts
 
 
 def played_crashes(results: list[RunResult]) -> str | None:
