@@ -113,12 +113,13 @@ class GatewayConfig:
         declared sweep period; then at least so far that an agent idle since the last turn is
         due out of the cache a minute before (the idle TTL, `reap_slack`, a turn): what the
         harness does not wait for, I7 cannot hold a gateway to. At most twice `horizon()`."""
-        return max(self.reach() + self.settle(), self.idle_ttl + self.reap_slack(sweep) + self.turn_latency) + MINUTE
+        base = self.reach() + self.settle() + MINUTE
+        return max(base, self.idle_ttl + min(sweep, base) + self.turn_latency + MINUTE)
 
     def reap_slack(self, sweep: int) -> int:
         """I7's slack past the idle TTL for a gateway that declared sweeping every `sweep` ms:
         as declared, never longer than `horizon()` (a declared year would excuse every agent)."""
-        return min(sweep, self.reach() + self.settle() + MINUTE)
+        return min(sweep, self.horizon())
 
     def reach(self) -> int:
         """How far past the last event the last reset boundary can be."""
