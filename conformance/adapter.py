@@ -58,7 +58,8 @@ class Profile:
       None: `latency` plus the scenario's turn latency.
     crash_points: the names the gateway passes to `Harness.crash_point` (places inside a step
       where durable and volatile state can part); a `crash_at` event or `fuzz --crash-points`
-      may kill it there. Logged, so coverage sees the declared set from the log alone.
+      may kill it there. A gateway that declares any is also killed at `HARNESS_POINTS`, which
+      the runner adds. Logged, so coverage sees the declared set from the log alone.
     """
 
     finalization: Literal["eager", "lazy"] = "eager"
@@ -105,6 +106,14 @@ class Inbound:
     chat: Chat
     text: str
     muted: bool = False
+
+
+# The harness's own crash points, at its observation boundaries: a gateway that declares any
+# crash point of its own (it can be killed inside a step) is also killed at these, which no
+# gateway has to pass to `Harness.crash_point`. `reply-sent`: the platform has the reply, so
+# the turn is acknowledged, and nothing of the step after it ran (a gateway that replies
+# before its turn is safe on disk, or before the memory it owes is, loses the turn there).
+HARNESS_POINTS = frozenset({"reply-sent"})
 
 
 class CrashPointFired(BaseException):

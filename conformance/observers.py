@@ -143,10 +143,15 @@ class FakeLLM:
 
 
 class Platform:
-    """The chat platform's outbox: a reply delivered here acknowledges its turn."""
+    """The chat platform's outbox: a reply delivered here acknowledges its turn.
+
+    `after_reply`, when set (`conformance.adapter.HARNESS_POINTS`), is called once the reply is
+    in the log: the harness's own crash point `reply-sent`, where the process may die with the
+    turn acknowledged and nothing after the reply done."""
 
     def __init__(self, log: ObservationLog) -> None:
         self._log = log
+        self.after_reply: Callable[[str], None] | None = None
 
     def send_reply(self, chat: str, session: str, text: str) -> None:
         if type(chat) is not str or type(session) is not str or type(text) is not str:
@@ -155,12 +160,14 @@ class Platform:
         turns = turn_ids(text)
         if len(turns) == 1 and text == reply_text(turns[0]):  # the fake LLM's answer as it came: no second scan
             self._log.add("reply", chat=chat, session=session, turns=turns)
-            return
-        answers = halves((text,))[1]
-        if answers == tuple(dict.fromkeys(turns)):  # the common case: the text is the answer of each turn it names
-            self._log.add("reply", chat=chat, session=session, turns=turns)
-        else:  # some turn named only by a copy of its message (an echo, a stripped tag): `answers` says which are
-            self._log.add("reply", chat=chat, session=session, turns=turns, answers=list(answers))
+        else:
+            answers = halves((text,))[1]
+            if answers == tuple(dict.fromkeys(turns)):  # the common case: the text is the answer of each turn it names
+                self._log.add("reply", chat=chat, session=session, turns=turns)
+            else:  # some turn named only by a copy of its message (an echo, a stripped tag): `answers` says which are
+                self._log.add("reply", chat=chat, session=session, turns=turns, answers=list(answers))
+        if self.after_reply is not None:
+            self.after_reply("reply-sent")
 
 
 class MemoryBackend:

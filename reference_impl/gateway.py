@@ -431,21 +431,39 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
                     self.acknowledge(other, inflight[other], agent)
 
     def acknowledge(self, request_id: str, pending: Pending, agent: Agent) -> None:
-        """The turn is written: deliver its reply, then hand the chat on."""
+        """The turn is written: what it owes memory and the commands waiting behind it are made
+        durable, then its reply is delivered (the turn is acknowledged: a crash right after,
+        at the harness's `reply-sent`, loses nothing), then the chat is handed on."""
         del self.volatile.inflight[request_id]
         assert pending.reply is not None
+        turn = None if pending.delegate else self.answered_turn(pending, agent)
+        due = self.hand_memory(pending.key, turn) if turn is not None else None
         self.send_reply(pending)
-        if not pending.delegate and pending.key in self.volatile.queues:
-            self.commands_due_now(pending.key)
         agent.busy, agent.last_activity = self.still_busy(agent.session), self.h.clock.now()
-        if not pending.delegate:
-            for row in reversed(agent.rows):  # its user row, near the end (a plain loop: no generator a turn)
-                if row.role == "user" and row.turn == pending.turn:
-                    break
-            else:
-                raise RuntimeError(f"turn {pending.turn} of session {pending.session} has no user row")
-            self.hand_on(pending.key, Turn(pending.session, pending.turn, row.content, pending.reply))
+        if turn is not None:
+            if due:
+                self.volatile.memory.ship(turn.session, due)
+            self.hand_on(pending.key, turn)
         self.enforce_cap()
+
+    def answered_turn(self, pending: Pending, agent: Agent) -> Turn:
+        """The chat turn `pending` answers, its user row found near the end of the agent's rows
+        (a plain loop: no generator a turn)."""
+        assert pending.reply is not None
+        for row in reversed(agent.rows):
+            if row.role == "user" and row.turn == pending.turn:
+                return Turn(pending.session, pending.turn, row.content, pending.reply)
+        raise RuntimeError(f"turn {pending.turn} of session {pending.session} has no user row")
+
+    def hand_memory(self, key: str, turn: Turn) -> list[BatchingProvider]:
+        """Before the reply: the turn's sync_turn (each provider's outbox holds it from here on)
+        and the chat's waiting commands made due, so a crash once the turn is acknowledged
+        finds both on disk; the providers whose batch is due, shipped after the reply (a
+        crash at their ship must find the turn acknowledged: `MemoryManager.owe`)."""
+        due = self.volatile.memory.owe(turn)
+        if key in self.volatile.queues:
+            self.commands_due_now(key)
+        return due
 
     def commands_due_now(self, key: str) -> None:
         """The turn the chat's commands waited behind is done (replied, or stopped): they are due
@@ -456,12 +474,11 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
             self.volatile.due_chats.add(key)
 
     def hand_on(self, key: str, turn: Turn) -> None:
-        """A chat's turn is done: its memory sync first, then the chat's queue (a /new waiting
-        behind the turn ends the session only after the turn's sync_turn: I5). Most chats have
+        """A chat's turn is replied: the chat's queue (a /new waiting behind the turn ends the
+        session only after the turn's sync_turn, made in `hand_memory`: I5). Most chats have
         nothing waiting: their queue is not asked."""
         volatile = self.volatile
-        volatile.memory.sync_turn(turn)
-        del volatile.busy_chats[key]
+        volatile.busy_chats.pop(key, None)
         if key in volatile.queues or key in volatile.due_chats:
             self.drain_queue(key)
 

@@ -40,10 +40,6 @@ class BatchingProvider:
         self.slow_calls: dict[str, list[set[str]]] = {}  # session -> the turns of each call a slow backend is completing
         self.recovering = False  # in `recover`: the slow calls died with the process
 
-    def sync_turn(self, turn: Turn) -> None:
-        if self.buffer(turn):
-            self.flush(turn.session)
-
     def buffer(self, turn: Turn) -> bool:
         """Take the turn into the durable outbox and the buffer; True if a batch is now due."""
         self.store.outbox_add(self.name, turn.session, turn.turn, turn.user, turn.assistant)
@@ -169,16 +165,25 @@ class MemoryManager:
     def __init__(self, recorder: RecordingProvider, providers: Sequence[BatchingProvider], store: Store) -> None:
         self.recorder, self.providers, self.store = recorder, list(providers), store
 
-    def sync_turn(self, turn: Turn) -> None:
-        """The recorder ships each turn at once and keeps no buffer, so it needs no watermark
-        (one was written per turn and never read); the batching providers keep theirs."""
+    def owe(self, turn: Turn) -> list[BatchingProvider]:
+        """The recorder's sync_turn, and the turn in every provider's durable outbox; the
+        providers whose batch is now due. The gateway calls it before the turn's reply, and
+        `ship` after: a crash once the turn is acknowledged finds it owed on disk, and one
+        before the reply finds nothing shipped but the recorder's copy. The recorder ships
+        each turn at once and keeps no buffer, so it needs no watermark (one was written per
+        turn and never read); the batching providers keep theirs."""
         self.recorder.sync_turn(turn.session, turn.user, turn.assistant)
         due = []  # every outbox first: a crash in one provider's ship must not cost the next provider the turn
         for provider in self.providers:  # a plain loop: no comprehension's frame a turn
             if provider.buffer(turn):
                 due.append(provider)
+        return due
+
+    def ship(self, session: str, due: Sequence[BatchingProvider]) -> None:
+        """The batches `owe` found due: after the reply (a crash at their ship, `batch-shipped`,
+        finds the turn acknowledged and in the outbox)."""
         for provider in due:
-            provider.flush(turn.session)
+            provider.flush(session)
 
     def end_session(self, session: str, transcript: Sequence[Row]) -> None:
         """Batching providers flush their buffer, then on_session_end with the full transcript.

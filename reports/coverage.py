@@ -222,8 +222,10 @@ def _background_instants(m: RunModel) -> dict[int, list[str]]:
         while end < len(records) and records[end].t == t:
             end += 1
         loud = [i for i in range(index, end) if records[i].kind not in _QUIET]
+        # A reply explains its instant even when the turn's memory sync came before it (the
+        # reference syncs first, so a crash just after the reply loses nothing).
         if loud and index > 0 and records[loud[0]].kind not in ("reply", "error", "quiesce") \
-                and records[loud[0]].kind not in _INPUTS:
+                and records[loud[0]].kind not in _INPUTS and not any(records[i].kind == "reply" for i in loud):
             sweep = any(records[i].kind == "note" and records[i].d("what") == "evict" and records[i].d("why") == "idle_ttl"
                         for i in loud)
             events = ["watcher tick"] if m.watched else []

@@ -66,6 +66,7 @@ KNOWN_VARIANTS = frozenset({
     "watcher-ends-busy-session",
     "resume-refused-mid-turn",
     "stop-drops-outbox-first",
+    "reply-before-memory",
 })
 # Scenarios that need more events than a small one, and why.
 LONG = {"83-crash-inside-long-write": "a write longer than one statement takes (reference_impl.tables._CHUNK "

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from conformance.adapter import CrashPointFired, Harness, Profile
+from conformance.adapter import HARNESS_POINTS, CrashPointFired, Harness, Profile
 from conformance.harness.runner import RunResult, run_scenario
 from conformance.harness.swarm import with_fires
 from conformance.observations import DurableState, Resources
@@ -80,11 +80,11 @@ def test_a_scenario_crashes_the_reference_inside_a_step() -> None:
     crash = next(i for i, r in enumerate(records) if r.kind == "crash")
     assert records[crash].d("point") == "batch-shipped"
     # inside t2's reply step: the batch went to the backend, then the process died, before anything else
-    assert [r.kind for r in records[crash - 4:crash]] == ["reply", "sync_turn", "ingest", "ingest"]
+    assert [r.kind for r in records[crash - 4:crash]] == ["sync_turn", "ingest", "reply", "ingest"]
     assert records[crash + 1].kind == "durable" and records[crash + 1].d("label") == "crash"
     assert any(r.kind == "ingest_repeated" for r in records[crash:])  # the restart re-shipped, keyed
     head = records[0]
-    assert head.d("profile")["crash_points"] == sorted(CRASH_POINTS)
+    assert head.d("profile")["crash_points"] == sorted(CRASH_POINTS | HARNESS_POINTS)  # the harness adds its own
 
 
 def test_the_variant_double_ingests_and_without_crash_points_nothing_differs() -> None:
@@ -195,6 +195,7 @@ def test_a_swarm_is_the_seed_s_own_and_its_file_replays_exactly() -> None:
     ("batch-reship-after-crash", 2, "I4", "batch-shipped"),
     ("rotate-before-end-recorded", 2, "I1", "route-rotated"),
     ("crash-forgets-commands", 3, "I1", "route-rotated"),
+    ("reply-before-memory", 7, "I3", "reply-sent"),
 ])
 def test_fuzz_finds_each_crash_variant_and_shrinks_keeping_its_point(tmp_path: Path, variant_name: str, seed: int,
                                                                     check: str, point: str) -> None:
@@ -278,8 +279,8 @@ def test_coverage_lists_declared_points_no_scenario_fired() -> None:
     logs = [list(run_scenario(load_file(SHIP), reference(), "reference", check=False).records)]
     cover = lifecycle_coverage(logs)
     assert cover.crash_points["batch-shipped"] == ["48-crash-between-ship-and-watermark"]
-    assert cover.unfired() == sorted(CRASH_POINTS - {"batch-shipped"})
-    assert lifecycle_coverage([list(run_scenario(load_text(BASE), Minimal(), "m", check=False).records)]).unfired() == ["p"]
+    assert cover.unfired() == sorted((CRASH_POINTS | HARNESS_POINTS) - {"batch-shipped"})
+    assert lifecycle_coverage([list(run_scenario(load_text(BASE), Minimal(), "m", check=False).records)]).unfired() == ["p", "reply-sent"]
 
 
 class UnwiredCrashPoints(ReferenceGateway):
@@ -368,7 +369,8 @@ def test_what_a_crash_cut_off_at_a_restart_stays_held_until_the_next() -> None:
     assert {c: v.status for c, v in judge(records, in_parts=True).items()} == {c: v.status for c, v in verdicts.items()}
 
 
-@pytest.mark.parametrize("variant_name", ["batch-reship-after-crash", "rotate-before-end-recorded", "crash-forgets-commands"])
+@pytest.mark.parametrize("variant_name", ["batch-reship-after-crash", "rotate-before-end-recorded", "crash-forgets-commands",
+                                          "reply-before-memory"])
 def test_zoo_hunts_the_crash_variants_only_with_crash_points(tmp_path: Path, variant_name: str) -> None:
     """`zoo --generated --crash-points`: seeds with each seed's swarm of crashes catch the three
     bugs only a crash inside a step finds (without it, none in seeds 0-199; here 0-9), each

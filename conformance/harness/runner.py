@@ -18,7 +18,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from typing import Any, NoReturn
 
-from conformance.adapter import Gateway, Profile
+from conformance.adapter import HARNESS_POINTS, Gateway, Profile
 from conformance.features import scenario_features
 from conformance.harness import processes, values
 from conformance.harness.calls import REAL_EXIT, Died, GatewayRaised, exception_text, exit_is_ours, short_traceback
@@ -187,6 +187,8 @@ class Run(EventSteps):
         failure: GatewayFailure | None = None
         try:
             self.profile = self._answer("profile", values.profile, self.gateway.profile, copy.deepcopy(scenario.config))
+            if self.profile.crash_points:  # killable inside a step: at the harness's own points too
+                self.profile = replace(self.profile, crash_points=self.profile.crash_points | HARNESS_POINTS)
         except GatewayRaised as raised:
             failure = raised.failure
         left_out = [spec.name for spec in scenario.config.providers] if failure is None and "providers" in self.profile.unsupported else []
@@ -214,6 +216,7 @@ class Run(EventSteps):
             if self.profile.crash_points:
                 self.harness.points.declared = self.profile.crash_points
                 self.harness.scheduler.epoch = 0
+                self.harness.platform.after_reply = self.harness.crash_point
                 if self.swarm_seed is not None:
                     self.swarm = Swarm(self.swarm_seed, self.profile.crash_points)
                     self.swarm.run = self

@@ -253,7 +253,11 @@ class ExecGateway(ChildProcess):
             if call == "llm.usage_of":  # what the answer being delivered reports (`FakeLLM.usage_of`)
                 return {"result": h.llm.usage_of(a["request"])}
             if call == "platform.send_reply":
-                h.platform.send_reply(a["chat"], a["session"], a["text"])
+                try:
+                    h.platform.send_reply(a["chat"], a["session"], a["text"])
+                except CrashPointFired as fired:  # the harness's own point (`HARNESS_POINTS`): dead from here on
+                    self._crashed = fired.point
+                    return {"error": "crashed", "point": fired.point}
             elif call == "recorder.sync_turn":
                 h.recorder.sync_turn(a["session"], a["user"], a["assistant"])
             elif call == "recorder.on_session_end":

@@ -19,6 +19,7 @@ from reference_impl.variants.boundaries import (
 from reference_impl.variants.crashpoints import (
     BatchReshipAfterCrash,
     CrashForgetsCommands,
+    ReplyBeforeMemory,
     RotateBeforeEndRecorded,
     StopDropsOutboxFirst,
 )
@@ -127,6 +128,7 @@ VARIANTS: dict[str, type[ReferenceGateway]] = {
     "rotate-before-end-recorded": RotateBeforeEndRecorded,
     "crash-forgets-commands": CrashForgetsCommands,
     "stop-drops-outbox-first": StopDropsOutboxFirst,
+    "reply-before-memory": ReplyBeforeMemory,
     "new-ends-ended-session": NewEndsEndedSession,
     "restart-keeps-old-policy": RestartKeepsOldPolicy,
     "default-policy-misreported": DefaultPolicyMisreported,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from reference_impl.cache import Agent
 from reference_impl.gateway import ReferenceGateway
-from reference_impl.memory import Turn
+from reference_impl.memory import BatchingProvider, Turn
 from reference_impl.store import Route
 
 EXPIRY_REASONS = ("idle", "daily")
@@ -95,10 +95,11 @@ class SyncAfterEnd(ReferenceGateway):
     Here: a completed turn hands the chat's queue on first and syncs memory after.
     """
 
-    def hand_on(self, key: str, turn: Turn) -> None:
-        del self.volatile.busy_chats[key]
+    def hand_memory(self, key: str, turn: Turn) -> list[BatchingProvider]:
+        self.volatile.busy_chats.pop(key)
         self.drain_queue(key)  # a queued /new ends the session here...
-        self.volatile.memory.sync_turn(turn)  # ...before this
+        self.volatile.memory.ship(turn.session, self.volatile.memory.owe(turn))  # ...before this
+        return []
 
 
 class EndRepliesApart(ReferenceGateway):

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from reference_impl.gateway import ReferenceGateway
+from reference_impl.cache import Agent
+from reference_impl.gateway import Pending, ReferenceGateway
 from reference_impl.memory import BatchingProvider, Turn
 from reference_impl.store import Route
 from sim.scenario import ProviderSpec
@@ -76,3 +77,25 @@ class StopDropsOutboxFirst(ReferenceGateway):
         self.store.db.execute("DELETE FROM memory_outbox")
         super().sigterm()
 
+
+
+class ReplyBeforeMemory(ReferenceGateway):
+    """reply-before-memory — the reply goes out before the turn is owed to memory:
+
+    a crash right after the reply (the harness's own crash point `reply-sent`) finds the turn
+    acknowledged and stored, but the recorder never got its sync_turn and no provider's outbox
+    holds it: no backend ever ingests it (I3); a /new waiting behind the turn was not yet due
+    either, so it is never carried out (I1, I6). What the reference did until the harness could
+    kill a gateway at its own observation boundaries. The fix owes memory first
+    (`hand_memory`), then replies, then ships what is due.
+    """
+
+    def acknowledge(self, request_id: str, pending: Pending, agent: Agent) -> None:
+        del self.volatile.inflight[request_id]
+        self.send_reply(pending)
+        agent.busy, agent.last_activity = self.still_busy(agent.session), self.h.clock.now()
+        if not pending.delegate:
+            turn = self.answered_turn(pending, agent)
+            self.volatile.memory.ship(turn.session, self.hand_memory(pending.key, turn))
+            self.hand_on(pending.key, turn)
+        self.enforce_cap()

@@ -81,7 +81,8 @@ class DelegateSyncedToMemory(ReferenceGateway):
         if pending.delegate:  # the reference syncs chat turns only (`complete_turn`)
             agent = self.agent_of(pending)
             user = next(row.content for row in reversed(agent.rows) if row.role == "user" and row.turn == pending.turn)
-            self.volatile.memory.sync_turn(Turn(pending.session, pending.turn, user, pending.reply or ""))
+            turn = Turn(pending.session, pending.turn, user, pending.reply or "")
+            self.volatile.memory.ship(turn.session, self.volatile.memory.owe(turn))
 
 
 class StopTakesFirstBusyChat(ReferenceGateway):
