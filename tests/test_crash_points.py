@@ -243,6 +243,21 @@ def test_exec_v2_crashes_a_child_at_its_point() -> None:
     assert bad.failure is None and bad.verdicts["I4"].status == "fail"
 
 
+def test_the_harness_kills_a_child_just_after_its_reply() -> None:
+    """`reply-sent` over the wire: the parent records the reply, answers it 'crashed' and the
+    child dies there; the reference owes memory first and passes, the old order loses t1 and t2."""
+    after_reply = ROOT / "conformance" / "catalog" / "86-crash-after-reply.yaml"
+    ok = run_scenario(load_file(after_reply), ExecGateway([sys.executable, "-m", "conformance.transport.exec_server",
+                                                           "reference"]), "x")
+    assert ok.passed and [p for _t, p in crashes(ok)] == ["reply-sent", "reply-sent"]
+    assert ok.crashes == "real"
+    bad = run_scenario(load_file(after_reply), ExecGateway([sys.executable, "-m", "conformance.transport.exec_server",
+                                                            "reference:reply-before-memory"]), "x")
+    assert bad.failure is None
+    assert [v.message for v in bad.verdicts["I3"].violations][:1] == [
+        "backend 'recorder' never ingested [t1, t2] (session s1, acknowledged from 09:00:02 to 09:02:02)"]
+
+
 V1_CHILD = textwrap.dedent("""\
     import json, sys
     for line in sys.stdin:

@@ -394,3 +394,41 @@ def test_a_held_command_waiting_for_a_turn_is_lost_with_the_crash_right_after_it
     hour = 3_600_000
     later = [*records[:crash], *(r._replace(t=r.t + hour) for r in records[crash:])]
     assert any(m.startswith("session s2 reached its new boundary") for m in messages(later, "I1")), messages(later, "I1")
+
+
+LOST_THEN_OWED = """name: lost-then-owed
+start: 2026-03-02T09:00
+config:
+  reset: {mode: none}
+  providers: [{name: hindsight, retain_every_n_turns: 3}]
+chats:
+  alice: {}
+events:
+  - crash_at: {point: reply-sent, restart_after: 30s}
+  - message: alice
+  - message: alice
+    after: 2m
+  - command: /new
+    chat: alice
+    after: 1m
+  - crash: true
+    after: 1m
+  - restart: true
+    after: 1m
+"""
+
+
+def test_a_lossy_crash_excuses_what_it_took_even_when_a_later_end_owes_it() -> None:
+    """Hermes 0.13-0.18.0 on catalog 86 (found 2026-12-05): a gateway declaring `crash_durable:
+    false` loses t1's buffered batch at the crash just after t1's reply; /new later ends s1,
+    owing t1 and t2, and a crash follows. The crash that took t1 came before anything owed it,
+    so it is excused; t2, acknowledged after it and owed by the end, is not."""
+    records = list(run_scenario(load_text(LOST_THEN_OWED), ReferenceGateway(), "reference", check=False).records)
+    head = edit(records, 0, detail={"profile": {**records[0].d("profile"), "crash_durable": False}})
+    assert [r.d("point") for r in head if r.kind == "crash"] == ["reply-sent", None]
+    t1 = find(head, "ingest", turn="t1", backend="hindsight")
+    t2 = find(head, "ingest", turn="t2", backend="hindsight")
+    assert head[t1].turns == ("t1",) and head[t2].turns == ("t2",)
+    assert messages(drop(head, t1), "I3") == []
+    assert messages(drop(head, t2), "I3") == [
+        "backend 'hindsight' never ingested [t2] (session s1, acknowledged 09:02:02)"]

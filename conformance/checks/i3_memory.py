@@ -118,8 +118,9 @@ def findings(m: RunModel) -> Findings:
         found.foreign.append(Violation(
             f"backend '{r.d('backend')}' ingested {turn_id} of {session} under session {r.session} "
             f"at {m.at(r.t)}", (index,), r.t, session, (turn_id,)))
-    crashes = [i for i, _ in m.of("crash")]
-    excused_before = crashes[-1] if crashes and not m.profile.get("crash_durable", True) else -1
+    # A gateway that declares its crashes lossy (`crash_durable: false`) is excused a turn the
+    # first crash after its acknowledgment took, unless an end or SIGTERM before that crash owed it.
+    lossy = [i for i, _ in m.of("crash")] if not m.profile.get("crash_durable", True) else []
     down = _failing(m)
     moments = _moments(m)
     owed_count = sum(1 for t in ordered if t.reply_t != ABSENT and not t.delegate)  # acknowledged chat turns
@@ -137,11 +138,14 @@ def findings(m: RunModel) -> Findings:
             at = lacking.find(1, at + 1)
         if not candidates:
             continue
-        # A crash excuses what it lost, not what a session end or SIGTERM before it already owed.
-        owed_before = {turn.id for index, t, owed in moments if index < excused_before and not down(backend, t)
-                       for turn in owed}
-        missing = sorted((t for t in candidates if not (t.reply_index < excused_before and t.id not in owed_before)),
-                         key=lambda t: t.reply_index)
+        if lossy:  # a crash excuses what it lost, not what a session end or SIGTERM before it already owed
+            first_owed: dict[str, int] = {}
+            for index, t, owed in moments:  # in log order: the first moment owing a turn is kept
+                if not down(backend, t):
+                    for turn in owed:
+                        first_owed.setdefault(turn.id, index)
+            candidates = [t for t in candidates if not _lost_in_crash(lossy, t, first_owed)]
+        missing = sorted(candidates, key=lambda t: t.reply_index)
         if not missing:
             continue
         if none := [t for t in missing if not mine[places.of(t)] & MINE_BOTH]:
@@ -152,6 +156,12 @@ def findings(m: RunModel) -> Findings:
     found.late = _late(m, backends, whole, indexes, moments)
     found.others = _unacknowledged(m, ordered, took) + _delegated(m, ordered, took)
     return found
+
+
+def _lost_in_crash(crashes: list[int], turn: Turn, first_owed: dict[str, int]) -> bool:
+    """Whether the first crash after the turn's acknowledgment came before anything owed it."""
+    after = bisect_left(crashes, turn.reply_index + 1)
+    return after < len(crashes) and crashes[after] < first_owed.get(turn.id, NEVER)
 
 
 _LACKS_BOTH = bytes(int(b & MINE_BOTH != MINE_BOTH) for b in range(256))  # a `took` byte -> 1: a half missing
