@@ -145,13 +145,13 @@ class FakeLLM:
 class Platform:
     """The chat platform's outbox: a reply delivered here acknowledges its turn.
 
-    `after_reply`, when set (`conformance.adapter.HARNESS_POINTS`), is called once the reply is
-    in the log: the harness's own crash point `reply-sent`, where the process may die with the
-    turn acknowledged and nothing after the reply done."""
+    `after_reply`, when set (`conformance.adapter.HARNESS_POINTS`), is asked once the reply is
+    in the log (`CrashPoints.hit`): the harness's own crash point `reply-sent`, where the
+    process may die with the turn acknowledged and nothing after the reply done."""
 
     def __init__(self, log: ObservationLog) -> None:
         self._log = log
-        self.after_reply: Callable[[str], None] | None = None
+        self.after_reply: Callable[[str], bool] | None = None
 
     def send_reply(self, chat: str, session: str, text: str) -> None:
         if type(chat) is not str or type(session) is not str or type(text) is not str:
@@ -166,8 +166,10 @@ class Platform:
                 self._log.add("reply", chat=chat, session=session, turns=turns)
             else:  # some turn named only by a copy of its message (an echo, a stripped tag): `answers` says which are
                 self._log.add("reply", chat=chat, session=session, turns=turns, answers=list(answers))
-        if self.after_reply is not None:
-            self.after_reply("reply-sent")
+        if self.after_reply is not None and self.after_reply("reply-sent"):
+            from conformance.adapter import CrashPointFired  # it imports this module
+
+            raise CrashPointFired("reply-sent")
 
 
 class MemoryBackend:

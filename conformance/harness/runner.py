@@ -216,7 +216,7 @@ class Run(EventSteps):
             if self.profile.crash_points:
                 self.harness.points.declared = self.profile.crash_points
                 self.harness.scheduler.epoch = 0
-                self.harness.platform.after_reply = self.harness.crash_point
+                self.harness.platform.after_reply = self.harness.points.hit
                 if self.swarm_seed is not None:
                     self.swarm = Swarm(self.swarm_seed, self.profile.crash_points)
                     self.swarm.run = self
