@@ -20,6 +20,7 @@ from conformance.observations import DurableState, Resources
 from conformance.observers import (
     BackendBusy,
     BackendUnavailable,
+    CrashPointFired,
     FakeLLM,
     HookBus,
     MemoryBackend,
@@ -58,8 +59,9 @@ class Profile:
       None: `latency` plus the scenario's turn latency.
     crash_points: the names the gateway passes to `Harness.crash_point` (places inside a step
       where durable and volatile state can part); a `crash_at` event or `fuzz --crash-points`
-      may kill it there. A gateway that declares any is also killed at `HARNESS_POINTS`, which
-      the runner adds. Logged, so coverage sees the declared set from the log alone.
+      may kill it there. A gateway that declares any, or whose crashes are real, is also killed
+      at `HARNESS_POINTS`, which the runner adds (a gateway may not declare those names
+      itself). Logged, so coverage sees the declared set from the log alone.
     """
 
     finalization: Literal["eager", "lazy"] = "eager"
@@ -109,22 +111,12 @@ class Inbound:
 
 
 # The harness's own crash points, at its observation boundaries: a gateway that declares any
-# crash point of its own (it can be killed inside a step) is also killed at these, which no
-# gateway has to pass to `Harness.crash_point`. `reply-sent`: the platform has the reply, so
+# crash point of its own (it can be killed inside a step), or whose crashes are real (an `exec:`
+# or `--isolate` child that said so, the OpenClaw adapter: the harness needs no cooperation to
+# kill it), is also killed at these, which no gateway passes to `Harness.crash_point`. `reply-sent`: the platform has the reply, so
 # the turn is acknowledged, and nothing of the step after it ran (a gateway that replies
 # before its turn is safe on disk, or before the memory it owes is, loses the turn there).
 HARNESS_POINTS = frozenset({"reply-sent"})
-
-
-class CrashPointFired(BaseException):
-    """The process dies at a crash point (harness-private). Raised by `Harness.crash_point` to
-    unwind the gateway's step; a BaseException, like SystemExit, so an `except Exception` in
-    the gateway does not swallow it. A gateway must let it through: code of a dead process
-    must not run on (the runner reports a gateway that catches it as an error)."""
-
-    def __init__(self, point: str) -> None:
-        super().__init__(point)
-        self.point = point
 
 
 class CrashPoints:

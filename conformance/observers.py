@@ -86,6 +86,17 @@ class BackendBusy(BackendUnavailable):
         self.ready_at = ready_at
 
 
+class CrashPointFired(BaseException):
+    """The process dies at a crash point (harness-private). Raised by `Harness.crash_point`,
+    and by `Platform` at the harness's own `reply-sent`, to unwind the gateway's step; a
+    BaseException, like SystemExit, so an `except Exception` in the gateway does not swallow it. A gateway must let it through: code of a dead process
+    must not run on (the runner reports a gateway that catches it as an error)."""
+
+    def __init__(self, point: str) -> None:
+        super().__init__(point)
+        self.point = point
+
+
 class FakeLLM:
     """Answers every request after the configured latency with '[<turn>] reply', <turn> the
     newest turn id of the prompt's last message.
@@ -167,8 +178,6 @@ class Platform:
             else:  # some turn named only by a copy of its message (an echo, a stripped tag): `answers` says which are
                 self._log.add("reply", chat=chat, session=session, turns=turns, answers=list(answers))
         if self.after_reply is not None and self.after_reply("reply-sent"):
-            from conformance.adapter import CrashPointFired  # it imports this module
-
             raise CrashPointFired("reply-sent")
 
 

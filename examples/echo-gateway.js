@@ -30,7 +30,7 @@ async function handle(req) {
       return { version };
     case "profile": // v2: the places a crash_at may kill this process mid-step
       return { finalization: "lazy", latency: 0, crash_durable: false, sweep_interval: 0, unsupported: [],
-               ...(version >= 2 ? { crash_points: ["reply-sent"] } : {}) };
+               ...(version >= 2 ? { crash_points: ["before-sync"] } : {}) };
     case "deliver_message": {
       const chat = req.chat.name;
       if (!sessions.has(chat)) sessions.set(chat, { id: `echo-${chat}`, messages: [] });
@@ -46,9 +46,10 @@ async function handle(req) {
       pending.delete(req.request);
       turn.session.messages.push(["assistant", req.text, "visible"]);
       await call("platform.send_reply", { chat: turn.chat, session: turn.session.id, text: req.text });
-      // The reply is out, the memory sync not yet: if the harness answers 'crashed', `call` throws
-      // and the step ends (as `fail`): the process is dead from here on.
-      if (version >= 2) await call("crash_point", { point: "reply-sent" });
+      // The reply is out, the memory sync not yet (the harness's own point `reply-sent` is here
+      // too): if the harness answers 'crashed', `call` throws and the step ends (as `fail`): the
+      // process is dead from here on.
+      if (version >= 2) await call("crash_point", { point: "before-sync" });
       await call("recorder.sync_turn", { session: turn.session.id, user: turn.user, assistant: req.text });
       return null;
     }

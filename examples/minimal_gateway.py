@@ -16,8 +16,10 @@ through it and lists its catalog results (tests/test_minimal_gateway.py keeps th
 
 Its store (`Disk`) is a plain object that plays the disk: in process the gateway keeps it across
 `crash()`. Under `--isolate` a crash is real (the process is killed): there it also writes the
-`Disk` to `harness.state_dir` after each step, and `open_store` reads it back in the new process
-(with no crash point, a kill comes between steps, so it finds what the last step left).
+`Disk` to `harness.state_dir` after each step, and `open_store` reads it back in the new process.
+A real kill may also come just after a reply (the harness's own crash point `reply-sent`), so a
+turn writes everything it owes (its rows, its memory, the commands waiting behind it) before
+its reply goes out.
 
 What it does not handle: its store cannot refuse a write, so the profile declares `db_locked`
 unsupported and the runner skips those events (logged as `skipped`). A real store needs a retry
@@ -98,6 +100,7 @@ class Disk:
     routes: dict[str, Route] = field(default_factory=dict)  # by chat name
     children: dict[str, str] = field(default_factory=dict)  # parent session -> its delegate child
     buffers: dict[str, dict[str, list[tuple[str, str]]]] = field(default_factory=dict)  # provider -> session -> turns
+    due: dict[str, list[tuple[Chat, str]]] = field(default_factory=dict)  # chat -> commands its last reply made due
     sessions: int = 0
 
     def new_session(self) -> str:
@@ -177,6 +180,8 @@ class MinimalGateway:
         self.slow_calls: dict[tuple[str, str], list[int]] = {}  # (provider, session) -> its slow calls' sizes, in order
         self.up = True
         self.flush_all_buffers()  # what a crash, or a SIGTERM while a backend failed, left behind
+        for name in list(self.disk.due):  # commands a reply made due just before a crash
+            self.drain(name)
         self.timer: Timer | None = self.h.scheduler.call_at(self.h.clock.now() + self.tick_every(), self.tick)
 
     @step
@@ -246,16 +251,22 @@ class MinimalGateway:
         agent = self.agent(turn.session, turn.chat)
         agent.rows += [StoredMessage("user", turn.text, turn.visibility), StoredMessage("assistant", text, turn.visibility)]
         self.flush(agent)  # on disk before it is acknowledged
-        self.h.platform.send_reply(turn.chat.name, turn.session, text)
-        agent.busy = any(other.session == turn.session for other in self.pending.values())
-        agent.last_activity = self.h.clock.now()
+        full = []  # providers whose batch this turn fills: shipped once the reply is out
         if not turn.delegate:  # delegate children have no memory, and hold back nothing of the chat
             self.h.recorder.sync_turn(turn.session, turn.text, text)  # it ingests into backends["recorder"]
             for spec in self.config.providers:
                 buffer = self.disk.buffers[spec.name].setdefault(turn.session, [])
                 buffer.append((turn.text, text))
                 if len(buffer) >= spec.retain_every_n_turns:
-                    self.flush_buffer(spec.name, turn.session)
+                    full.append(spec.name)
+            self.make_due(turn.chat.name)
+        self.save()  # all the turn owes is on disk: a kill just after the reply loses none of it
+        self.h.platform.send_reply(turn.chat.name, turn.session, text)
+        agent.busy = any(other.session == turn.session for other in self.pending.values())
+        agent.last_activity = self.h.clock.now()
+        if not turn.delegate:
+            for name in full:
+                self.flush_buffer(name, turn.session)
             del self.busy_chats[turn.chat.name]
             self.drain(turn.chat.name)
         self.enforce_cap()
@@ -303,8 +314,19 @@ class MinimalGateway:
         self.drain(name)
         self.enforce_cap()
 
+    def make_due(self, name: str) -> None:
+        """The chat's turn is answered: the commands queued right behind it are due, on disk
+        until they run (a crash before then leaves them to the restart)."""
+        queue = self.queues.get(name)
+        while queue and not isinstance(queue[0][0], Inbound):
+            command, _arrival = queue.popleft()
+            self.disk.due.setdefault(name, []).append(command)  # type: ignore[arg-type]
+
     def drain(self, name: str) -> None:
-        """Run what queued behind the chat's turn, up to the next message's turn."""
+        """Run the commands the chat's last reply made due, then what queued behind its turn,
+        up to the next message's turn."""
+        for chat, command in self.disk.due.pop(name, ()):
+            self.run_command(chat, command)
         queue = self.queues.get(name)
         while queue and name not in self.busy_chats:
             item, arrival = queue.popleft()

@@ -167,3 +167,23 @@ def test_its_crashes_are_real_under_isolate() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     [summary] = done.stdout.splitlines()  # no note: no crash was only played
     assert ", 0 failed" in summary
+    # Killed for real, it is killed just after a reply too (the harness's own `reply-sent`):
+    # catalog 86's two `crash_at`s fire here, where in process they are skipped.
+    assert summary.endswith("12 passes skipped events the gateway declares it lacks (crash_at 8, db_locked 6)"), summary
+
+
+def test_a_real_kill_just_after_a_reply_loses_nothing() -> None:
+    """The example writes all a turn owes before its reply: killed for real at `reply-sent`
+    (catalog 86 in an `exec:` child), it passes; the same kills in process are skipped, since
+    it declares no crash points of its own."""
+    from conformance.transport.exec_gateway import ExecGateway
+
+    after_reply = load_file(next(p for p in catalog_paths() if p.stem == "86-crash-after-reply"))
+    env = {"PYTHONPATH": os.pathsep.join([str(ROOT / "examples"), str(ROOT)])}
+    child = ExecGateway([sys.executable, "-m", "conformance.transport.exec_server", "minimal_gateway:make"], env=env)
+    result = run_scenario(after_reply, child, "minimal_gateway:make")
+    assert result.failure is None and result.crashes == "real"
+    assert [r.d("point") for r in result.records if r.kind == "crash"] == ["reply-sent", "reply-sent"]
+    assert result.passed, {c: v.summary for c, v in result.verdicts.items() if v.status != "pass"}
+    played = run_scenario(after_reply, _example().make(), "minimal_gateway:make")
+    assert played.passed and not [r for r in played.records if r.kind == "crash"]

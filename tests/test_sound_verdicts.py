@@ -211,6 +211,9 @@ BAD_PROFILES: dict[str, tuple[object, str]] = {
                     "reset_default.mode: expected 'idle' or 'daily' or 'both' or 'none', got 'sometimes'"),
     "policy-minutes": (Profile("eager", 0, reset_default=ResetPolicy("idle", -5)),
                        "reset_default.idle_minutes: expected a non-negative int, got -5"),
+    # the harness's own point: its hits would count twice, once passed by the gateway
+    "harness-point": (Profile("eager", 0, crash_points=frozenset({"reply-sent", "mine"})),
+                      "crash_points: 'reply-sent' is the harness's own (HARNESS_POINTS, passed by the harness itself)"),
 }
 
 

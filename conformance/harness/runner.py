@@ -161,9 +161,14 @@ class Run(EventSteps):
         transports and adapters (`real_crashes`), never by a gateway's word."""
         if not self.crashes:
             return ""
+        return "real" if self._kills_for_real() else "played"
+
+    def _kills_for_real(self) -> bool:
+        """Whether a crash kills the gateway's process: so says one of sessiongate's own
+        transports or adapters (`real_crashes`), never a gateway. Such a gateway is killed at the
+        harness's own crash points too, declared or not: its cooperation is not needed."""
         gateway = self.gateway
-        ours = type(gateway).__module__.startswith("conformance.")
-        return "real" if ours and getattr(gateway, "real_crashes", False) is True else "played"
+        return type(gateway).__module__.startswith("conformance.") and getattr(gateway, "real_crashes", False) is True
 
     def _escaped(self, err: BaseException) -> GatewayFailure:
         """What came out of `_drive` around every gateway call's guard, as this step's error: a
@@ -187,7 +192,7 @@ class Run(EventSteps):
         failure: GatewayFailure | None = None
         try:
             self.profile = self._answer("profile", values.profile, self.gateway.profile, copy.deepcopy(scenario.config))
-            if self.profile.crash_points:  # killable inside a step: at the harness's own points too
+            if self.profile.crash_points or self._kills_for_real():  # killable inside a step: at the harness's points too
                 self.profile = replace(self.profile, crash_points=self.profile.crash_points | HARNESS_POINTS)
         except GatewayRaised as raised:
             failure = raised.failure

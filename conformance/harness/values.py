@@ -21,7 +21,7 @@ from functools import cache
 from operator import attrgetter
 from typing import Any
 
-from conformance.adapter import Profile
+from conformance.adapter import HARNESS_POINTS, Profile
 from conformance.features import FEATURES
 from conformance.observations import DurableState, Resources, StoredMessage, StoredSession
 from conformance.observers import shown
@@ -125,6 +125,10 @@ def profile(value: object) -> Profile:
         checked = _field(f.name, hints[f.name], given)
         if checked is not given or not exact:
             changed[f.name] = checked
+    points = changed.get("crash_points", value.crash_points)
+    if ours := sorted(points & HARNESS_POINTS):
+        raise BadValue(f"crash_points: {', '.join(map(repr, ours))} is the harness's own (HARNESS_POINTS, passed by the "
+                       f"harness itself): name the gateway's points otherwise")
     if not exact:
         return Profile(**changed)
     return dataclasses.replace(value, **changed) if changed else value
