@@ -141,7 +141,7 @@ class CrashPoints:
             return False
         self.since[point] = self.since.get(point, 0) + 1
         fire = False
-        for entry in list(self.armed):
+        for entry in list(self.armed) if self.armed else ():  # asked at every reply: mostly nothing armed
             if entry[0] == point:
                 entry[1] -= 1
                 if entry[1] == 0:  # two `crash_at`s due at one hit are one crash (the first's restart)

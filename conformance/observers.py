@@ -89,8 +89,9 @@ class BackendBusy(BackendUnavailable):
 class CrashPointFired(BaseException):
     """The process dies at a crash point (harness-private). Raised by `Harness.crash_point`,
     and by `Platform` at the harness's own `reply-sent`, to unwind the gateway's step; a
-    BaseException, like SystemExit, so an `except Exception` in the gateway does not swallow it. A gateway must let it through: code of a dead process
-    must not run on (the runner reports a gateway that catches it as an error)."""
+    BaseException, like SystemExit, so an `except Exception` in the gateway does not swallow
+    it. A gateway must let it through: code of a dead process must not run on (the runner
+    reports a gateway that catches it as an error)."""
 
     def __init__(self, point: str) -> None:
         super().__init__(point)
