@@ -184,6 +184,36 @@ def test_run_notes_skipped_events(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     ]
 
 
+DECLARES_LAZY = '''
+from dataclasses import replace
+
+from reference_impl import ReferenceGateway
+
+
+class DeclaresLazy(ReferenceGateway):
+    """The reference, declaring lazy finalization whatever the scenario's config says."""
+
+    def profile(self, config):
+        return replace(super().profile(config), finalization="lazy")
+'''
+
+
+def test_run_counts_passes_judged_lazily_where_the_scenario_has_a_watcher(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Declaring `lazy` is honest for a gateway with no watcher, and holds it to the lazy rules
+    (an end owed only by the chat's next message): a pass of a scenario with a watcher then
+    says less than its `pass` (the audit of lazy gateways: `stop-notices-nothing` went from one
+    failure to none so). The last line counts such passes; a lazy scenario is not one."""
+    (tmp_path / "lazygw.py").write_text(DECLARES_LAZY, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    paths = [CATALOG / "01-idle-expiry-end-and-finalize.yaml", CATALOG / "35-lazy-mode.yaml"]
+    assert main(["run", *map(str, paths), "--gateway", "lazygw:DeclaresLazy"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "2 scenarios, 2 passed, 0 failed; 1 pass judged lazily (the gateway declares no watcher where the scenario has one)")
+    assert main(["run", *map(str, paths)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "2 scenarios, 2 passed, 0 failed"
+
+
 # -- replay: runs of alike records, `until` as a time, a reader that leaves --------------------
 
 NOISY = '''

@@ -143,7 +143,17 @@ def summary_line(results: list[RunResult], unloaded: int = 0) -> str:
             counts[event] = counts.get(event, 0) + 1
         kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(counts.items()))
         line += f"; {len(declined)} pass{'es' if len(declined) != 1 else ''} skipped events the gateway declares it lacks ({kinds})"
+    # Likewise a pass judged by the lazy rules (an end owed only by the chat's next message) in
+    # a scenario with a watcher: the eager bound was never asked of it.
+    if lazily := sum(1 for r, w in zip(results, words, strict=True) if w == "pass" and _lazily(r)):
+        line += f"; {lazily} pass{'es' if lazily != 1 else ''} judged lazily (the gateway declares no watcher where the scenario has one)"
     return line
+
+
+def _lazily(result: RunResult) -> bool:
+    """The gateway declared `finalization: lazy` for a scenario whose config runs a watcher: its
+    chats without a mode of their own were held to the lazy rules."""
+    return result.profile.finalization == "lazy" and result.scenario.config.watcher_interval is not None
 
 
 def _declined(result: RunResult) -> list[str]:
