@@ -443,7 +443,7 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
         if turn is not None:
             if due:
                 self.volatile.memory.ship(turn.session, due)
-            self.hand_on(pending.key, turn)
+            self.hand_on(pending.key)
         self.enforce_cap()
 
     def answered_turn(self, pending: Pending, agent: Agent) -> Turn:
@@ -473,7 +473,7 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
             self.store.commands_due(key, waiting)
             self.volatile.due_chats.add(key)
 
-    def hand_on(self, key: str, turn: Turn) -> None:
+    def hand_on(self, key: str) -> None:
         """A chat's turn is replied: the chat's queue (a /new waiting behind the turn ends the
         session only after the turn's sync_turn, made in `hand_memory`: I5). Most chats have
         nothing waiting: their queue is not asked."""

@@ -97,5 +97,5 @@ class ReplyBeforeMemory(ReferenceGateway):
         if not pending.delegate:
             turn = self.answered_turn(pending, agent)
             self.volatile.memory.ship(turn.session, self.hand_memory(pending.key, turn))
-            self.hand_on(pending.key, turn)
+            self.hand_on(pending.key)
         self.enforce_cap()
