@@ -200,8 +200,7 @@ class ScenarioItem(pytest.Item):
                 lines.append(f"    … and {len(verdict.violations) - 10} more")
         if self.seed is not None:
             profile = ["--profile", self.profile] if self.profile != "default" else []
-            lines.append("reproduce: " + command("fuzz", "--seeds", f"{self.seed}:{self.seed + 1}", "--gateway", self.gateway,
-                                                 *profile))
+            lines.append("reproduce: " + command("replay", "--seed", str(self.seed), "--gateway", self.gateway, *profile))
         else:
             lines.append("reproduce: " + command("replay", _shown(self.scenario_path, self.config.invocation_params.dir),
                                                  "--gateway", self.gateway))
@@ -275,12 +274,31 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         config.hook.pytest_collectreport(report=pytest.CollectReport(prefix, "passed", None, ours))
 
 
+def _typos(settings: Settings) -> str | None:
+    """`run`'s warning on expectations entries a letter or two off a catalog scenario's name, when
+    the catalog is collected; an entry naming one of the author's own scenarios is no typo."""
+    from conformance.harness.suite import catalog_paths, load_all
+
+    if not settings.catalog or not settings.expectations.scenarios():
+        return None
+    catalog, errors = load_all(catalog_paths())
+    own, own_errors = load_all(sorted({*settings.scenarios, *settings.named}))
+    if errors or own_errors:  # a name unknown: `run` says nothing then either
+        return None
+    typos: str | None = settings.expectations.typos((s.name for s in catalog), (s.name for s in own))
+    return typos
+
+
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    """`run`'s note on played crashes: how many scenarios crashed the gateway only by its own call."""
-    if config.stash.get(SETTINGS, None) is None:
+    """`run`'s warning on a mistyped expectations entry and its note on played crashes: how many
+    scenarios crashed the gateway only by its own call."""
+    settings = config.stash.get(SETTINGS, None)
+    if settings is None:
         return
     from conformance.harness.runner import played_note
 
+    if typos := _typos(settings):
+        terminalreporter.write_line(typos, yellow=True)
     reports = [r for reports in terminalreporter.stats.values() for r in reports if getattr(r, "when", None) == "call"]
     played = sum(1 for r in reports if ("sessiongate_crashes", "played") in getattr(r, "user_properties", ()))
     if played:

@@ -22,6 +22,9 @@ from sim.scenario import (
 )
 
 
+PROVIDER_KEYS = ("name", "retain_every_n_turns")  # `name` required
+
+
 def _policy(f: _Fields) -> ResetPolicy:
     policy = ResetPolicy(
         mode=f.get("mode", "str", "none", check=_one_of(RESET_MODES)),
@@ -88,10 +91,10 @@ def _config(f: _Fields) -> GatewayConfig:
             raise f.error("providers", f"expected a list, got {show(items)}")
         for index, item in enumerate(items):
             line = items.lines[index] if isinstance(items, LocatedList) else f.line_of("providers")
-            p = _Fields(f.source, item, f"{f.name('providers')}[{index}]", line)
+            p = _Fields(f.source, item, f"{f.name('providers')}[{index}]", line, PROVIDER_KEYS)
             name = p.get("name", "str", check=_lowercase_name)
             if name is None:
-                raise p.error("name", "required")
+                raise p.missing("name")
             if name == "recorder":
                 raise p.error("name", "'recorder' is the harness's own provider and is always loaded")
             if any(existing.name == name for existing in providers):

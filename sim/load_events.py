@@ -11,7 +11,7 @@ from zoneinfo import ZoneInfo
 
 from sim.clock import format_duration, from_ms, local_instant, repeated_instant, to_ms
 from sim.document import LocatedList, ScenarioError, show
-from sim.fields import _at_least, _Fields, _one_of, _usage
+from sim.fields import _at_least, _Fields, _one_of, _usage, did_you_mean
 from sim.kinds import KINDS, covered
 from sim.load_config import CHAT_NAME, CHAT_NAME_RULE, _config_change
 from sim.scenario import (
@@ -104,6 +104,9 @@ def _no_turn_tag(text: str) -> str | None:
     return None
 
 
+CRASH_AT_KEYS = ("point", "hit", "restart_after")  # `point` required
+
+
 def _crash_at(f: _Fields, t: int, line: int) -> CrashAt:
     """`crash_at: {point: NAME, hit: N, restart_after: D}`: the N-th hit (default 1) of the
     gateway's point NAME after this event; D after dying there it restarts (default: at the
@@ -111,7 +114,7 @@ def _crash_at(f: _Fields, t: int, line: int) -> CrashAt:
     point = f.get("point", "str", check=lambda v: None if CRASH_POINT_NAME.fullmatch(v) else
                   f"expected a crash point's name (lowercase letters, digits, '_', '-'), got {show(v)}")
     if point is None:
-        raise f.error("point", "required")
+        raise f.missing("point")
     event = CrashAt(t, line, point=point, hit=f.get("hit", "int", 1, check=_at_least(1)),
                     restart_after=f.get("restart_after", "pos_duration"))
     f.done()
@@ -154,7 +157,7 @@ def _message(f: _Fields, t: int, line: int, r: _Reading) -> Event:
 def _command(f: _Fields, t: int, line: int, r: _Reading) -> Event:
     name = f.get("command", "str", check=_one_of(COMMANDS))
     if not f.has("chat"):
-        raise f.error("command", "a command needs 'chat'")
+        raise f.missing("chat", "command", "a command needs 'chat'")
     return Command(t, line, chat=r.chat_ref(f, "chat"), name=name)
 
 
@@ -210,7 +213,7 @@ def _backend(kind: str, f: _Fields, r: _Reading) -> str:
         known = ", ".join(sorted(r.providers)) or "none"
         raise f.error(kind, f"unknown provider {show(provider)}; configured providers: {known}")
     if not f.has("for"):
-        raise f.error(kind, "needs 'for', a duration")
+        raise f.missing("for", kind, "needs 'for', a duration")
     return str(provider)
 
 
@@ -222,7 +225,7 @@ def _backend_fail(f: _Fields, t: int, line: int, r: _Reading) -> Event:
 def _backend_slow(f: _Fields, t: int, line: int, r: _Reading) -> Event:
     provider = _backend("backend_slow", f, r)
     if not f.has("delay"):
-        raise f.error("backend_slow", "needs 'delay', a duration")
+        raise f.missing("delay", "backend_slow", "needs 'delay', a duration")
     return BackendSlow(t, line, provider=provider, duration=f.get("for", "pos_duration"), delay=f.get("delay", "pos_duration"))
 
 
@@ -231,7 +234,7 @@ def _checkpoint(f: _Fields, t: int, line: int, r: _Reading) -> Event:
 
 
 def _crash_at_event(f: _Fields, t: int, line: int, r: _Reading) -> Event:
-    return _crash_at(f.sub("crash_at"), t, line)
+    return _crash_at(f.sub("crash_at", CRASH_AT_KEYS), t, line)
 
 
 _READERS: dict[str, _Reader] = {
@@ -256,12 +259,12 @@ def _events(
     events: list[Event] = []
     for index, item in enumerate(items):
         item_line = items.lines[index] if isinstance(items, LocatedList) else line
-        f = _Fields(source, item, f"events[{index}]", item_line)
+        f = _Fields(source, item, f"events[{index}]", item_line, KINDS.keys() | _MODIFIERS)
         kinds = [key for key in f.data if key in KINDS]
         if len(kinds) != 1:
-            unknown = [key for key in f.data if key not in KINDS and key not in _MODIFIERS]
+            unknown = [key for key in f.data if key not in f.keys]
             if not kinds and unknown:  # most likely a misspelt or invented kind: name it
-                keys = ", ".join(repr(key) for key in unknown)
+                keys = ", ".join(repr(key) + did_you_mean(key, KINDS) for key in unknown)
                 raise ScenarioError(source, f.line_of(unknown[0]), f.path,
                                     f"unknown key{'s' if len(unknown) > 1 else ''} {keys}; expected exactly one of {', '.join(KINDS)}")
             what = "none" if not kinds else " and ".join(kinds)

@@ -22,13 +22,18 @@ from sim.load_events import END_OF_TIME, LAST_YEAR, _events, _instant
 from sim.scenario import GatewayConfig, Scenario, max_horizon
 
 
+# Every key a scenario document may hold at its top level (`name` and `events` required).
+TOP_KEYS = ("name", "seed", "zone", "start", "config", "chats", "events", "catches")
+
+
 def load_text(text: str, source: str = "<scenario>") -> Scenario:
     """Parse and type one scenario document. Raises ScenarioError only."""
     data = parse_document(text, source)
-    f = _Fields(source, data, "", 1)
+    f = _Fields(source, data, "", 1, TOP_KEYS)
     name = f.get("name", "str")
-    if name is None:
-        raise ScenarioError(source, f.line, "name", "required")
+    absent = [key for key in ("name", "events") if not f.has(key)]  # both looked for: `event:` is named as 'events' misspelt
+    if absent:
+        raise f.missing(absent[0])
     seed = f.get("seed", "int", 0, check=_at_least(0))
     zone_name = f.get("zone", "str", "UTC")
     try:
@@ -42,8 +47,6 @@ def load_text(text: str, source: str = "<scenario>") -> Scenario:
     config = _config(f.sub("config")) if f.has("config") else GatewayConfig()
     implicit = not f.has("chats")
     chats = {c.name: c for c in _chats(f.sub("chats"))} if not implicit else {}
-    if not f.has("events"):
-        raise ScenarioError(source, f.line, "events", "required")
     events, chats = _events(f.raw("events"), source, f.line_of("events"), zone, start, chats, implicit, {p.name for p in config.providers})
     _check_finalization_chats(f, config, chats)
     if max((event.t for event in events), default=start) + max_horizon(config, events) >= END_OF_TIME:

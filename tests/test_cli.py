@@ -151,6 +151,18 @@ def test_an_interrupted_zoo_exits_and_reports_what_finished(tmp_path: Path, sign
     assert len(runs) == int(finished.group(1)) >= 2 * len(CATALOG)
 
 
+def test_replay_takes_a_generated_seed_and_writes_nothing(tmp_path, monkeypatch, capsys) -> None:
+    """The pytest plugin's `reproduce:` line for a seed: its timeline and verdicts, no fuzz run
+    (which would write a summary and add to the failure database)."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["replay", "--seed", "0", "--gateway", "reference:idle-expiry-no-finalize"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert "fail  gen-0" in out and any(line.startswith("      I1 session") for line in out), out[-5:]
+    assert main(["replay", "--seed", "1", "--profile", "small"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith("pass  gen-1")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_run_and_replay_take_a_catalog_scenarios_name(tmp_path, monkeypatch, capsys) -> None:
     """As a report names it (`catalog/NAME.yaml`), or bare, from any folder."""
     monkeypatch.chdir(tmp_path)

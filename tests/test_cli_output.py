@@ -44,7 +44,7 @@ def test_a_wrong_hello_answer_is_named_the_start_up_handshake(tmp_path: Path, ca
     argv = child(tmp_path, 'sys.stdin.readline()\nprint(json.dumps({"done": True, "value": 1}), flush=True)\n')
     assert main(["run", str(FIRST), "--gateway", f"exec:{shlex.join(argv)}"]) == 1
     assert capsys.readouterr().out.splitlines()[1] == (
-        f"      gateway error at (profile): start-up handshake: {shlex.join(argv)} does not speak protocol version 2 (or 1): "
+        f"      gateway error at start (profile): start-up handshake: {shlex.join(argv)} does not speak protocol version 2 (or 1): "
         "it answered hello with 1")
 
 
@@ -103,7 +103,7 @@ def test_exec_node_of_a_missing_file_names_the_missing_module(tmp_path: Path, ca
     missing = tmp_path / "nonexist.js"
     assert main(["run", str(FIRST), "--gateway", f"exec:node {missing}"]) == 1
     assert capsys.readouterr().out.splitlines()[1] == (
-        f"      gateway error at (profile): start-up handshake: gateway process exited with status 1: "
+        f"      gateway error at start (profile): start-up handshake: gateway process exited with status 1: "
         f"Error: Cannot find module '{missing}'")
 
 

@@ -113,6 +113,14 @@ def test_time_budget_takes_seconds_or_a_duration(capsys: pytest.CaptureFixture[s
         assert_usage_error(*cli(capsys, "fuzz", "--seeds", "0:2", "--time-budget", bad), "--time-budget expects")
 
 
+@pytest.mark.parametrize("args", [[], ["01-idle-expiry-end-and-finalize", "--seed", "1"],
+                                  ["01-idle-expiry-end-and-finalize", "--profile", "small"]])
+def test_replay_takes_a_file_or_a_seed(capsys: pytest.CaptureFixture[str], args: list[str]) -> None:
+    code, out, err = cli(capsys, "replay", *args)
+    assert_usage_error(code, out, err, "--profile goes with --seed" if "--profile" in args else
+                       "replay takes one scenario: a FILE (or catalog name), or --seed N")
+
+
 @pytest.mark.parametrize("name", ["empty", "x.yaml", "two"])
 def test_replay_of_a_folder_asks_for_one_file(capsys: pytest.CaptureFixture[str], tmp_path: Path, name: str) -> None:
     folder = tmp_path / name
@@ -192,7 +200,7 @@ def test_shrink_refuses_a_gateway_error(capsys: pytest.CaptureFixture[str], tmp_
     path.write_text(C.read_text(encoding="utf-8"), encoding="utf-8")
     code, out, _ = cli(capsys, "shrink", str(path), "--gateway", "exec:false")
     assert code == 1
-    assert re.fullmatch(rf"{C.stem}: gateway error at \(profile\): .*; nothing to shrink\n", out), out
+    assert re.fullmatch(rf"{C.stem}: gateway error at start \(profile\): .*; nothing to shrink\n", out), out
     assert not list(tmp_path.glob("*.shrunk.yaml"))
 
 
@@ -303,7 +311,7 @@ def test_step_timeout_too_long_is_one_line(capsys: pytest.CaptureFixture[str]) -
 
 
 def test_memory_cap_past_what_setrlimit_takes_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
-    """It was every scenario's `gateway error at (profile): SubprocessError: Exception occurred in preexec_fn`."""
+    """It was every scenario's `gateway error at start (profile): SubprocessError: Exception occurred in preexec_fn`."""
     code, out, err = cli(capsys, "run", "--isolate", "--memory-mb", "99999999999999999999", str(C))
     assert code == 2 and out == "", out
     assert err.splitlines()[-1].endswith("argument --memory-mb: expected at most 8796093022207 megabytes, got '99999999999999999999'")

@@ -140,6 +140,20 @@ def test_a_new_violation_in_an_expected_failing_check_fails() -> None:
     assert failed.violations[0].message.endswith(f"[not expected: {verdict.violations[0].signature}]")
 
 
+def test_a_new_violation_names_the_mistyped_entry_that_did_not_occur() -> None:
+    """A signature typed a letter off (`…-agent-cap` for `…-agents-cap`) expects nothing: the new
+    violation's `[not expected: …]` names the closest entry of its check and subject that did not
+    occur; one of another subject, or far off, is not named."""
+    result, verdict = _failing_i5()
+    signature = verdict.violations[0].signature  # sync-turn-came-after-s-on-session-end@s1
+    typo = signature.replace("-came-", "-come-")
+    text = (f"{SYNC.stem} I5 {typo}  # syncs after the end\n{SYNC.stem} I5 {signature.replace('@s1', '@s2')}  # other session\n"
+            f"{SYNC.stem} I5 something-else@s1  # another bug\n")
+    failed = Expectations.parse(text, "x.txt").apply(result).verdicts["I5"]
+    assert failed.status == "fail" and failed.violations[0].message.endswith(
+        f"[not expected: {signature}; did you mean the entry {typo}, which did not occur?]")
+
+
 def test_a_signed_violation_that_no_longer_occurs_is_an_unexpected_pass() -> None:
     result, verdict = _failing_i5()
     text = f"{SYNC.stem} I5 {verdict.violations[0].signature}  # syncs after the end\n{SYNC.stem} I5 gone@s9  # fixed since\n"

@@ -23,7 +23,7 @@ VARIANT = "reference:idle-expiry-no-finalize"  # a zoo variant that fails some o
 def _fuzz(capsys: pytest.CaptureFixture[str], tmp_path: Path, *args: str) -> tuple[int, str, set[int]]:
     code = main(["fuzz", "--no-shrink", "--out", str(tmp_path / "out"), *args])
     out = capsys.readouterr().out
-    failed = {int(seed) for seed in re.findall(r"^FAIL gen-(\d+)", out, re.MULTILINE)}
+    failed = {int(seed) for seed in re.findall(r"^(?:FAIL|ERROR|TIMEOUT) gen-(\d+)", out, re.MULTILINE)}
     return code, out, failed
 
 
@@ -99,6 +99,18 @@ def _sigterm_at_the_third_gateway(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("conformance.search.fuzz.factory", lambda *_: interrupting)
     monkeypatch.setattr("conformance.cli.fuzz.resolve", lambda name: interrupting)
     monkeypatch.setattr("conformance.cli.fuzz.factory", lambda *_: interrupting)
+
+
+def test_the_resume_line_works_pasted_where_the_run_was_made(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A MODULE:FACTORY gateway needs the run's PYTHONPATH: the `resume:` line carries it, as a
+    `reproduce:` line does (conformance.harness.shell)."""
+    _sigterm_at_the_third_gateway(monkeypatch)
+    monkeypatch.setenv("PYTHONPATH", "my gateways")
+    code, out, _failed = _fuzz(capsys, tmp_path, "--seeds", "0:5", "--gateway", "interrupting")
+    assert code == 143
+    assert out.strip().splitlines()[-1] == ("resume: PYTHONPATH='my gateways' sessiongate fuzz --seeds 2:5 --gateway "
+                                            f"interrupting --out {tmp_path / 'out'} --no-shrink")
 
 
 def test_an_interrupted_run_reports_what_finished(capsys: pytest.CaptureFixture[str], tmp_path: Path,
@@ -229,7 +241,7 @@ def test_a_stopped_shard_resumes_where_it_stopped(capsys: pytest.CaptureFixture[
         main(argv)
         lines = capsys.readouterr().out.strip().splitlines()
         counted.append(int(lines[-2 if lines[-1].startswith("resume: ") else -1].split()[0]))
-        failed |= {int(seed) for line in lines for seed in re.findall(r"^FAIL gen-(\d+)", line)}
+        failed |= {int(seed) for line in lines for seed in re.findall(r"^(?:FAIL|ERROR|TIMEOUT) gen-(\d+)", line)}
         if not lines[-1].startswith("resume: "):
             break
         resumes.append(lines[-1])
@@ -244,7 +256,7 @@ def test_fuzz_isolates_a_hanging_gateway_as_run_does(capsys: pytest.CaptureFixtu
     code, out, _ = _fuzz(capsys, tmp_path, "--seeds", "0:2", "--gateway", "selftest:hang", "--isolate",
                          "--step-timeout", "1", "--findings-ok")
     assert code == 1  # timeouts are not findings
-    assert re.findall(r"^FAIL gen-(\d+)  I1 .*no answer to deliver_message within 1s", out, re.MULTILINE) == ["0", "1"], out
+    assert re.findall(r"^TIMEOUT gen-(\d+)  .*no answer to deliver_message within 1s", out, re.MULTILINE) == ["0", "1"], out
     assert out.strip().splitlines()[-2:] == ["failing seeds by check: none; 2 seeds errored or timed out",
                                             "2 scenarios, 0 passed, 2 failed"]
 
@@ -422,7 +434,7 @@ def test_a_gateway_error_is_shrunk_once_keeping_its_call_and_class(capsys: pytes
     code = main(["fuzz", "--seeds", "0:12", "--gateway", "raises", "--out", str(tmp_path / "out"), "--no-failure-db"])
     out = capsys.readouterr().out
     assert code == 1
-    failed = re.findall(r"^FAIL gen-(\d+)  I1 gateway error at step \S+ \(command\): RuntimeError: no reset for", out, re.MULTILINE)
+    failed = re.findall(r"^ERROR gen-(\d+)  gateway error at step \S+ \(command\): RuntimeError: no reset for", out, re.MULTILINE)
     shrunk = re.findall(r"^     shrunk \d+ -> (\d+) events: ", out, re.MULTILINE)
     repeats = re.findall(r"^     written to \S+; not shrunk: the same gateway error as gen-(\d+) \(error in command: RuntimeError\)$",
                          out, re.MULTILINE)

@@ -73,7 +73,7 @@ def test_failing_item_shows_evidence_and_reruns_with_lf(pytester: pytest.Pyteste
     first.assert_outcomes(passed=4, failed=2)  # small seeds 1 and 5 use /new
     text = first.stdout.str()
     assert "gen-1 on brokengw:ForgetsFinalize" in text and "  I1 fail" in text
-    assert "reproduce: sessiongate fuzz --seeds 1:2 --gateway brokengw:ForgetsFinalize --profile small" in text
+    assert "reproduce: sessiongate replay --seed 1 --gateway brokengw:ForgetsFinalize --profile small" in text
     again = pytester.runpytest_inprocess(*LEAN, *args, "--lf")
     again.assert_outcomes(failed=2, deselected=4)
 
@@ -103,6 +103,22 @@ def test_expectations_option_applies_a_file_of_ones_own(pytester: pytest.Pyteste
     result = pytester.runpytest_inprocess(*LEAN, "-p", "no:cacheprovider", "myscen/mine.yaml", "--sessiongate-expectations", "mine.txt")
     result.assert_outcomes(failed=1)
     assert "  I1 xpass: passed, but mine.txt says it fails: bogus" in result.stdout.lines
+
+
+def test_an_expectations_entry_naming_no_catalog_scenario_is_warned_about(pytester: pytest.Pytester) -> None:
+    """As `run --expectations` warns: a typo of a catalog name expects nothing. An entry naming
+    one's own scenario, here a letter or two off a catalog name too, is no typo."""
+    first = catalog_paths()[0]  # 01-idle-expiry-end-and-finalize
+    (pytester.path / "myscen").mkdir()
+    own = first.read_text(encoding="utf-8").replace(f"name: {first.stem}\n", f"name: {first.stem}-mine\n")
+    (pytester.path / "myscen" / "mine.yaml").write_text(own, encoding="utf-8")
+    (pytester.path / "exp2.txt").write_text("01-idle-expiry-end-and-finalise I1  # the catalog spells it -finalize\n"
+                                            f"{first.stem}-mine I1  # my own scenario\n", encoding="utf-8")
+    result = pytester.runpytest_inprocess(*LEAN, "-p", "no:cacheprovider", "--sessiongate-no-failure-db",
+                                          "--sessiongate-scenarios", "myscen", "--sessiongate-catalog",
+                                          "--sessiongate-expectations", "exp2.txt", "--co", "-q")
+    assert ("warning: exp2.txt names no catalog scenario '01-idle-expiry-end-and-finalise' (did you mean "
+            "'01-idle-expiry-end-and-finalize'?): a typo expects nothing") in result.stdout.lines
 
 
 @pytest.mark.parametrize(("args", "message"), [

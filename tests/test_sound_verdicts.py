@@ -160,7 +160,7 @@ def test_a_factory_that_raises_system_exit_is_that_scenarios_error(
     gateway_module.make = make  # type: ignore[attr-defined]
     code, out = run_cli(capsys, str(FIRST), str(SECOND), "--gateway", "sg_sound:make")
     assert code == 1
-    assert out[-3] == "      gateway error at (profile): FactoryFailed: gateway 'sg_sound:make': its factory raised SystemExit: 0"
+    assert out[-3] == "      gateway error at start (profile): FactoryFailed: gateway 'sg_sound:make': its factory raised SystemExit: 0"
     made.clear()
     plain = list(run_all([load_file(FIRST), load_file(SECOND)], make, "plain"))  # a factory not from resolve
     assert [r.failure is None for r in plain] == [True, False]
@@ -583,7 +583,7 @@ def test_an_answer_whose_own_methods_raise_a_base_exception_is_an_error_at_its_s
     gateway_module.make = type("Answers", (ReferenceGateway,), {method: answer})  # type: ignore[attr-defined]
     code, out = run_cli(capsys, str(FIRST), str(SECOND), "--gateway", "sg_sound:make", "--report", str(tmp_path / "r"))
     assert code == 1
-    assert re.match(rf"      gateway error at (step [\d.]+ )?\({method}\): bad value in answer to {method}: "
+    assert re.match(rf"      gateway error at (step [\d.]+ |start )\({method}\): bad value in answer to {method}: "
                     r"(SystemExit|KeyboardInterrupt)", out[1]), out[1]
     if method == "profile":  # at start: the gateway cannot start, and the run says so after one scenario
         assert out[-1] == "1 scenarios, 0 passed, 1 failed (1 gateway error)"

@@ -1,7 +1,7 @@
 """`sessiongate`: the command-line front end, one module per command.
 
     sessiongate run [PATHS…] [--gateway NAME] [--table] [--report DIR]   (default: the catalog, reference)
-    sessiongate replay FILE [--gateway NAME]                              (the whole timeline of observations)
+    sessiongate replay FILE | --seed N [--gateway NAME]                   (the whole timeline of observations)
     sessiongate zoo [--matrix] [--report DIR] [--generated --seeds A:B]   (every bug-zoo variant must be caught)
     sessiongate fuzz --seeds A:B [-n auto] [--shard I/N]                  (generated scenarios; failures shrunk)
     sessiongate shrink FILE | explore --depth D | report RUN_DIR | coverage | update-expectations

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-import shlex
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -29,6 +28,7 @@ from conformance.cli.lines import Progress, forget_if_fixed, saved_failures, sce
 from conformance.harness.failure_db import FailureDB
 from conformance.harness.registry import resolve
 from conformance.harness.runner import played_note, run_scenario
+from conformance.harness.shell import command
 from conformance.harness.suite import outcome as outcome_of
 from conformance.search.fuzz import (
     Isolation,
@@ -67,7 +67,7 @@ def resume_command(parser: argparse.ArgumentParser, args: argparse.Namespace, re
     other option as given. Under `--shard I/N` the range starts I-1 before the first seed left,
     so the same shard (and its summary file) picks up exactly where it stopped."""
     index, _count = parse_shard(args.shard)
-    words = ["sessiongate", "fuzz", "--seeds", f"{rest.start - (index - 1)}:{parse_seeds(args.seeds).stop}"]
+    words = ["fuzz", "--seeds", f"{rest.start - (index - 1)}:{parse_seeds(args.seeds).stop}"]
     for action in parser._actions:  # every option, in its definition order, that is not its default
         if not action.option_strings or action.dest in ("help", "seeds"):
             continue
@@ -76,7 +76,7 @@ def resume_command(parser: argparse.ArgumentParser, args: argparse.Namespace, re
             continue
         flag = max(action.option_strings, key=len)
         words += [flag] if action.nargs == 0 else [flag, str(value)]
-    return shlex.join(words)
+    return command(*words)  # with the PYTHONPATH the run had, as a `reproduce:` line
 
 
 def cmd_fuzz(args: argparse.Namespace) -> int:
@@ -220,8 +220,11 @@ def _failure_lines(outcome: SeedOutcome, shrinking: bool, first_seed: int | None
     first, *rest = outcome.failing.items()
     if outcome.refused:
         return [f"refused gen-{outcome.seed}  {first[1]}"]
-    lines = [f"FAIL gen-{outcome.seed}  {first[0]} {first[1]}" + (f" (+{', '.join(c for c, _ in rest)})" if rest else ""),
-             f"     written to {outcome.path}"]
+    if outcome.broken:  # the gateway's error or timeout, not a check's finding: worded as `run` words it
+        head = f"{outcome.status.upper()} gen-{outcome.seed}  {outcome.message}"
+    else:
+        head = f"FAIL gen-{outcome.seed}  {first[0]} {first[1]}" + (f" (+{', '.join(c for c, _ in rest)})" if rest else "")
+    lines = [head, f"     written to {outcome.path}"]
     if shrinking and outcome.shrunk is None and first_seed is not None and first_seed != outcome.seed:
         check, slug = outcome.key
         what = f"gateway error as gen-{first_seed} ({slug})" if outcome.broken else f"failure as gen-{first_seed} ({check} {slug})"

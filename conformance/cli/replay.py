@@ -14,6 +14,7 @@ from conformance.harness.suite import load_all
 from conformance.transport.factory import check_gateway
 from sessiongate import ExitCode, UsageError
 from sessiongate.text import readable
+from sim.weights import PROFILE_NAMES
 
 
 def timeline(result: RunResult) -> list[str]:
@@ -80,13 +81,23 @@ def timeline(result: RunResult) -> list[str]:
 def cmd_replay(args: argparse.Namespace) -> int:
     check_gateway(args.gateway)
     factory = resolve(args.gateway)
-    if Path(args.file).is_dir():  # a timeline is one scenario's; `run DIR` judges a folder
-        raise UsageError(f"{args.file}: is a directory; replay takes one scenario file (run takes folders)")
-    scenarios, errors = load_all(scenario_files([args.file]))
-    if errors:
-        print(f"error {errors[0]}", file=sys.stderr)
-        return ExitCode.USAGE
-    result = run_scenario(scenarios[0], factory(), args.gateway)
+    if (args.file is None) == (args.seed is None):
+        raise UsageError("replay takes one scenario: a FILE (or catalog name), or --seed N")
+    if args.seed is not None:  # a generated seed, as fuzz and the pytest plugin make it: nothing written anywhere
+        from sim.generate import scenario_for_seed
+
+        scenario = scenario_for_seed(args.seed, args.profile)
+    else:
+        if args.profile != "default":
+            raise UsageError("--profile goes with --seed (a file is the scenario it holds)")
+        if Path(args.file).is_dir():  # a timeline is one scenario's; `run DIR` judges a folder
+            raise UsageError(f"{args.file}: is a directory; replay takes one scenario file (run takes folders)")
+        scenarios, errors = load_all(scenario_files([args.file]))
+        if errors:
+            print(f"error {errors[0]}", file=sys.stderr)
+            return ExitCode.USAGE
+        scenario = scenarios[0]
+    result = run_scenario(scenario, factory(), args.gateway)
     if args.jsonl:
         sys.stdout.write(result.log_text())
         return ExitCode.OK
@@ -96,7 +107,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def add_arguments(replay: argparse.ArgumentParser) -> None:
-    replay.add_argument("file")
+    replay.add_argument("file", nargs="?", help="a scenario file, or a catalog scenario's name")
+    replay.add_argument("--seed", type=int, help="the generated scenario gen-SEED instead of a file")
+    replay.add_argument("--profile", choices=PROFILE_NAMES, default="default", help="with --seed: its generation profile")
     add_gateway_option(replay)
     replay.add_argument("--jsonl", action="store_true", help="print the raw canonical observation log")
     replay.set_defaults(func=cmd_replay)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import difflib
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -88,14 +87,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         return ExitCode.USAGE
     if args.report:
         _check_writable_names(scenarios)
-    if not args.paths and not errors:  # the whole catalog: an entry a letter or two off a catalog name is a typo
-        names = sorted(s.name for s in scenarios)
-        near = {n: close[0] for n in sorted(expectations.scenarios() - set(names))
-                if (close := difflib.get_close_matches(n, names, n=1, cutoff=0.9))}  # not a file of the author's own
-        if near:
-            print(f"warning: {expectations.source or 'the expectations file'} names no catalog scenario "
-                  f"{', '.join(f'{n!r} (did you mean {c!r}?)' for n, c in near.items())}: a typo expects nothing",
-                  file=sys.stderr)
+    if not args.paths and not errors and (typos := expectations.typos(s.name for s in scenarios)):  # the whole catalog
+        print(typos, file=sys.stderr)
     db = FailureDB.open(args.gateway, not args.no_failure_db)
     saved = saved_failures(db)
     scenarios = [*saved, *scenarios]

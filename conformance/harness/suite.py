@@ -11,6 +11,7 @@ unexpected, so a fixed bug is noticed.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
@@ -144,6 +145,18 @@ class Expectations:
         """The scenario names the file mentions."""
         return {name for name, _check in (*self.pairs, *self.signed)}
 
+    def typos(self, catalog: Iterable[str], own: Iterable[str] = ()) -> str | None:
+        """A warning naming the entries a letter or two off a `catalog` scenario's name that name
+        none of them nor of `own` (the author's own scenarios in the run, which are no typos): such
+        an entry expects nothing. For a run of the whole catalog (`run`, the pytest plugin)."""
+        names = sorted(catalog)
+        near = {n: close[0] for n in sorted(self.scenarios() - set(names) - set(own))
+                if (close := difflib.get_close_matches(n, names, n=1, cutoff=0.9))}
+        if not near:
+            return None
+        return (f"warning: {self.source or 'the expectations file'} names no catalog scenario "
+                f"{', '.join(f'{n!r} (did you mean {c!r}?)' for n, c in near.items())}: a typo expects nothing")
+
     def apply(self, result: RunResult) -> RunResult:
         """Mark expected failures (`xfail`) and unexpected passes (`xpass`); keep on the result
         the entries that applied (`RunResult.expected`), so a report re-renders with them."""
@@ -188,10 +201,16 @@ def written_with_weekdays(entries: dict[str, str], signature: str) -> str | None
     return None
 
 
-def _old_entry(entries: dict[str, str], signature: str) -> str:
-    """What to add to `[not expected: …]` when an entry was written for it with weekdays."""
-    old = written_with_weekdays(entries, signature)
-    return f"; {old} was written before signatures dropped weekdays: update-expectations keeps its reason" if old else ""
+def _old_entry(entries: dict[str, str], signature: str, unused: list[str]) -> str:
+    """What to add to `[not expected: …]`: the entry written for it with weekdays, else the
+    closest of `unused` (entries that did not occur) of the same subject, likely a mistyped one."""
+    if old := written_with_weekdays(entries, signature):
+        return f"; {old} was written before signatures dropped weekdays: update-expectations keeps its reason"
+    subject = signature.partition("@")[2]
+    same = [s for s in unused if s.partition("@")[2] == subject]
+    if close := difflib.get_close_matches(signature, same, n=1, cutoff=0.9):
+        return f"; did you mean the entry {close[0]}, which did not occur?"
+    return ""
 
 
 def _signed(verdict: Verdict, entries: dict[str, str]) -> Verdict:
@@ -208,7 +227,10 @@ def _signed(verdict: Verdict, entries: dict[str, str]) -> Verdict:
         return verdict
     new = [v for v in verdict.violations if v.signature not in expected]
     if new:
-        marked = tuple(replace(v, message=f"{v.message} [not expected: {v.signature}{_old_entry(entries, v.signature)}]",
+        occurred = {v.signature for v in verdict.violations}
+        claimed = {written_with_weekdays(entries, s) for s in occurred}  # entries that did occur, with weekdays
+        unused = sorted(s.removesuffix("?") for s in entries if s.removesuffix("?") not in occurred and s not in claimed)
+        marked = tuple(replace(v, message=f"{v.message} [not expected: {v.signature}{_old_entry(entries, v.signature, unused)}]",
                                kind=v.slug) for v in new)
         rest = tuple(v for v in verdict.violations if v.signature in expected)
         return Verdict(verdict.check, "fail", (*marked, *rest), "", verdict.examined)
@@ -282,7 +304,7 @@ class FactoryFailed(SessiongateError, RuntimeError):
 
 class Unbuildable:
     """Stands in for a gateway its factory could not make: its first call, `profile`, raises,
-    so the runner logs the scenario as an error at (profile), with the factory's message."""
+    so the runner logs the scenario as an error at start (profile), with the factory's message."""
 
     def __init__(self, message: str) -> None:
         self.message = message

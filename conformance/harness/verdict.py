@@ -132,5 +132,5 @@ class GatewayFailure:
         return self.event == "start" and self.message.startswith("NotImplementedError")
 
     def describe(self) -> str:
-        where = f"step {self.step} ({self.event})" if self.step else f"({self.event})"
+        where = f"step {self.step} ({self.event})" if self.step else f"start ({self.event})"
         return f"gateway {self.kind} at {where}: {self.message}"
