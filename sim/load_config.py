@@ -21,7 +21,6 @@ from sim.scenario import (
     ResetPolicy,
 )
 
-
 PROVIDER_KEYS = ("name", "retain_every_n_turns")  # `name` required
 
 

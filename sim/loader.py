@@ -2,8 +2,9 @@
 
 Every error is a `ScenarioError` naming file, line and field, e.g.
 `catalog/x.yaml:12: events[3].advance: expected a positive duration like '61m', got '-5m'`.
-Unknown keys are errors; so are oversized timelines and times outside the years 1970 to
-8999. `sim.document` reads the text; this module types it, its sections in `sim.load_config`
+Unknown keys are errors (`event: unknown key (did you mean 'events'?)`, at the unknown key's
+line, also when a required key is missing beside it); so are oversized timelines and times
+outside the years 1970 to 8999. `sim.document` reads the text; this module types it, its sections in `sim.load_config`
 (`config`, `chats`) and `sim.load_events` (`events`), their fields read by `sim.fields`;
 `sim.writer` writes it back.
 """
@@ -20,7 +21,6 @@ from sim.fields import _at_least, _Fields
 from sim.load_config import _chats, _check_finalization_chats, _config
 from sim.load_events import END_OF_TIME, LAST_YEAR, _events, _instant
 from sim.scenario import GatewayConfig, Scenario, max_horizon
-
 
 # Every key a scenario document may hold at its top level (`name` and `events` required).
 TOP_KEYS = ("name", "seed", "zone", "start", "config", "chats", "events", "catches")

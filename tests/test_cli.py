@@ -46,7 +46,7 @@ ARGUMENT_ERRORS = {
     "missing-scenario": (("run", "/nonexistent/s.yaml"), "/nonexistent/s.yaml: no such file or directory"),
     "missing-among-good": (("run", str(GOOD), "/nonexistent/s.yaml"), "/nonexistent/s.yaml: no such file or directory"),
     "missing-expectations": (("run", "--expectations", "/nonexistent/x.txt", str(GOOD)), "/nonexistent/x.txt: expectations file not found"),
-    "replay-without-file": (("replay",), "the following arguments are required: file"),
+    "replay-without-file": (("replay",), "replay takes one scenario: a FILE (or catalog name), or --seed N"),
 }
 
 
@@ -161,6 +161,16 @@ def test_replay_takes_a_generated_seed_and_writes_nothing(tmp_path, monkeypatch,
     assert main(["replay", "--seed", "1", "--profile", "small"]) == 0
     assert capsys.readouterr().out.splitlines()[-1].startswith("pass  gen-1")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_run_warns_of_two_files_of_one_scenario_name(tmp_path, capsys) -> None:
+    source = Path(__file__).parent.parent / "conformance" / "catalog" / "05-none-session-reaped.yaml"
+    for stem in ("a", "b"):
+        (tmp_path / f"{stem}.yaml").write_text(source.read_text(encoding="utf-8"), encoding="utf-8")
+    assert main(["run", str(tmp_path), "-q"]) == 0
+    assert capsys.readouterr().err.splitlines() == [
+        f"warning: {tmp_path / 'a.yaml'}, {tmp_path / 'b.yaml'} share the name '05-none-session-reaped' "
+        "(the report tells them apart as NAME, NAME~2, …)"]
 
 
 def test_run_and_replay_take_a_catalog_scenarios_name(tmp_path, monkeypatch, capsys) -> None:

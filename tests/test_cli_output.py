@@ -253,3 +253,22 @@ def test_replay_into_a_reader_that_leaves_is_quiet(args: list[str], monkeypatch:
         monkeypatch.setattr(sys, "stdout", gone)
         assert main([*args, str(FIRST)]) == 141  # and no BrokenPipeError
         monkeypatch.undo()
+
+
+def test_the_table_marks_a_vacuous_check_and_the_last_line_tells_timeouts_from_errors(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A vacuous check showed as `.`, a pass; two timeouts were counted as "2 gateway errors"."""
+    from dataclasses import replace
+
+    from conformance.cli.lines import summary_line
+    from conformance.harness.verdict import GatewayFailure
+    from reference_impl import ReferenceGateway
+
+    assert main(["run", "--table", str(CATALOG / "05-none-session-reaped.yaml")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-3].split()[1:] == [".", ".", ".", ".", "v", ".", ".", ".", "."]
+    assert "v pass that examined nothing" in out[-2]
+    result = next(run_all([load_file(CATALOG / "05-none-session-reaped.yaml")], ReferenceGateway, "reference"))
+    broken = [replace(result, failure=GatewayFailure(kind, 3, "tick", "x")) for kind in ("error", "timeout", "timeout")]
+    assert summary_line(broken).startswith("3 scenarios, 0 passed, 3 failed (1 gateway error, 2 timeouts);")
+    assert summary_line(broken[1:]).startswith("2 scenarios, 0 passed, 2 failed (2 timeouts);")

@@ -195,6 +195,11 @@ def test_coverage_stops_at_a_bad_file(capsys: pytest.CaptureFixture[str], tmp_pa
 
 # -- 6. a gateway that cannot start is not a finding ------------------------------------------------
 
+def test_shrink_of_an_unknown_check_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    """It said `… does not fail I10 on reference (it fails …)` and exited 1, as if I10 were a check."""
+    assert_usage_error(*cli(capsys, "shrink", str(C), "--check", "I10"), "invalid choice: 'I10'")
+
+
 def test_shrink_refuses_a_gateway_error(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     path = tmp_path / "f.yaml"
     path.write_text(C.read_text(encoding="utf-8"), encoding="utf-8")

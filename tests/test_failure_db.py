@@ -52,6 +52,18 @@ def test_run_replays_saved_failures_first_until_they_pass(db: Path, tmp_path: Pa
     assert not (db / "reference").exists()
 
 
+def test_running_the_file_a_failure_was_saved_as_runs_it_once(db: Path, tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """A shrunk file's `# reproduce:` line runs it: its saved copy is not replayed beside it
+    (it ran twice: `2 scenarios, 0 passed, 2 failed` for one file)."""
+    assert main(["fuzz", "--seeds", "0:1", "--gateway", BUGGY, "--out", str(tmp_path / "out")]) == 1
+    capsys.readouterr()
+    assert main(["run", "--gateway", BUGGY, str(tmp_path / "out" / "gen-0.shrunk.yaml")]) == 1
+    captured = capsys.readouterr()
+    assert "replaying" not in captured.out and captured.err == ""
+    assert captured.out.splitlines()[-1].startswith("1 scenarios, 0 passed, 1 failed")
+
+
 def test_fuzz_replays_saved_failures_before_its_seeds(db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["fuzz", "--seeds", "0:1", "--gateway", BUGGY, "--out", str(tmp_path / "out"), "--no-shrink"]) == 1
     capsys.readouterr()

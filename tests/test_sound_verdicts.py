@@ -745,7 +745,7 @@ def test_a_gateway_that_hangs_in_process_is_a_timeout_and_the_run_and_its_report
     assert out[0] == f"timeout {FIRST.stem}"
     assert out[1] == (f"      gateway timeout at step 1 ({FIRST_MESSAGE}): no answer to {FIRST_MESSAGE} within 0.4s "
                       f"(wall clock), in process: the step was interrupted")
-    assert out[-1] == "2 scenarios, 0 passed, 2 failed (2 gateway errors)"
+    assert out[-1] == "2 scenarios, 0 passed, 2 failed (2 timeouts)"
     assert json.loads((tmp_path / "r" / "summary.json").read_text())["totals"]["timeout"] == 2
 
 

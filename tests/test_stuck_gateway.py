@@ -46,7 +46,7 @@ def test_a_gateway_that_catches_the_step_interrupt_and_goes_on_ends_the_run_with
                                        "interrupted (it caught StepTimedOut)")
     assert "run it with --isolate" in lines[1]
     assert lines[2:] == ["stopped: the gateway cannot be stopped in this process (1 scenarios not run)",
-                         f"report written to {tmp_path / 'r'}", "1 scenarios, 0 passed, 1 failed (1 gateway error)"]
+                         f"report written to {tmp_path / 'r'}", "1 scenarios, 0 passed, 1 failed (1 timeout)"]
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
     assert summary["totals"]["timeout"] == 1, summary["totals"]
 
@@ -56,7 +56,7 @@ def test_under_isolate_the_same_gateway_is_killed_and_the_run_goes_on(tmp_path: 
                        "--step-timeout", "1", "--isolate")
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 1, err
-    assert out.splitlines()[-1] == "2 scenarios, 0 passed, 2 failed (2 gateway errors)"
+    assert out.splitlines()[-1] == "2 scenarios, 0 passed, 2 failed (2 timeouts)"
 
 
 SWALLOWS = '''

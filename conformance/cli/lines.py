@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from conformance.harness.failure_db import FailureDB
@@ -113,18 +115,25 @@ def verdict_table(results: list[RunResult]) -> list[str]:
     width = max(map(len, names), default=8)
     lines = [f"{'scenario':<{width}}  " + " ".join(f"{c:>2}" for c in CHECK_IDS)]
     for result, name in zip(results, names, strict=True):
-        cells = " ".join(f"{SYMBOL[result.verdicts[c].status] if c in result.verdicts else 'E':>2}" for c in CHECK_IDS)
+        cells = " ".join(f"{_cell(result.verdicts[c]) if c in result.verdicts else 'E':>2}" for c in CHECK_IDS)
         lines.append(f"{name:<{width}}  {cells}")
-    lines.append("(. pass  F fail  x expected failure  X unexpected pass  E error  T timeout  s skip  ! checker error)")
+    lines.append("(. pass  v pass that examined nothing  F fail  x expected failure  X unexpected pass  E error  T timeout  "
+                 "s skip  ! checker error)")
     return lines
+
+
+def _cell(verdict: Verdict) -> str:
+    return "v" if verdict.status == "pass" and verdict.vacuous else SYMBOL[verdict.status]
 
 
 def summary_line(results: list[RunResult], unloaded: int = 0) -> str:
     words = [outcome(r) for r in results]
     failed = sum(1 for w in words if w in FAILING)
     line = f"{len(results)} scenarios, {words.count('pass')} passed, {failed} failed"
-    if broken := words.count("error") + words.count("timeout"):  # the gateway, not a check, failed these
-        line += f" ({broken} gateway error{'s' if broken != 1 else ''})"
+    errors, timeouts = words.count("error"), words.count("timeout")  # the gateway, not a check, failed these
+    if errors or timeouts:
+        line += " (" + ", ".join(filter(None, [f"{errors} gateway error{'s' if errors != 1 else ''}" if errors else "",
+                                               f"{timeouts} timeout{'s' if timeouts != 1 else ''}" if timeouts else ""])) + ")"
     if words.count("xfail"):
         line += f", {words.count('xfail')} expected failures"
     if words.count("skip"):  # neither passed nor failed: not judged (an unsupported feature)
@@ -185,14 +194,18 @@ def exit_code(results: list[RunResult], unloaded: int = 0) -> int:
     return ExitCode.FAILED if unloaded or words & set(FAILING) else ExitCode.OK
 
 
-def saved_failures(db: FailureDB | None) -> list[Scenario]:
+def saved_failures(db: FailureDB | None, given: Sequence[Scenario] = ()) -> list[Scenario]:
     """The gateway's saved failures (`conformance.harness.failure_db`), to run first, said in one line;
-    a saved file that no longer loads is said and skipped, never the run's error."""
+    a saved file that no longer loads is said and skipped, never the run's error. One that is a
+    scenario the run was `given` (its `# reproduce:` line names the saved file) runs once, as given."""
     if db is None:
         return []
     saved, broken = load_all(db.saved())
     for error in broken:
         print(f"warning: skipping a saved failure that does not load: {error}", file=sys.stderr)
+    if given:
+        named = {replace(scenario, source="", header="") for scenario in given}
+        saved = [scenario for scenario in saved if replace(scenario, source="", header="") not in named]
     if saved:
         print(f"replaying {len(saved)} saved failure{'s' if len(saved) != 1 else ''} first ({db.shown()}; "
               "--no-failure-db skips them)")

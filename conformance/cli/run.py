@@ -23,6 +23,7 @@ from conformance.cli.lines import (
     played_crashes,
     saved_failures,
     scenario_line,
+    shown_path,
     summary_line,
     verdict_table,
     write_report,
@@ -72,6 +73,19 @@ def check_determinism(result: RunResult, factory: Callable[[], Any]) -> None:
                                         f"two runs diverge at {where}")
 
 
+def _same_names(scenarios: Sequence[Scenario]) -> str | None:
+    """A warning when files share a scenario name: their lines, logs and report entries would
+    be told apart only by a suffix (`NAME~2`)."""
+    files: dict[str, list[str]] = {}
+    for scenario in scenarios:
+        files.setdefault(scenario.name, []).append(shown_path(scenario.source) if scenario.source else "?")
+    twins = {name: paths for name, paths in files.items() if len(paths) > 1}
+    if not twins:
+        return None
+    return "warning: " + "; ".join(f"{', '.join(paths)} share the name {name!r}" for name, paths in twins.items()) + \
+        " (the report tells them apart as NAME, NAME~2, …)"
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     factory = gateway_factory(args)
     again = gateway_factory(args, env={"PYTHONHASHSEED": "12345"})
@@ -89,8 +103,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         _check_writable_names(scenarios)
     if not args.paths and not errors and (typos := expectations.typos(s.name for s in scenarios)):  # the whole catalog
         print(typos, file=sys.stderr)
+    if twins := _same_names(scenarios):
+        print(twins, file=sys.stderr)
     db = FailureDB.open(args.gateway, not args.no_failure_db)
-    saved = saved_failures(db)
+    saved = saved_failures(db, scenarios)
     scenarios = [*saved, *scenarios]
     results: list[RunResult] = []
 

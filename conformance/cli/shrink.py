@@ -8,6 +8,7 @@ from pathlib import Path
 from conformance.cli.args import add_gateway_option, check_out_dir
 from conformance.harness.registry import resolve
 from conformance.harness.runner import run_scenario
+from conformance.harness.verdict import CHECK_IDS
 from conformance.search.fuzz import ERROR, error_signature, failing, shrink_and_write
 from conformance.transport.factory import check_gateway
 from sessiongate import ExitCode
@@ -56,7 +57,7 @@ def cmd_shrink(args: argparse.Namespace) -> int:
 def add_arguments(shrink: argparse.ArgumentParser) -> None:
     shrink.add_argument("file")
     add_gateway_option(shrink)
-    shrink.add_argument("--check", help="the check whose failure to keep (default: the first failing)")
+    shrink.add_argument("--check", choices=CHECK_IDS, help="the check whose failure to keep (default: the first failing)")
     shrink.add_argument("--out", default="fuzz-failures",
                         help="where the shrunk file goes, as NAME.shrunk.yaml (default fuzz-failures, as fuzz)")
     shrink.set_defaults(func=cmd_shrink)
