@@ -17,6 +17,7 @@ SETTINGS: dict[str, str] = {
     "finalization_by_chat": "a scenario whose config gives some chats their own finalization is skipped whole (outcome `skip`)",
     "restart_after_cut_off_turn": "a scenario that stops (`sigterm` or `crash`) while a turn it sent is still owed its "
                                   "reply, and then restarts, is skipped whole (outcome `skip`)",
+    "reset_default": "a scenario that leaves the reset policy to the gateway (`reset: default`) is skipped whole (outcome `skip`)",
     "providers": "the scenario's memory providers are left out: it runs, and is judged, with the recorder alone (a `skipped` record)",
 }
 UNSUPPORTED_COMMANDS = frozenset({"/resume"})
@@ -39,6 +40,8 @@ def config_features(config: GatewayConfig) -> frozenset[str]:
         used.add("reset_by_chat_type")
     if config.finalization_by_chat:
         used.add("finalization_by_chat")
+    if config.reset_default:
+        used.add("reset_default")
     return frozenset(used)
 
 

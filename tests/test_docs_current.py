@@ -50,7 +50,7 @@ def test_the_readme_coverage_table_is_the_catalogs(coverage_markdown: str) -> No
 
 def test_the_pytest_example_counts_the_catalog() -> None:
     doc = (ROOT / "docs" / "gateway-authors.md").read_text(encoding="utf-8")
-    said = re.search(r"\((\d+) and 500: `collected (\d+) items`\)", doc)
+    said = re.search(r"\((\d+) and 500: `collected (\d+) items`", doc)
     assert said is not None
     assert (int(said.group(1)), int(said.group(2))) == (len(catalog_paths()), len(catalog_paths()) + 500)
 
@@ -58,3 +58,13 @@ def test_the_pytest_example_counts_the_catalog() -> None:
 def test_the_readme_names_every_openclaw_release() -> None:
     line = next(line for line in README.splitlines() if "the real\nOpenClaw" in line or "npm `openclaw`" in line)
     assert all(release in line for release in RELEASES), f"README.md names OpenClaw releases: {line!r}"
+
+
+def test_the_authors_guide_names_every_setting_a_gateway_may_lack() -> None:
+    """It listed two of the eight (`muted`, `daily_min_idle_minutes`)."""
+    from conformance.features import SETTINGS
+
+    doc = (ROOT / "docs" / "gateway-authors.md").read_text(encoding="utf-8")
+    said = re.search(r"the settings you do not have \(`SETTINGS`: ([^)]*)\)", doc.replace("\n", " "))
+    assert said is not None
+    assert re.findall(r"`(\w+)`", said.group(1)) == list(SETTINGS)

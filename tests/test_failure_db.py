@@ -64,6 +64,20 @@ def test_running_the_file_a_failure_was_saved_as_runs_it_once(db: Path, tmp_path
     assert captured.out.splitlines()[-1].startswith("1 scenarios, 0 passed, 1 failed")
 
 
+def test_update_expectations_covers_the_saved_failures_run_replays(db: Path, tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Accepting what you will not fix left `run --expectations FILE` red: it replays the saved
+    failures, which the file written did not list."""
+    assert main(["fuzz", "--seeds", "0:1", "--gateway", BUGGY, "--out", str(tmp_path / "out")]) == 1
+    first = str(Path(__file__).parent.parent / "conformance" / "catalog" / "05-none-session-reaped.yaml")
+    exp = tmp_path / "exp.txt"
+    assert main(["update-expectations", "--gateway", BUGGY, "--expectations", str(exp), first]) == 0
+    assert any(line.startswith("gen-0-shrunk ") for line in exp.read_text().splitlines())
+    capsys.readouterr()
+    assert main(["run", "--gateway", BUGGY, "--expectations", str(exp), first]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith("2 scenarios, 0 passed, 0 failed, 2 expected failures")
+
+
 def test_fuzz_replays_saved_failures_before_its_seeds(db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["fuzz", "--seeds", "0:1", "--gateway", BUGGY, "--out", str(tmp_path / "out"), "--no-shrink"]) == 1
     capsys.readouterr()

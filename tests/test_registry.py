@@ -34,3 +34,20 @@ def test_an_argument_to_a_factory_that_takes_none_is_refused_in_one_line(mygw: N
     with pytest.raises(registry.UnknownGateway, match=r"gateway 'mygw:x': the entry point 'mygw' \(mygw:make\) takes no "
                                                       r"argument; use --gateway mygw, or MODULE:FACTORY for another factory"):
         registry.resolve("mygw:x")
+
+
+@pytest.mark.parametrize(("name", "said"), [
+    ("yourgw", "unknown gateway 'yourgw' (a gateway module of yours is named with its factory: --gateway yourgw:FACTORY)"),
+    ("yourgw.make", "unknown gateway 'yourgw.make' (a gateway module of yours is named with its factory: "
+                    "--gateway yourgw:make)"),
+    ("yourgw.py:make", "name the module, not its file: --gateway yourgw:make"),
+    ("refrence", "unknown gateway 'refrence' (did you mean 'reference'?)"),
+])
+def test_a_gateway_name_a_newcomer_misspells_gets_the_spelling_meant(
+        name: str, said: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`mygw`, `mygw.make` and `mygw.py:make` each said only `unknown gateway` or `No module named`."""
+    (tmp_path / "yourgw.py").write_text(MYGW, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(registry.UnknownGateway) as raised:
+        registry.resolve(name)
+    assert said in str(raised.value)

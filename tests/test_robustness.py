@@ -382,6 +382,7 @@ def test_a_factory_that_fails_after_the_first_scenario_errors_that_scenario_and_
     assert out[-1] == "3 scenarios, 2 passed, 1 failed (1 gateway error)"
     assert out[2] == ("      gateway error at start (profile): FactoryFailed: gateway 'sg_flaky_factory:make': "
                       "its factory raised RuntimeError: out of file handles")
+    assert out[3].startswith("      at ") and out[3].endswith(" in flaky")  # the trace reaches the factory's line
     assert json.loads((tmp_path / "r" / "summary.json").read_text())["totals"]["error"] == 1
 
 

@@ -104,6 +104,19 @@ def test_reset_default_is_refused_by_a_gateway_that_reports_no_default() -> None
     result = run_scenario(load_text(BASE.replace("RESET", "default")), NoDefault(), "nodefault")
     assert result.failure is not None and result.failure.message.startswith("NotImplementedError")
     assert "reset: default" in result.failure.message
+    assert "a gateway without one declares 'reset_default' unsupported" in result.failure.message
+
+
+def test_a_gateway_without_a_default_policy_declares_it_and_those_scenarios_are_skipped() -> None:
+    """Catalog 66 was an error no expectation could cover for a gateway with no default policy."""
+    class Declares(ReferenceGateway):
+        def profile(self, config):  # type: ignore[no-untyped-def]
+            return replace(super().profile(config), reset_default=None, unsupported=frozenset({"reset_default"}))
+
+    result = run_scenario(load_text(BASE.replace("RESET", "default")), Declares(), "declares")
+    assert outcome(result) == "skip"
+    assert skipped_note(result) == " (not judged: the scenario uses reset_default, which the gateway declares unsupported)"
+    assert outcome(run_scenario(load_text(BASE.replace("RESET", "{mode: idle, idle_minutes: 30}")), Declares(), "declares")) == "pass"
 
 
 def test_reset_takes_a_policy_or_default_only() -> None:

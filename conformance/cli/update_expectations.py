@@ -6,8 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from conformance.cli.args import add_gateway_option, load_expectations, scenario_files
-from conformance.cli.lines import shown_path
+from conformance.cli.args import add_failure_db_option, add_gateway_option, load_expectations, scenario_files
+from conformance.cli.lines import saved_failures, shown_path
+from conformance.harness.failure_db import FailureDB
 from conformance.harness.runner import DEFAULT_BUDGET, RunResult
 from conformance.harness.suite import Expectations, load_all, run_all, text_lines, written_with_weekdays
 from conformance.harness.verdict import CHECK_IDS
@@ -64,6 +65,8 @@ def cmd_update_expectations(args: argparse.Namespace) -> int:
         print(f"error {error}", file=sys.stderr)
     if errors:
         return ExitCode.USAGE
+    # The saved failures too, as `run` replays them first: the file written covers what `run` runs.
+    scenarios = [*saved_failures(FailureDB.open(args.gateway, not args.no_failure_db), scenarios), *scenarios]
     results = [Expectations({}).apply(r) for r in run_all(scenarios, factory, args.gateway, None, args.budget)]
     broken = [r for r in results if r.failure is not None]
     for result in broken:
@@ -83,4 +86,5 @@ def add_arguments(update: argparse.ArgumentParser) -> None:
     add_gateway_option(update, "gateway name, NAME:ARG or MODULE:FACTORY (default: reference)")
     update.add_argument("--expectations", help="the file to write (default: the gateway's own built-in file, "
                         "as run finds it; a gateway without one must name it)")
+    add_failure_db_option(update)
     update.set_defaults(func=cmd_update_expectations, isolate=False, step_timeout=10.0, memory_mb=4096, budget=DEFAULT_BUDGET)

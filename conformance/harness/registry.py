@@ -7,7 +7,9 @@ a factory from a module. A factory is called once per scenario and returns a fre
 
 from __future__ import annotations
 
+import difflib
 import importlib
+import importlib.util
 import inspect
 import sys
 from collections.abc import Callable
@@ -96,10 +98,14 @@ def resolve(name: str) -> Callable[[], Gateway]:
     elif (sep and "." in head) or (sep and arg):
         target = name
     else:
-        raise UnknownGateway(f"unknown gateway {name!r}; known: {', '.join(sorted(known))} (or MODULE:FACTORY)")
+        raise UnknownGateway(f"unknown gateway {name!r}{_spelled(name, known)}; known: {', '.join(sorted(known))} "
+                             "(or MODULE:FACTORY)")
     try:
         factory = _load(target)
     except UnknownGateway as err:
+        if head.endswith(".py"):  # a file's name where the module's goes
+            raise UnknownGateway(f"gateway {name!r}: {err}; name the module, not its file: "
+                                 f"--gateway {head.removesuffix('.py').replace('/', '.')}:{arg}") from None
         raise UnknownGateway(f"gateway {name!r}: {err}") from None
     if not callable(factory):
         raise UnknownGateway(f"gateway {name!r}: {target} is {type(factory).__name__}, not a factory to call")
@@ -109,6 +115,26 @@ def resolve(name: str) -> Callable[[], Gateway]:
                                  f"use --gateway {head}, or MODULE:FACTORY for another factory")
         return _checked(name, lambda: factory(arg), bare=False)
     return _checked(name, factory, bare=head in known)
+
+
+def _spelled(name: str, known: dict[str, str]) -> str:
+    """What an unknown gateway name was likely meant as: a known name a letter off, a module of
+    the author's without its factory (`mygw`, `mygw.make`: MODULE:FACTORY), or nothing."""
+    if close := difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.8):
+        return f" (did you mean {close[0]!r}?)"
+    module, dot, attr = name.rpartition(".")
+    for candidate, factory in (*(((module, attr),) if dot else ()), (name, "FACTORY")):
+        top = candidate.partition(".")[0]
+        if (Path.cwd() / f"{top}.py").is_file() or (Path.cwd() / top / "__init__.py").is_file() or _findable(top):
+            return f" (a gateway module of yours is named with its factory: --gateway {candidate}:{factory})"
+    return ""
+
+
+def _findable(module: str) -> bool:
+    try:
+        return module.isidentifier() and importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def _takes_an_argument(factory: Callable[..., Any]) -> bool:

@@ -211,7 +211,8 @@ class Run(EventSteps):
         if failure is None and scenario.config.reset_default:
             if self.profile.reset_default is None:
                 failure = GatewayFailure("error", 0, "start", "NotImplementedError: the scenario leaves the reset "
-                                         "policy to the gateway (reset: default), and it reports none (Profile.reset_default)")
+                                         "policy to the gateway (reset: default), and it reports none (Profile.reset_default; "
+                                         "a gateway without one declares 'reset_default' unsupported)")
             else:
                 self.config = scenario.config.with_default(self.profile.reset_default)
         try:

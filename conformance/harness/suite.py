@@ -291,11 +291,11 @@ def fresh_gateway(factory: Callable[[], Gateway], name: str, unknown_raises: boo
     except UnknownGateway as err:
         if unknown_raises:
             raise
-        return cast(Gateway, Unbuildable(str(err)))  # enough of one for the runner to log the error
+        return cast(Gateway, Unbuildable(str(err), err.__context__))  # enough of one for the runner to log the error
     except BaseException as err:  # a factory not from `resolve`
         if signalled(err):
             raise
-        return cast(Gateway, Unbuildable(f"{name}: its factory raised {exception_text(err)}"))
+        return cast(Gateway, Unbuildable(f"{name}: its factory raised {exception_text(err)}", err))
 
 
 class FactoryFailed(SessiongateError, RuntimeError):
@@ -306,8 +306,9 @@ class Unbuildable:
     """Stands in for a gateway its factory could not make: its first call, `profile`, raises,
     so the runner logs the scenario as an error at start (profile), with the factory's message."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, cause: BaseException | None = None) -> None:
         self.message = message
+        self.cause = cause  # its traceback is the error's: the trace ends at the factory's line
 
     def profile(self, config: object) -> object:
-        raise FactoryFailed(self.message)
+        raise FactoryFailed(self.message).with_traceback(self.cause.__traceback__ if self.cause is not None else None)
