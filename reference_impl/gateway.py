@@ -374,7 +374,7 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
         chat, key = message.chat, self.route_key(message.chat)
         route = self.store.route(key) or Route(key, chat.name, None, None, None, None, False)
         if route.session_id and not route.ended:
-            reason = self.expiry_reason(route)
+            reason = self.expiry_reason(route, arrival)  # as of its arrival: one queued behind a turn kept the chat active
             if reason:
                 self.end_session(route, reason)
         if route.session_id is None or route.ended:

@@ -301,17 +301,17 @@ events:
   - {command: /resume, chat: alice, after: 10s}
   - {command: /resume, chat: alice, after: 10s}
 """,
-    # Four messages at once, each turn 10m against an idle limit of 5m: each queued turn starts
+    # Four messages 6m apart, each turn 20m against an idle limit of 5m: each queued turn arrives
     # past its session's boundary, so s1..s3 each end as the next turn starts, and t4 (s4) is
-    # still in flight at the final SIGTERM (09:38, the horizon counted from the last event).
+    # still in flight at the final SIGTERM (10:06, the horizon counted from the last event).
     # s4's end would only be owed after that: nothing is (a dense-fault hunt found it).
     "backlog-at-final-stop": """
-config: {reset: {mode: idle, idle_minutes: 5}, turn_latency: 10m, idle_ttl: 20m, watcher_interval: 1m}
+config: {reset: {mode: idle, idle_minutes: 5}, turn_latency: 20m, idle_ttl: 20m, watcher_interval: 1m}
 events:
   - message: alice
-  - message: alice
-  - message: alice
-  - message: alice
+  - {message: alice, after: 6m}
+  - {message: alice, after: 6m}
+  - {message: alice, after: 6m}
 """,
     # Sent while the gateway is down, delivered in order at the restart: t1 starts, /new waits
     # behind it, /stop abandons it, then /new ends s1. The /stop is delivered after t1's request

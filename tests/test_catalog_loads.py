@@ -62,6 +62,7 @@ KNOWN_VARIANTS = frozenset({
     "eager-chat-left-lazy",
     "stop-takes-first-busy-chat",
     "queued-clock-at-admission",
+    "queued-judged-at-admission",
     "retry-drops-newer-turns",
     "watcher-ends-busy-session",
     "resume-refused-mid-turn",

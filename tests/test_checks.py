@@ -84,8 +84,8 @@ def test_i1_no_end_is_owed_after_the_final_sigterm() -> None:
     assert find(records, "note", session="s4") > find(records, "sigterm")  # t4 interrupted by the final stop
     assert messages(records, "I1") == []
     assert messages(unended(records, "s3"), "I1") == [
-        "session s3 reached its idle boundary at 09:05 (idle 5m after the last user message at 09:00) but got no "
-        "on_session_end (owed by 09:31: eager finalization within 1m)"
+        "session s3 reached its idle boundary at 09:17 (idle 5m after the last user message at 09:12) but got no "
+        "on_session_end (owed by 10:01: eager finalization within 1m)"
     ]
 
 

@@ -432,3 +432,33 @@ def test_a_lossy_crash_excuses_what_it_took_even_when_a_later_end_owes_it() -> N
     assert messages(drop(head, t1), "I3") == []
     assert messages(drop(head, t2), "I3") == [
         "backend 'hindsight' never ingested [t2] (session s1, acknowledged 09:02:02)"]
+
+
+QUEUED_BEHIND_A_STOP = """
+name: queued-behind-a-stop
+start: 2026-06-16T03:37:21.001
+config: {reset: {mode: idle, idle_minutes: 1}, watcher_interval: 5m, turn_latency: 3m}
+events:
+  - message: alice
+  - {message: alice, after: 7s}
+  - {message: alice, after: 59s999ms}
+  - {command: /stop, chat: alice, after: 2s}
+"""
+
+
+def test_messages_that_waited_behind_a_turn_join_the_session_they_arrived_in() -> None:
+    """CONTRACT I6: a turn is judged "when the turn arrived". t2 and t3 wait behind t1, each
+    short of the boundary the message before it set (t3 by 2 ms); the /stop abandons t1 and
+    notices the chat past t2's boundary, but t2 and t3 arrived before it and are s1's. The
+    oracle judged each at its admission, and the /stop before them: it wanted t2 (then t3) in
+    a new session, and failed a reference that keeps them (dense seed 191; a gateway author's
+    exec: gateway on seed 43). A gateway that judges at admission fails I6."""
+    from reference_impl.variants import VARIANTS
+
+    scenario = load_text(QUEUED_BEHIND_A_STOP)
+    records = run_scenario(scenario, ReferenceGateway(), "reference", check=False).records
+    assert [r.session for r in records if r.kind == "reply"] == ["s1", "s1"]
+    assert all(v.status != "fail" for v in judge(records).values())
+    late = run_scenario(scenario, VARIANTS["queued-judged-at-admission"](), "late", check=False).records
+    assert [r.session for r in late if r.kind == "reply"] == ["s2", "s3"]
+    assert messages(late, "I6")[0].startswith("turn t2 arrived at 03:37:28, before any boundary of s1")

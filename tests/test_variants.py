@@ -163,6 +163,8 @@ CASES: dict[str, tuple[Callable[[list[Obs]], Any], Any, Any]] = {
     "stop-takes-first-busy-chat": (replied, ["t1"], ["t2"]),
     "queued-clock-at-admission": (lambda r: (reply_session(r, "t3"), ends(r, "s1")), ("s2", [("s1", ("t1", "t2"))]),
                                   ("s1", [("s1", ("t1", "t2", "t3"))])),
+    "queued-judged-at-admission": (lambda r: (reply_session(r, "t3"), ends(r, "s1")), ("s1", [("s1", ("t1", "t2", "t3"))]),
+                                   ("s2", [("s1", ("t1", "t2"))])),
     "delegate-child-keyed-by-chat": (lambda r: reply_session(r, "t4"), "s4", "s2"),
     "delegate-result-to-newest-chat": (lambda r: [(r.chat, r.turns) for r in r if r.kind == "reply"],
                                        [("alice", ("t1",)), ("alice", ("t2",)), ("bob", ("t3",))],

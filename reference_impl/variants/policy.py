@@ -264,3 +264,22 @@ class QueuedClockAtAdmission(ReferenceGateway):
 
     def start_turn(self, message: Inbound, arrival: int) -> None:
         super().start_turn(message, self.h.clock.now())  # the admission, whenever the message arrived
+
+
+class QueuedJudgedAtAdmission(ReferenceGateway):
+    """queued-judged-at-admission — CONTRACT I6: "a turn lands in a new session iff its chat's
+    entry was past a boundary when the turn arrived; never mid-turn (a turn in flight defers the
+    rotation)" (found by a gateway author's first hour: an exec: gateway that kept a queued
+    message in its session failed generated seed 43, because the oracle judged at admission).
+
+    Here: a message that waited behind a turn in flight is judged when it is admitted: the
+    boundary counted from the message before it may have passed by then, though the message
+    itself arrived before it, and the chat is rotated under an active conversation.
+    """
+
+    def start_turn(self, message: Inbound, arrival: int) -> None:
+        route = self.store.route(self.route_key(message.chat))
+        if route is not None and route.session_id and not route.ended and (reason := self.expiry_reason(route)):
+            self.end_session(route, reason)  # as of now, its admission
+        super().start_turn(message, arrival)
+

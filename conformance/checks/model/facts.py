@@ -79,10 +79,12 @@ class Delivery(NamedTuple):
 
 
 class Effective(NamedTuple):
-    """When a command takes effect (after the turns ahead of it in its chat are done)."""
+    """When a command takes effect (after the turns ahead of it in its chat are done), and where
+    it arrived (its chat is served in arrival order)."""
 
     t: int
     index: int
+    arrival: int  # its record's index: ties of t and index keep arrival order
     name: str
 
 

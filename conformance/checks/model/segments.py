@@ -27,6 +27,7 @@ from conformance.checks.model.log import LogView
 from conformance.observations import event_of
 
 _index, _request_index = attrgetter("index"), attrgetter("request_index")  # sort keys a turn: in C, not a lambda
+_arrival = attrgetter("arrival")
 
 
 class _Ending(NamedTuple):
@@ -129,20 +130,25 @@ def _effective(m: LogView, admitted: list[Turn], commands: list[CommandAt]) -> l
             # points at the next record, which may be a stop an hour later.
             continue
         effective.append((*when, arrival, name))
-    return [Effective(t, index, name) for t, index, _arrival, name in sorted(effective)]
+    return [Effective(*when) for when in sorted(effective)]
 
 
 def chat_segments(model: LogView, chat: str, turns: list[Turn], commands: list[CommandAt],
                   stopped: list[Downtime]) -> list[Segment]:
-    """Walk the chat's admitted turns and commands in order; cut where the contract cuts
-    (`stopped`: the gateway's downtimes, which a changed policy's `_kept` reads)."""
-    admitted = sorted(turns, key=_request_index)
+    """Walk the chat's admitted turns and commands in arrival order, the order the chat is
+    served in; cut where the contract cuts (`stopped`: the gateway's downtimes, which a changed
+    policy's `_kept` reads). A turn is judged as of its arrival (CONTRACT I6: "when the turn
+    arrived"), and short of the boundary it joins the session at once: a message that waits
+    behind a turn in flight keeps the chat active, for what is served before it too (a
+    `/stop`, which acts at once); past the boundary it opens the next session at its admission
+    (never mid-turn). A command is judged where it takes effect, by the turns that arrived
+    before it."""
+    admitted = sorted(turns, key=_index)
     effective = _effective(model, admitted, commands)
     expiry_at = model.expiry_of(chat)  # (anchor, last user message) -> the entry's expiry, asked per turn
     segments: list[Segment] = []
     judged = partial(_judged, model, segments, stopped, _Lives()) if model.changes else None  # asked with the record it is asked at
     current: Segment | None = None
-    cursor = 0
 
     def close(at: int, reason: str) -> None:
         nonlocal current
@@ -150,48 +156,54 @@ def chat_segments(model: LogView, chat: str, turns: list[Turn], commands: list[C
             current.boundary, current.reason = at, reason
         current = None
 
-    def apply_commands(until: int, until_index: int) -> None:
-        nonlocal cursor, current
-        while cursor < len(effective) and (effective[cursor].t, effective[cursor].index) <= (until, until_index):
-            when, index, name = effective[cursor]
-            cursor += 1
-            if current is not None and current.boundary is None:
-                expiry = judged(current, index) if judged else expiry_at(current.anchor, current.last_user)
-                if expiry is not None and expiry.at <= when:
-                    close(expiry.at, expiry.reason)
-            if name in ("/new", "/reset") and current is not None:
-                close(when, "new")
-            elif name == "/resume":
-                reopens = current is None
-                if reopens:  # past a boundary, its successor not begun: back to the session that ended
-                    target = segments[-1] if segments else None
-                else:
-                    target = _previous_distinct(segments, current) if current.number else None
-                    if target is not None:
-                        close(when, "switch")
-                if target is None:
-                    continue  # nothing before it to return to
-                current = Segment(chat, len(segments), session=target.session, start=when, start_index=index,
-                                  anchor=when, last_user=when, resumes=target.number, reopens=reopens)
-                segments.append(current)
+    def past(at: int, asked: int) -> None:
+        """Close the current segment if it is past its boundary at `at` (`asked`: the record
+        whose policy judges it)."""
+        if current is not None:
+            expiry = judged(current, asked) if judged else expiry_at(current.anchor, current.last_user)
+            if expiry is not None and expiry.at <= at:
+                close(expiry.at, expiry.reason)
 
+    def command(when: int, index: int, name: str) -> None:
+        nonlocal current
+        past(when, index)  # a command past the boundary notices it, as a message does
+        if name in ("/new", "/reset") and current is not None:
+            close(when, "new")
+        elif name == "/resume":
+            reopens = current is None
+            if reopens:  # past a boundary, its successor not begun: back to the session that ended
+                target = segments[-1] if segments else None
+            else:
+                target = _previous_distinct(segments, current) if current.number else None
+                if target is not None:
+                    close(when, "switch")
+            if target is None:
+                return  # nothing before it to return to
+            current = Segment(chat, len(segments), session=target.session, start=when, start_index=index,
+                              anchor=when, last_user=when, resumes=target.number, reopens=reopens)
+            segments.append(current)
+
+    pending = sorted(effective, key=_arrival)  # served in arrival order; each applied where it takes effect
     for turn in admitted:
         assert turn.request_t != ABSENT  # admitted (`turn.request`, without the Stamp)
-        x = turn.request_t
-        if effective:  # a chat with no command (the common one) calls nothing per turn
-            apply_commands(x, turn.request_index)
-        if current is not None:
-            expiry = judged(current, turn.request_index) if judged else expiry_at(current.anchor, current.last_user)
-            if expiry is not None and expiry.at <= x:
-                close(expiry.at, expiry.reason)
+        if pending:  # a chat with no command (the common one) calls nothing per turn
+            served = 0
+            while served < len(pending) and pending[served].arrival < turn.index:
+                served += 1
+            for when, index, _, name in sorted(pending[:served]):
+                command(when, index, name)
+            pending = pending[served:]
+        past(turn.arrival, turn.request_index)
         if current is None:
-            current = Segment(chat, len(segments), start=x, start_index=turn.request_index, anchor=turn.arrival)
+            current = Segment(chat, len(segments), start=turn.request_t, start_index=turn.request_index,
+                              anchor=turn.arrival)
             segments.append(current)
         if current.session is None:
             current.session = turn.session
         current.turns.append(turn)
         current.last_user = turn.arrival
-    apply_commands(NEVER, NEVER)
+    for when, index, _, name in sorted(pending):
+        command(when, index, name)
     if current is not None and current.boundary is None:
         expiry = judged(current, NEVER) if judged else expiry_at(current.anchor, current.last_user)
         horizon = model.final_stop if model.final_stop is not None else (model.records[-1].t if model.records else 0)
