@@ -278,7 +278,7 @@ class MinimalGateway:
 
     def start_turn(self, message: Inbound, arrival: int) -> None:
         route = self.disk.routes.setdefault(message.chat.name, Route(message.chat))
-        self.notice_boundary(route)
+        self.notice_boundary(route, arrival)  # as of its arrival: one that waited behind a turn kept the chat active
         if route.session is None or route.ended:
             previous, route.session = route.session, self.disk.new_session()
             route.previous, route.ended, route.anchor = previous, False, arrival
@@ -289,11 +289,11 @@ class MinimalGateway:
         turn = Pending(message.chat, route.session, message.text, "hidden" if message.muted else "visible")
         self.busy_chats[message.chat.name] = self.ask(turn, self.agent(route.session, message.chat))
 
-    def notice_boundary(self, route: Route) -> None:
+    def notice_boundary(self, route: Route, at: int | None = None) -> None:
         """End the session if it is past a boundary the watcher has not acted on (a lazy chat's,
-        or one between ticks): a message or a command arriving there notices it first."""
+        or one between ticks) at `at` (now): a message or a command arriving there notices it first."""
         expiry = self.expiry(route)
-        if expiry is not None and self.h.clock.now() >= expiry[0]:
+        if expiry is not None and (self.h.clock.now() if at is None else at) >= expiry[0]:
             self.end_session(route, expiry[1])
 
     def ask(self, turn: Pending, agent: Agent) -> str:

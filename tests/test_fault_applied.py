@@ -178,7 +178,7 @@ config: {{reset: {{mode: idle, idle_minutes: 5}}, turn_latency: 3m}}
 events:
   - message: alice
   - {{message: alice, after: 5s}}
-  - {{message: alice, after: 4m59s999ms}}
+  - {{message: alice, after: 5m1s}}
 {resume}  - {{delete_session: alice, after: 6m11s}}
 """
 

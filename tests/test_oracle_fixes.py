@@ -296,7 +296,7 @@ config:
 chats: {alice: {platform: discord, chat_type: group, user: u1}}
 events:
   - message: alice
-  - {message: alice, after: 1m}
+  - {message: alice, after: 1m1s}
   - {command: /stop, chat: alice, after: STOP}
   - {sigterm: true, after: 3m41s1ms}
   - restart: true
@@ -307,9 +307,10 @@ events:
 
 def test_a_stop_acts_at_once_not_behind_the_turn_waiting_for_the_one_it_stops() -> None:
     """Long+dense seed 10442 with crash points, shrunk: t2 waits behind t1 (3 minutes a turn),
-    the /stop a second later ends t1, and t2 starts in s2 (s1 idle past 11:17). s2 is idle past
-    11:18; its end is not owed before the SIGTERM at 11:20:42 (t2 in flight until 11:20:01, then
-    the 5-minute watcher), so the daily policy of the restart judges it and ends it at midnight.
+    the /stop a second later ends t1, and t2 starts in s2 (s1 idle past 11:17, before t2
+    arrived; a second later since I6 judges a turn at its arrival). s2 is idle past 11:18:01; its
+    end is not owed before the SIGTERM at 11:20:43 (t2 in flight until 11:20:02, then the
+    5-minute watcher), so the daily policy of the restart judges it and ends it at midnight.
     The oracle placed the /stop after t2's reply, as if queued behind it, where it "noticed"
     s2's idle boundary, so I1 held the gateway to it. A /stop that truly comes after t2's reply
     does notice it: that end, dropped from the log, fails I1."""
@@ -325,7 +326,7 @@ def test_a_stop_acts_at_once_not_behind_the_turn_waiting_for_the_one_it_stops() 
     end = find(after_reply, "on_session_end", session="s2")
     assert after_reply[end].step == after_reply[find(after_reply, "command")].step  # the /stop noticed s2's boundary
     assert messages(drop(drop(after_reply, end + 1), end), "I1")[0].startswith(
-        "session s2 reached its idle boundary at 11:18 (idle 1m after the last user message at 11:17) but got no "
+        "session s2 reached its idle boundary at 11:18:01 (idle 1m after the last user message at 11:17:01) but got no "
         "on_session_end")
 
 
