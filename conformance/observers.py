@@ -117,6 +117,8 @@ class FakeLLM:
 
     def request(self, chat: str, session: str, prompt: Sequence[str]) -> str:
         """Send the prompt (the session's texts, last one the user's); returns a request id."""
+        if isinstance(prompt, (str, bytes)):  # one text, whose last character would be read as the user's message
+            raise bad_handover("llm.request", "prompt", "a list of texts, the user's message last", prompt)
         last = prompt[-1] if prompt else ""  # only its last text is read
         if type(chat) is not str or type(session) is not str or type(last) is not str:  # the common case: no call
             chat, session = plain_str("llm.request", "chat", chat), plain_str("llm.request", "session", session)

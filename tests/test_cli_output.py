@@ -45,7 +45,7 @@ def test_a_wrong_hello_answer_is_named_the_start_up_handshake(tmp_path: Path, ca
     assert main(["run", str(FIRST), "--gateway", f"exec:{shlex.join(argv)}"]) == 1
     assert capsys.readouterr().out.splitlines()[1] == (
         f"      gateway error at start (profile): start-up handshake: {shlex.join(argv)} does not speak protocol version 2 (or 1): "
-        "it answered hello with 1")
+        'it answered hello with 1, not an object like {"version": 2}')
 
 
 def test_no_answer_to_hello_is_named_the_start_up_handshake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

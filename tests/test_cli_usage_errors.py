@@ -363,3 +363,11 @@ def test_a_gateway_module_in_this_folder_but_not_on_the_path_says_so(
     code, out, err = cli(capsys, "run", str(C), "--gateway", "sg_elsewhere_gateway:make")
     assert_usage_error(code, out, err, "No module named 'sg_elsewhere_gateway'")
     assert "in this folder" not in err  # no such file here: no hint
+
+
+@pytest.mark.parametrize("words", [["run", "--gateway", "exec:node", "gw.js"],
+                                   ["fuzz", "--seeds", "0:1", "--gateway", "exec:python3", "gw.py"]])
+def test_an_exec_command_the_shell_split_is_named_quoted(capsys: pytest.CaptureFixture[str], words: list[str]) -> None:
+    """`run --gateway exec:node gw.js` took gw.js for a scenario file (`invalid YAML`)."""
+    quoted = "'" + " ".join(words[-2:]) + "'"
+    assert_usage_error(*cli(capsys, *words), f"quote it as one word: --gateway {quoted}")

@@ -235,12 +235,15 @@ def test_selftest_hang_isolated_honours_the_step_timeout_and_leaves_no_process(r
 # -- what a child printed that is not protocol -----------------------------------------------
 
 PRINTED = {
-    "garbage": ("echo garbage", "start-up handshake: protocol error: not a JSON line in answer to hello: b'garbage'"),
-    "not-an-object": ("echo 42", "start-up handshake: protocol error: expected a JSON object in answer to hello: b'42'"),
-    "no-call-done-fail": ("echo '{\"ok\": 1}'", "start-up handshake: protocol error: unexpected line in answer to hello: ['ok']"),
-    "long": ("printf 'x%.0s' $(seq 500); echo", f"start-up handshake: protocol error: not a JSON line in answer to hello: b'{'x' * 120}'…"),
+    "garbage": ("echo garbage", "start-up handshake: protocol error: not a JSON line in answer to hello: \"garbage\""),
+    "not-an-object": ("echo 42", "start-up handshake: protocol error: expected a JSON object in answer to hello: \"42\""),
+    "no-call-done-fail": ("echo '{\"ok\": 1}'",
+                          "start-up handshake: protocol error: unexpected line in answer to hello: its keys [\"ok\"], "
+                          "none of call, done, fail"),
+    "long": ("printf 'x%.0s' $(seq 500); echo",
+             f"start-up handshake: protocol error: not a JSON line in answer to hello: \"{'x' * 120}\"…"),
     "unfinished": ("printf garbage",
-                   "start-up handshake: gateway process exited with status 0 (its stdout ended in an unfinished line: b'garbage')"),
+                   "start-up handshake: gateway process exited with status 0 (its stdout ended in an unfinished line: \"garbage\")"),
     "nothing": ("true", "start-up handshake: gateway process exited with status 0"),
 }
 
@@ -270,7 +273,7 @@ def test_what_a_child_printed_is_named_when_it_exits_before_the_parent_writes(na
 
 def test_exec_echo_garbage_names_the_garbage_every_time() -> None:
     messages = {run(exec_gateway.exec_gateway("echo garbage")).failure.message for _ in range(12)}  # type: ignore[union-attr]
-    assert messages == {"start-up handshake: protocol error: not a JSON line in answer to hello: b'garbage'"}
+    assert messages == {'start-up handshake: protocol error: not a JSON line in answer to hello: "garbage"'}
 
 
 @pytest.mark.usefixtures("parent_writes_late")

@@ -231,11 +231,11 @@ for line in sys.stdin:
 # name: (misbehaviour on the first message, changed answers, failure kind, event, message)
 MISBEHAVING = {
     "prints-garbage": ('print("hello from a stray print", flush=True)\ncontinue', {}, "error", FIRST_MESSAGE,
-                       "protocol error: not a JSON line in answer to deliver_message: b'hello from a stray print'"),
+                       "protocol error: not a JSON line in answer to deliver_message: \"hello from a stray print\""),
     "prints-a-list": ('print("[1, 2]", flush=True)\ncontinue', {}, "error", FIRST_MESSAGE,
                       "protocol error: expected a JSON object in answer to deliver_message"),
     "answers-nonsense": ('send({"ok": 1})\ncontinue', {}, "error", FIRST_MESSAGE,
-                         "protocol error: unexpected line in answer to deliver_message: ['ok']"),
+                         'protocol error: unexpected line in answer to deliver_message: its keys ["ok"], none of call, done, fail'),
     "exits-mid-step": ('sys.stderr.write("giving up\\n")\nsys.exit(3)', {}, "error", FIRST_MESSAGE,
                        "gateway process exited with status 3: giving up"),
     "closes-stdout-and-lingers": ("os.close(1)\ntime.sleep(60)", {}, "error", FIRST_MESSAGE,

@@ -677,6 +677,20 @@ def test_over_exec_a_value_of_the_wrong_type_is_answered_with_the_same_words() -
     assert answer == {"error": "bad value handed to platform.send_reply: session: expected a str, got int 7"}
 
 
+def test_a_prompt_handed_as_one_text_is_refused_not_read_by_its_last_character() -> None:
+    """A gateway author's exec: child sent `"prompt": "[t1] hello"`: its last character was read
+    as the user's message, the request carried no turn, and I9 said the LLM was never asked."""
+    from conformance.harness.calls import GatewayCalls
+    from conformance.transport.exec_gateway import ExecGateway
+
+    calls = GatewayCalls(load_file(FIRST), ReferenceGateway(), "reference", budget=1000)
+    server = object.__new__(ExecGateway)
+    server.h = calls.harness
+    answer = server._serve({"call": "llm.request", "args": {"chat": "alice", "session": "s1", "prompt": "[t1] hello"}})
+    assert answer == {"error": "bad value handed to llm.request: prompt: expected a list of texts, the user's message "
+                               "last, got str '[t1] hello'"}
+
+
 FORKS_AND_PRINTS = '''
 import os
 from reference_impl import ReferenceGateway

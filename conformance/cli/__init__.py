@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import shlex
 import signal
 import sys
 from collections.abc import Sequence
@@ -53,8 +54,25 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str):  # type: ignore[no-untyped-def]
         self.print_usage(sys.stderr)
+        if message.startswith("unrecognized arguments") and any(word.startswith("exec:") for word in sys.argv):
+            message += f" ({SPLIT_EXEC})"
         print(f"{self.prog}: error: {one_line(message)}", file=sys.stderr)
         raise SystemExit(ExitCode.USAGE)
+
+
+SPLIT_EXEC = "an exec: command of several words is one shell word: --gateway 'exec:node gw.js'"
+_INTERPRETERS = frozenset({"node", "python", "python3", "deno", "bun", "ruby", "sh", "bash", "java", "dotnet", "go"})
+
+
+def split_exec(words: Sequence[str]) -> str | None:
+    """`--gateway exec:node gw.js` unquoted: the shell split the command, and `run` would take
+    `gw.js` for a scenario file (`invalid YAML`). The words as they were meant, if they look so."""
+    for i, word in enumerate(words[:-1]):
+        head = word.removeprefix("exec:")
+        if word.startswith("exec:") and " " not in head and not words[i + 1].startswith("-") and (
+                head in _INTERPRETERS or words[i + 1].endswith((".js", ".mjs", ".cjs", ".ts", ".py", ".rb", ".sh", ".jar"))):
+            return f"the shell split the exec: command; quote it as one word: --gateway {shlex.quote(word + ' ' + words[i + 1])}"
+    return None
 
 
 def one_line(message: str) -> str:
@@ -83,6 +101,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     named = next((word for word in words if not word.startswith("-")), "")
     parser = build_parser(named if named in COMMANDS else "")
+    if split := split_exec(words):
+        parser.error(split)
     args = parser.parse_args(words)
     for stream in (sys.stdout, sys.stderr):  # a lone surrogate in a name (JSON "\ud800") prints escaped, not a traceback
         reconfigure = getattr(stream, "reconfigure", None)

@@ -153,7 +153,8 @@ def add_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument("--expectations", help="expected-failures file (default: conformance/expectations/<gateway>.txt)")
     run.add_argument("--table", action="store_true", help="print a scenario × check verdict table")
     run.add_argument("--report", metavar="DIR", help="write JUnit, JSON and HTML reports to DIR")
-    run.add_argument("-q", "--quiet", action="store_true", help="print only failing scenarios and the summary")
+    run.add_argument("-q", "--quiet", action="store_true",
+                     help="print only the scenarios that failed, errored or were skipped, and the summary")
     add_isolation_options(run)
     run.add_argument("--budget", type=positive_int, default=DEFAULT_BUDGET, metavar="EVENTS",
                      help=f"simulator events per scenario before a gateway counts as runaway (default {DEFAULT_BUDGET:,})")

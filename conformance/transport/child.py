@@ -35,8 +35,9 @@ FRAME_STARTS = ("at ", 'File "')
 
 
 def _excerpt(data: bytes) -> str:
-    """The start of what the child printed, for an error message: enough to recognise, never megabytes."""
-    return repr(data[:EXCERPT]) + ("…" if len(data) > EXCERPT else "")
+    """The start of what the child printed, for an error message: enough to recognise, never
+    megabytes; as a JSON string, which a child in any language reads (not Python's b'…')."""
+    return json.dumps(data[:EXCERPT].decode("utf-8", "backslashreplace"), ensure_ascii=False) + ("…" if len(data) > EXCERPT else "")
 
 
 def _clip(text: str) -> str:
@@ -195,5 +196,6 @@ class ChildProcess:
         if not isinstance(message, dict):
             raise RemoteGatewayError(f"protocol error: expected a JSON object in answer to {what}: {_excerpt(line)}")
         if not {"call", "done", "fail"} & message.keys():
-            raise RemoteGatewayError(f"protocol error: unexpected line in answer to {what}: {sorted(message)}")
+            raise RemoteGatewayError(f"protocol error: unexpected line in answer to {what}: its keys {json.dumps(sorted(message))}, "
+                                     "none of call, done, fail")
         return message

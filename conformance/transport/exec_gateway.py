@@ -18,6 +18,7 @@ in memory then dies with it, as under a real SIGKILL (docs/protocol.md, "Real cr
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import resource
 import shlex
@@ -134,7 +135,8 @@ class ExecGateway(ChildProcess):
         if not isinstance(hello, dict) or hello.get("version") not in VERSIONS:
             self.kill()
             raise RemoteGatewayError(f"{HANDSHAKE}: {shlex.join(self.argv)} does not speak protocol version {VERSION} "
-                                     f"(or {', '.join(map(str, VERSIONS[:-1]))}): it answered hello with {_clip(repr(hello))}")
+                                     f"(or {', '.join(map(str, VERSIONS[:-1]))}): it answered hello with {_clip(json.dumps(hello))}"
+                                     + ("" if isinstance(hello, dict) else f", not an object like {{\"version\": {VERSION}}}"))
         self.version = hello["version"]  # 1: no crash points, no ingest keys
         self.deltas = hello.get("resources_delta") is True  # the child answers `resources_delta` (optional)
         self.kills = hello.get("crash") == "kill"  # its crashes are real (optional)
