@@ -231,3 +231,16 @@ def test_zones_come_from_the_pinned_tzdata_package_not_the_system(tmp_path) -> N
         zoneinfo.reset_tzpath()
     result = run_scenario(scenario_for_seed(0), ReferenceGateway(), "reference", check=False)
     assert result.records[0].d("tzdata") == TZDATA
+
+
+def test_a_checks_time_in_the_repeated_hour_says_which_pass() -> None:
+    """Catalog 32 read `on_session_end at Sun 02:00, … session began Sun 02:10`, an end before its
+    start: the end was in the second pass of the hour. A check's time says so, as timelines do."""
+    from conformance.checks.model.facts import time_text
+    from sim.clock import load_zone
+
+    zone = load_zone("Europe/Berlin")
+    first = 1792887000000  # 2026-10-25 02:10 CEST, the first pass
+    second = first + 3600_000 - 600_000  # 02:00 CET, the second pass
+    assert time_text(first, zone, first) == "02:10"
+    assert time_text(second, zone, first) == "02:00 (2nd)"

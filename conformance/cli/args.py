@@ -109,7 +109,8 @@ def load_expectations(gateway: str, explicit: str | None) -> Expectations:
 def add_isolation_options(parser: argparse.ArgumentParser) -> None:
     """--isolate, --step-timeout and --memory-mb, defined once: `run` and `fuzz` take them alike,
     and `gateway_factory` reads them."""
-    parser.add_argument("--isolate", action="store_true", help="run each scenario's gateway in a child process of its own")
+    parser.add_argument("--isolate", action="store_true",
+                        help="run each scenario's gateway in a child process of its own (an exec: gateway is one already)")
     parser.add_argument("--step-timeout", type=seconds, default=DEFAULT_STEP_TIMEOUT, metavar="SECONDS",
                         help="wall-clock limit per gateway step, in process or in a child (default 10)")
     parser.add_argument("--memory-mb", type=megabytes, default=4096, metavar="MB",

@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 from zoneinfo import ZoneInfo
 
 from sessiongate import SessiongateError
-from sim.clock import HOUR, MINUTE, from_ms, next_daily_boundary_after
+from sim.clock import HOUR, MINUTE, SECOND_PASS, from_ms, next_daily_boundary_after
 from sim.scenario import GatewayConfig, ResetPolicy
 
 NEVER = 1 << 62
@@ -234,14 +234,15 @@ class Facts:
 
 
 def time_text(t: int | None, zone: ZoneInfo, start: int | None) -> str:
-    """`t` as a person reads it in `zone`: a time of day, with the weekday when not `start`'s day."""
+    """`t` as a person reads it in `zone`: a time of day, with the weekday when not `start`'s day,
+    and " (2nd)" in the second pass of an hour a fall-back change repeats (as timelines say it)."""
     if t is None:
         return "never"
     moment = from_ms(t, zone)
     first = from_ms(start, zone) if start is not None else moment
-    if moment.date() == first.date():
-        return moment.strftime("%H:%M:%S" if moment.second else "%H:%M")
-    return moment.strftime("%a %H:%M:%S" if moment.second else "%a %H:%M")
+    text = moment.strftime(("%H:%M:%S" if moment.second else "%H:%M") if moment.date() == first.date() else
+                           ("%a %H:%M:%S" if moment.second else "%a %H:%M"))
+    return text + SECOND_PASS if moment.fold else text
 
 
 # (hour, zone) -> the daily boundaries found, each with the one before it: (befores, boundaries),
