@@ -92,12 +92,17 @@ class SyncAfterEnd(ReferenceGateway):
     commit_session_boundary_async. A gateway that hands the chat's queue on (a /new waiting
     behind the turn) before its memory sync delivers the turn's sync_turn after the end.
 
-    Here: a completed turn hands the chat's queue on first and syncs memory after.
+    Here: a completed turn runs the commands waiting right behind it first and syncs memory
+    after (the messages behind them wait for the chat to be handed on, as in the reference).
     """
 
     def hand_memory(self, key: str, turn: Turn) -> list[BatchingProvider]:
-        self.volatile.busy_chats.pop(key)
-        self.drain_queue(key)  # a queued /new ends the session here...
+        queue = self.volatile.queues.get(key)
+        while queue and queue[0][0] == "command":  # a queued /new ends the session here...
+            _kind, payload, _arrival = queue.popleft()
+            self.run_command(*payload)
+        if queue is not None and not queue:
+            del self.volatile.queues[key]
         self.volatile.memory.ship(turn.session, self.volatile.memory.owe(turn))  # ...before this
         return []
 
