@@ -22,27 +22,27 @@ FILES = ("junit.xml", "summary.json", "report.html")
 
 
 def write_all(results: list[RunResult], directory: str, gateway: str,
-              unloaded: Sequence[ScenarioError | Unloaded] = (), recorded: bool = False) -> None:
+              unloaded: Sequence[ScenarioError | Unloaded] = (), recorded: bool = False, strict: bool = False) -> None:
     """Save the logs, then render every report from the runs (`recorded`: runs read back from
-    a run directory, whose file names stay as recorded)."""
+    a run directory, whose file names stay as recorded; `strict`: judged so, and said so)."""
     for result in results:
         if not result.verdicts:
-            result.verdicts = judge(result.records)
+            result.verdicts = judge(result.records, strict)
     root = Path(directory)
     runs = rundir.keyed(results, gateway, recorded)
     files = [u if isinstance(u, Unloaded) else Unloaded.of(u) for u in unloaded]
-    rundir.save(root, runs, gateway, files)
+    rundir.save(root, runs, gateway, files, strict)
     cover = lifecycle_coverage(run.result.records for run in runs)
     rundir.atomic_write(root / "junit.xml", junit.render(runs, gateway, files))
-    rundir.atomic_write(root / "summary.json", summary.render(runs, gateway, cover, files))
+    rundir.atomic_write(root / "summary.json", summary.render(runs, gateway, cover, files, strict))
     rundir.atomic_write(root / "report.html", html.render(runs, gateway, cover, files))
 
 
 def rerender(directory: str) -> tuple[list[RunResult], list[Unloaded]]:
     """Re-judge the saved logs and write every report again; returns the results and the
     scenario files the run could not load."""
-    gateway, results, unloaded = rundir.load(Path(directory))
-    write_all(results, directory, gateway, unloaded, recorded=True)
+    gateway, results, unloaded, strict = rundir.load(Path(directory))
+    write_all(results, directory, gateway, unloaded, recorded=True, strict=strict)
     return results, unloaded
 
 

@@ -159,9 +159,10 @@ def expected_failures(result: RunResult) -> dict[str, Any]:
     return dict(sorted(result.expected.items()))
 
 
-def save(directory: Path, runs: list[Keyed], gateway: str, unloaded: list[Unloaded]) -> None:
-    """Every run's log and the index. Logs the previous index listed and this one does not are
-    removed; nothing else in the directory is touched."""
+def save(directory: Path, runs: list[Keyed], gateway: str, unloaded: list[Unloaded], strict: bool = False) -> None:
+    """Every run's log and the index (`strict`: the run failed vacuous checks, and so does every
+    rendering of it). Logs the previous index listed and this one does not are removed; nothing
+    else in the directory is touched."""
     previous = _listed_logs(directory)
     entries = []
     for run in runs:
@@ -180,7 +181,8 @@ def save(directory: Path, runs: list[Keyed], gateway: str, unloaded: list[Unload
             **({"crashes": run.result.crashes} if run.result.crashes else {}),  # not in the log: how its crashes were
         })
     atomic_write(directory / INDEX, canonical_json({"schema": SCHEMA, "gateway": gateway, "runs": entries,
-                                                   "unloaded": [u.to_detail() for u in unloaded]}))
+                                                   "unloaded": [u.to_detail() for u in unloaded],
+                                                   **({"strict": True} if strict else {})}))
     for stale in sorted(previous - {run.log_path for run in runs}):
         (directory / stale).unlink(missing_ok=True)
 
@@ -200,9 +202,9 @@ def _inside_logs(log: str) -> bool:
     return len(parts) >= 2 and parts[0] == "logs" and ".." not in parts and log.endswith(".jsonl")
 
 
-def load(directory: Path) -> tuple[str, list[RunResult], list[Unloaded]]:
-    """(report gateway, results, files not loaded) from a directory written by `save`, the
-    results re-judged now. A damaged
+def load(directory: Path) -> tuple[str, list[RunResult], list[Unloaded], bool]:
+    """(report gateway, results, files not loaded, strict) from a directory written by `save`,
+    the results re-judged now, strictly if the run was (`--strict`). A damaged
     index or log is a RunDirError naming the file, never a verdict on what is left of it."""
     from conformance.checks import judge
 
@@ -217,6 +219,7 @@ def load(directory: Path) -> tuple[str, list[RunResult], list[Unloaded]]:
     except ValueError as err:
         raise RunDirError(f"{where}: {err}") from None
     gateway, entries, unloaded = _index(where, index)
+    strict = index.get("strict", False) is True
     results = []
     for entry in entries:
         path = directory / entry["log"]
@@ -229,9 +232,9 @@ def load(directory: Path) -> tuple[str, list[RunResult], list[Unloaded]]:
             result = _result(records, entry)
         except (OSError, ValueError, KeyError, TypeError) as err:
             raise RunDirError(f"{path}: {err}") from None
-        result.verdicts = judge(records)
+        result.verdicts = judge(records, strict)
         results.append(Expectations.of_result(entry["expected"], result.scenario.name).apply(result))
-    return gateway, results, unloaded
+    return gateway, results, unloaded, strict
 
 
 def _index(where: Path, index: Any) -> tuple[str, list[dict[str, Any]], list[Unloaded]]:

@@ -14,7 +14,8 @@ from sessiongate.text import cut
 SCHEMA = 2  # 2: each verdict's `examined` and `vacuous`, and `totals.vacuous_checks`
 
 
-def document(runs: list[Keyed], gateway: str, cover: Coverage, unloaded: list[Unloaded]) -> dict[str, Any]:
+def document(runs: list[Keyed], gateway: str, cover: Coverage, unloaded: list[Unloaded],
+             strict: bool = False) -> dict[str, Any]:
     scenarios = []
     for run in runs:
         result = run.result
@@ -37,7 +38,8 @@ def document(runs: list[Keyed], gateway: str, cover: Coverage, unloaded: list[Un
     if played := sum(run.result.crashes == "played" for run in runs):  # left out when none, as `skip`
         totals["played_crashes"] = played
     return {"schema": SCHEMA, "gateway": gateway, "totals": totals, "scenarios": scenarios,
-            "unloaded": [u.to_detail() for u in unloaded], "coverage": cover.to_detail()}
+            "unloaded": [u.to_detail() for u in unloaded], "coverage": cover.to_detail(),
+            **({"strict": True} if strict else {})}  # left out when not: older reports read alike
 
 
 def _bounded(verdict: dict[str, Any]) -> dict[str, Any]:
@@ -53,5 +55,5 @@ def _bounded(verdict: dict[str, Any]) -> dict[str, Any]:
     return verdict
 
 
-def render(runs: list[Keyed], gateway: str, cover: Coverage, unloaded: list[Unloaded]) -> str:
-    return canonical_json(document(runs, gateway, cover, unloaded))
+def render(runs: list[Keyed], gateway: str, cover: Coverage, unloaded: list[Unloaded], strict: bool = False) -> str:
+    return canonical_json(document(runs, gateway, cover, unloaded, strict))

@@ -9,6 +9,7 @@ numbered red line in its session's lane, with rings on the records it cites.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from conformance.checks.model import RunModel
@@ -337,8 +338,14 @@ def _words(m: RunModel, r: Obs) -> str:
         parts.append(f"session={r.session}")
     if r.turns:
         parts.append(",".join(r.turns))
-    parts += [f"{k}={v}" for k, v in sorted(r.detail.items()) if v not in (None, False) and k != "queued"]
+    parts += [f"{k}={_value(v)}" for k, v in sorted(r.detail.items()) if v not in (None, False) and k != "queued"]
     return " ".join(parts)
+
+
+def _value(value: object) -> str:
+    """A detail as JSON, its keys sorted: a record read back from a saved log has its keys in
+    the log's order, one the run made in the gateway's, and the page must not differ."""
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
 
 
 def _violations(svg: _Svg, m: RunModel, lay: _Layout, axis: Axis, spots: dict[int, tuple[float, float]],

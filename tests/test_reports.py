@@ -108,6 +108,37 @@ def test_rerendering_from_the_logs_gives_the_same_bytes(run_dir, results, tmp_pa
     assert after == before
 
 
+def test_a_strict_run_rerenders_strict_and_compares_so(tmp_path, capsys):
+    """`report` re-judged a `--strict` run's logs leniently: 18 failures became passes, exit 0,
+    and every file differed; `compare` showed a strict run as passing."""
+    first = str(Path(__file__).parent.parent / "conformance" / "catalog" / "05-none-session-reaped.yaml")
+    strict, plain = tmp_path / "strict", tmp_path / "plain"
+    assert main(["run", first, "--strict", "--report", str(strict)]) == 1  # I5 examined nothing
+    assert main(["run", first, "--report", str(plain)]) == 0
+    assert json.loads((strict / "summary.json").read_text())["strict"] is True
+    assert "strict" not in json.loads((plain / "summary.json").read_text())
+    before = {p.name: p.read_bytes() for p in strict.iterdir() if p.is_file()}
+    capsys.readouterr()
+    assert main(["report", str(strict)]) == 1
+    assert {p.name: p.read_bytes() for p in strict.iterdir() if p.is_file()} == before
+    _gateway, results, _unloaded, was_strict = rundir.load(strict)
+    assert was_strict and outcome(results[0]) == "fail"
+
+
+def test_a_failing_run_with_a_restart_config_rerenders_the_same_page(tmp_path):
+    """The timeline's tooltips showed a restart's config as the dict it was: in the gateway's key
+    order live, in the log's when re-rendered, so report.html differed."""
+    path = str(Path(__file__).parent.parent / "conformance" / "catalog" / "58-restart-changes-policy.yaml")
+    live, again = tmp_path / "live", tmp_path / "again"
+    assert main(["run", path, "--gateway", "reference:restart-keeps-old-policy", "--report", str(live)]) == 1
+    (again / "logs").mkdir(parents=True)
+    for log in (live / "logs").iterdir():
+        (again / "logs" / log.name).write_bytes(log.read_bytes())
+    assert main(["report", str(again)]) == 1
+    page = (live / "report.html").read_text(encoding="utf-8")
+    assert "config={&quot;" in page and page == (again / "report.html").read_text(encoding="utf-8")
+
+
 def test_report_of_a_folder_without_logs_is_a_usage_error(tmp_path, capsys):
     assert main(["report", str(tmp_path)]) == 2
     assert capsys.readouterr().err.endswith(

@@ -220,12 +220,12 @@ def forget_if_fixed(db: FailureDB | None, result: RunResult) -> None:
 
 
 def write_report(results: list[RunResult], directory: str | None, gateway: str,
-                  unloaded: list[ScenarioError] | None = None) -> None:
+                  unloaded: list[ScenarioError] | None = None, strict: bool = False) -> None:
     if not directory:
         return
     from reports import write_all  # here: the renderers cost a run that writes no report nothing
 
-    write_all(results, directory, gateway, unloaded or [])
+    write_all(results, directory, gateway, unloaded or [], strict=strict)
     print(f"report written to {directory}")
 
 

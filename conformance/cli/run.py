@@ -117,7 +117,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             print("\n".join(scenario_line(results[-1], expectations=expectations.source)))
             print(f"stopped: the gateway cannot be stopped in this process "
                   f"({len(scenarios) - len(results)} scenarios not run)")
-        write_report(results, args.report, args.gateway, errors)
+        write_report(results, args.report, args.gateway, errors, args.strict)
         print(summary_line(results, len(errors)) + (" (interrupted)" if result is None else ""))
 
     try:
@@ -135,12 +135,12 @@ def cmd_run(args: argparse.Namespace) -> int:
                           f"start ({len(scenarios) - 1} scenarios not run)")
                     break
     except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM: keep what finished
-        write_report(results, args.report, args.gateway, errors)
+        write_report(results, args.report, args.gateway, errors, args.strict)
         print(summary_line(results, len(errors)) + " (interrupted)")
         return interrupted_code(stop)
     if args.table:
         print("\n".join(verdict_table(results)))
-    write_report(results, args.report, args.gateway, errors)
+    write_report(results, args.report, args.gateway, errors, args.strict)
     if note := played_crashes(results):
         print(note)
     print(summary_line(results, len(errors)))
