@@ -29,7 +29,7 @@ def write_all(results: list[RunResult], directory: str, gateway: str,
         if not result.verdicts:
             result.verdicts = judge(result.records, strict)
     root = Path(directory)
-    runs = rundir.keyed(results, gateway, recorded)
+    runs = rundir.keyed(results, gateway, recorded, strict)
     files = [u if isinstance(u, Unloaded) else Unloaded.of(u) for u in unloaded]
     rundir.save(root, runs, gateway, files, strict)
     cover = lifecycle_coverage(run.result.records for run in runs)

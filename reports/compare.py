@@ -52,8 +52,8 @@ class Column:
 
 def column(directory: Path, page_dir: Path, label: str = "") -> Column:
     """A run directory read back (RunDirError if damaged), named `label` or its gateway."""
-    gateway, results, _unloaded, _strict = load(directory)
-    runs = {k.key: k for k in keyed(results, gateway, recorded=True)}
+    gateway, results, _unloaded, strict = load(directory)
+    runs = {k.key: k for k in keyed(results, gateway, recorded=True, strict=strict)}
     href = Path(os.path.relpath(directory.resolve(), page_dir.resolve())).as_posix()
     return Column(label or gateway, href, gateway, runs)
 

@@ -84,6 +84,7 @@ class Keyed:
     result: RunResult
     log_path: str
     file: str
+    strict: bool = False  # judged with --strict: the reproduce command is too
 
     @property
     def anchor(self) -> str:
@@ -94,10 +95,11 @@ class Keyed:
         """A command that runs the scenario again, pasted into a shell where the run was made (a
         generated scenario by its seed)."""
         scenario, gateway = self.result.scenario, self.result.gateway
+        strict = ("--strict",) if self.strict else ()
         if self.file:
-            return shell.command("replay", self.file, "--gateway", gateway)
+            return shell.command("replay", self.file, "--gateway", gateway, *strict)
         if scenario.name.startswith("gen-"):
-            return shell.command("fuzz", "--seeds", f"{scenario.seed}:{scenario.seed + 1}", "--gateway", gateway)
+            return shell.command("fuzz", "--seeds", f"{scenario.seed}:{scenario.seed + 1}", "--gateway", gateway, *strict)
         return ""
 
 
@@ -108,7 +110,7 @@ def slug(text: str) -> str:
     return stem or "run"
 
 
-def keyed(results: list[RunResult], gateway: str, recorded: bool = False) -> list[Keyed]:
+def keyed(results: list[RunResult], gateway: str, recorded: bool = False, strict: bool = False) -> list[Keyed]:
     """Key = scenario name, or gateway/name when the runs span gateways (the zoo); made unique.
     Log paths are made unique on their own, case-blind (two keys may slug alike). A scenario
     file is named relative to the working folder when the run is recorded; a re-rendered run
@@ -128,7 +130,7 @@ def keyed(results: list[RunResult], gateway: str, recorded: bool = False) -> lis
             path = f"logs/{stem}~{n}.jsonl"
         taken.add(path.casefold())
         source = result.scenario.source
-        out.append(Keyed(key, result, path, source if recorded else display_path(source)))
+        out.append(Keyed(key, result, path, source if recorded else display_path(source), strict))
     return out
 
 

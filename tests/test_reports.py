@@ -123,6 +123,8 @@ def test_a_strict_run_rerenders_strict_and_compares_so(tmp_path, capsys):
     assert {p.name: p.read_bytes() for p in strict.iterdir() if p.is_file()} == before
     _gateway, results, _unloaded, was_strict = rundir.load(strict)
     assert was_strict and outcome(results[0]) == "fail"
+    assert "reproduce: sessiongate replay " in (strict / "junit.xml").read_text() and \
+        "--gateway reference --strict" in (strict / "junit.xml").read_text()  # replay takes --strict too
 
 
 def test_a_failing_run_with_a_restart_config_rerenders_the_same_page(tmp_path):

@@ -97,7 +97,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
             print(f"error {errors[0]}", file=sys.stderr)
             return ExitCode.USAGE
         scenario = scenarios[0]
-    result = run_scenario(scenario, factory(), args.gateway)
+    result = run_scenario(scenario, factory(), args.gateway, strict=args.strict)
     if args.jsonl:
         sys.stdout.write(result.log_text())
         return ExitCode.OK
@@ -112,4 +112,5 @@ def add_arguments(replay: argparse.ArgumentParser) -> None:
     replay.add_argument("--profile", choices=PROFILE_NAMES, default="default", help="with --seed: its generation profile")
     add_gateway_option(replay)
     replay.add_argument("--jsonl", action="store_true", help="print the raw canonical observation log")
+    replay.add_argument("--strict", action="store_true", help="a check that examined nothing (vacuous) fails, as in run --strict")
     replay.set_defaults(func=cmd_replay)

@@ -105,7 +105,7 @@ class Verdict:
         return out
 
 
-VACUOUS = "examined nothing (a vacuous pass; --strict fails it)"
+VACUOUS = "examined nothing (--strict fails a vacuous check)"
 
 
 def strictly(verdict: Verdict) -> Verdict:
