@@ -306,3 +306,17 @@ def test_every_openclaw_release_tox_runs_has_its_lockfile_and_file() -> None:
         assert re.search(rf"^\s+{re.escape(release)}: RELEASE = {re.escape(release)}$", tox, re.MULTILINE), release
     missing = [f"openclaw-{release}.txt" for release in in_tox if not (EXPECTATIONS / f"openclaw-{release}.txt").exists()]
     assert not missing, f"tox.ini runs OpenClaw releases with no expectations file: {missing}"
+
+
+def test_update_expectations_writes_a_strict_gates_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A gate on `run --strict` fails the reference itself where a catalog scenario leaves a check
+    nothing to examine (I5 at 05); the file for it had to be written by hand."""
+    from conformance.cli import main
+
+    scenario = str(next(p for p in catalog_paths() if p.stem == "05-none-session-reaped"))
+    target = tmp_path / "strict.txt"
+    assert main(["run", scenario, "--strict", "--no-failure-db"]) == 1
+    assert main(["update-expectations", scenario, "--strict", "--expectations", str(target), "--no-failure-db"]) == 0
+    assert target.read_text().startswith("05-none-session-reaped I5 examined-nothing")
+    capsys.readouterr()
+    assert main(["run", scenario, "--strict", "--expectations", str(target), "--no-failure-db"]) == 0

@@ -67,7 +67,7 @@ def cmd_update_expectations(args: argparse.Namespace) -> int:
         return ExitCode.USAGE
     # The saved failures too, as `run` replays them first: the file written covers what `run` runs.
     scenarios = [*saved_failures(FailureDB.open(args.gateway, not args.no_failure_db), scenarios), *scenarios]
-    results = [Expectations({}).apply(r) for r in run_all(scenarios, factory, args.gateway, None, args.budget)]
+    results = [Expectations({}).apply(r) for r in run_all(scenarios, factory, args.gateway, None, args.budget, args.strict)]
     broken = [r for r in results if r.failure is not None]
     for result in broken:
         print(readable(f"{result.failure.kind} {result.scenario.name}: {result.failure.describe()}"), file=sys.stderr)  # type: ignore[union-attr]
@@ -87,4 +87,6 @@ def add_arguments(update: argparse.ArgumentParser) -> None:
     update.add_argument("--expectations", help="the file to write (default: the gateway's own built-in file, "
                         "as run finds it; a gateway without one must name it)")
     add_failure_db_option(update)
+    update.add_argument("--strict", action="store_true",
+                        help="judge as run --strict does (a vacuous check fails): for a gate that runs with --strict")
     update.set_defaults(func=cmd_update_expectations, isolate=False, step_timeout=10.0, memory_mb=4096, budget=DEFAULT_BUDGET)
