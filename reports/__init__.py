@@ -38,12 +38,12 @@ def write_all(results: list[RunResult], directory: str, gateway: str,
     rundir.atomic_write(root / "report.html", html.render(runs, gateway, cover, files))
 
 
-def rerender(directory: str) -> tuple[list[RunResult], list[Unloaded]]:
-    """Re-judge the saved logs and write every report again; returns the results and the
-    scenario files the run could not load."""
+def rerender(directory: str) -> tuple[str, list[RunResult], list[Unloaded]]:
+    """Re-judge the saved logs and write every report again; returns the report's gateway (`zoo`
+    for a zoo run), the results and the scenario files the run could not load."""
     gateway, results, unloaded, strict = rundir.load(Path(directory))
     write_all(results, directory, gateway, unloaded, recorded=True, strict=strict)
-    return results, unloaded
+    return gateway, results, unloaded
 
 
 __all__ = ["FILES", "rerender", "write_all"]

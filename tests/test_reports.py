@@ -141,6 +141,21 @@ def test_a_failing_run_with_a_restart_config_rerenders_the_same_page(tmp_path):
     assert "config={&quot;" in page and page == (again / "report.html").read_text(encoding="utf-8")
 
 
+def test_report_of_a_zoo_run_does_not_fail_for_the_variants_it_catches(tmp_path, capsys):
+    """`zoo --report` exited 0 (every variant caught as claimed) and `report` on its folder 1 (the
+    variants' failures counted as failures)."""
+    from reference_impl.variants import VARIANTS
+    from sim.loader import load_file
+
+    path = Path(__file__).parent.parent / "conformance" / "catalog" / "01-idle-expiry-end-and-finalize.yaml"
+    caught = run_scenario(load_file(path), VARIANTS["idle-expiry-no-finalize"](), "reference:idle-expiry-no-finalize")
+    assert outcome(caught) == "fail"
+    reports.write_all([caught], str(tmp_path), "zoo")
+    capsys.readouterr()
+    assert main(["report", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith("note: a zoo run's variants fail on purpose")
+
+
 def test_report_of_a_folder_without_logs_is_a_usage_error(tmp_path, capsys):
     assert main(["report", str(tmp_path)]) == 2
     assert capsys.readouterr().err.endswith(
