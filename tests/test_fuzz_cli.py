@@ -446,3 +446,11 @@ def test_a_gateway_error_is_shrunk_once_keeping_its_call_and_class(capsys: pytes
                  "--out", str(tmp_path / "shrunk")]) == 0
     line = capsys.readouterr().out.strip()
     assert re.fullmatch(r"shrunk \d+ -> 1 events in \d+ runs, keeping the gateway error in command: RuntimeError: \S+", line), line
+
+
+def test_a_shard_given_no_seed_says_so(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """It passed with `0 scenarios, 0 passed, 0 failed` and nothing else: a sweep cut into more
+    shards than seeds looked green."""
+    assert main(["fuzz", "--seeds", "0:2", "--shard", "3/5", "--out", str(tmp_path / "out")]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.splitlines()[-1] == "note: shard 3/5 of seeds 0:2 has no seed to run"

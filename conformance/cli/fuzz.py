@@ -10,6 +10,7 @@ import argparse
 import functools
 import os
 import shutil
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -82,6 +83,8 @@ def resume_command(parser: argparse.ArgumentParser, args: argparse.Namespace, re
 def cmd_fuzz(args: argparse.Namespace) -> int:
     check_gateway(args.gateway, resolve)  # a bad gateway name is a usage error before any work
     seeds = shard(parse_seeds(args.seeds), args.shard)
+    if not seeds:  # it passes, having run nothing: a sweep sized below its shard count says so
+        print(f"note: shard {args.shard} of seeds {args.seeds} has no seed to run", file=sys.stderr)
     budget = parse_time_budget(args.time_budget)
     workers = parse_workers(args.workers)
     check_out_dir(args.out, "--out")
