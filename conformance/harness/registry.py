@@ -7,7 +7,6 @@ a factory from a module. A factory is called once per scenario and returns a fre
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import importlib.util
 import inspect
@@ -20,6 +19,7 @@ from typing import Any
 from conformance.adapter import Gateway
 from conformance.harness.errors import signalled
 from sessiongate import UsageError
+from sim.fields import did_you_mean
 
 GROUP = "sessiongate.gateways"
 # Used when sessiongate runs from a source tree that was never installed.
@@ -120,8 +120,8 @@ def resolve(name: str) -> Callable[[], Gateway]:
 def _spelled(name: str, known: dict[str, str]) -> str:
     """What an unknown gateway name was likely meant as: a known name a letter off, a module of
     the author's without its factory (`mygw`, `mygw.make`: MODULE:FACTORY), or nothing."""
-    if close := difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.8):
-        return f" (did you mean {close[0]!r}?)"
+    if hint := did_you_mean(name, known):
+        return hint
     module, dot, attr = name.rpartition(".")
     for candidate, factory in (*(((module, attr),) if dot else ()), (name, "FACTORY")):
         top = candidate.partition(".")[0]
