@@ -454,3 +454,35 @@ def test_a_shard_given_no_seed_says_so(capsys: pytest.CaptureFixture[str], tmp_p
     assert main(["fuzz", "--seeds", "0:2", "--shard", "3/5", "--out", str(tmp_path / "out")]) == 0
     captured = capsys.readouterr()
     assert captured.err.splitlines()[-1] == "note: shard 3/5 of seeds 0:2 has no seed to run"
+
+
+def test_summary_json_says_what_the_last_line_says_whatever_the_run_found(capsys: pytest.CaptureFixture[str],
+                                                                          tmp_path: Path) -> None:
+    """A CI gating on fuzz scraped stdout: `summary.txt` is written only when something failed."""
+    import json
+
+    clean = tmp_path / "clean.json"
+    code, out, _ = _fuzz(capsys, tmp_path, "--seeds", "0:3", "--summary-json", str(clean))
+    assert code == 0 and not (tmp_path / "out").exists()
+    doc = json.loads(clean.read_text())
+    assert (doc["scenarios"], doc["passed"], doc["failed"], doc["failures"], doc["stopped"]) == (3, 3, 0, [], None)
+    found = tmp_path / "found.json"
+    code, out, failed = _fuzz(capsys, tmp_path, "--seeds", "0:5", "--gateway", VARIANT, "--summary-json", str(found))
+    doc = json.loads(found.read_text())
+    assert code == 1 and f"{doc['scenarios']} scenarios, {doc['passed']} passed, {doc['failed']} failed" in out
+    assert [f["seed"] for f in doc["failures"]] == sorted(failed) and doc["failing_by_check"] == {"I1": len(failed)}
+    assert all(f["outcome"] == "fail" and f["checks"] == ["I1"] and Path(f["file"]).is_file() for f in doc["failures"])
+
+
+def test_summary_json_of_a_stopped_run_carries_its_resume_command(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    _sigterm_at_the_third_gateway(monkeypatch)
+    code, _out, _ = _fuzz(capsys, tmp_path, "--seeds", "0:5", "--gateway", "interrupting", "--summary-json",
+                          str(tmp_path / "s.json"))
+    doc = json.loads((tmp_path / "s.json").read_text())
+    assert code == 143 and doc["stopped"] == "interrupted" and doc["scenarios"] == 2
+    assert doc["resume"] == f"sessiongate fuzz --seeds 2:5 --gateway interrupting --out {tmp_path / 'out'} " \
+                            f"--summary-json {tmp_path / 's.json'} --no-shrink"

@@ -106,6 +106,7 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     progress = Progress(len(tasks))
     done = failed = broken = refused = vacuous = checkers = skipped = played = 0
     by_check: dict[str, int] = {}
+    failures: list[dict[str, object]] = []  # each failing seed, for --summary-json
     stopped = False
     cannot_start = worker_died = ""
     interrupted: KeyboardInterrupt | None = None
@@ -128,6 +129,7 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
                 refused += outcome.refused
                 for check in outcome.failing if not (outcome.broken or outcome.refused) else ():
                     by_check[check] = by_check.get(check, 0) + 1
+                failures.append(_failure_entry(outcome))
                 progress.clear()
                 _print_failure(outcome, not args.no_shrink, distinct.get(outcome.key))
             progress.update(done, failed)
@@ -184,6 +186,15 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
         name, scope = ("summary.txt", "") if not args.shard else (f"summary-shard-{args.shard.replace('/', '-of-')}.txt",
                                                                    f", shard {args.shard}")
         Path(args.out, name).write_text("\n".join([f"gateway {args.gateway}, seeds {args.seeds}{scope}", *lines]) + "\n")
+    if args.summary_json:
+        why = ("interrupted" if interrupted is not None else "worker-died" if worker_died else "cannot-start" if cannot_start
+               else "time-budget" if stopped else "max-failures" if capped else None)
+        resume = lines[-1].removeprefix("resume: ") if lines[-1].startswith("resume: ") else None
+        _write_summary(args, {"scenarios": done, "passed": done - failed - skipped, "failed": failed - refused,
+                              "refused": refused, "skipped": skipped, "gateway_errors": broken, "vacuous_checks": vacuous,
+                              "distinct_failures": len(distinct), "failing_by_check": dict(sorted(by_check.items())),
+                              "saved_failures_still_failing": still_failing, "checker_errors": checkers,
+                              "stopped": why, "resume": resume, "failures": failures})
     print("\n".join(lines))
     if interrupted is not None:
         return interrupted_code(interrupted)
@@ -194,6 +205,26 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     if args.findings_ok:
         return ExitCode.FAILED if broken else ExitCode.OK
     return ExitCode.FAILED if failed or still_failing else ExitCode.OK
+
+
+def _failure_entry(outcome: SeedOutcome) -> dict[str, object]:
+    """A failing seed as --summary-json lists it: its outcome, the checks that failed, its files."""
+    status = "refused" if outcome.refused else outcome.status if outcome.broken else "fail"
+    shrunk = outcome.shrunk.path if outcome.shrunk is not None else None
+    return {"seed": outcome.seed, "outcome": status, "checks": sorted(outcome.failing), "file": outcome.path or None,
+            "shrunk": shrunk}
+
+
+def _write_summary(args: argparse.Namespace, counts: dict[str, object]) -> None:
+    """--summary-json: the run's counts and failures as canonical JSON, written whatever the run
+    found (a clean run too, an interrupted one with its resume command): a CI reads it, not stdout."""
+    from reports.rundir import atomic_write, canonical_json
+
+    head = {"schema": 1, "gateway": args.gateway, "seeds": args.seeds, "shard": args.shard, "profile": args.profile,
+            "crash_points": args.crash_points, "strict": args.strict}
+    path = Path(args.summary_json)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, canonical_json({**head, **counts}))
 
 
 def replay_saved(db: FailureDB | None, gateway: str, isolation: Isolation, strict: bool) -> int:
@@ -250,6 +281,8 @@ def add_arguments(fuzz: argparse.ArgumentParser) -> None:
     fuzz.add_argument("--shard", help="I/N: run only every N-th seed, starting at the I-th (1-based)")
     fuzz.add_argument("--time-budget", help="stop taking new seeds after this long: 60s, 10m, or seconds (90)")
     fuzz.add_argument("--out", default="fuzz-failures", help="where failing scenarios go (default fuzz-failures)")
+    fuzz.add_argument("--summary-json", metavar="FILE",
+                      help="write the run's counts and failing seeds to FILE as JSON, whatever it found (for a CI)")
     fuzz.add_argument("--profile", default="default", choices=PROFILE_NAMES)
     fuzz.add_argument("--no-shrink", action="store_true", help="write failures without shrinking them")
     add_failure_db_option(fuzz)
