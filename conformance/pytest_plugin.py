@@ -302,4 +302,4 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     reports = [r for reports in terminalreporter.stats.values() for r in reports if getattr(r, "when", None) == "call"]
     played = sum(1 for r in reports if ("sessiongate_crashes", "played") in getattr(r, "user_properties", ()))
     if played:
-        terminalreporter.write_line(played_note(played, len(reports), "--sessiongate-isolate"))
+        terminalreporter.write_line(played_note(played, len(reports), settings.gateway, "--sessiongate-isolate"))

@@ -59,7 +59,7 @@ def render(runs: list[Keyed], gateway: str, cover: Coverage, unloaded: list[Unlo
            f'<p class="muted">{len(runs)} run{"s" if len(runs) != 1 else ""}: {escape(counts)}. '
            "Times are virtual, in each scenario's zone.</p>"]
     if played := sum(r.crashes == "played" for r in results):
-        out.append(f'<p class="muted">{escape(played_note(played, len(runs)))}</p>')
+        out.append(f'<p class="muted">{escape(played_note(played, len(runs), gateway))}</p>')
     if unloaded:
         out.append(f'<h2 class="bad">{len(unloaded)} scenario file{"s" if len(unloaded) != 1 else ""} not loaded</h2><ul>')
         out += [f"<li><code>{escape(u.text)}</code></li>" for u in unloaded]

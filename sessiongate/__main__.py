@@ -1,5 +1,5 @@
 """`python -m sessiongate`: the `sessiongate` command."""
 
-from conformance.cli import main
+from conformance.cli import entry
 
-raise SystemExit(main())
+entry()

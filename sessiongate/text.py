@@ -54,3 +54,8 @@ def word(text: str, limit: int = LIMIT) -> str:
     whitespace, Unicode's included, and `#` written as their escapes too."""
     text = readable(text, limit)
     return _SPLITS.sub(_escape, text) if _SPLITS.search(text) else text
+
+
+def counted(n: int, noun: str, plural: str = "") -> str:
+    """`1 scenario`, `2 scenarios`: a count with its noun in the number it takes."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"

@@ -200,6 +200,15 @@ def test_shrink_of_an_unknown_check_is_a_usage_error(capsys: pytest.CaptureFixtu
     assert_usage_error(*cli(capsys, "shrink", str(C), "--check", "I10"), "invalid choice: 'I10'")
 
 
+def test_shrink_of_a_scenario_that_passes_is_an_input_error(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """It exited 1, which says a check failed; nothing was shrunk, and nothing failed."""
+    code, out, _ = cli(capsys, "shrink", str(C), "--out", str(tmp_path))
+    assert (code, out) == (2, f"{C.stem} passes on reference: nothing to shrink\n")
+    code, out, _ = cli(capsys, "shrink", str(C), "--gateway", "reference:never-replies", "--check", "I8", "--out", str(tmp_path))
+    assert code == 2 and out.startswith(f"{C.stem} does not fail I8 on reference:never-replies (it fails ")
+    assert not list(tmp_path.iterdir())
+
+
 def test_shrink_refuses_a_gateway_error(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     path = tmp_path / "f.yaml"
     path.write_text(C.read_text(encoding="utf-8"), encoding="utf-8")
@@ -215,7 +224,7 @@ def test_fuzz_stops_when_the_gateway_cannot_start(capsys: pytest.CaptureFixture[
     assert code == 1
     lines = out.splitlines()
     assert lines[-3:] == ["stopped: the gateway errored before the first event of seed 0; it cannot start",
-                          "failing seeds by check: none; 1 seeds errored or timed out", "1 scenarios, 0 passed, 1 failed"]
+                          "failing seeds by check: none; 1 seed errored or timed out", "1 scenario, 0 passed, 1 failed"]
     assert not list((workdir / "fuzz-failures").glob("*.shrunk.yaml"))  # an error is written, never shrunk
 
 

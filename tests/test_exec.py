@@ -284,7 +284,7 @@ def test_a_run_says_whether_its_crashes_were_real(capsys: pytest.CaptureFixture[
         "(--isolate kills one with open_store(): docs/contract.md)",
         "2 scenarios, 2 passed, 0 failed"]
     assert main(["run", "-q", "--isolate", "29-crash-then-restart"]) == 0
-    assert capsys.readouterr().out.splitlines() == ["1 scenarios, 1 passed, 0 failed"]
+    assert capsys.readouterr().out.splitlines() == ["1 scenario, 1 passed, 0 failed"]
 
 
 # -- children forked from a warm interpreter (conformance.transport.isolation) ----------------
@@ -393,3 +393,15 @@ def test_a_child_outlives_its_fork_server_quietly(monkeypatch: pytest.MonkeyPatc
     again._spawn()
     assert isolation.server() is not first and type(again.proc).__name__ == "Forked"
     again.kill()
+
+
+@needs_node
+def test_an_exec_gateway_whose_crashes_are_played_is_told_how_to_have_them_real() -> None:
+    """The note named `crash()` and `--isolate`, which an `exec:` child has neither of: its way
+    is `"crash": "kill"` in its hello answer and its store in SESSIONGATE_STATE_DIR."""
+    path = ROOT / "conformance" / "catalog" / "29-crash-then-restart.yaml"
+    done = subprocess.run([sys.executable, "-m", "conformance.cli", "run", "-q", str(path), "--gateway", f"exec:node {ECHO}"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120, check=False)
+    assert ('note: 1 of 1 scenarios crash the gateway by a crash request only, which loses nothing the child keeps in '
+            'memory (answer hello with "crash": "kill" and keep the store in SESSIONGATE_STATE_DIR: docs/protocol.md)'
+            in done.stdout.splitlines()), done.stdout

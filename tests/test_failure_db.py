@@ -25,7 +25,15 @@ def test_fuzz_saves_one_file_per_distinct_failure(db: Path, tmp_path: Path, caps
     assert main(["fuzz", "--seeds", "0:4", "--gateway", BUGGY, "--out", str(tmp_path / "out")]) == 1
     out = capsys.readouterr().out
     shrunk = sorted(line.split(": ")[-1].split("/")[-1] for line in out.splitlines() if line.startswith("     shrunk "))
-    assert shrunk and sorted(p.name for p in (db / "reference-never-replies").iterdir()) == shrunk
+    distinct = int(out.splitlines()[-1].rpartition("; ")[2].split()[0])
+    kept = sorted(p.name for p in (db / "reference-never-replies").iterdir())  # a failure that shrank to an earlier kind is not kept
+    assert shrunk and set(kept) <= set(shrunk) and len(kept) == distinct
+    shrunk = kept
+    for saved in (db / "reference-never-replies").iterdir():  # its reproduce line names the copy, not --out's file
+        assert f"# reproduce: sessiongate run {saved} --gateway {BUGGY}\n" in saved.read_text(), saved.read_text()
+    # said where, so that the next run's "replaying N saved failures first" is no surprise
+    assert (f"saved {len(shrunk)} failure{'s' if len(shrunk) != 1 else ''} in {db / 'reference-never-replies'}: run, fuzz "
+            "and the pytest plugin replay") in out
 
 
 def test_run_replays_saved_failures_first_until_they_pass(db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -41,7 +49,7 @@ def test_run_replays_saved_failures_first_until_they_pass(db: Path, tmp_path: Pa
     assert lines[-1].startswith("2 scenarios, 0 passed, 2 failed")
     assert saved.is_file()
     assert main(["run", "--gateway", BUGGY, first, "--no-failure-db"]) == 1
-    assert capsys.readouterr().out.splitlines()[-1].startswith("1 scenarios, 0 passed, 1 failed")
+    assert capsys.readouterr().out.splitlines()[-1].startswith("1 scenario, 0 passed, 1 failed")
     # the bug fixed: the reference is never-replies without the bug; its own database is another folder
     (db / "reference").mkdir()
     saved.rename(db / "reference" / saved.name)
@@ -61,7 +69,7 @@ def test_running_the_file_a_failure_was_saved_as_runs_it_once(db: Path, tmp_path
     assert main(["run", "--gateway", BUGGY, str(tmp_path / "out" / "gen-0.shrunk.yaml")]) == 1
     captured = capsys.readouterr()
     assert "replaying" not in captured.out and captured.err == ""
-    assert captured.out.splitlines()[-1].startswith("1 scenarios, 0 passed, 1 failed")
+    assert captured.out.splitlines()[-1].startswith("1 scenario, 0 passed, 1 failed")
 
 
 def test_update_expectations_covers_the_saved_failures_run_replays(db: Path, tmp_path: Path,

@@ -170,7 +170,7 @@ def test_a_lone_surrogate_over_the_wire_does_not_lose_the_report(hostile, capsys
         "            break\n"
         "        inner.stdin.write(sys.stdin.readline()); inner.stdin.flush()\n")
     assert main(["run", FIRST, "--gateway", f"exec:{sys.executable} {child}", "--report", "out"]) == 0
-    assert "1 scenarios, 1 passed" in capsys.readouterr().out
+    assert "1 scenario, 1 passed" in capsys.readouterr().out
     assert (tmp_path / "out" / "report.html").exists()
 
 

@@ -74,6 +74,23 @@ def test_a_reply_to_a_turn_the_llm_was_never_asked_answers_nothing() -> None:
     ]
 
 
+def test_a_reply_before_the_llm_answered_answers_nothing() -> None:
+    """The audit of lazy gateways: a gateway that replied with words made from the message's tag
+    as soon as it asked the LLM, dropping the answer, passed everything (`answers-before-the-llm`):
+    only the order request-then-reply was judged. The fake LLM answers `turn_latency` after
+    each request: a reply before then cannot carry its answer."""
+    records = log("idle")
+    ask, reply = find(records, "llm_request", turn="t2"), find(records, "reply", turn="t2")
+    assert records[reply].t - records[ask].t == 2_000  # the scenario's turn latency
+    assert messages(edit(records, reply, t=records[reply].t - 1_000), "I9") == [
+        "t2 delivered at 09:01 was never answered (a reply came at 09:01:01, before the LLM's answer: "
+        "asked at 09:01, it answers 2s later); owed by 09:01:03"
+    ]
+    fabricated = run_scenario(load_file(LIVENESS), make("answers-before-the-llm"), "answers-before-the-llm")
+    assert fabricated.verdicts["I9"].status == "fail"
+    assert "before the LLM's answer" in fabricated.verdicts["I9"].violations[0].message
+
+
 def test_the_platform_logs_what_a_reply_answers() -> None:
     from conformance.harness.spill import ObservationLog
     from conformance.observers import Platform

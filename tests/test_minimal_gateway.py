@@ -74,7 +74,7 @@ def test_the_docstring_command_runs_it_unregistered() -> None:
     done = subprocess.run([sys.executable, "-m", "conformance.cli", "run", str(scenario), "--gateway", "minimal_gateway:make"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert done.stdout.splitlines()[-1] == "1 scenarios, 1 passed, 0 failed"
+    assert done.stdout.splitlines()[-1] == "1 scenario, 1 passed, 0 failed"
 
 
 RESUME_PAST_A_BOUNDARY = """

@@ -73,7 +73,9 @@ def test_failing_item_shows_evidence_and_reruns_with_lf(pytester: pytest.Pyteste
     first.assert_outcomes(passed=4, failed=2)  # small seeds 1 and 5 use /new
     text = first.stdout.str()
     assert "gen-1 on brokengw:ForgetsFinalize" in text and "  I1 fail" in text
-    assert "reproduce: sessiongate replay --seed 1 --gateway brokengw:ForgetsFinalize --profile small" in text
+    # brokengw is importable through pytester.syspathinsert() alone (as through pytest's `pythonpath = .`):
+    # the line pasted into the shell needs its folder on PYTHONPATH
+    assert "reproduce: PYTHONPATH=. sessiongate replay --seed 1 --gateway brokengw:ForgetsFinalize --profile small" in text
     again = pytester.runpytest_inprocess(*LEAN, *args, "--lf")
     again.assert_outcomes(failed=2, deselected=4)
 

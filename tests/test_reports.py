@@ -318,7 +318,7 @@ def test_a_file_that_did_not_load_is_in_every_report(tmp_path, capsys):
     out = tmp_path / "report"
     assert main(["run", str(folder), "--report", str(out)]) == 1
     printed = capsys.readouterr()
-    assert printed.out.splitlines()[-1] == "1 scenarios, 1 passed, 0 failed, 1 file not loaded"
+    assert printed.out.splitlines()[-1] == "1 scenario, 1 passed, 0 failed, 1 file not loaded"
     assert "b-bad.yaml:3" in printed.err
     suite = ET.parse(out / "junit.xml").getroot().find("testsuite")
     assert suite is not None and suite.get("errors") == "1" and suite.get("tests") == "10"
@@ -333,7 +333,7 @@ def test_a_file_that_did_not_load_is_in_every_report(tmp_path, capsys):
     assert "1 scenario file not loaded" in (out / "report.html").read_text()
     before = {p: p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
     assert main(["report", str(out)]) == 1  # re-rendered from the logs, the file is still reported
-    assert capsys.readouterr().out.splitlines()[-1] == "1 scenarios, 1 passed, 0 failed, 1 file not loaded"
+    assert capsys.readouterr().out.splitlines()[-1] == "1 scenario, 1 passed, 0 failed, 1 file not loaded"
     assert {p: p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()} == before
 
 

@@ -174,6 +174,98 @@ def test_a_gateway_that_changes_directory_and_signals_leaves_them_as_they_were(
     assert {signum: signal.getsignal(signum) for signum in handlers} == handlers
 
 
+class LowersTheRecursionLimit(ReferenceGateway):
+    def deliver_message(self, *args: Any) -> None:
+        sys.setrecursionlimit(60)
+        super().deliver_message(*args)
+
+
+class BlocksAlarms(ReferenceGateway):
+    def start(self, *args: Any) -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+        signal.signal(signal.SIGALRM, signal.SIG_IGN)
+        super().start(*args)
+
+
+def test_a_gateway_that_lowers_the_recursion_limit_or_blocks_alarms_leaves_them_as_they_were() -> None:
+    """Found by the audit of hostile gateways (2026-12-05): a limit of 60 set in a call made the
+    checks fail with a bare RecursionError and lost the report; SIGALRM blocked by one scenario
+    left the next one's hang with no step timeout, and the run hung."""
+    limit, mask, alarm = sys.getrecursionlimit(), signal.pthread_sigmask(signal.SIG_BLOCK, ()), signal.getsignal(signal.SIGALRM)
+    lowered = run_scenario(load_file(FIRST), LowersTheRecursionLimit(), "lowers")
+    assert lowered.failure is None and {v.status for v in lowered.verdicts.values()} == {"pass"}
+    assert sys.getrecursionlimit() == limit
+    blocked = run_scenario(load_file(FIRST), BlocksAlarms(), "blocks")
+    assert blocked.failure is None
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, ()) == mask and signal.getsignal(signal.SIGALRM) == alarm
+
+
+def test_a_gateway_module_that_exits_at_import_is_a_usage_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """It printed a fake summary and `raise SystemExit(0)` at import: the run exited 0, no report."""
+    (tmp_path / "sg_exits_at_import.py").write_text("import os\nos.chdir('/')\nraise SystemExit(0)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "--gateway", "sg_exits_at_import:make", "--no-failure-db", str(FIRST)]) == 2
+    assert "cannot import 'sg_exits_at_import': importing it raised SystemExit: 0" in capsys.readouterr().err
+    assert Path.cwd() == tmp_path
+
+
+EXITS_AT_EXIT = """
+import atexit, os
+from reference_impl.variants import make as variant
+
+atexit.register(lambda: os._exit(0))
+
+
+def make():
+    return variant("never-replies")
+"""
+
+
+@pytest.mark.parametrize("how", ["conformance.cli", "sessiongate"])
+def test_a_gateway_exit_handler_cannot_choose_the_exit_status(tmp_path: Path, how: str) -> None:
+    """Found by the audit of hostile gateways (2026-12-05): a module that registered
+    `atexit.register(lambda: os._exit(0))` made a failing run exit 0: a green CI."""
+    import subprocess
+
+    (tmp_path / "sg_exit_handler.py").write_text(EXITS_AT_EXIT, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    done = subprocess.run([sys.executable, "-m", how, "run", "-q", "--no-failure-db", "--gateway", "sg_exit_handler:make",
+                           str(FIRST)], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120, check=False)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1].startswith("1 scenario, 0 passed, 1 failed")
+    assert "called os._exit/sys.exit(0): ignored" in done.stderr
+
+
+FORGES_THE_CHECKS = """
+import conformance.checks
+from reference_impl.variants import make as variant
+
+conformance.checks.judge = lambda records, *args, **kwargs: {}  # every check passes: nothing to fail
+
+
+def make():
+    return variant("never-replies")
+"""
+
+
+def test_an_isolated_gateway_module_is_imported_in_its_children_only(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Found by the audit of hostile gateways (2026-12-05): under --isolate the parent imported
+    the module too (to fail a bad name early), so one that replaced `conformance.checks.judge`
+    at import passed a never-replying gateway: "only the wire protocol reaches the harness"."""
+    (tmp_path / "sg_forges_checks.py").write_text(FORGES_THE_CHECKS, encoding="utf-8")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert main(["run", "--isolate", "-q", "--no-failure-db", "--gateway", "sg_forges_checks:make", str(FIRST)]) == 1
+    assert "sg_forges_checks" not in sys.modules
+    assert capsys.readouterr().out.splitlines()[-1].startswith("1 scenario, 0 passed, 1 failed")
+    assert main(["run", "--isolate", "--gateway", "sg_forges_checks:nothing", str(FIRST)]) == 2  # still a usage error
+    assert "gateway 'sg_forges_checks:nothing': 'sg_forges_checks' has no 'nothing'" in capsys.readouterr().err
+    assert "sg_forges_checks" not in sys.modules
+
+
 def test_a_run_whose_working_directory_is_gone_still_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     gone = tmp_path / "gone"
     gone.mkdir()
@@ -203,12 +295,12 @@ def test_nondeterminism_is_reported_with_the_first_divergence(capsys: pytest.Cap
     assert out[0] == f"error {FIRST.stem}"  # printed once, after both runs
     assert out[1].startswith("      gateway error at step 1 (determinism): nondeterministic gateway")
     assert "two runs diverge at record 4: " in out[1] and '"kind":"llm_request"' in out[1]
-    assert out[-1] == "1 scenarios, 0 passed, 1 failed (1 gateway error)"
+    assert out[-1] == "1 scenario, 0 passed, 1 failed (1 gateway error)"
 
 
 def test_a_deterministic_gateway_passes_the_determinism_check(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", str(FIRST), "--check-determinism"]) == 0
-    assert capsys.readouterr().out.splitlines() == [f"pass  {FIRST.stem}", "1 scenarios, 1 passed, 0 failed"]
+    assert capsys.readouterr().out.splitlines() == [f"pass  {FIRST.stem}", "1 scenario, 1 passed, 0 failed"]
 
 
 # -- children that break the protocol --------------------------------------------------------
@@ -462,6 +554,6 @@ def test_run_stops_when_the_gateway_cannot_start(tmp_path: Path, capsys: pytest.
     code = main(["run", str(FIRST), str(SECOND), "--gateway", "exec:false", "--report", str(tmp_path / "r")])
     out = capsys.readouterr().out.splitlines()
     assert code == 1
-    assert out[-3] == f"stopped: the gateway failed before the first event of {FIRST.stem}; it cannot start (1 scenarios not run)"
-    assert out[-1] == "1 scenarios, 0 passed, 1 failed (1 gateway error)"
+    assert out[-3] == f"stopped: the gateway failed before the first event of {FIRST.stem}; it cannot start (1 scenario not run)"
+    assert out[-1] == "1 scenario, 0 passed, 1 failed (1 gateway error)"
     assert (tmp_path / "r" / "junit.xml").exists()

@@ -586,7 +586,7 @@ def test_an_answer_whose_own_methods_raise_a_base_exception_is_an_error_at_its_s
     assert re.match(rf"      gateway error at (step [\d.]+ |start )\({method}\): bad value in answer to {method}: "
                     r"(SystemExit|KeyboardInterrupt)", out[1]), out[1]
     if method == "profile":  # at start: the gateway cannot start, and the run says so after one scenario
-        assert out[-1] == "1 scenarios, 0 passed, 1 failed (1 gateway error)"
+        assert out[-1] == "1 scenario, 0 passed, 1 failed (1 gateway error)"
     else:
         assert out[-1] == "2 scenarios, 0 passed, 2 failed (2 gateway errors)"
 

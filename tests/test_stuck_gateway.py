@@ -45,8 +45,8 @@ def test_a_gateway_that_catches_the_step_interrupt_and_goes_on_ends_the_run_with
                                        "within 0.5s (wall clock), in process, and the gateway went on after the step was "
                                        "interrupted (it caught StepTimedOut)")
     assert "run it with --isolate" in lines[1]
-    assert lines[2:] == ["stopped: the gateway cannot be stopped in this process (1 scenarios not run)",
-                         f"report written to {tmp_path / 'r'}", "1 scenarios, 0 passed, 1 failed (1 timeout)"]
+    assert lines[2:] == ["stopped: the gateway cannot be stopped in this process (1 scenario not run)",
+                         f"report written to {tmp_path / 'r'}", "1 scenario, 0 passed, 1 failed (1 timeout)"]
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
     assert summary["totals"]["timeout"] == 1, summary["totals"]
 

@@ -82,7 +82,7 @@ def test_a_config_using_an_unsupported_feature_is_skipped_whole() -> None:
     assert outcome(result) == "skip"
     assert {v.status for v in result.verdicts.values()} == {"skip"}
     assert "not judged: the scenario uses daily_min_idle_minutes" in skipped_note(result)
-    assert summary_line([result]) == "1 scenarios, 0 passed, 0 failed, 1 skipped"
+    assert summary_line([result]) == "1 scenario, 0 passed, 0 failed, 1 skipped"
     assert outcome(run_scenario(load_text(text), ReferenceGateway(), "reference")) == "pass"
 
 

@@ -37,10 +37,10 @@ def test_a_pass_that_examined_nothing_is_vacuous_and_strict_fails_it() -> None:
 def test_run_marks_vacuous_checks_and_strict_fails_them(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", str(NONE)]) == 0
     assert capsys.readouterr().out.splitlines() == [
-        "pass  20-policy-none (I5 vacuous)", "1 scenarios, 1 passed, 0 failed; 1 check vacuous (examined nothing)"]
+        "pass  20-policy-none (I5 vacuous)", "1 scenario, 1 passed, 0 failed; 1 check vacuous (examined nothing)"]
     assert main(["run", str(NONE), "--strict"]) == 1
     assert capsys.readouterr().out.splitlines() == [
-        "fail  20-policy-none", f"      I5 {VACUOUS}", "1 scenarios, 0 passed, 1 failed"]
+        "fail  20-policy-none", f"      I5 {VACUOUS}", "1 scenario, 0 passed, 1 failed"]
 
 
 def test_fuzz_counts_vacuous_checks_and_strict_fails_them(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -49,7 +49,7 @@ def test_fuzz_counts_vacuous_checks_and_strict_fails_them(tmp_path: Path, capsys
                 if any(v.vacuous for v in run_scenario(scenario_for_seed(s, "small"), ReferenceGateway()).verdicts.values()))
     args = ["fuzz", "--seeds", f"{seed}:{seed + 1}", "--profile", "small", "--out", str(tmp_path), "--no-shrink"]
     assert main(args) == 0
-    assert capsys.readouterr().out.splitlines()[-1].startswith("1 scenarios, 1 passed, 0 failed; ")
+    assert capsys.readouterr().out.splitlines()[-1].startswith("1 scenario, 1 passed, 0 failed; ")
     assert main([*args, "--strict"]) == 1
     assert "examined nothing" in capsys.readouterr().out
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
 
@@ -28,7 +29,7 @@ from conformance.checks import (
 )
 from conformance.checks.flights import Flights
 from conformance.checks.model import RunModel
-from conformance.harness.verdict import CHECK_IDS, CHECKER_ERROR, Verdict, strictly
+from conformance.harness.verdict import CHECK_IDS, CHECKER_ERROR, Verdict, Violation, strictly
 from conformance.observations import Obs
 
 CHECKS: dict[str, Callable[[RunModel], Verdict]] = {
@@ -76,7 +77,7 @@ def _judge_whole(records: Sequence[Obs], phase: Callable[[str], object]) -> dict
     verdicts = {}
     for check, fn in CHECKS.items():
         try:
-            verdicts[check] = _once(fn(model))
+            verdicts[check] = _once(_in_order(fn(model)))
         except Exception as err:  # this check is broken on this log; the others still judge it
             verdicts[check] = checker_error(check, check, err)
         phase(check)
@@ -175,11 +176,13 @@ GATHERED: dict[str, Callable[[], Gathered]] = {"I3": _I3, "I7": _I7}
 
 def _merged(check: str, verdicts: list[Verdict]) -> Verdict:
     """One verdict of the parts' verdicts: a checker error if any part had one, else a failure
-    if any part failed; the violations in log order (by their records, then their words)."""
+    if any part failed; the violations by their instant as `_in_order` has them, and at one
+    instant in log order (by their records, then their words): the parts' own orders cannot
+    be merged into the one check's order."""
     for verdict in verdicts:
         if verdict.status == CHECKER_ERROR:
             return verdict
-    violations = sorted((v for verdict in verdicts for v in verdict.violations), key=lambda v: (v.records, v.message))
+    violations = sorted((v for verdict in verdicts for v in verdict.violations), key=_reading_order)
     status = "fail" if any(verdict.status == "fail" for verdict in verdicts) else "pass"
     return Verdict(check, status, tuple(violations), "", sum(verdict.examined for verdict in verdicts))
 
@@ -201,6 +204,25 @@ def checker_error(check: str, culprit: str, err: Exception) -> Verdict:
     index = innermost.f_locals.get("index") if innermost is not None else None
     at = f" at record {index}" if type(index) is int else ""
     return Verdict(check, CHECKER_ERROR, reason=f"checker error in {culprit}{at}: {type(err).__name__}: {err}{where}")
+
+
+def _instant(v: Violation) -> tuple[bool, int]:
+    return (v.t is None, v.t or 0)
+
+
+def _reading_order(v: Violation) -> tuple[bool, int, tuple[int, ...], str]:
+    return (v.t is None, v.t or 0, v.records, v.message)
+
+
+def _in_order(verdict: Verdict) -> Verdict:
+    """The violations in the order a reader follows them: by the instant each is at (a boundary,
+    a turn), those of no instant last; at one instant, in the check's own order (I4 tells
+    repeats in the order of their first ingest). A check finds them session by session, which
+    read s2, s1, s4 for boundaries at 09:31, 09:30 and 10:12."""
+    if len(verdict.violations) < 2:
+        return verdict
+    ordered = tuple(sorted(verdict.violations, key=_instant))
+    return verdict if ordered == verdict.violations else replace(verdict, violations=ordered)
 
 
 def _once(verdict: Verdict) -> Verdict:

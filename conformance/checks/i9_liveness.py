@@ -25,11 +25,13 @@ from operator import attrgetter
 from conformance.checks.model import RunModel, Turn
 from conformance.checks.model.facts import _ABSENT as ABSENT
 from conformance.harness.verdict import Verdict, Violation
+from sim.clock import format_duration
 
 
 def check(m: RunModel) -> Verdict:
     violations: list[Violation] = []
     within = m.reply_within  # what the harness cannot wait for, it cannot excuse
+    latency = m.config.turn_latency  # the fake LLM answers this long after each request
     stops = sorted((m.records[i].t, i) for i in (*m.by_kind.get("sigterm", ()), *m.by_kind.get("crash", ())))
     locks = sorted((r.t, int(r.d("until"))) for _i, r in m.of("db_locked"))
     by_chat: dict[str, list[Turn]] = defaultdict(list)
@@ -57,8 +59,11 @@ def check(m: RunModel) -> Verdict:
             if unanswered_by and turn.id in unanswered_by:  # a reply that did not answer it counts for nothing
                 answered, misreply = unanswered_by[turn.id]
             unasked = None  # a reply to a turn the LLM was never asked (before it): the gateway's own words
+            early = False  # ... or asked, but replied before the LLM's answer came: words made up, not the answer
             if answered is not None and (turn.request_t == ABSENT or turn.request_index > turn.reply_index):
                 unasked, answered = answered, None
+            elif answered is not None and answered == turn.reply_t and answered < turn.asked + latency:
+                unasked, answered, early = answered, None, True
             if folded and (answer := folded.get(turn.id)) and (answered is None or answer < answered):
                 answered, unasked = answer, None
             if answered is not None and answered <= deadline:  # answered in time: when it was given up is no matter
@@ -71,7 +76,7 @@ def check(m: RunModel) -> Verdict:
                 violations.append(_violation(m, turn, start, behind, deadline, answered, misreply))
                 free, examined = answered, examined + 1
             else:
-                violations.append(_violation(m, turn, start, behind, deadline, None, misreply, unasked))
+                violations.append(_violation(m, turn, start, behind, deadline, None, misreply, unasked, early))
                 free, examined = deadline, examined + 1
             behind = turn
     violations.sort(key=lambda v: v.records)  # in log order, whatever the chat
@@ -137,7 +142,7 @@ def _misreply_words(m: RunModel, turn: Turn, index: int) -> str:
 
 
 def _violation(m: RunModel, turn: Turn, start: int, behind: Turn | None, deadline: int, answered: int | None,
-               misreply: int | None = None, unasked: int | None = None) -> Violation:
+               misreply: int | None = None, unasked: int | None = None, early: bool = False) -> Violation:
     waited = ""
     if start > turn.arrival and behind is not None:
         waited = f" (behind {behind.id} until {m.at(start)})"
@@ -146,7 +151,10 @@ def _violation(m: RunModel, turn: Turn, start: int, behind: Turn | None, deadlin
     records = (turn.index,) if misreply is None else (turn.index, misreply)
     if answered is None:
         admitted = ""
-        if unasked is not None:
+        if unasked is not None and early:
+            admitted = (f" (a reply came at {m.at(unasked)}, before the LLM's answer: asked at {m.at(turn.asked)}, "
+                        f"it answers {format_duration(m.config.turn_latency)} later)")
+        elif unasked is not None:
             admitted = f" (a reply came at {m.at(unasked)}, but the LLM was not asked {'before it' if turn.request else 'for it'})"
         elif turn.request is None:
             admitted = " (the LLM was never asked)"

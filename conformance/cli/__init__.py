@@ -15,12 +15,15 @@ simulator. Exit codes: `sessiongate.ExitCode` (README, "Exit codes").
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
 import importlib
 import os
 import shlex
 import signal
 import sys
 from collections.abc import Sequence
+from typing import Any, NoReturn
 
 from sessiongate import ExitCode, SessiongateError, UsageError, __version__, interrupted_code
 
@@ -136,3 +139,31 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(leftovers.describe(left), file=sys.stderr)
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def entry() -> NoReturn:
+    """The `sessiongate` command (and `python -m sessiongate`): `main`'s exit code, whatever an
+    in-process gateway left to run at exit. The process's `atexit` handlers run as at any exit
+    (files flushed, temporary folders removed), but one that calls `os._exit` or `sys.exit`
+    there cannot choose the status: a gateway module that registered `os._exit(0)` made a
+    failing run exit 0. What such a handler raised is said in one line each."""
+    code = main()
+    real = os._exit
+
+    def refused(status: int) -> NoReturn:
+        raise SystemExit(status)
+
+    def said(unraisable: Any) -> None:
+        err = unraisable.exc_value
+        what = f"os._exit/sys.exit({err.code!r})" if isinstance(err, SystemExit) else f"{type(err).__name__}: {one_line(str(err))}"
+        print(f"sessiongate: at exit, {unraisable.object!r} called {what}: ignored", file=sys.__stderr__)
+
+    os._exit, sys.unraisablehook = refused, said  # type: ignore[assignment]
+    try:
+        atexit._run_exitfuncs()
+    finally:
+        os._exit, sys.unraisablehook = real, sys.__unraisablehook__
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    real(code)

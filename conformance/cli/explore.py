@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
@@ -50,8 +51,8 @@ def cmd_explore(args: argparse.Namespace) -> int:
         path = _write_violation(Path(args.out), steps, bad, args.gateway)
         print(readable(f"VIOLATION {' '.join(checks)} after {' '.join(steps)}: {next(iter(bad.values()))}")
               + f"\n          written to {path}")
-    print(f"{explored} states explored, {len(seen)} distinct, {explored / max(elapsed, 1e-9):.0f} states/s, "
-          f"{violating} violating")
+    print(f"{explored} states explored, {len(seen)} distinct, {violating} violating")
+    print(f"{explored / max(elapsed, 1e-9):.0f} states/s", file=sys.stderr)  # timings to stderr: stdout is the same run to run
     return ExitCode.FAILED if violating else ExitCode.OK
 
 

@@ -38,13 +38,14 @@ from conformance.search.fuzz import (
     WorkerDied,
     factory,
     in_order,
+    kinds,
     run_seed,
     seed_chunk,
     shrink_distinct,
 )
 from conformance.transport.factory import check_gateway
 from sessiongate import ExitCode, UsageError, interrupted_code
-from sessiongate.text import readable
+from sessiongate.text import counted, readable
 from sim.weights import PROFILE_NAMES
 
 
@@ -81,7 +82,7 @@ def resume_command(parser: argparse.ArgumentParser, args: argparse.Namespace, re
 
 
 def cmd_fuzz(args: argparse.Namespace) -> int:
-    check_gateway(args.gateway, resolve)  # a bad gateway name is a usage error before any work
+    check_gateway(args.gateway, resolve, args.isolate)  # a bad gateway name is a usage error before any work
     seeds = shard(parse_seeds(args.seeds), args.shard)
     if not seeds:  # it passes, having run nothing: a sweep sized below its shard count says so
         print(f"note: shard {args.shard} of seeds {args.seeds} has no seed to run", file=sys.stderr)
@@ -106,23 +107,28 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     progress = Progress(len(tasks))
     done = failed = broken = refused = vacuous = checkers = skipped = played = 0
     by_check: dict[str, int] = {}
+    saved = 0  # failures saved in the failure database
+    unsupported: dict[str, int] = {}  # feature -> seeds skipped for it (a seed may use several)
     failures: list[dict[str, object]] = []  # each failing seed, for --summary-json
     stopped = False
     cannot_start = worker_died = ""
     interrupted: KeyboardInterrupt | None = None
     outcomes = in_order(run_seed, tasks, workers, chunksize=seed_chunk(len(tasks), workers))
     try:
-        for counted in map(functools.partial(_counted, out=out), outcomes):
-            kinds = len(distinct)
-            outcome = shrink_distinct(counted, by_seed[counted.seed], distinct)
-            if db is not None and len(distinct) > kinds:  # a new kind of failure: replayed first from now on
+        for moved in map(functools.partial(_counted, out=out), outcomes):
+            known = kinds(distinct)
+            outcome = shrink_distinct(moved, by_seed[moved.seed], distinct)
+            if db is not None and kinds(distinct) > known:  # a new kind of failure: replayed first from now on
                 shrunk = outcome.shrunk
-                db.save(Path(shrunk.path) if shrunk is not None and shrunk.reproduces else Path(outcome.path))
+                db.save(Path(shrunk.path) if shrunk is not None and shrunk.reproduces else Path(outcome.path), args.gateway)
+                saved += 1
             done += 1
             vacuous += outcome.vacuous
             played += outcome.played
             checkers += outcome.checker_error
-            skipped += outcome.skipped
+            skipped += bool(outcome.skipped)
+            for feature in outcome.skipped:
+                unsupported[feature] = unsupported.get(feature, 0) + 1
             if outcome.failing:
                 failed += 1
                 broken += outcome.broken
@@ -139,7 +145,7 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
             if budget is not None and progress.elapsed() > budget and done < len(tasks):
                 stopped = True
                 break
-            if args.max_failures is not None and len(distinct) >= args.max_failures and done < len(tasks):
+            if args.max_failures is not None and kinds(distinct) >= args.max_failures and done < len(tasks):
                 capped = True
                 break
     except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM: count and report what finished
@@ -156,30 +162,34 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     if stopped:
         print(f"time budget of {args.time_budget} spent after {done} of {len(tasks)} seeds")
     if capped:
-        print(f"stopped after {len(distinct)} distinct failure{'s' if len(distinct) != 1 else ''} "
+        print(f"stopped after {counted(kinds(distinct), 'distinct failure')} "
               f"(--max-failures {args.max_failures}), {done} of {len(tasks)} seeds")
+    if saved and db is not None:
+        print(f"saved {counted(saved, 'failure')} in {db.shown()}: run, fuzz and the pytest plugin replay "
+              f"{'them' if saved != 1 else 'it'} first until {'they pass' if saved != 1 else 'it passes'} (--no-failure-db: not saved)")
     if cannot_start:
         print(cannot_start)
     if worker_died:
         print(worker_died)
-    lines = [f"{done} scenarios, {done - failed - skipped} passed, {failed - refused} failed"
+    lines = [f"{counted(done, 'scenario')}, {done - failed - skipped} passed, {failed - refused} failed"
              + (f", {refused} refused" if refused else "")
-             + (f", {skipped} skipped (not judged: a feature the gateway declares unsupported)" if skipped else "")]
+             + (f", {skipped} skipped (not judged, using what the gateway declares unsupported: "
+                f"{', '.join(f'{name} {n}' for name, n in sorted(unsupported.items()))})" if skipped else "")]
     if vacuous:
         lines[-1] += f"; {vacuous} check{'s' if vacuous != 1 else ''} vacuous (examined nothing)"
     if distinct:
-        lines[-1] += f"; {len(distinct)} distinct failure{'s' if len(distinct) != 1 else ''} (by first check and violation)"
+        lines[-1] += f"; {counted(kinds(distinct), 'distinct failure')} (by first check and violation)"
     if interrupted is not None:
         lines[-1] += " (interrupted)"
     if (stopped or capped or worker_died or interrupted is not None) and done < len(tasks):  # the last line: how to run the rest
         lines.append(f"resume: {resume_command(args.parser, args, seeds[done:])}")
     if failed:
         counts = ", ".join(f"{check} {by_check[check]}" for check in sorted(by_check))
-        not_run = [f"{refused} seeds refused at start (NotImplementedError)" if refused else "",
-                   f"{broken} seeds errored or timed out" if broken else ""]
+        not_run = [f"{counted(refused, 'seed')} refused at start (NotImplementedError)" if refused else "",
+                   f"{counted(broken, 'seed')} errored or timed out" if broken else ""]
         lines.insert(0, "; ".join([f"failing seeds by check: {counts or 'none'}", *filter(None, not_run)]))
     if played:  # as `run` says it (`lines.played_crashes`)
-        lines.insert(0, played_note(played, done))
+        lines.insert(0, played_note(played, done, args.gateway))
     if failed:
         out.mkdir(parents=True, exist_ok=True)
         # Shards may share --out: each keeps its own counts.
@@ -191,8 +201,9 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
                else "time-budget" if stopped else "max-failures" if capped else None)
         resume = lines[-1].removeprefix("resume: ") if lines[-1].startswith("resume: ") else None
         _write_summary(args, {"scenarios": done, "passed": done - failed - skipped, "failed": failed - refused,
-                              "refused": refused, "skipped": skipped, "gateway_errors": broken, "vacuous_checks": vacuous,
-                              "distinct_failures": len(distinct), "failing_by_check": dict(sorted(by_check.items())),
+                              "refused": refused, "skipped": skipped,
+                              "skipped_by_feature": dict(sorted(unsupported.items())), "gateway_errors": broken, "vacuous_checks": vacuous,
+                              "distinct_failures": kinds(distinct), "failing_by_check": dict(sorted(by_check.items())),
                               "saved_failures_still_failing": still_failing, "checker_errors": checkers,
                               "stopped": why, "resume": resume, "failures": failures})
     print("\n".join(lines))
@@ -268,7 +279,10 @@ def _failure_lines(outcome: SeedOutcome, shrinking: bool, first_seed: int | None
         s = outcome.shrunk
         note = "" if s.reproduces else " (NOTE: the file, with turns renumbered, does not reproduce; the in-memory shrink did)"
         lines.append(f"     shrunk {s.original} -> {s.events} events: {s.path}{note}")
-        if s.other:
+        if s.other and outcome.same_as is not None:
+            lines.append(f"     NOTE: shrunk, it fails {outcome.key[0]} as gen-{outcome.same_as} does: the same failure, "
+                         f"not counted again: {s.other}")
+        elif s.other:
             lines.append(f"     NOTE: the shrunk scenario fails {outcome.key[0]} another way: {s.other}")
             lines.append(f"     the original: {outcome.message}")
     return lines

@@ -14,7 +14,7 @@ from conformance.harness.runner import RunResult, played_note
 from conformance.harness.suite import XPASS_PREFIX, load_all, outcome, vacuous_checks, vacuous_note
 from conformance.harness.verdict import CHECK_IDS, CHECKER_ERROR, FAILING, Verdict
 from sessiongate import ExitCode
-from sessiongate.text import readable
+from sessiongate.text import counted, readable
 from sim.document import ScenarioError
 from sim.scenario import Scenario
 
@@ -129,13 +129,13 @@ def _cell(verdict: Verdict) -> str:
 def summary_line(results: list[RunResult], unloaded: int = 0) -> str:
     words = [outcome(r) for r in results]
     failed = sum(1 for w in words if w in FAILING)
-    line = f"{len(results)} scenarios, {words.count('pass')} passed, {failed} failed"
+    line = f"{counted(len(results), 'scenario')}, {words.count('pass')} passed, {failed} failed"
     errors, timeouts = words.count("error"), words.count("timeout")  # the gateway, not a check, failed these
     if errors or timeouts:
         line += " (" + ", ".join(filter(None, [f"{errors} gateway error{'s' if errors != 1 else ''}" if errors else "",
                                                f"{timeouts} timeout{'s' if timeouts != 1 else ''}" if timeouts else ""])) + ")"
     if words.count("xfail"):
-        line += f", {words.count('xfail')} expected failures"
+        line += f", {counted(words.count('xfail'), 'expected failure')}"
     if words.count("skip"):  # neither passed nor failed: not judged (an unsupported feature)
         line += f", {words.count('skip')} skipped"
     if unloaded:
@@ -182,7 +182,7 @@ def played_crashes(results: list[RunResult]) -> str | None:
     """A line saying how many scenarios crashed the gateway only by its own `crash()` call, where
     what it kept in memory survived (None if none did): their passes say less than a real kill's."""
     played = sum(1 for r in results if r.crashes == "played")
-    return played_note(played, len(results)) if played else None
+    return played_note(played, len(results), results[0].gateway) if played else None
 
 
 def exit_code(results: list[RunResult], unloaded: int = 0) -> int:

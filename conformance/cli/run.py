@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -35,6 +36,7 @@ from conformance.harness.verdict import GatewayFailure
 from conformance.observations import Obs
 from conformance.transport.factory import gateway_factory
 from sessiongate import ExitCode, UsageError, interrupted_code
+from sessiongate.text import counted
 from sim.scenario import Scenario
 
 
@@ -88,7 +90,8 @@ def _same_names(scenarios: Sequence[Scenario]) -> str | None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     factory = gateway_factory(args)
-    again = gateway_factory(args, env={"PYTHONHASHSEED": "12345"})
+    # the second run's child under another hash seed than the first's, which inherits this one's
+    again = gateway_factory(args, env={"PYTHONHASHSEED": "54321" if os.environ.get("PYTHONHASHSEED") == "12345" else "12345"})
     check_out_dir(args.report, "--report")
     paths = scenario_files(args.paths)
     expectations = load_expectations(args.gateway, args.expectations)
@@ -116,7 +119,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             results.append(expectations.apply(result))
             print("\n".join(scenario_line(results[-1], expectations=expectations.source)))
             print(f"stopped: the gateway cannot be stopped in this process "
-                  f"({len(scenarios) - len(results)} scenarios not run)")
+                  f"({counted(len(scenarios) - len(results), 'scenario')} not run)")
         write_report(results, args.report, args.gateway, errors, args.strict)
         print(summary_line(results, len(errors)) + (" (interrupted)" if result is None else ""))
 
@@ -132,7 +135,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                     forget_if_fixed(db, result)
                 if len(results) == 1 and len(scenarios) > 1 and cannot_start(result):
                     print(f"stopped: the gateway failed before the first event of {result.scenario.name}; it cannot "
-                          f"start ({len(scenarios) - 1} scenarios not run)")
+                          f"start ({counted(len(scenarios) - 1, 'scenario')} not run)")
                     break
     except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM: keep what finished
         write_report(results, args.report, args.gateway, errors, args.strict)

@@ -40,11 +40,11 @@ def cmd_shrink(args: argparse.Namespace) -> int:
     bad = failing(result)
     if not bad:
         print(f"{scenario.name} passes on {args.gateway}: nothing to shrink")
-        return ExitCode.FAILED
+        return ExitCode.USAGE
     check = args.check or next(iter(bad))
     if check not in bad:
         print(f"{scenario.name} does not fail {check} on {args.gateway} (it fails {', '.join(bad)})")
-        return ExitCode.FAILED
+        return ExitCode.USAGE
     status = result.verdicts[check].status
     check_out_dir(args.out, "--out")
     out.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,7 @@ from conformance.harness.suite import Expectations, load_all, run_all, text_line
 from conformance.harness.verdict import CHECK_IDS
 from conformance.transport.factory import gateway_factory
 from sessiongate import ExitCode, UsageError
-from sessiongate.text import readable
+from sessiongate.text import counted, readable
 
 TODO_REASON = "TODO: what the gateway does, and where (file:function)"
 
@@ -76,7 +76,7 @@ def cmd_update_expectations(args: argparse.Namespace) -> int:
     lines, todo = expectation_lines(results, old)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text("\n".join([*header, *lines]) + "\n", encoding="utf-8")
-    print(f"wrote {shown_path(str(target))}: {len(lines)} expected failures ({todo} with a TODO reason)"
+    print(f"wrote {shown_path(str(target))}: {counted(len(lines), 'expected failure')} ({todo} with a TODO reason)"
           + (f"; {len(broken)} scenarios errored and are not listed" if broken else ""))
     return ExitCode.FAILED if broken else ExitCode.OK
 

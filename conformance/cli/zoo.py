@@ -112,7 +112,7 @@ def cmd_zoo_generated(args: argparse.Namespace) -> int:
     caught = 0
     for found in in_order(hunt_variant, tasks, parse_workers(args.workers)):
         if found.seed is None:
-            print(f"NOT CAUGHT {found.variant:<40} in seeds {args.seeds} ({found.seconds:.1f}s)")
+            print(f"NOT CAUGHT {found.variant:<40} in seeds {args.seeds}")
             continue
         caught += 1
         shrunk = found.shrunk
@@ -120,7 +120,7 @@ def cmd_zoo_generated(args: argparse.Namespace) -> int:
         if shrunk is not None:
             size = f"shrunk to {shrunk.events} event{'s' if shrunk.events != 1 else ''}"
             size += "" if shrunk.reproduces else " (the file does not reproduce; the in-memory shrink did)"
-        print(f"caught     {found.variant:<40} seed {found.seed:<5} {found.check}  after {found.seconds:.1f}s  {size}", flush=True)
+        print(f"caught     {found.variant:<40} seed {found.seed:<5} {found.check}  {size}".rstrip(), flush=True)
     print(f"{len(tasks)} variants, {caught} caught")
     return ExitCode.OK if caught == len(tasks) else ExitCode.FAILED
 

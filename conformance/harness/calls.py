@@ -11,6 +11,7 @@ import traceback
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from sys import getrecursionlimit, setrecursionlimit
 from typing import Any
 
 from conformance.adapter import CrashPointFired, Gateway, Harness, Profile, Scheduler
@@ -239,6 +240,7 @@ class GatewayCalls:
         self.config = scenario.config  # with the gateway's default reset policy in force, once it is known
         self.swarm: Swarm | None = None  # the seeded crash-point swarm of `fuzz --crash-points`, if any
         self.swarm_seed: int | None = None
+        self.recursion_limit = getrecursionlimit()  # put back after each call (`_call`)
 
     # -- calling the gateway -------------------------------------------------------------
 
@@ -288,6 +290,8 @@ class GatewayCalls:
             points.live = False
             if _FORKS[0] != forks:
                 _forked_child_returned()
+            if getrecursionlimit() != self.recursion_limit:  # lowered, the harness's own code after the call would fail
+                setrecursionlimit(self.recursion_limit)
         if watch.interrupted == seq:
             raise self._caught_timeout(what, "returned")
         if points.fired is not None:

@@ -20,6 +20,7 @@ from pathlib import Path
 ENV = "SESSIONGATE_FAILURE_DB"
 DEFAULT = Path(".sessiongate") / "failures"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_REPRODUCE = re.compile(r"^# reproduce: .*$", re.MULTILINE)
 
 
 def _folder_name(gateway: str) -> str:
@@ -44,12 +45,17 @@ class FailureDB:
     def saved(self) -> list[Path]:
         return sorted(self.folder.glob("*.yaml")) if self.folder.is_dir() else []
 
-    def save(self, path: Path) -> Path:
-        """Keep a copy of a failing scenario file (written whole, then renamed into place)."""
+    def save(self, path: Path, gateway: str) -> Path:
+        """Keep a copy of a failing scenario file (written whole, then renamed into place), its
+        `# reproduce:` line naming the copy: the file it was copied from may be gone."""
+        from conformance.harness.shell import command
+
         self.folder.mkdir(parents=True, exist_ok=True)
         target = self.folder / path.name
         staged = target.with_name(f".{target.name}.tmp")
-        staged.write_bytes(path.read_bytes())
+        line = f"# reproduce: {command('run', str(target), '--gateway', gateway)}"
+        text = path.read_text(encoding="utf-8")
+        staged.write_text(_REPRODUCE.sub(lambda _: line, text, count=1), encoding="utf-8")
         os.replace(staged, target)
         return target
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import os
 import sys
 from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, distribution, entry_points
@@ -47,12 +48,17 @@ class UnknownGateway(UsageError, LookupError):
 
 def _load(target: str) -> Callable[..., Any]:
     module, _, attr = target.partition(":")
+    cwd = os.getcwd()
     try:
         obj: Any = importlib.import_module(module)
     except ImportError as err:
         raise UnknownGateway(f"cannot import {module!r}: {err}{_in_this_folder(module, err)}") from None
-    except Exception as err:  # a syntax error, or the module raised while importing
-        raise UnknownGateway(f"cannot import {module!r}: {_one_line(err)}") from None
+    except BaseException as err:  # a syntax error, or the module raised (SystemExit too: never an exit) while importing
+        if signalled(err):
+            raise
+        raise UnknownGateway(f"cannot import {module!r}: importing it raised {_one_line(err)}") from None
+    finally:
+        os.chdir(cwd)  # a module that moves the process at import moves nothing of the run's
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)

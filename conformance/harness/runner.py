@@ -37,8 +37,13 @@ from sim.scenario import BEFORE_TIMERS, Scenario
 DEFAULT_BUDGET = 2_000_000
 
 
-def played_note(played: int, of: int, isolate: str = "--isolate") -> str:
-    """What every run, report and plugin says when crashes were only played (`RunResult.crashes`)."""
+def played_note(played: int, of: int, gateway: str = "", isolate: str = "--isolate") -> str:
+    """What every run, report and plugin says when crashes were only played (`RunResult.crashes`):
+    how to have them real, for an `exec:` child (its `hello` answer) or an in-process gateway."""
+    if gateway.startswith("exec:"):
+        return (f"note: {played} of {of} scenarios crash the gateway by a crash request only, which loses nothing the "
+                f"child keeps in memory (answer hello with \"crash\": \"kill\" and keep the store in "
+                f"SESSIONGATE_STATE_DIR: docs/protocol.md)")
     return (f"note: {played} of {of} scenarios crash the gateway by its own crash() call, which loses nothing it "
             f"keeps in memory ({isolate} kills one with open_store(): docs/contract.md)")
 
@@ -61,6 +66,14 @@ class RunResult:
 
     def log_text(self) -> str:
         return log_text(self.records)
+
+    @property
+    def skipped_features(self) -> tuple[str, ...]:
+        """The unsupported features that kept the scenario from being judged (`skipped`)."""
+        for head in self.records[1:3]:
+            if head.kind == "skipped" and head.d("scope") == "scenario":
+                return tuple(map(str, head.d("features") or ()))
+        return ()
 
     @property
     def skipped(self) -> str:
@@ -386,22 +399,28 @@ def close_gateway(gateway: Gateway) -> None:
         close()
 
 
-_KEPT_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGPIPE", "SIGCHLD") if hasattr(signal, name))
+_KEPT_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGPIPE", "SIGCHLD", "SIGALRM")
+                      if hasattr(signal, name))
 
 
 @contextmanager
 def _process_kept() -> Iterator[None]:
-    """The working directory and the handlers of SIGINT, SIGTERM, SIGPIPE and SIGCHLD after a
-    run are the ones before it, whatever the gateway did with them in this process (a daemon
-    changes to `/`; a server installs its own handlers): a report and the failure database are
-    written where the command was started, a later SIGTERM still stops sessiongate with its
-    report, and `sessiongate … | head` still ends quietly. Not a contract matter: no verdict."""
+    """The working directory, the handlers of SIGINT, SIGTERM, SIGPIPE, SIGCHLD and SIGALRM, the
+    signals blocked and the recursion limit after a run are the ones before it, whatever the
+    gateway did with them in this process (a daemon changes to `/`; a server installs its own
+    handlers or blocks SIGALRM): a report and the failure database are written where the
+    command was started, a later SIGTERM still stops sessiongate with its report, the next
+    scenario's step timeout still fires, and `sessiongate … | head` still ends quietly. Not a
+    contract matter: no verdict. (The recursion limit is also put back after each gateway call:
+    the checks run under it.)"""
     try:
         cwd: str | None = os.getcwd()
     except OSError:  # the folder was removed before the run: nothing to go back to
         cwd = None
-    handlers = [(signum, signal.getsignal(signum)) for signum in _KEPT_SIGNALS] \
-        if threading.current_thread() is threading.main_thread() else []
+    main = threading.current_thread() is threading.main_thread()
+    handlers = [(signum, signal.getsignal(signum)) for signum in _KEPT_SIGNALS] if main else []
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, ()) if main and hasattr(signal, "pthread_sigmask") else None
+    limit = sys.getrecursionlimit()
     try:
         yield
     finally:
@@ -411,6 +430,9 @@ def _process_kept() -> Iterator[None]:
         for signum, handler in handlers:
             if handler is not None and signal.getsignal(signum) is not handler:
                 signal.signal(signum, handler)
+        if blocked is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        sys.setrecursionlimit(limit)
 
 
 @contextmanager

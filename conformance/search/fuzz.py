@@ -139,6 +139,7 @@ class Shrinking:
     path: str
     reproduces: bool
     other: str = ""  # the shrunk scenario's first violation of the check, when the original's is gone
+    other_slug: str = ""  # that violation's slug: the kind of failure the shrink ended on
 
 
 def shrink_and_write(scenario: Scenario, original: Path, gateway: str, check: str, status: str,
@@ -156,13 +157,13 @@ def shrink_and_write(scenario: Scenario, original: Path, gateway: str, check: st
     if not fails(scenario):  # a gateway that takes more engine events than a candidate may (a retry storm): the run's budget
         fails = predicate(DEFAULT_BUDGET)
     shrunk = shrink(scenario, fails)
-    other = ""
+    other = other_slug = ""
     if slug and not error:
         verdict = run_scenario(shrunk.scenario, fresh_gateway(factory(gateway, isolation), gateway), gateway,
                                budget=candidate_budget(shrunk.scenario)).verdicts.get(check)
         violations = verdict.violations if verdict is not None else ()
         if violations and slug not in [v.slug for v in violations]:
-            other = violations[0].message
+            other, other_slug = violations[0].message, violations[0].slug
     # It is shown to fail on `gateway` only: it claims to catch that variant, if any, and no other.
     catches = tuple(c for c in scenario.catches if gateway == f"reference:{c}")
     result = replace(shrunk.scenario, name=f"{scenario.name}-shrunk", catches=catches)
@@ -174,7 +175,7 @@ def shrink_and_write(scenario: Scenario, original: Path, gateway: str, check: st
     if other:
         header += f"\nNOTE: this fails {check} another way than the original (another bug of the same check?): {other}"
     path, reproduces = write_beside(original, result, header, fails)
-    return Shrinking(len(result.events), shrunk.original_events, shrunk.runs, str(path), reproduces, other)
+    return Shrinking(len(result.events), shrunk.original_events, shrunk.runs, str(path), reproduces, other, other_slug)
 
 
 # -- running seeds -----------------------------------------------------------------------
@@ -202,13 +203,14 @@ class SeedOutcome:
     shrunk: Shrinking | None = None
     broken: bool = False  # the gateway raised or ran away (an error or timeout, not a check's finding)
     refused: bool = False  # it raised NotImplementedError at start: a config it says it cannot drive
-    skipped: bool = False  # not judged: its config uses a feature the gateway declares unsupported
+    skipped: tuple[str, ...] = ()  # not judged: the features its config uses that the gateway declares unsupported
     start_error: str = ""  # broken before the scenario's first event: the gateway may not start at all
     checker_error: bool = False  # a check raised on its log: sessiongate's bug (exit 4)
     key: tuple[str, str] = ("", "")  # (first failing check, its first violation's slug): what makes a failure distinct
     status: str = ""  # that check's verdict status
     message: str = ""  # that violation's message
     played: bool = False  # it crashed the gateway by its own crash() call only (`RunResult.crashes`)
+    same_as: int | None = None  # shrunk, it failed as this earlier seed's kind did: not a kind of its own
 
 
 def run_seed(task: SeedTask) -> SeedOutcome:
@@ -245,12 +247,12 @@ def _run_seed(task: SeedTask) -> SeedOutcome:
         gateway = fresh_gateway(factory(task.gateway, task.isolation), task.gateway, unknown_raises=task.first)
         result = run_scenario(scenario, gateway, task.gateway, strict=task.strict,
                               crash_points=task.crash_points, step_timeout=task.isolation.step_timeout)
-        bad, failure, verdicts, skipped = failing(result), result.failure, result.verdicts, bool(result.skipped)
+        bad, failure, verdicts, skipped = failing(result), result.failure, result.verdicts, result.skipped_features
         played = result.crashes == "played"
         scenario = result.scenario  # with --crash-points, the fires written in as `crash_at` events
         del result
     if skipped:
-        return SeedOutcome(task.seed, skipped=True)
+        return SeedOutcome(task.seed, skipped=skipped)
     vacuous = sum(v.vacuous for v in verdicts.values())
     checker = any(v.status == CHECKER_ERROR for v in verdicts.values())
     if not bad:
@@ -282,10 +284,18 @@ def _run_seed(task: SeedTask) -> SeedOutcome:
 
 
 
+def kinds(seen: dict[tuple[str, str], int]) -> int:
+    """Distinct failures in `shrink_distinct`'s `seen`: the seeds its kinds lead to."""
+    return len(set(seen.values()))
+
+
 def shrink_distinct(outcome: SeedOutcome, task: SeedTask, seen: dict[tuple[str, str], int]) -> SeedOutcome:
     """Shrink a counted failure if it is the first of its kind (`SeedOutcome.key`), in the
     parent, so a buggy gateway's thousand failures of one bug cost one shrink, not a thousand.
-    Marks its kind seen either way, by the seed that first showed it (`seen`). A gateway error is shrunk keeping its kind
+    Marks its kind seen either way, by the seed that first showed it (`seen`). A shrink that
+    ends on another violation of the check marks that kind too: one that an earlier seed showed
+    makes this failure that seed's (`same_as`, not a distinct failure: several first violations
+    of one bug shrink to it). A gateway error is shrunk keeping its kind
     (`error_signature`); a timeout, or an error before the first event, is neither shrunk nor
     counted as a kind (nor saved in the failure database)."""
     check, slug = outcome.key
@@ -296,6 +306,12 @@ def shrink_distinct(outcome: SeedOutcome, task: SeedTask, seen: dict[tuple[str, 
         return outcome
     shrunk = shrink_and_write(load_file(outcome.path), Path(outcome.path), task.gateway, check, outcome.status,
                               isolation=task.isolation, slug=slug, error=slug if check == ERROR else "")
+    if shrunk.other_slug:
+        ended = (check, shrunk.other_slug)
+        if ended in seen:
+            seen[outcome.key] = seen[ended]
+            return replace(outcome, shrunk=shrunk, same_as=seen[ended])
+        seen[ended] = outcome.seed
     return replace(outcome, shrunk=shrunk)
 
 

@@ -4,7 +4,10 @@ or over JSON lines (`exec:COMMAND`). Shared by the front end and search's worker
 from __future__ import annotations
 
 import argparse
+import functools
 import shlex
+import subprocess
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -25,11 +28,43 @@ def exec_argv(name: str) -> list[str]:
     return argv
 
 
-def check_gateway(name: str, find: Callable[[str], Callable[[], Any]] = resolve) -> None:
-    """A bad gateway name is a usage error before any scenario runs (`find` lets tests stub `resolve`)."""
+def check_gateway(name: str, find: Callable[[str], Callable[[], Any]] = resolve, isolate: bool = False) -> None:
+    """A bad gateway name is a usage error before any scenario runs (`find` lets tests stub
+    `resolve`); with `isolate`, checked in a process of its own (`resolve_apart`)."""
     if name.startswith("exec:"):
         exec_argv(name)
-    find(name)
+    elif isolate and name.partition(":")[0] not in OWN_FACTORIES:
+        resolve_apart(name)
+    else:
+        find(name)
+
+
+_CHECK_APART = """
+import sys
+from conformance.harness.registry import UnknownGateway, resolve
+try:
+    resolve(sys.argv[1])
+except UnknownGateway as err:
+    print(err, file=sys.stderr)
+    raise SystemExit(2)
+"""
+
+
+@functools.cache
+def resolve_apart(name: str) -> None:
+    """`resolve(name)` in a process of its own: a bad name is still a usage error before any
+    scenario runs, and the module of a gateway run `--isolate` is imported in the children
+    only. Imported here, whatever it did at import (replace the checks, register an exit
+    handler that exits 0, exit) it would do to the harness: "only the wire protocol reaches
+    the harness" would not hold."""
+    try:
+        done = subprocess.run([sys.executable, "-c", _CHECK_APART, name], capture_output=True, text=True,
+                              timeout=120, check=False, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise UsageError(f"gateway {name!r}: importing it took over 120s") from None
+    if done.returncode != 0:
+        said = [line for line in done.stderr.splitlines() if line.strip()]
+        raise UsageError(said[-1] if said else f"gateway {name!r}: checking it in a process of its own exited {done.returncode}")
 
 
 def gateway_factory(args: argparse.Namespace, env: dict[str, str] | None = None) -> Callable[[], Any]:
@@ -42,13 +77,12 @@ def gateway_factory(args: argparse.Namespace, env: dict[str, str] | None = None)
 
         argv = exec_argv(name)
         return lambda: ExecGateway(argv, step_timeout=timeout, memory_mb=memory, env=env)
-    factory = resolve(name)  # unknown names fail here, before any child starts
     if args.isolate:
         if name.partition(":")[0] in OWN_FACTORIES:  # an unknown variant or self-test fails here, not once per child
-            factory()
-        # Anyone else's factory runs only in the children: one that hangs or kills its process
-        # cannot take this one, and the report, along.
+            resolve(name)()
+        else:  # anyone else's module is imported, and its factory run, only in the children
+            resolve_apart(name)  # unknown names fail here, before any child starts
         from conformance.transport.isolation import isolated
 
         return lambda: isolated(name, step_timeout=timeout, memory_mb=memory, env=env)
-    return factory
+    return resolve(name)  # unknown names fail here, before the first scenario

@@ -46,6 +46,7 @@ from reference_impl.variants.heal import (
     ParentResurrectedForChild,
 )
 from reference_impl.variants.liveness import (
+    AnswersBeforeTheLlm,
     AnswersFirstTurnOnly,
     AnswersWithoutLlm,
     DropsReplies,
@@ -139,6 +140,7 @@ VARIANTS: dict[str, type[ReferenceGateway]] = {
     "eager-chat-left-lazy": EagerChatLeftLazy,
     "replies-to-newest-chat": RepliesToNewestChat,
     "echoes-message": EchoesMessage,
+    "answers-before-the-llm": AnswersBeforeTheLlm,
     "end-replies-apart": EndRepliesApart,
     "delegate-synced-to-memory": DelegateSyncedToMemory,
     "answers-without-llm": AnswersWithoutLlm,

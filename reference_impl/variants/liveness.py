@@ -104,3 +104,20 @@ class AnswersWithoutLlm(ReferenceGateway):
             self.h.llm = llm
         for request_id in own:
             self.deliver_reply(request_id, reply_text(request_id.removeprefix("own-")))
+
+
+class AnswersBeforeTheLlm(ReferenceGateway):
+    """answers-before-the-llm — CONTRACT, Liveness: "its reply delivered", the reply carrying the
+    answer the LLM was asked for (found by sessiongate's audit of lazy gateways: the fake LLM's
+    answer can be told from the message's tag, and only the order request-then-reply was judged).
+
+    Here: as soon as the LLM is asked, the reply is made up from the message's tag and the turn
+    completed with it (stored, synced, replied); the LLM's answer, when it comes, is dropped.
+    """
+
+    def start_turn(self, message: Inbound, arrival: int) -> None:
+        super().start_turn(message, arrival)
+        request = self.volatile.busy_chats.get(self.route_key(message.chat))
+        pending = self.volatile.inflight.get(request) if request is not None else None
+        if request is not None and pending is not None and pending.turn:
+            self.deliver_reply(request, reply_text(pending.turn))
