@@ -177,10 +177,14 @@ _TURNS_KEPT = 100_000  # rows whose turns a `DurableState.to_detail` cache keeps
 
 
 def stored_rows(messages: Iterable[StoredMessage], known: dict[str, tuple[str | None, ...]],
-                shared: Callable[[str | None, str | None], str | None], learn: bool = True) -> list[list[Any]]:
+                shared: Callable[[str | None, str | None], str | None], learn: bool = True,
+                said: Mapping[str, str] | None = None, cut: list[str] | None = None) -> list[list[Any]]:
     """A session's rows in the log's form ([role, turn, visibility], a row carrying two turns
     once for each; `shared`: one string per turn id). `known`: content -> turns, looked up
-    first, and kept up to `_TURNS_KEPT` rows when `learn`."""
+    first, and kept up to `_TURNS_KEPT` rows when `learn`. With `said` (turn -> the text of
+    its message where it is not 'hello'), a row names a turn only if it holds that turn's
+    message or answer whole (`whole_turns`): one that kept the tag and lost the words is no row
+    of the turn, and the turn goes into `cut` (the store lost what the user said)."""
     rows: list[list[Any]] = []
     keep = learn and len(known) < _TURNS_KEPT
     for m in messages:
@@ -191,6 +195,14 @@ def stored_rows(messages: Iterable[StoredMessage], known: dict[str, tuple[str | 
         turns = known.get(m.content) if known else None  # none known: no hash a row
         if turns is None:
             found = _turn_tags(m.content)  # `StoredMessage.turns` inline for the usual row, of one turn
+            if said is not None and found:
+                whole = whole_turns(m.content, found, said)
+                if len(whole) < len(found):  # a cut row: not kept in `known` (its turns said in `cut` each time)
+                    if cut is not None:
+                        cut.extend(t for t in dict.fromkeys(found) if t not in whole)
+                    for turn in _turns_of_tags(whole):
+                        rows.append([m.role, shared(turn, turn), m.visibility])
+                    continue
             if len(found) == 1:
                 turn = found[0]
                 if keep:
@@ -210,6 +222,13 @@ def stored_rows(messages: Iterable[StoredMessage], known: dict[str, tuple[str | 
 _turn_tags = TURN_ID.findall
 
 
+def whole_turns(content: str, found: list[str], said: Mapping[str, str]) -> list[str]:
+    """The tags of `found` whose turn's message (`[t3] hello`) or answer (`[t3] reply`) the
+    content holds whole: a row is a turn's by what the user said or the LLM answered, not by
+    its tag alone."""
+    return [t for t in found if f"[{t}] {said.get(t, 'hello')}" in content or f"[{t}]{_REPLY_WORD}" in content]
+
+
 def _turns_of_tags(found: list[str]) -> tuple[str | None, ...]:
     """The turns a row's tags name, each once in first-seen order, or (None,) for none."""
     if len(found) == 1:  # the usual row: one turn (made unique by dict.fromkeys, it cost more than the scan)
@@ -225,9 +244,9 @@ class DurableState:
     routing: tuple[tuple[str, str], ...] = ()  # (chat name, session id), sorted
 
     def to_detail(self, turns_of: dict[str, tuple[str | None, ...]] | None = None,
-                  rows_of: dict[str, tuple[tuple[StoredMessage, ...], list[list[Any]]]] | None = None,
+                  rows_of: dict[str, tuple[tuple[StoredMessage, ...], dict[str, Any]]] | None = None,
                   pack: Callable[[Iterator[tuple[str, dict[str, Any]]]], Any] | None = None,
-                  remember: bool = True) -> dict[str, Any]:
+                  remember: bool = True, said: Mapping[str, str] | None = None) -> dict[str, Any]:
         """A compact, canonical form for the log: session -> [[role, turn, visibility], …], a row
         carrying two turns (folded by the gateway) once for each. A turn id is one string for all
         its rows (a turn's message and reply: two), which a spilled log's file keeps shared.
@@ -237,15 +256,18 @@ class DurableState:
         same (immutable) tuple again has the same rows, shared (no reader changes a record). `pack`: the sessions are handed to
         it one at a time, as made, and kept in the form it returns (`spill.SpilledSessions.pack`:
         each marshalled, for a long run's last snapshot), `rows_of` read but not kept up to date.
-        `remember=False`: neither is kept up to date (the caller's last snapshot: the runner's final)."""
-        bodies = self._bodies(turns_of, rows_of if pack is None and remember else None, rows_of, pack is not None, remember)
+        `remember=False`: neither is kept up to date (the caller's last snapshot: the runner's final).
+        `said`: as for `stored_rows`; a session whose rows lost a turn's words lists it under `cut`."""
+        bodies = self._bodies(turns_of, rows_of if pack is None and remember else None, rows_of, pack is not None, remember,
+                              said)
         sessions = dict(bodies) if pack is None else pack(bodies)
         return {"sessions": sessions, "routing": {chat: sid for chat, sid in self.routing}}
 
     def _bodies(self, turns_of: dict[str, tuple[str | None, ...]] | None,
-                keep: dict[str, tuple[tuple[StoredMessage, ...], list[list[Any]]]] | None,
-                rows_of: dict[str, tuple[tuple[StoredMessage, ...], list[list[Any]]]] | None,
-                apart: bool = False, learn: bool = True) -> Iterator[tuple[str, dict[str, Any]]]:
+                keep: dict[str, tuple[tuple[StoredMessage, ...], dict[str, Any]]] | None,
+                rows_of: dict[str, tuple[tuple[StoredMessage, ...], dict[str, Any]]] | None,
+                apart: bool = False, learn: bool = True,
+                said: Mapping[str, str] | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
         """(session id, its body) in id order, for `to_detail` (`keep`: where each session's rows go;
         `apart`: a turn id shared within its session only, each packed by itself; `learn`: rows'
         turns kept in `turns_of`)."""
@@ -257,12 +279,14 @@ class DurableState:
                 share.clear()
             last = rows_of.get(s.id) if rows_of is not None else None
             if last is not None and last[0] is s.messages:
-                yield s.id, {"parent": s.parent, "rows": last[1]}
+                yield s.id, {"parent": s.parent, **last[1]}
                 continue
-            rows = stored_rows(s.messages, known, shared, learn)
+            cut: list[str] = []
+            rows = stored_rows(s.messages, known, shared, learn, said, cut)
+            body = {"rows": rows, "cut": cut} if cut else {"rows": rows}
             if keep is not None:
-                keep[s.id] = (s.messages, rows)
-            yield s.id, {"parent": s.parent, "rows": rows}
+                keep[s.id] = (s.messages, body)
+            yield s.id, {"parent": s.parent, **body}
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,8 @@ from sim.loader import load_file
 
 # The bug zoo's variant names (reference_impl.variants), kept here so this test stands alone.
 KNOWN_VARIANTS = frozenset({
+    "answers-before-the-llm",
+    "stores-tags-only",
     "stop-ignored",
     "abandoned-turn-kept",
     "delegate-child-keyed-by-chat",

@@ -263,6 +263,42 @@ def test_i2_in_order_exactly_once_with_its_reply() -> None:
     ]
 
 
+def test_i2_a_row_that_kept_the_tag_and_lost_the_words_is_cut() -> None:
+    """The audit of lazy gateways (2026-12-05): a gateway that stored each message as its `[tN]`
+    tag alone passed everything, the checks reading rows by their tags. The runner lists such a
+    session's turns under `cut` (`observations.whole_turns`); I2 says which half was lost."""
+    records = log("idle")
+    index = find(records, "durable", label="final")
+    body = records[index].d("sessions")["s1"]
+    assert "cut" not in body
+    sessions = dict(records[index].d("sessions"))
+    sessions["s1"] = {"parent": body["parent"], "rows": [r for r in body["rows"] if not (r[0] == "user" and r[1] == "t2")],
+                      "cut": ["t2"]}
+    assert messages(edit(records, index, detail={"sessions": sessions}), "I2") == [
+        "turn t2 of session s1 is stored cut: its row keeps the tag but not what the user said at snapshot 'final' (11:23:02)"
+    ]
+    sessions["s1"] = {"parent": body["parent"], "rows": [r for r in body["rows"] if not (r[0] == "assistant" and r[1] == "t1")],
+                      "cut": ["t1"]}
+    assert messages(edit(records, index, detail={"sessions": sessions}), "I2") == [
+        "turn t1 of session s1 is stored cut: its reply row keeps the tag but not the LLM's answer at snapshot 'final' "
+        "(11:23:02)"
+    ]
+
+
+def test_a_stored_row_names_a_turn_by_its_words_not_its_tag_alone() -> None:
+    from conformance.observations import StoredMessage, stored_rows
+
+    said = {"t2": "ciao"}
+    messages_ = (StoredMessage("user", "[t1] hello"), StoredMessage("assistant", "[t1] reply"),
+                 StoredMessage("user", "[t2]"), StoredMessage("assistant", "[t2] rep"),
+                 StoredMessage("user", "Mon 09:00 alice: [t3] hello (edited)"), StoredMessage("user", "[t4] hello\n[t5] ciao"))
+    cut: list[str] = []
+    out = stored_rows(messages_, {}, {}.setdefault, True, said, cut)
+    assert [r[:2] for r in out] == [["user", "t1"], ["assistant", "t1"], ["user", None], ["assistant", None],
+                                    ["user", "t3"], ["user", "t4"]]  # a row that names no turn whole names none
+    assert cut == ["t2", "t2", "t5"]  # a wrapper around the words is no matter; t5's message was "hello", not "ciao"
+
+
 def test_i2_a_reply_row_beside_its_question() -> None:
     """Both rows stored is not enough: the reply follows its own question (u1 u2 a2 a1 holds
     both halves of both turns, and t1's answer is apart from t1)."""

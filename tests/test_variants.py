@@ -31,6 +31,16 @@ def ends(records: list[Obs], session: str | None = None) -> list[tuple[str | Non
     return [(r.session, r.turns) for r in records if r.kind == "on_session_end" and session in (None, r.session)]
 
 
+def final_rows(records: list[Obs], session: str) -> list[list[Any]]:
+    """A session's rows in the last snapshot."""
+    return next(r for r in reversed(records) if r.kind == "durable").d("sessions")[session]["rows"]
+
+
+def final_cut(records: list[Obs], session: str) -> list[str] | None:
+    """The turns of a session the last snapshot says a row named by its tag alone."""
+    return next(r for r in reversed(records) if r.kind == "durable").d("sessions")[session].get("cut")
+
+
 def count(records: list[Obs], kind: str, session: str | None = None) -> int:
     return sum(1 for r in records if r.kind == kind and session in (None, r.session))
 
@@ -160,6 +170,10 @@ CASES: dict[str, tuple[Callable[[list[Obs]], Any], Any, Any]] = {
                           [(("t1", "t2"), ["t1", "t2"], None)], [(("t1", "t2"), ["t1", "t2"], ["t1"])]),
     "delegate-synced-to-memory": (lambda r: ingested(r, "recorder"), ["t1"], ["t1", "t2"]),
     "answers-without-llm": (lambda r: (replied(r), count(r, "llm_request")), (["t1"], 1), (["t1"], 0)),
+    "answers-before-the-llm": (lambda r: [(x.t - r[0].t) // 1000 for x in r if x.kind == "reply"], [2], [0]),
+    "stores-tags-only": (lambda r: (final_rows(r, "s1"), final_cut(r, "s1")),
+                         ([["user", "t1", "visible"], ["assistant", "t1", "visible"]], None),
+                         ([["user", None, "visible"], ["assistant", None, "visible"]], ["t1", "t1"])),
     "stop-takes-first-busy-chat": (replied, ["t1"], ["t2"]),
     "queued-clock-at-admission": (lambda r: (reply_session(r, "t3"), ends(r, "s1")), ("s2", [("s1", ("t1", "t2"))]),
                                   ("s1", [("s1", ("t1", "t2", "t3"))])),

@@ -84,6 +84,7 @@ def check(m: RunModel) -> Verdict:
                     continue
                 judged[session] = (read, owed)
             users, replied, distinct, apart = read.users, read.replied, read.distinct, read.apart
+            cut = body.get("cut") if body else None  # turns a row named by their tag alone (`observations.whole_turns`)
             doubled = len(distinct) < len(users)  # a turn stored twice somewhere in the session
             for k in owed:
                 turn = acked[k]
@@ -97,6 +98,10 @@ def check(m: RunModel) -> Verdict:
                     where_reply = f"it follows {after}'s question" if after else "it comes before any question"
                     problem = ("apart", f"turn {turn.id} of session {session} is stored with its reply apart from its "
                                         f"question ({where_reply})")
+                elif cut and turn.id in cut and count < 2:
+                    lost = "its row keeps the tag but not what the user said" if count == 0 else \
+                        "its reply row keeps the tag but not the LLM's answer"
+                    problem = ("cut", f"turn {turn.id} of session {session} is stored cut: {lost}")
                 else:
                     problem = _problem(m, turn, count, where)
                 if (turn.id, problem[0]) in reported:

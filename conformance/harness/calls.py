@@ -206,7 +206,8 @@ class GatewayCalls:
         # Across `durable_state` reads: a stored row's content -> its turns; a session's rows at
         # the last snapshot; the sessions the last read held, checked (`values.durable_state`).
         self.row_turns: dict[str, tuple[str | None, ...]] = {}
-        self.snapshot_rows: dict[str, tuple[tuple[StoredMessage, ...], list[list[Any]]]] = {}
+        self.snapshot_rows: dict[str, tuple[tuple[StoredMessage, ...], dict[str, Any]]] = {}
+        self.said: dict[str, str] = {}  # turn -> the text of its message, where not 'hello' (`stored_rows`)
         self.stored_known: dict[str, tuple[str | None, tuple[StoredMessage, ...]]] = {}
         self.current_event = "start"
         self.watch = Watch()  # the calls in progress, for the step watchdog (`harness.watchdog`)
@@ -464,7 +465,8 @@ class GatewayCalls:
             return
         pack = SpilledSessions.pack if final_spilled else None
         final = label == "final"  # the caches go before the judging (a long run's final snapshot is every row)
-        self.log.add("durable", label=label, **self._durable().to_detail(self.row_turns, self.snapshot_rows, pack, not final))
+        self.log.add("durable", label=label, **self._durable().to_detail(self.row_turns, self.snapshot_rows, pack, not final,
+                                                                          self.said))
         if final:
             self.row_turns, self.snapshot_rows, self.stored_known = {}, {}, {}
 
@@ -474,14 +476,14 @@ class GatewayCalls:
         and packed as it comes. What checking a part finds wrong is a bad answer to
         `durable_state`, worded as for the whole answer; what the gateway's code raises (the
         hook, or its iterator) is its error at this step, as from `durable_state()`."""
-        read = self._call("durable_state", self._read_parts, hook, self.watch)
+        read = self._call("durable_state", self._read_parts, hook, self.watch, self.said)
         if type(read) is _Malformed:
             self._checked("durable_state", _raise_malformed, read)
         detail: dict[str, Any] = read
         return detail
 
     @staticmethod
-    def _read_parts(hook: Callable[[], Any], watch: Watch) -> dict[str, Any] | _Malformed:
+    def _read_parts(hook: Callable[[], Any], watch: Watch, said: dict[str, str]) -> dict[str, Any] | _Malformed:
         """Run inside the call's guard (the gateway's code runs in `hook()` and in each step of
         its iterator); what checking raises comes back as `_Malformed`. Each session handed over
         is progress to the step watchdog (a long run's million rows may take longer than a
@@ -504,7 +506,9 @@ class GatewayCalls:
             try:
                 s = values.stored_session(i, part, seen)
                 share: dict[str | None, str | None] = {}
-                blobs[s.id] = marshal.dumps({"parent": s.parent, "rows": stored_rows(s.messages, turns, share.setdefault, False)})
+                cut: list[str] = []
+                rows = stored_rows(s.messages, turns, share.setdefault, False, said, cut)
+                blobs[s.id] = marshal.dumps({"parent": s.parent, "rows": rows, **({"cut": cut} if cut else {})})
             except BaseException as err:
                 if signalled(err):
                     raise

@@ -171,6 +171,8 @@ class EventSteps(GatewayCalls):
                          reason="the gateway declares no muted messages: delivered as a plain message")
             event = replace(event, muted=False)
         self.log.add("message", chat=event.chat, turns=(event.turn,), muted=event.muted, queued=not self.up)
+        if event.text != "hello":
+            self.said[event.turn] = event.text
         self._to_gateway(event, f"[{event.turn}] {event.text}")
 
     def _command(self, event: Command, kind: str) -> None:
@@ -180,6 +182,7 @@ class EventSteps(GatewayCalls):
 
     def _delegate(self, event: Delegate, kind: str) -> None:
         self.log.add("delegate", chat=event.chat, turns=(event.turn,), queued=not self.up)
+        self.said[event.turn] = DELEGATED
         self._to_gateway(event, None)
 
     def _advance(self, event: Advance, kind: str) -> None:
@@ -236,7 +239,10 @@ class EventSteps(GatewayCalls):
         elif isinstance(event, Command):
             self._call(self.current_event, self.gateway.deliver_command, self._chat(event.chat), event.name)
         elif isinstance(event, Delegate):
-            self._call(self.current_event, self.gateway.delegate, self._chat(event.chat), f"[{event.turn}] delegated task")
+            self._call(self.current_event, self.gateway.delegate, self._chat(event.chat), f"[{event.turn}] {DELEGATED}")
+
+
+DELEGATED = "delegated task"  # a delegate task's text after its tag
 
 
 def _resume_waiting(records: Sequence[Obs], chat: str, end: Obs, messages: set[str]) -> bool:

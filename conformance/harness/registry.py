@@ -56,7 +56,7 @@ def _load(target: str) -> Callable[..., Any]:
     except BaseException as err:  # a syntax error, or the module raised (SystemExit too: never an exit) while importing
         if signalled(err):
             raise
-        raise UnknownGateway(f"cannot import {module!r}: importing it raised {_one_line(err)}") from None
+        raise UnknownGateway(f"cannot import {module!r}: {_one_line(err)}") from None
     finally:
         os.chdir(cwd)  # a module that moves the process at import moves nothing of the run's
     for part in attr.split("."):

@@ -86,6 +86,7 @@ from reference_impl.variants.trust import (
     DelegateSyncedToMemory,
     StopIgnored,
     StopTakesFirstBusyChat,
+    StoresTagsOnly,
 )
 
 VARIANTS: dict[str, type[ReferenceGateway]] = {
@@ -141,6 +142,7 @@ VARIANTS: dict[str, type[ReferenceGateway]] = {
     "replies-to-newest-chat": RepliesToNewestChat,
     "echoes-message": EchoesMessage,
     "answers-before-the-llm": AnswersBeforeTheLlm,
+    "stores-tags-only": StoresTagsOnly,
     "end-replies-apart": EndRepliesApart,
     "delegate-synced-to-memory": DelegateSyncedToMemory,
     "answers-without-llm": AnswersWithoutLlm,

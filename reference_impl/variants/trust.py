@@ -112,3 +112,22 @@ class CrashKeepsMemory(ReferenceGateway):
 
     def crash(self) -> None:
         return
+
+
+class StoresTagsOnly(ReferenceGateway):
+    """stores-tags-only — CONTRACT I2 ("every acknowledged turn is in the durable store", as the
+    user said it and the LLM answered it; found by sessiongate's audit of lazy gateways,
+    2026-12-05: the checks read a stored row by its `[tN]` tag alone).
+
+    Here: each row is written as its tag, the words after it dropped (a column cut to its first
+    word); the agent's transcript, memory and ends keep the whole text, so only the store lost it.
+    """
+
+    def write(self, agent: Agent) -> None:
+        append = self.store.append
+        self.store.append = lambda session, rows: append(  # type: ignore[method-assign]
+            session, [row._replace(content=row.content.split(" ", 1)[0]) for row in rows])
+        try:
+            super().write(agent)
+        finally:
+            del self.store.append
