@@ -190,8 +190,7 @@ class ScenarioItem(pytest.Item):
             if verdict.status in ("pass", "skip", "xfail"):
                 continue
             if verdict.status == "xpass":
-                source = self.expectations.source if self.expectations is not None else ""
-                lines.append(f"  {check} xpass: {unexpected_pass(verdict, source)}")
+                lines.append(f"  xpass: {unexpected_pass(verdict, self.expectations, result.scenario.name)}")
                 continue
             lines.append(f"  {check} {verdict.status}: {verdict.reason if not verdict.violations else ''}".rstrip())
             for violation in verdict.violations[:10]:
@@ -274,18 +273,18 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         config.hook.pytest_collectreport(report=pytest.CollectReport(prefix, "passed", None, ours))
 
 
-def _typos(settings: Settings) -> str | None:
+def _typos(settings: Settings) -> list[str]:
     """`run`'s warning on expectations entries a letter or two off a catalog scenario's name, when
     the catalog is collected; an entry naming one of the author's own scenarios is no typo."""
     from conformance.harness.suite import catalog_paths, load_all
 
     if not settings.catalog or not settings.expectations.scenarios():
-        return None
+        return []
     catalog, errors = load_all(catalog_paths())
     own, own_errors = load_all(sorted({*settings.scenarios, *settings.named}))
     if errors or own_errors:  # a name unknown: `run` says nothing then either
-        return None
-    typos: str | None = settings.expectations.typos((s.name for s in catalog), (s.name for s in own))
+        return []
+    typos: list[str] = settings.expectations.typos((s.name for s in catalog), (s.name for s in own))
     return typos
 
 
@@ -297,8 +296,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         return
     from conformance.harness.runner import played_note
 
-    if typos := _typos(settings):
-        terminalreporter.write_line(typos, yellow=True)
+    for typo in _typos(settings):
+        terminalreporter.write_line(typo, yellow=True)
     reports = [r for reports in terminalreporter.stats.values() for r in reports if getattr(r, "when", None) == "call"]
     played = sum(1 for r in reports if ("sessiongate_crashes", "played") in getattr(r, "user_properties", ()))
     if played:

@@ -83,7 +83,7 @@ def test_an_expectations_entry_naming_no_catalog_scenario_is_warned_about(tmp_pa
     typo.write_text("01-idle-expiry-end-and-finalise I1  # the catalog spells it -finalize\n")
     assert main(["run", "-q", "--expectations", str(typo)]) == 0
     assert capsys.readouterr().err.splitlines()[-1] == (
-        f"warning: {typo} names no catalog scenario '01-idle-expiry-end-and-finalise' (did you mean "
+        f"warning: {typo}:1: names no catalog scenario '01-idle-expiry-end-and-finalise' (did you mean "
         "'01-idle-expiry-end-and-finalize'?): a typo expects nothing")
 
 
@@ -320,3 +320,23 @@ def test_update_expectations_writes_a_strict_gates_file(tmp_path: Path, capsys: 
     assert target.read_text().startswith("05-none-session-reaped I5 examined-nothing")
     capsys.readouterr()
     assert main(["run", scenario, "--strict", "--expectations", str(target), "--no-failure-db"]) == 0
+
+
+def test_expectation_messages_name_the_files_line(tmp_path, capsys) -> None:
+    """An unexpected pass and a typo were placed by file only (`I1 passed, but exp.txt says it
+    fails`, `exp.txt names no catalog scenario …`): each names its line, as a scenario file's
+    errors do, and an xpass of a signed entry the line of the signature that did not occur."""
+    from conformance.cli import main
+
+    exp = tmp_path / "exp.txt"
+    exp.write_text("# header\n\n01-idle-expiry-end-and-finalize I2 never-seen@s1  # bogus one\n"
+                   "01-idle-expiry-end-and-finalize I1  # bogus two\n"
+                   "02-expiry-after-idle-sweeep I1  # a typo\n", encoding="utf-8")
+    first = str(EXPECTATIONS.parent / "catalog" / "01-idle-expiry-end-and-finalize.yaml")
+    assert main(["run", first, "--expectations", str(exp)]) == 1
+    assert capsys.readouterr().out.splitlines()[1:3] == [
+        f"      {exp}:4: I1 passed, but this line says it fails: bogus two",
+        f"      {exp}:3: I2 passed, but this line says it fails: bogus one"]
+    assert main(["run", "-q", "--expectations", str(exp)]) == 1
+    assert f"warning: {exp}:5: names no catalog scenario '02-expiry-after-idle-sweeep' (did you mean " \
+           "'02-expiry-after-idle-sweep'?): a typo expects nothing" in capsys.readouterr().err.splitlines()

@@ -101,8 +101,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         return ExitCode.USAGE
     if args.report:
         _check_writable_names(scenarios)
-    if not args.paths and not errors and (typos := expectations.typos(s.name for s in scenarios)):  # the whole catalog
-        print(typos, file=sys.stderr)
+    if not args.paths and not errors:  # the whole catalog
+        for typo in expectations.typos(s.name for s in scenarios):
+            print(typo, file=sys.stderr)
     if twins := _same_names(scenarios):
         print(twins, file=sys.stderr)
     db = FailureDB.open(args.gateway, not args.no_failure_db)
@@ -114,7 +115,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         """The gateway could not be stopped in this process (`runner.when_stuck`): what ran, reported."""
         if result is not None:
             results.append(expectations.apply(result))
-            print("\n".join(scenario_line(results[-1], expectations=expectations.source)))
+            print("\n".join(scenario_line(results[-1], expectations=expectations)))
             print(f"stopped: the gateway cannot be stopped in this process "
                   f"({len(scenarios) - len(results)} scenarios not run)")
         write_report(results, args.report, args.gateway, errors, args.strict)
@@ -127,7 +128,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                     check_determinism(result, again)
                 results.append(result)
                 if not args.quiet or outcome(result) not in ("pass", "xfail"):
-                    print("\n".join(scenario_line(result, expectations=expectations.source)), flush=True)
+                    print("\n".join(scenario_line(result, expectations=expectations)), flush=True)
                 if len(results) <= len(saved):
                     forget_if_fixed(db, result)
                 if len(results) == 1 and len(scenarios) > 1 and cannot_start(result):

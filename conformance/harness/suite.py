@@ -88,11 +88,13 @@ class Expectations:
     pairs: dict[tuple[str, str], str]
     source: str = ""
     signed: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
+    lines: dict[tuple[str, str, str], int] = field(default_factory=dict)  # (scenario, check, signature or "") -> line number
 
     @staticmethod
     def parse(text: str, source: str) -> Expectations:
         pairs: dict[tuple[str, str], str] = {}
         signed: dict[tuple[str, str], dict[str, str]] = {}
+        lines: dict[tuple[str, str, str], int] = {}
         for number, line in enumerate(text_lines(text), start=1):
             body, _, reason = line.partition("#")
             words = body.split()
@@ -110,7 +112,24 @@ class Expectations:
                 pairs[key] = reason.strip()
             else:
                 signed.setdefault(key, {})[words[2]] = reason.strip()
-        return Expectations(pairs, source, signed)
+            lines.setdefault((*key, words[2] if len(words) == 3 else ""), number)  # a repeated line: its first, as an editor finds it
+        return Expectations(pairs, source, signed, lines)
+
+    def where(self, scenario: str, check: str, signature: str = "") -> str:
+        """`FILE:LINE` of an entry, as a scenario file's errors are placed: the line to edit."""
+        shown = self.source or "the expectations file"
+        number = self.lines.get((scenario, check, signature))
+        return f"{shown}:{number}" if number is not None and self.source else shown
+
+    def where_xpass(self, scenario: str, check: str, verdict: Verdict) -> str:
+        """`FILE:LINE` of the entry an unexpected pass is about: the unsigned line, else the first
+        (by signature) of the required signatures that did not occur, as `apply` words it."""
+        if (scenario, check) in self.pairs:
+            return self.where(scenario, check)
+        entries = self.signed.get((scenario, check), {})
+        occurred = {v.signature for v in verdict.violations}
+        gone = sorted(s for s in entries if not s.endswith("?") and s not in occurred)
+        return self.where(scenario, check, gone[0]) if gone else self.where(scenario, check)
 
     @staticmethod
     def for_gateway(name: str, explicit: str | None = None) -> Expectations:
@@ -145,17 +164,25 @@ class Expectations:
         """The scenario names the file mentions."""
         return {name for name, _check in (*self.pairs, *self.signed)}
 
-    def typos(self, catalog: Iterable[str], own: Iterable[str] = ()) -> str | None:
-        """A warning naming the entries a letter or two off a `catalog` scenario's name that name
+    def lines_naming(self, scenario: str) -> list[int]:
+        """The line numbers of the entries that name `scenario`, in file order."""
+        return sorted(number for (name, _check, _signature), number in self.lines.items() if name == scenario)
+
+    def typos(self, catalog: Iterable[str], own: Iterable[str] = ()) -> list[str]:
+        """A warning for each entry a letter or two off a `catalog` scenario's name that names
         none of them nor of `own` (the author's own scenarios in the run, which are no typos): such
         an entry expects nothing. For a run of the whole catalog (`run`, the pytest plugin)."""
         names = sorted(catalog)
         near = {n: close[0] for n in sorted(self.scenarios() - set(names) - set(own))
                 if (close := difflib.get_close_matches(n, names, n=1, cutoff=0.9))}
-        if not near:
-            return None
-        return (f"warning: {self.source or 'the expectations file'} names no catalog scenario "
-                f"{', '.join(f'{n!r} (did you mean {c!r}?)' for n, c in near.items())}: a typo expects nothing")
+        return [f"warning: {self._at(n)}: names no catalog scenario {n!r} (did you mean {c!r}?): a typo expects nothing"
+                for n, c in sorted(near.items(), key=lambda item: self.lines_naming(item[0])[:1])]
+
+    def _at(self, scenario: str) -> str:
+        """`FILE:LINE` of the first line naming `scenario`."""
+        numbers = self.lines_naming(scenario)
+        shown = self.source or "the expectations file"
+        return f"{shown}:{numbers[0]}" if numbers and self.source else shown
 
     def apply(self, result: RunResult) -> RunResult:
         """Mark expected failures (`xfail`) and unexpected passes (`xpass`); keep on the result
