@@ -136,7 +136,7 @@ class ScenarioItem(pytest.Item):
     def runtest(self) -> None:
         from conformance.harness.registry import resolve
         from conformance.harness.runner import run_scenario, when_stuck
-        from conformance.harness.suite import Expectations, outcome
+        from conformance.harness.suite import Expectations, outcome, passes_every_check
         from sessiongate.text import readable
 
         settings = self.config.stash.get(SETTINGS, None)
@@ -153,8 +153,8 @@ class ScenarioItem(pytest.Item):
             self.user_properties.append(("sessiongate_crashes", result.crashes))
         result = (self.expectations or Expectations.for_gateway(self.gateway)).apply(result)
         word = outcome(result)
-        if self.saved is not None and word == "pass" and self.scenario_path is not None:
-            self.saved.forget(self.scenario_path)
+        if self.saved is not None and passes_every_check(result) and self.scenario_path is not None:
+            self.saved.forget(self.scenario_path)  # though an expectations line for it makes this an xpass
         if word == "skip":
             pytest.skip(result.skipped)
         if word == "xfail":
@@ -288,6 +288,23 @@ def _typos(settings: Settings) -> list[str]:
     return typos
 
 
+def _gone_saved_failures(settings: Settings) -> list[str]:
+    """`run`'s warning on entries naming a saved failure that is gone (it passed): with the
+    failure database on, after the run, so one removed by it is counted."""
+    from conformance.harness.failure_db import FailureDB
+    from conformance.harness.suite import FUZZ_NAME, catalog_paths, load_all
+
+    db = FailureDB.open(settings.gateway, settings.failure_db)
+    if db is None or not any(FUZZ_NAME.fullmatch(name) for name in settings.expectations.scenarios()):
+        return []
+    scenarios, errors = load_all([*(catalog_paths() if settings.catalog else []), *sorted({*settings.scenarios, *settings.named}),
+                                  *db.saved()])
+    if errors:  # a name unknown
+        return []
+    gone: list[str] = settings.expectations.gone_saved_failures((s.name for s in scenarios), db.shown())
+    return gone
+
+
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     """`run`'s warning on a mistyped expectations entry and its note on played crashes: how many
     scenarios crashed the gateway only by its own call."""
@@ -296,8 +313,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         return
     from conformance.harness.runner import played_note
 
-    for typo in _typos(settings):
-        terminalreporter.write_line(typo, yellow=True)
+    for warning in [*_typos(settings), *_gone_saved_failures(settings)]:
+        terminalreporter.write_line(warning, yellow=True)
     reports = [r for reports in terminalreporter.stats.values() for r in reports if getattr(r, "when", None) == "call"]
     played = sum(1 for r in reports if ("sessiongate_crashes", "played") in getattr(r, "user_properties", ()))
     if played:

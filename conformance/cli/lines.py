@@ -11,7 +11,16 @@ from pathlib import Path
 
 from conformance.harness.failure_db import FailureDB
 from conformance.harness.runner import RunResult, played_note
-from conformance.harness.suite import XPASS_PREFIX, Expectations, load_all, outcome, vacuous_checks, vacuous_note
+from conformance.harness.suite import (
+    XPASS_PREFIX,
+    Expectations,
+    line_ranges,
+    load_all,
+    outcome,
+    passes_every_check,
+    vacuous_checks,
+    vacuous_note,
+)
 from conformance.harness.verdict import CHECK_IDS, CHECKER_ERROR, FAILING, Verdict
 from sessiongate import ExitCode
 from sessiongate.text import readable
@@ -217,11 +226,19 @@ def saved_failures(db: FailureDB | None, given: Sequence[Scenario] = ()) -> list
     return saved
 
 
-def forget_if_fixed(db: FailureDB | None, result: RunResult) -> None:
-    """A saved failure that passes now leaves the database."""
-    if db is not None and outcome(result) == "pass" and result.scenario.source:
-        db.forget(Path(result.scenario.source))
-        print(f"      {result.scenario.name} passes now: removed from {db.shown()}")
+def forget_if_fixed(db: FailureDB | None, result: RunResult, expectations: Expectations | None = None) -> None:
+    """A saved failure whose every check passes now leaves the database, though an expectations
+    file's lines for it make its run an unexpected pass: they are named, to delete."""
+    if db is None or not passes_every_check(result) or not result.scenario.source:
+        return
+    db.forget(Path(result.scenario.source))
+    name = result.scenario.name
+    stale = ""
+    if expectations is not None and expectations.source and (numbers := expectations.lines_naming(name)):
+        where = shown_path(expectations.source)
+        stale = (f"; {where}:{numbers[0]} expects it to fail: delete that line" if len(numbers) == 1 else
+                 f"; {where} lines {line_ranges(numbers)} expect it to fail: delete them")
+    print(f"      {name} passes now: removed from {db.shown()}{stale}")
 
 
 def write_report(results: list[RunResult], directory: str | None, gateway: str,

@@ -34,6 +34,7 @@ CATALOG = Path(__file__).parents[1] / "catalog"
 SCENARIO_SUFFIXES = (".yaml", ".yml", ".json")  # what a folder of scenario files holds
 XPASS_PREFIX = "expected to fail: "  # an xpass verdict's reason, before the file's; reports.rundir strips it
 EXPECTATIONS = Path(__file__).parents[1] / "expectations"
+FUZZ_NAME = re.compile(r"gen-\d+(?:-shrunk)*")  # what fuzz names a scenario, hence a saved failure (failure_db)
 
 
 def catalog_paths() -> list[Path]:
@@ -178,6 +179,17 @@ class Expectations:
         return [f"warning: {self._at(n)}: names no catalog scenario {n!r} (did you mean {c!r}?): a typo expects nothing"
                 for n, c in sorted(near.items(), key=lambda item: self.lines_naming(item[0])[:1])]
 
+    def gone_saved_failures(self, run: Iterable[str], database: str) -> list[str]:
+        """A warning for each entry naming a scenario as fuzz names a saved failure (`gen-N`,
+        `gen-N-shrunk`) that no scenario of the run has (the catalog, the files given, the saved
+        failures in `database`): the failure it was written for passed and left the database, so
+        it expects nothing. Only such names: another unknown one may be a scenario of the
+        author's that this run did not include. For a run that replays the saved failures."""
+        names = set(run)
+        gone = sorted((n for n in self.scenarios() - names if FUZZ_NAME.fullmatch(n)), key=lambda n: self.lines_naming(n)[:1])
+        return [f"warning: {self._at(n)}: names {n!r}, which is no saved failure in {database} nor a scenario of this "
+                f"run (a saved failure that passed was removed): {_stale_lines(self.lines_naming(n))}" for n in gone]
+
     def _at(self, scenario: str) -> str:
         """`FILE:LINE` of the first line naming `scenario`."""
         numbers = self.lines_naming(scenario)
@@ -284,6 +296,31 @@ def outcome(result: RunResult) -> str:
     if "xfail" in statuses:
         return "xfail"
     return "pass"
+
+
+def _stale_lines(numbers: list[int]) -> str:
+    if len(numbers) > 1:
+        return f"its lines {line_ranges(numbers)} expect nothing; delete them"
+    return "the line expects nothing; delete it"
+
+
+def line_ranges(numbers: list[int]) -> str:
+    """Sorted line numbers, runs of three or more as `FIRST-LAST`: `1-69`, not 69 numbers."""
+    runs: list[list[int]] = []
+    for number in numbers:
+        if runs and number == runs[-1][-1] + 1:
+            runs[-1].append(number)
+        else:
+            runs.append([number])
+    return ", ".join(f"{run[0]}-{run[-1]}" if len(run) > 2 else ", ".join(map(str, run)) for run in runs)
+
+
+def passes_every_check(result: RunResult) -> bool:
+    """Every check passed, whatever an expectations file says (an `xpass` without violations is
+    a check that passed where a line expects it to fail): how a saved failure is told fixed."""
+    if result.failure is not None or result.skipped:
+        return False
+    return all(v.status == "pass" or (v.status == "xpass" and not v.violations) for v in result.verdicts.values())
 
 
 def vacuous_checks(results: Iterable[RunResult]) -> int:
