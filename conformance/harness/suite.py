@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import cast
@@ -23,7 +23,7 @@ from conformance.harness.calls import exception_text
 from conformance.harness.errors import signalled
 from conformance.harness.registry import UnknownGateway, expectation_names
 from conformance.harness.runner import DEFAULT_BUDGET, RunResult, run_scenario
-from conformance.harness.verdict import CHECK_IDS, CHECKER_ERROR, Verdict
+from conformance.harness.verdict import CHECK_IDS, CHECKER_ERROR, Verdict, Violation
 from conformance.harness.watchdog import DEFAULT_STEP_TIMEOUT
 from sessiongate import SessiongateError
 from sim.document import ScenarioError
@@ -128,7 +128,7 @@ class Expectations:
         if (scenario, check) in self.pairs:
             return self.where(scenario, check)
         entries = self.signed.get((scenario, check), {})
-        occurred = {v.signature for v in verdict.violations}
+        occurred = {s for v in verdict.violations for s in v.signatures}
         gone = sorted(s for s in entries if not s.endswith("?") and s not in occurred)
         return self.where(scenario, check, gone[0]) if gone else self.where(scenario, check)
 
@@ -229,8 +229,8 @@ _DAY = re.compile(r"(?<![a-z0-9])(?:mon|tue|wed|thu|fri|sat|sun)-")
 def written_with_weekdays(entries: dict[str, str], signature: str) -> str | None:
     """The entry of `entries` that named this violation before signatures dropped a time's
     weekday (2026-12-04: `…-finalize-tue-before-…@s1` is now `…-finalize-before-…@s1`): the
-    same subject, and its slug without weekdays a prefix of this one (a slug is cut at 60
-    characters). So an author's reasons survive the change; None if no entry is such."""
+    same subject, and its slug without weekdays a prefix of this one (a slug was cut at 60
+    characters, mid-word). So an author's reasons survive the change; None if no entry is such."""
     slug, _, subject = signature.partition("@")
     for old in entries:
         old_slug, _, old_subject = old.removesuffix("?").partition("@")
@@ -238,6 +238,12 @@ def written_with_weekdays(entries: dict[str, str], signature: str) -> str | None
         if old_subject == subject and dayless != old_slug and slug.startswith(dayless):
             return old
     return None
+
+
+def entry_naming(violation: Violation, entries: Container[str]) -> str | None:
+    """The entry of `entries` that names `violation`: its signature, else the one written before
+    slugs ended on a whole word (`Violation.signatures`); None if neither is there."""
+    return next((s for s in violation.signatures if s in entries), None)
 
 
 def _old_entry(entries: dict[str, str], signature: str, unused: list[str]) -> str:
@@ -264,19 +270,20 @@ def _signed(verdict: Verdict, entries: dict[str, str]) -> Verdict:
         return verdict.with_status("xpass", f"{XPASS_PREFIX}{expected[required[0]]}")
     if verdict.status != "fail":
         return verdict
-    new = [v for v in verdict.violations if v.signature not in expected]
+    named = {v: entry for v in verdict.violations if (entry := entry_naming(v, expected)) is not None}
+    occurred = {s for v in verdict.violations for s in v.signatures}
+    new = [v for v in verdict.violations if v not in named]
     if new:
-        occurred = {v.signature for v in verdict.violations}
         claimed = {written_with_weekdays(entries, s) for s in occurred}  # entries that did occur, with weekdays
         unused = sorted(s.removesuffix("?") for s in entries if s.removesuffix("?") not in occurred and s not in claimed)
         marked = tuple(replace(v, message=f"{v.message} [not expected: {v.signature}{_old_entry(entries, v.signature, unused)}]",
                                kind=v.slug) for v in new)
-        rest = tuple(v for v in verdict.violations if v.signature in expected)
+        rest = tuple(v for v in verdict.violations if v in named)
         return Verdict(verdict.check, "fail", (*marked, *rest), "", verdict.examined)
-    gone = sorted(set(required) - {v.signature for v in verdict.violations})
+    gone = sorted(set(required) - occurred)
     if gone:
         return verdict.with_status("xpass", f"{XPASS_PREFIX}{expected[gone[0]]} [{gone[0]} did not occur]")
-    reasons = dict.fromkeys(expected[v.signature] for v in verdict.violations)
+    reasons = dict.fromkeys(expected[named[v]] for v in verdict.violations)
     return verdict.with_status("xfail", "; ".join(reasons))
 
 
