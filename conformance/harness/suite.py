@@ -21,7 +21,7 @@ from typing import cast
 from conformance.adapter import Gateway
 from conformance.harness.calls import exception_text
 from conformance.harness.errors import signalled
-from conformance.harness.registry import UnknownGateway, expectation_names
+from conformance.harness.registry import GatewayCodeFailed, UnknownGateway, expectation_names
 from conformance.harness.runner import DEFAULT_BUDGET, RunResult, run_scenario
 from conformance.harness.verdict import CHECK_IDS, CHECKER_ERROR, Verdict, Violation
 from conformance.harness.watchdog import DEFAULT_STEP_TIMEOUT
@@ -362,7 +362,8 @@ def fresh_gateway(factory: Callable[[], Gateway], name: str, unknown_raises: boo
     except UnknownGateway as err:
         if unknown_raises:
             raise
-        return cast(Gateway, Unbuildable(str(err), err.__context__))  # enough of one for the runner to log the error
+        message = err.unplaced if isinstance(err, GatewayCodeFailed) else str(err)  # its trace says where
+        return cast(Gateway, Unbuildable(message, err.__context__))  # enough of one for the runner to log the error
     except BaseException as err:  # a factory not from `resolve`
         if signalled(err):
             raise
