@@ -136,7 +136,7 @@ class ScenarioItem(pytest.Item):
     def runtest(self) -> None:
         from conformance.harness.registry import resolve
         from conformance.harness.runner import run_scenario, when_stuck
-        from conformance.harness.suite import Expectations, outcome
+        from conformance.harness.suite import Expectations, outcome, passes_every_check
         from sessiongate.text import readable
 
         settings = self.config.stash.get(SETTINGS, None)
@@ -153,8 +153,8 @@ class ScenarioItem(pytest.Item):
             self.user_properties.append(("sessiongate_crashes", result.crashes))
         result = (self.expectations or Expectations.for_gateway(self.gateway)).apply(result)
         word = outcome(result)
-        if self.saved is not None and word == "pass" and self.scenario_path is not None:
-            self.saved.forget(self.scenario_path)
+        if self.saved is not None and passes_every_check(result) and self.scenario_path is not None:
+            self.saved.forget(self.scenario_path)  # though an expectations line for it makes this an xpass
         if word == "skip":
             pytest.skip(result.skipped)
         if word == "xfail":
@@ -190,8 +190,7 @@ class ScenarioItem(pytest.Item):
             if verdict.status in ("pass", "skip", "xfail"):
                 continue
             if verdict.status == "xpass":
-                source = self.expectations.source if self.expectations is not None else ""
-                lines.append(f"  {check} xpass: {unexpected_pass(verdict, source)}")
+                lines.append(f"  xpass: {unexpected_pass(verdict, self.expectations, result.scenario.name)}")
                 continue
             lines.append(f"  {check} {verdict.status}: {verdict.reason if not verdict.violations else ''}".rstrip())
             for violation in verdict.violations[:10]:
@@ -274,19 +273,36 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         config.hook.pytest_collectreport(report=pytest.CollectReport(prefix, "passed", None, ours))
 
 
-def _typos(settings: Settings) -> str | None:
+def _typos(settings: Settings) -> list[str]:
     """`run`'s warning on expectations entries a letter or two off a catalog scenario's name, when
     the catalog is collected; an entry naming one of the author's own scenarios is no typo."""
     from conformance.harness.suite import catalog_paths, load_all
 
     if not settings.catalog or not settings.expectations.scenarios():
-        return None
+        return []
     catalog, errors = load_all(catalog_paths())
     own, own_errors = load_all(sorted({*settings.scenarios, *settings.named}))
     if errors or own_errors:  # a name unknown: `run` says nothing then either
-        return None
-    typos: str | None = settings.expectations.typos((s.name for s in catalog), (s.name for s in own))
+        return []
+    typos: list[str] = settings.expectations.typos((s.name for s in catalog), (s.name for s in own))
     return typos
+
+
+def _gone_saved_failures(settings: Settings) -> list[str]:
+    """`run`'s warning on entries naming a saved failure that is gone (it passed): with the
+    failure database on, after the run, so one removed by it is counted."""
+    from conformance.harness.failure_db import FailureDB
+    from conformance.harness.suite import FUZZ_NAME, catalog_paths, load_all
+
+    db = FailureDB.open(settings.gateway, settings.failure_db)
+    if db is None or not any(FUZZ_NAME.fullmatch(name) for name in settings.expectations.scenarios()):
+        return []
+    scenarios, errors = load_all([*(catalog_paths() if settings.catalog else []), *sorted({*settings.scenarios, *settings.named}),
+                                  *db.saved()])
+    if errors:  # a name unknown
+        return []
+    gone: list[str] = settings.expectations.gone_saved_failures((s.name for s in scenarios), db.shown())
+    return gone
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -297,8 +313,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         return
     from conformance.harness.runner import played_note
 
-    if typos := _typos(settings):
-        terminalreporter.write_line(typos, yellow=True)
+    for warning in [*_typos(settings), *_gone_saved_failures(settings)]:
+        terminalreporter.write_line(warning, yellow=True)
     reports = [r for reports in terminalreporter.stats.values() for r in reports if getattr(r, "when", None) == "call"]
     played = sum(1 for r in reports if ("sessiongate_crashes", "played") in getattr(r, "user_properties", ()))
     if played:

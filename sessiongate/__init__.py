@@ -19,6 +19,8 @@ class SessiongateError(Exception):
 class UsageError(SessiongateError, ValueError):
     """A malformed option, argument, name or input file: the CLI prints it and exits with USAGE."""
 
+    usage = True  # the CLI shows the command's usage line above it: False when the command line is not what is wrong
+
 
 class ExitCode(IntEnum):
     """What a `sessiongate` command exits with (README, "Exit codes")."""

@@ -131,7 +131,7 @@ def test_an_unexpected_pass_says_the_check_passed_and_which_file_says_otherwise(
     expectations.write_text("01-idle-expiry-end-and-finalize I1  # bogus\n", encoding="utf-8")
     assert main(["run", str(FIRST), "--expectations", str(expectations)]) == 1
     assert capsys.readouterr().out.splitlines()[:2] == [
-        "fail  01-idle-expiry-end-and-finalize", f"      I1 passed, but {expectations} says it fails: bogus"]
+        "fail  01-idle-expiry-end-and-finalize", f"      {expectations}:1: I1 passed, but this line says it fails: bogus"]
     # The report recovers the expectations-file reason from the verdict, as before.
     (result,) = run_all([load_file(FIRST)], resolve("reference"), "reference",
                         Expectations.for_gateway("reference", str(expectations)))

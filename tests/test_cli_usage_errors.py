@@ -103,6 +103,26 @@ def test_a_bad_gateway_is_one_line_before_any_scenario(capsys: pytest.CaptureFix
     assert not (workdir / "fuzz-failures").exists()
 
 
+def test_a_factory_that_raises_is_placed_and_has_no_usage_banner(capsys: pytest.CaptureFixture[str], workdir: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """`make()` raising ValueError printed argparse's whole `usage: sessiongate [-h] …` banner
+    (the command line was fine) and no place: the raising frame's file:line is in the line."""
+    monkeypatch.syspath_prepend(str(workdir))
+    (workdir / "sg_usage_raising.py").write_text("import json\nCONFIG = json.loads('{')\ndef make():\n    return None\n",
+                                                 encoding="utf-8")
+    (workdir / "sg_usage_placed.py").write_text("def make():\n    config = None\n    if config is None:\n"
+                                                "        raise ValueError('no config file')\n", encoding="utf-8")
+    for gateway, message in (("sg_usage_placed:make", "its factory raised ValueError: no config file (at sg_usage_placed.py:4)"),
+                             ("sg_usage_raising:make", "cannot import 'sg_usage_raising': JSONDecodeError: ")):
+        code, out, err = cli(capsys, "run", str(C), "--gateway", gateway)
+        assert_usage_error(code, out, err, message)
+        assert err.splitlines()[0].startswith("sessiongate: error: ") and "usage:" not in err, err
+    assert err.rstrip().endswith("(at sg_usage_raising.py:2)")  # the module's line, not json's own
+    code, out, err = cli(capsys, "run", str(C), "--gateway", "sg_usage_nowhere:make")  # a wrong name: the command line's
+    assert_usage_error(code, out, err, "cannot import 'sg_usage_nowhere'")
+    assert err.startswith("usage: sessiongate")
+
+
 def test_time_budget_takes_seconds_or_a_duration(capsys: pytest.CaptureFixture[str], workdir: Path) -> None:
     from conformance.cli.args import parse_time_budget
 

@@ -83,7 +83,7 @@ def test_an_expectations_entry_naming_no_catalog_scenario_is_warned_about(tmp_pa
     typo.write_text("01-idle-expiry-end-and-finalise I1  # the catalog spells it -finalize\n")
     assert main(["run", "-q", "--expectations", str(typo)]) == 0
     assert capsys.readouterr().err.splitlines()[-1] == (
-        f"warning: {typo} names no catalog scenario '01-idle-expiry-end-and-finalise' (did you mean "
+        f"warning: {typo}:1: names no catalog scenario '01-idle-expiry-end-and-finalise' (did you mean "
         "'01-idle-expiry-end-and-finalize'?): a typo expects nothing")
 
 
@@ -202,10 +202,10 @@ def test_update_expectations_keeps_the_reasons_of_lines_written_with_weekdays() 
         f"{SYNC.stem} I5 {early.signature}?  # sometimes",
         f"{SYNC.stem} I5 {other.signature}  # TODO: what the gateway does, and where (file:function)",
     ] and todo == 1
-    assert late.signature == "backend-hindsight-took-only-after-s-on-session-end-what-prov@s1"
+    assert late.signature == "backend-hindsight-took-only-after-s-on-session-end-what-provider@s1"
     failed = old.apply(result).verdicts["I5"]  # `run` with the old file says what to do
     assert failed.status == "fail" and failed.violations[0].message.endswith(
-        "[not expected: backend-hindsight-took-only-after-s-on-session-end-what-prov@s1; backend-hindsight-took-only-wed-"
+        "[not expected: backend-hindsight-took-only-after-s-on-session-end-what-provider@s1; backend-hindsight-took-only-wed-"
         "after-s-on-session-end-tue-w@s1 was written before signatures dropped weekdays: update-expectations keeps its reason]")
     assert failed.violations[2].message.endswith(f"[not expected: {other.signature}]")
 
@@ -320,3 +320,77 @@ def test_update_expectations_writes_a_strict_gates_file(tmp_path: Path, capsys: 
     assert target.read_text().startswith("05-none-session-reaped I5 examined-nothing")
     capsys.readouterr()
     assert main(["run", scenario, "--strict", "--expectations", str(target), "--no-failure-db"]) == 0
+
+
+def test_expectation_messages_name_the_files_line(tmp_path, capsys) -> None:
+    """An unexpected pass and a typo were placed by file only (`I1 passed, but exp.txt says it
+    fails`, `exp.txt names no catalog scenario …`): each names its line, as a scenario file's
+    errors do, and an xpass of a signed entry the line of the signature that did not occur."""
+    from conformance.cli import main
+
+    exp = tmp_path / "exp.txt"
+    exp.write_text("# header\n\n01-idle-expiry-end-and-finalize I2 never-seen@s1  # bogus one\n"
+                   "01-idle-expiry-end-and-finalize I1  # bogus two\n"
+                   "02-expiry-after-idle-sweeep I1  # a typo\n", encoding="utf-8")
+    first = str(EXPECTATIONS.parent / "catalog" / "01-idle-expiry-end-and-finalize.yaml")
+    assert main(["run", first, "--expectations", str(exp)]) == 1
+    assert capsys.readouterr().out.splitlines()[1:3] == [
+        f"      {exp}:4: I1 passed, but this line says it fails: bogus two",
+        f"      {exp}:3: I2 passed, but this line says it fails: bogus one"]
+    assert main(["run", "-q", "--expectations", str(exp)]) == 1
+    assert f"warning: {exp}:5: names no catalog scenario '02-expiry-after-idle-sweeep' (did you mean " \
+           "'02-expiry-after-idle-sweep'?): a typo expects nothing" in capsys.readouterr().err.splitlines()
+
+
+IDLE_END = ("session s1 reached its idle boundary at 09:30 (idle 30m after the last user message at 09:00) but got no "
+            "on_session_end (owed by 09:35: eager finalization within 5m)")
+
+
+def test_a_signature_ends_on_a_whole_word() -> None:
+    """`update-expectations` wrote `…-last-user-message-got-no-on@s1`: a slug was cut at 60
+    characters, mid-word. It runs to the end of the word in which the 60th falls (a word of the
+    message: `on_session_end` is one), which keeps the old cut as its prefix."""
+    end = Violation(IDLE_END, session="s1")
+    assert end.signature == "reached-idle-boundary-idle-after-last-user-message-got-no-on-session-end@s1"
+    assert end.signatures == (end.signature, "reached-idle-boundary-idle-after-last-user-message-got-no-on@s1")
+    short = Violation("session s1 got on_session_finalize at 04:01 before its on_session_end at 04:02", session="s1")
+    assert short.signatures == ("got-on-session-finalize-before-on-session-end@s1",)
+    at_a_word_end = Violation(f"{'x' * 29} {'y' * 30} zzz")  # the 60th character is a separator: the cut was whole
+    assert at_a_word_end.slug == at_a_word_end.cut_slug == f"{'x' * 29}-{'y' * 30}"
+    assert Violation(f"got {'w' * 300}").slug == f"got-{'w' * 96}"  # one word that long: cut at 100
+    for words in (["a" * 7] * 12, ["ab", "c" * 70], ["on_session_end"] * 9, ["x" * 58, "yy", "z"], ["x" * 59, "yy"]):
+        violation = Violation(" ".join(words))
+        old = "-".join(w.replace("_", "-") for w in words)[:60].strip("-")  # the old rule, as written in the shipped files
+        assert violation.cut_slug == old and violation.slug.startswith(old)
+        assert set(violation.slug.split("-")) <= {p for w in words for p in w.replace("_", "-").split("-")}
+
+
+def test_a_line_written_with_a_cut_signature_still_names_its_violation_and_only_it(tmp_path: Path,
+                                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """The shipped files (Hermes's, OpenClaw's) name signatures cut at 60 characters: such a line
+    is matched whole against the violation's signature cut the old way, so it names what it
+    named before; a prefix of a signature names nothing. update-expectations rewrites it, its
+    reason kept."""
+    first = catalog_paths()[0]  # 01-idle-expiry-end-and-finalize: reference:never-replies fails I1 with IDLE_END
+    result = run_scenario(load_file(first), make("never-replies"), "reference:never-replies")
+    assert [v.message for v in result.verdicts["I1"].violations] == [IDLE_END]
+    cut = "reached-idle-boundary-idle-after-last-user-message-got-no-on@s1"
+    assert Expectations.parse(f"{first.stem} I1 {cut}  # known\n", "x.txt").apply(result).verdicts["I1"].status == "xfail"
+    result = run_scenario(load_file(first), make("never-replies"), "reference:never-replies")
+    shorter = "reached-idle-boundary-idle-after-last-user-message-got-no@s1"
+    assert Expectations.parse(f"{first.stem} I1 {shorter}  # known\n", "x.txt").apply(result).verdicts["I1"].status == "fail"
+    exp = tmp_path / "exp.txt"
+    exp.write_text(f"{first.stem} I1 {cut}  # never ends it (gw.py:expire)\n", encoding="utf-8")
+    assert main(["update-expectations", "--gateway", "reference:never-replies", "--expectations", str(exp),
+                 "--no-failure-db", str(first)]) == 0
+    assert f"{first.stem} I1 reached-idle-boundary-idle-after-last-user-message-got-no-on-session-end@s1  " \
+           "# never ends it (gw.py:expire)" in exp.read_text(encoding="utf-8").splitlines()
+
+
+@pytest.mark.parametrize("path", sorted(EXPECTATIONS.glob("*.txt")), ids=lambda p: p.name)
+def test_every_shipped_signature_was_cut_the_old_way(path: Path) -> None:
+    """Each shipped signature is at most 60 characters before its `@`, as the old cut made them:
+    so it is matched only as the old cut of a violation's words, exactly what it matched before."""
+    expectations = Expectations.parse(path.read_text(encoding="utf-8"), str(path))
+    long = [s for entries in expectations.signed.values() for s in entries if len(s.partition("@")[0]) > 60]
+    assert not long

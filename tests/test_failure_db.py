@@ -7,6 +7,10 @@ from pathlib import Path
 
 import pytest
 
+# Here, not first inside a pytester run, which drops what it imports: yaml imported again made
+# nodes of its first classes (its C loader keeps them), "unsupported YAML node MappingNode" next.
+import yaml  # noqa: F401
+
 from conformance.cli import main
 
 BUGGY = "reference:never-replies"
@@ -86,6 +90,42 @@ def test_update_expectations_covers_the_saved_failures_run_replays(db: Path, tmp
     assert capsys.readouterr().out.splitlines()[-1].startswith("2 scenarios, 0 passed, 0 failed, 2 expected failures")
 
 
+def test_a_fixed_saved_failure_leaves_the_database_under_an_expectations_file(db: Path, tmp_path: Path,
+                                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """Saved failures and an expectations file blocked each other: once `update-expectations`
+    wrote lines for a saved failure, its fix was an unexpected pass, which kept it saved (only a
+    run without --expectations removed it). Every check passing removes it, the line to delete
+    said; once it is gone, the run warns that the line names nothing."""
+    from conformance.harness.suite import line_ranges
+
+    assert main(["fuzz", "--seeds", "0:1", "--gateway", BUGGY, "--out", str(tmp_path / "out")]) == 1
+    first = str(Path(__file__).parent.parent / "conformance" / "catalog" / "05-none-session-reaped.yaml")
+    exp = tmp_path / "exp.txt"
+    assert main(["update-expectations", "--gateway", BUGGY, "--expectations", str(exp), first]) == 0
+    numbers = [n for n, line in enumerate(exp.read_text().splitlines(), start=1) if line.startswith("gen-0-shrunk ")]
+    assert numbers
+    saved = db / "reference-never-replies" / "gen-0.shrunk.yaml"
+    (db / "reference").mkdir()
+    saved.rename(db / "reference" / saved.name)  # the bug fixed (as above)
+    capsys.readouterr()
+    assert main(["run", "--gateway", "reference", "--expectations", str(exp), first]) == 1  # the lines are xpasses
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == "fail  gen-0-shrunk"
+    assert out[2].startswith(f"      {exp}:{numbers[0]}: ") and " passed, but this line says it fails: " in out[2]
+    where = (f"{exp}:{numbers[0]} expects it to fail: delete that line" if len(numbers) == 1 else
+             f"{exp} lines {line_ranges(numbers)} expect it to fail: delete them")
+    assert f"      gen-0-shrunk passes now: removed from {db / 'reference'}; {where}" in out
+    assert not (db / "reference").exists()
+    assert main(["run", "--gateway", "reference", "--expectations", str(exp), first]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"warning: {exp}:{numbers[0]}: names 'gen-0-shrunk', which is no saved failure in {db / 'reference'} "
+                   "nor a scenario of this run (a saved failure that passed was removed): " +
+                   (f"its lines {line_ranges(numbers)} expect nothing; delete them" if len(numbers) > 1 else
+                    "the line expects nothing; delete it")]
+    assert main(["run", "--gateway", "reference", "--expectations", str(exp), "--no-failure-db", first]) == 1
+    assert "warning" not in capsys.readouterr().err  # saved failures not run: nothing to tell
+
+
 def test_fuzz_replays_saved_failures_before_its_seeds(db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["fuzz", "--seeds", "0:1", "--gateway", BUGGY, "--out", str(tmp_path / "out"), "--no-shrink"]) == 1
     capsys.readouterr()
@@ -120,3 +160,20 @@ def test_the_plugin_runs_saved_failures_first(db: Path, tmp_path: Path, pytester
     result = pytester.runpytest_inprocess("-p", "no:xdist", "-p", "no:cacheprovider", "--sessiongate-gateway", BUGGY,
                                           "--no-sessiongate-catalog", "--sessiongate-no-failure-db", "--co", "-q")
     assert not any("saved/" in line for line in result.stdout.lines)
+
+
+def test_the_plugin_removes_a_fixed_saved_failure_under_an_expectations_file(db: Path, tmp_path: Path,
+                                                                             pytester: pytest.Pytester) -> None:
+    """As `run` does: every check passing removes it, though the file's lines make it an xpass."""
+    assert main(["fuzz", "--seeds", "0:1", "--gateway", BUGGY, "--out", str(tmp_path / "out"), "--no-shrink"]) == 1
+    exp = tmp_path / "exp.txt"
+    assert main(["update-expectations", "--gateway", BUGGY, "--expectations", str(exp), "--no-failure-db",
+                 str(tmp_path / "out" / "gen-0.yaml")]) == 0
+    (db / "reference").mkdir()
+    (db / "reference-never-replies" / "gen-0.yaml").rename(db / "reference" / "gen-0.yaml")
+    result = pytester.runpytest_inprocess("-p", "no:xdist", "-p", "no:cacheprovider", "--sessiongate-gateway", "reference",
+                                          "--no-sessiongate-catalog", "--sessiongate-expectations", str(exp))
+    result.assert_outcomes(failed=1)
+    assert any(line.startswith(f"  xpass: {exp}:") for line in result.stdout.lines)
+    assert not (db / "reference").exists()
+    assert any(line.startswith(f"warning: {exp}:1: names 'gen-0', which is no saved failure in ") for line in result.stdout.lines)

@@ -104,7 +104,7 @@ def test_expectations_option_applies_a_file_of_ones_own(pytester: pytest.Pyteste
     (pytester.path / "mine.txt").write_text("01-idle-expiry-end-and-finalize I1  # bogus\n", encoding="utf-8")
     result = pytester.runpytest_inprocess(*LEAN, "-p", "no:cacheprovider", "myscen/mine.yaml", "--sessiongate-expectations", "mine.txt")
     result.assert_outcomes(failed=1)
-    assert "  I1 xpass: passed, but mine.txt says it fails: bogus" in result.stdout.lines
+    assert "  xpass: mine.txt:1: I1 passed, but this line says it fails: bogus" in result.stdout.lines
 
 
 def test_an_expectations_entry_naming_no_catalog_scenario_is_warned_about(pytester: pytest.Pytester) -> None:
@@ -119,7 +119,7 @@ def test_an_expectations_entry_naming_no_catalog_scenario_is_warned_about(pytest
     result = pytester.runpytest_inprocess(*LEAN, "-p", "no:cacheprovider", "--sessiongate-no-failure-db",
                                           "--sessiongate-scenarios", "myscen", "--sessiongate-catalog",
                                           "--sessiongate-expectations", "exp2.txt", "--co", "-q")
-    assert ("warning: exp2.txt names no catalog scenario '01-idle-expiry-end-and-finalise' (did you mean "
+    assert ("warning: exp2.txt:1: names no catalog scenario '01-idle-expiry-end-and-finalise' (did you mean "
             "'01-idle-expiry-end-and-finalize'?): a typo expects nothing") in result.stdout.lines
 
 

@@ -122,7 +122,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()  # inside the try: a reader that left shows here, not at interpreter exit
         return code
     except UsageError as err:  # a scenario file's error and an unknown gateway are UsageErrors too
-        parser.print_usage(sys.stderr)
+        if err.usage:  # not for a gateway's own code that raised: the banner would say the command line is wrong
+            parser.print_usage(sys.stderr)
         print(f"sessiongate: error: {one_line(str(err))}", file=sys.stderr)
         return ExitCode.USAGE
     except SessiongateError as err:  # one of its own that a command does not word itself (a worker process died)

@@ -11,7 +11,16 @@ from pathlib import Path
 
 from conformance.harness.failure_db import FailureDB
 from conformance.harness.runner import RunResult, played_note
-from conformance.harness.suite import XPASS_PREFIX, load_all, outcome, vacuous_checks, vacuous_note
+from conformance.harness.suite import (
+    XPASS_PREFIX,
+    Expectations,
+    line_ranges,
+    load_all,
+    outcome,
+    passes_every_check,
+    vacuous_checks,
+    vacuous_note,
+)
 from conformance.harness.verdict import CHECK_IDS, CHECKER_ERROR, FAILING, Verdict
 from sessiongate import ExitCode
 from sessiongate.text import counted, readable
@@ -58,15 +67,16 @@ def skipped_note(result: RunResult) -> str:
     return f"{left_out} ({len(why)} event{'s' if len(why) != 1 else ''} skipped: {'; '.join(dict.fromkeys(why))})"
 
 
-def scenario_line(result: RunResult, *, every_violation: bool = False, expectations: str = "") -> list[str]:
+def scenario_line(result: RunResult, *, every_violation: bool = False, expectations: Expectations | None = None) -> list[str]:
     """A scenario's outcome and, below it, why. `every_violation` lists each violation (replay);
-    otherwise the first, and how many more (run). `expectations` names the file behind an xpass.
+    otherwise the first, and how many more (run). `expectations`: the file behind an xpass, whose
+    line it names.
     Each line is `readable`: what the gateway chose (an id, an exception's text) cannot act on the
     terminal or run to megabytes."""
     return [readable(line) for line in _scenario_lines(result, every_violation, expectations)]
 
 
-def _scenario_lines(result: RunResult, every_violation: bool, expectations: str) -> list[str]:
+def _scenario_lines(result: RunResult, every_violation: bool, expectations: Expectations | None) -> list[str]:
     word = outcome(result)
     hollow = vacuous_note(result) if word == "pass" else ""  # a pass that judged less than it seems
     lines = [f"{word:<5} {result.scenario.name}{skipped_note(result)}{hollow}"]
@@ -82,7 +92,7 @@ def _scenario_lines(result: RunResult, every_violation: bool, expectations: str)
         if verdict.status == CHECKER_ERROR:
             broken.setdefault(verdict.reason, []).append(check)
         elif verdict.status == "xpass":
-            lines.append(f"      {check} {unexpected_pass(verdict, expectations)}")
+            lines.append(f"      {unexpected_pass(verdict, expectations, result.scenario.name)}")
         elif verdict.status != "fail":
             continue
         elif every_violation and verdict.violations:
@@ -96,10 +106,14 @@ def _scenario_lines(result: RunResult, every_violation: bool, expectations: str)
     return lines
 
 
-def unexpected_pass(verdict: Verdict, expectations: str = "") -> str:
-    """An xpass in words: the check passed, and the file that says it fails is the one to edit."""
-    where = shown_path(expectations) if expectations else "the expectations file"
-    return f"passed, but {where} says it fails: {verdict.reason.removeprefix(XPASS_PREFIX)}"
+def unexpected_pass(verdict: Verdict, expectations: Expectations | None, scenario: str) -> str:
+    """An xpass in words, placed as a scenario file's error is (`FILE:LINE: …`): the check
+    passed, and that line, which says it fails, is the one to edit."""
+    reason = verdict.reason.removeprefix(XPASS_PREFIX)
+    if expectations is None or not expectations.source:
+        return f"{verdict.check} passed, but the expectations file says it fails: {reason}"
+    where = expectations.where_xpass(scenario, verdict.check, verdict)
+    return f"{shown_path(where)}: {verdict.check} passed, but this line says it fails: {reason}"
 
 
 def shown_path(path: str) -> str:
@@ -212,11 +226,19 @@ def saved_failures(db: FailureDB | None, given: Sequence[Scenario] = ()) -> list
     return saved
 
 
-def forget_if_fixed(db: FailureDB | None, result: RunResult) -> None:
-    """A saved failure that passes now leaves the database."""
-    if db is not None and outcome(result) == "pass" and result.scenario.source:
-        db.forget(Path(result.scenario.source))
-        print(f"      {result.scenario.name} passes now: removed from {db.shown()}")
+def forget_if_fixed(db: FailureDB | None, result: RunResult, expectations: Expectations | None = None) -> None:
+    """A saved failure whose every check passes now leaves the database, though an expectations
+    file's lines for it make its run an unexpected pass: they are named, to delete."""
+    if db is None or not passes_every_check(result) or not result.scenario.source:
+        return
+    db.forget(Path(result.scenario.source))
+    name = result.scenario.name
+    stale = ""
+    if expectations is not None and expectations.source and (numbers := expectations.lines_naming(name)):
+        where = shown_path(expectations.source)
+        stale = (f"; {where}:{numbers[0]} expects it to fail: delete that line" if len(numbers) == 1 else
+                 f"; {where} lines {line_ranges(numbers)} expect it to fail: delete them")
+    print(f"      {name} passes now: removed from {db.shown()}{stale}")
 
 
 def write_report(results: list[RunResult], directory: str | None, gateway: str,

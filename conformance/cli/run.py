@@ -104,20 +104,24 @@ def cmd_run(args: argparse.Namespace) -> int:
         return ExitCode.USAGE
     if args.report:
         _check_writable_names(scenarios)
-    if not args.paths and not errors and (typos := expectations.typos(s.name for s in scenarios)):  # the whole catalog
-        print(typos, file=sys.stderr)
+    if not args.paths and not errors:  # the whole catalog
+        for typo in expectations.typos(s.name for s in scenarios):
+            print(typo, file=sys.stderr)
     if twins := _same_names(scenarios):
         print(twins, file=sys.stderr)
     db = FailureDB.open(args.gateway, not args.no_failure_db)
     saved = saved_failures(db, scenarios)
     scenarios = [*saved, *scenarios]
+    if db is not None and not errors:  # the saved failures ran too: an entry for one gone expects nothing
+        for gone in expectations.gone_saved_failures((s.name for s in scenarios), db.shown()):
+            print(gone, file=sys.stderr)
     results: list[RunResult] = []
 
     def stuck(result: RunResult | None, _code: int) -> None:
         """The gateway could not be stopped in this process (`runner.when_stuck`): what ran, reported."""
         if result is not None:
             results.append(expectations.apply(result))
-            print("\n".join(scenario_line(results[-1], expectations=expectations.source)))
+            print("\n".join(scenario_line(results[-1], expectations=expectations)))
             print(f"stopped: the gateway cannot be stopped in this process "
                   f"({counted(len(scenarios) - len(results), 'scenario')} not run)")
         write_report(results, args.report, args.gateway, errors, args.strict)
@@ -130,9 +134,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                     check_determinism(result, again)
                 results.append(result)
                 if not args.quiet or outcome(result) not in ("pass", "xfail"):
-                    print("\n".join(scenario_line(result, expectations=expectations.source)), flush=True)
+                    print("\n".join(scenario_line(result, expectations=expectations)), flush=True)
                 if len(results) <= len(saved):
-                    forget_if_fixed(db, result)
+                    forget_if_fixed(db, result, expectations)
                 if len(results) == 1 and len(scenarios) > 1 and cannot_start(result):
                     print(f"stopped: the gateway failed before the first event of {result.scenario.name}; it cannot "
                           f"start ({counted(len(scenarios) - 1, 'scenario')} not run)")

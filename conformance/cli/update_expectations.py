@@ -32,12 +32,13 @@ def expectation_lines(results: list[RunResult], old: Expectations) -> tuple[list
             entries = old.signed.get(key, {})
             seen: set[str] = set()
             if verdict is not None and verdict.status in ("fail", "xfail"):
-                for signature in dict.fromkeys(v.signature for v in verdict.violations):
-                    bare = signature.split(" [not expected", 1)[0]
-                    mark = "?" if f"{bare}?" in entries else ""  # a may-occur entry stays one
-                    entry = bare + mark if bare + mark in entries else written_with_weekdays(entries, bare)
-                    if entry is not None and entry.endswith("?"):
-                        mark = "?"
+                for violation in {v.signature: v for v in verdict.violations}.values():  # one line a signature
+                    bare = violation.signature.split(" [not expected", 1)[0]
+                    # its entry, with a may-occur mark (kept), or written before slugs ended on a whole word or
+                    # before they dropped weekdays: the line is rewritten with today's signature, its reason kept
+                    entry = next((s + m for s in violation.signatures for m in ("?", "") if s + m in entries), None) or \
+                        written_with_weekdays(entries, bare)
+                    mark = "?" if entry is not None and entry.endswith("?") else ""
                     reason = (entries[entry] if entry is not None else None) or old.pairs.get(key)
                     todo += reason is None
                     seen.add(bare + mark)

@@ -3,7 +3,8 @@
 As Hypothesis's example database: `fuzz` saves every distinct failure it finds (its shrunk file
 when it has one) under `.sessiongate/failures/<gateway>/` in the folder it runs from, and
 `run`, `fuzz` and the pytest plugin run a gateway's saved failures before anything else; one
-that passes is removed. A gateway author who fixed the bug sees it pass first, and one who did
+whose every check passes is removed (`suite.passes_every_check`: an expectations file's line
+for it, now an unexpected pass, does not keep it). A gateway author who fixed the bug sees it pass first, and one who did
 not cannot lose the failure by running other seeds.
 
 Off with `--no-failure-db` (the plugin: `--sessiongate-no-failure-db`) or with

@@ -12,6 +12,8 @@ import importlib.util
 import inspect
 import os
 import sys
+import sysconfig
+import traceback
 from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, distribution, entry_points
 from pathlib import Path
@@ -46,6 +48,17 @@ class UnknownGateway(UsageError, LookupError):
     pass
 
 
+class GatewayCodeFailed(UnknownGateway):
+    """The gateway's own code failed before any scenario (its module or factory raised, or made
+    no gateway): an error of the gateway, not of the command line, so no usage line."""
+
+    usage = False
+
+    def __init__(self, message: str, where: str = "") -> None:
+        super().__init__(f"{message}{where}")
+        self.unplaced = message  # without ` (at FILE:LINE)`: for a scenario's error, whose trace says where
+
+
 def _load(target: str) -> Callable[..., Any]:
     module, _, attr = target.partition(":")
     cwd = os.getcwd()
@@ -56,7 +69,7 @@ def _load(target: str) -> Callable[..., Any]:
     except BaseException as err:  # a syntax error, or the module raised (SystemExit too: never an exit) while importing
         if signalled(err):
             raise
-        raise UnknownGateway(f"cannot import {module!r}: {_one_line(err)}") from None
+        raise GatewayCodeFailed(f"cannot import {module!r}: {_one_line(err)}", raised_at(err)) from None
     finally:
         os.chdir(cwd)  # a module that moves the process at import moves nothing of the run's
     for part in attr.split("."):
@@ -112,7 +125,7 @@ def resolve(name: str) -> Callable[[], Gateway]:
         if head.endswith(".py"):  # a file's name where the module's goes
             raise UnknownGateway(f"gateway {name!r}: {err}; name the module, not its file: "
                                  f"--gateway {head.removesuffix('.py').replace('/', '.')}:{arg}") from None
-        raise UnknownGateway(f"gateway {name!r}: {err}") from None
+        raise type(err)(f"gateway {name!r}: {err}") from None  # a module that raised stays the gateway's error
     if not callable(factory):
         raise UnknownGateway(f"gateway {name!r}: {target} is {type(factory).__name__}, not a factory to call")
     if head in known and sep and known[head] != name:  # `mygw:make` naming the entry point's own target is MODULE:FACTORY
@@ -186,16 +199,16 @@ def _checked(name: str, make: Callable[..., Any], bare: bool) -> Callable[[], Ga
         except BaseException as err:  # SystemExit, KeyboardInterrupt…: the factory's failure, never an exit
             if signalled(err):
                 raise
-            raise UnknownGateway(f"gateway {name!r}: its factory raised {_one_line(err)}") from None
+            raise GatewayCodeFailed(f"gateway {name!r}: its factory raised {_one_line(err)}", raised_at(err)) from None
         try:
             missing = [method for method in CORE_METHODS if not callable(getattr(gateway, method, None))]
         except BaseException as err:  # a property of the gateway's that raises when looked up
             if signalled(err):
                 raise
-            raise UnknownGateway(f"gateway {name!r}: looking up its methods raised {_one_line(err)}") from None
+            raise GatewayCodeFailed(f"gateway {name!r}: looking up its methods raised {_one_line(err)}", raised_at(err)) from None
         if missing:
-            raise UnknownGateway(f"gateway {name!r}: its factory returned {type(gateway).__name__}, "
-                                 f"not a gateway (no {', '.join(missing)})")
+            raise GatewayCodeFailed(f"gateway {name!r}: its factory returned {type(gateway).__name__}, "
+                                    f"not a gateway (no {', '.join(missing)})")
         return gateway
 
     return checked
@@ -209,6 +222,24 @@ def _one_line(err: BaseException) -> str:
         text = ""
     first = text.splitlines()[0] if text.strip() else ""
     return f"{type(err).__name__}: {first}" if first else type(err).__name__
+
+
+def raised_at(err: BaseException) -> str:
+    """` (at FILE:LINE)`: the innermost frame of `err`'s traceback outside Python's own library
+    (a `json.load` that raised is placed at the gateway's line that called it), FILE relative to
+    the working directory when under it. Read from the frames alone: no source file is opened."""
+    own = tuple({sysconfig.get_path("stdlib"), sysconfig.get_path("platstdlib")})
+    installed = tuple({sysconfig.get_path("purelib"), sysconfig.get_path("platlib")})
+    for frame, line in reversed(list(traceback.walk_tb(err.__traceback__))):
+        filename = frame.f_code.co_filename
+        if filename.startswith("<") or filename == __file__ or (filename.startswith(own) and not filename.startswith(installed)):
+            continue  # <frozen importlib._bootstrap>, this module's own call, the standard library
+        try:
+            shown = str(Path(filename).resolve().relative_to(Path.cwd()))
+        except (ValueError, OSError):
+            shown = filename
+        return f" (at {shown}:{line})"
+    return ""
 
 
 def expectation_names(name: str) -> list[str]:

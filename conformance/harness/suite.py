@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import cast
@@ -21,9 +21,9 @@ from typing import cast
 from conformance.adapter import Gateway
 from conformance.harness.calls import exception_text
 from conformance.harness.errors import signalled
-from conformance.harness.registry import UnknownGateway, expectation_names
+from conformance.harness.registry import GatewayCodeFailed, UnknownGateway, expectation_names
 from conformance.harness.runner import DEFAULT_BUDGET, RunResult, run_scenario
-from conformance.harness.verdict import CHECK_IDS, CHECKER_ERROR, Verdict
+from conformance.harness.verdict import CHECK_IDS, CHECKER_ERROR, Verdict, Violation
 from conformance.harness.watchdog import DEFAULT_STEP_TIMEOUT
 from sessiongate import SessiongateError
 from sim.document import ScenarioError
@@ -34,6 +34,7 @@ CATALOG = Path(__file__).parents[1] / "catalog"
 SCENARIO_SUFFIXES = (".yaml", ".yml", ".json")  # what a folder of scenario files holds
 XPASS_PREFIX = "expected to fail: "  # an xpass verdict's reason, before the file's; reports.rundir strips it
 EXPECTATIONS = Path(__file__).parents[1] / "expectations"
+FUZZ_NAME = re.compile(r"gen-\d+(?:-shrunk)*")  # what fuzz names a scenario, hence a saved failure (failure_db)
 
 
 def catalog_paths() -> list[Path]:
@@ -88,11 +89,13 @@ class Expectations:
     pairs: dict[tuple[str, str], str]
     source: str = ""
     signed: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
+    lines: dict[tuple[str, str, str], int] = field(default_factory=dict)  # (scenario, check, signature or "") -> line number
 
     @staticmethod
     def parse(text: str, source: str) -> Expectations:
         pairs: dict[tuple[str, str], str] = {}
         signed: dict[tuple[str, str], dict[str, str]] = {}
+        lines: dict[tuple[str, str, str], int] = {}
         for number, line in enumerate(text_lines(text), start=1):
             body, _, reason = line.partition("#")
             words = body.split()
@@ -110,7 +113,24 @@ class Expectations:
                 pairs[key] = reason.strip()
             else:
                 signed.setdefault(key, {})[words[2]] = reason.strip()
-        return Expectations(pairs, source, signed)
+            lines.setdefault((*key, words[2] if len(words) == 3 else ""), number)  # a repeated line: its first, as an editor finds it
+        return Expectations(pairs, source, signed, lines)
+
+    def where(self, scenario: str, check: str, signature: str = "") -> str:
+        """`FILE:LINE` of an entry, as a scenario file's errors are placed: the line to edit."""
+        shown = self.source or "the expectations file"
+        number = self.lines.get((scenario, check, signature))
+        return f"{shown}:{number}" if number is not None and self.source else shown
+
+    def where_xpass(self, scenario: str, check: str, verdict: Verdict) -> str:
+        """`FILE:LINE` of the entry an unexpected pass is about: the unsigned line, else the first
+        (by signature) of the required signatures that did not occur, as `apply` words it."""
+        if (scenario, check) in self.pairs:
+            return self.where(scenario, check)
+        entries = self.signed.get((scenario, check), {})
+        occurred = {s for v in verdict.violations for s in v.signatures}
+        gone = sorted(s for s in entries if not s.endswith("?") and s not in occurred)
+        return self.where(scenario, check, gone[0]) if gone else self.where(scenario, check)
 
     @staticmethod
     def for_gateway(name: str, explicit: str | None = None) -> Expectations:
@@ -145,17 +165,36 @@ class Expectations:
         """The scenario names the file mentions."""
         return {name for name, _check in (*self.pairs, *self.signed)}
 
-    def typos(self, catalog: Iterable[str], own: Iterable[str] = ()) -> str | None:
-        """A warning naming the entries a letter or two off a `catalog` scenario's name that name
+    def lines_naming(self, scenario: str) -> list[int]:
+        """The line numbers of the entries that name `scenario`, in file order."""
+        return sorted(number for (name, _check, _signature), number in self.lines.items() if name == scenario)
+
+    def typos(self, catalog: Iterable[str], own: Iterable[str] = ()) -> list[str]:
+        """A warning for each entry a letter or two off a `catalog` scenario's name that names
         none of them nor of `own` (the author's own scenarios in the run, which are no typos): such
         an entry expects nothing. For a run of the whole catalog (`run`, the pytest plugin)."""
         names = sorted(catalog)
         near = {n: close[0] for n in sorted(self.scenarios() - set(names) - set(own))
                 if (close := difflib.get_close_matches(n, names, n=1, cutoff=0.9))}
-        if not near:
-            return None
-        return (f"warning: {self.source or 'the expectations file'} names no catalog scenario "
-                f"{', '.join(f'{n!r} (did you mean {c!r}?)' for n, c in near.items())}: a typo expects nothing")
+        return [f"warning: {self._at(n)}: names no catalog scenario {n!r} (did you mean {c!r}?): a typo expects nothing"
+                for n, c in sorted(near.items(), key=lambda item: self.lines_naming(item[0])[:1])]
+
+    def gone_saved_failures(self, run: Iterable[str], database: str) -> list[str]:
+        """A warning for each entry naming a scenario as fuzz names a saved failure (`gen-N`,
+        `gen-N-shrunk`) that no scenario of the run has (the catalog, the files given, the saved
+        failures in `database`): the failure it was written for passed and left the database, so
+        it expects nothing. Only such names: another unknown one may be a scenario of the
+        author's that this run did not include. For a run that replays the saved failures."""
+        names = set(run)
+        gone = sorted((n for n in self.scenarios() - names if FUZZ_NAME.fullmatch(n)), key=lambda n: self.lines_naming(n)[:1])
+        return [f"warning: {self._at(n)}: names {n!r}, which is no saved failure in {database} nor a scenario of this "
+                f"run (a saved failure that passed was removed): {_stale_lines(self.lines_naming(n))}" for n in gone]
+
+    def _at(self, scenario: str) -> str:
+        """`FILE:LINE` of the first line naming `scenario`."""
+        numbers = self.lines_naming(scenario)
+        shown = self.source or "the expectations file"
+        return f"{shown}:{numbers[0]}" if numbers and self.source else shown
 
     def apply(self, result: RunResult) -> RunResult:
         """Mark expected failures (`xfail`) and unexpected passes (`xpass`); keep on the result
@@ -190,8 +229,8 @@ _DAY = re.compile(r"(?<![a-z0-9])(?:mon|tue|wed|thu|fri|sat|sun)-")
 def written_with_weekdays(entries: dict[str, str], signature: str) -> str | None:
     """The entry of `entries` that named this violation before signatures dropped a time's
     weekday (2026-12-04: `…-finalize-tue-before-…@s1` is now `…-finalize-before-…@s1`): the
-    same subject, and its slug without weekdays a prefix of this one (a slug is cut at 60
-    characters). So an author's reasons survive the change; None if no entry is such."""
+    same subject, and its slug without weekdays a prefix of this one (a slug was cut at 60
+    characters, mid-word). So an author's reasons survive the change; None if no entry is such."""
     slug, _, subject = signature.partition("@")
     for old in entries:
         old_slug, _, old_subject = old.removesuffix("?").partition("@")
@@ -199,6 +238,12 @@ def written_with_weekdays(entries: dict[str, str], signature: str) -> str | None
         if old_subject == subject and dayless != old_slug and slug.startswith(dayless):
             return old
     return None
+
+
+def entry_naming(violation: Violation, entries: Container[str]) -> str | None:
+    """The entry of `entries` that names `violation`: its signature, else the one written before
+    slugs ended on a whole word (`Violation.signatures`); None if neither is there."""
+    return next((s for s in violation.signatures if s in entries), None)
 
 
 def _old_entry(entries: dict[str, str], signature: str, unused: list[str]) -> str:
@@ -225,19 +270,20 @@ def _signed(verdict: Verdict, entries: dict[str, str]) -> Verdict:
         return verdict.with_status("xpass", f"{XPASS_PREFIX}{expected[required[0]]}")
     if verdict.status != "fail":
         return verdict
-    new = [v for v in verdict.violations if v.signature not in expected]
+    named = {v: entry for v in verdict.violations if (entry := entry_naming(v, expected)) is not None}
+    occurred = {s for v in verdict.violations for s in v.signatures}
+    new = [v for v in verdict.violations if v not in named]
     if new:
-        occurred = {v.signature for v in verdict.violations}
         claimed = {written_with_weekdays(entries, s) for s in occurred}  # entries that did occur, with weekdays
         unused = sorted(s.removesuffix("?") for s in entries if s.removesuffix("?") not in occurred and s not in claimed)
         marked = tuple(replace(v, message=f"{v.message} [not expected: {v.signature}{_old_entry(entries, v.signature, unused)}]",
                                kind=v.slug) for v in new)
-        rest = tuple(v for v in verdict.violations if v.signature in expected)
+        rest = tuple(v for v in verdict.violations if v in named)
         return Verdict(verdict.check, "fail", (*marked, *rest), "", verdict.examined)
-    gone = sorted(set(required) - {v.signature for v in verdict.violations})
+    gone = sorted(set(required) - occurred)
     if gone:
         return verdict.with_status("xpass", f"{XPASS_PREFIX}{expected[gone[0]]} [{gone[0]} did not occur]")
-    reasons = dict.fromkeys(expected[v.signature] for v in verdict.violations)
+    reasons = dict.fromkeys(expected[named[v]] for v in verdict.violations)
     return verdict.with_status("xfail", "; ".join(reasons))
 
 
@@ -257,6 +303,31 @@ def outcome(result: RunResult) -> str:
     if "xfail" in statuses:
         return "xfail"
     return "pass"
+
+
+def _stale_lines(numbers: list[int]) -> str:
+    if len(numbers) > 1:
+        return f"its lines {line_ranges(numbers)} expect nothing; delete them"
+    return "the line expects nothing; delete it"
+
+
+def line_ranges(numbers: list[int]) -> str:
+    """Sorted line numbers, runs of three or more as `FIRST-LAST`: `1-69`, not 69 numbers."""
+    runs: list[list[int]] = []
+    for number in numbers:
+        if runs and number == runs[-1][-1] + 1:
+            runs[-1].append(number)
+        else:
+            runs.append([number])
+    return ", ".join(f"{run[0]}-{run[-1]}" if len(run) > 2 else ", ".join(map(str, run)) for run in runs)
+
+
+def passes_every_check(result: RunResult) -> bool:
+    """Every check passed, whatever an expectations file says (an `xpass` without violations is
+    a check that passed where a line expects it to fail): how a saved failure is told fixed."""
+    if result.failure is not None or result.skipped:
+        return False
+    return all(v.status == "pass" or (v.status == "xpass" and not v.violations) for v in result.verdicts.values())
 
 
 def vacuous_checks(results: Iterable[RunResult]) -> int:
@@ -291,7 +362,8 @@ def fresh_gateway(factory: Callable[[], Gateway], name: str, unknown_raises: boo
     except UnknownGateway as err:
         if unknown_raises:
             raise
-        return cast(Gateway, Unbuildable(str(err), err.__context__))  # enough of one for the runner to log the error
+        message = err.unplaced if isinstance(err, GatewayCodeFailed) else str(err)  # its trace says where
+        return cast(Gateway, Unbuildable(message, err.__context__))  # enough of one for the runner to log the error
     except BaseException as err:  # a factory not from `resolve`
         if signalled(err):
             raise

@@ -27,6 +27,8 @@ CHECK_NAMES: dict[str, str] = {
 
 _WORD = re.compile(r"\w+")
 _WEEKDAY = re.compile(r"\b(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?=\d)")  # a time's weekday ("at Wed 13:15"), a time's as much as its digits
+SLUG_WORDS = 60  # characters: a slug ends with the word in which this one falls (Violation.slug)
+SLUG_MAX = 100  # characters: a slug's hard limit, for one word that long
 _SKIP = frozenset({"a", "an", "and", "at", "but", "by", "for", "from", "in", "is", "it", "its", "of", "on", "or", "the",
                    "to", "was", "were", "with", "session", "turn", "turns"})
 
@@ -52,15 +54,54 @@ class Violation:
     def signature(self) -> str:
         """`slug@subject`, one word of an expectations file line whatever the gateway's session ids
         hold (a space, a `#`, a newline: `sessiongate.text.word`)."""
+        return self._signed(self.slug)
+
+    @property
+    def signatures(self) -> tuple[str, ...]:
+        """The entries of an expectations file that name it: its signature, and (when it differs)
+        the one written before slugs ended on a whole word, cut at exactly 60 characters
+        (`…-got-no-on@s1`). Each is matched whole, never as a prefix: an old line names what it
+        named before, and a new one cannot match a violation whose words only begin like it."""
+        old = self._signed(self.cut_slug)
+        return (self.signature,) if old == self.signature else (self.signature, old)
+
+    def _signed(self, slug: str) -> str:
         subject = word(self.session or ",".join(self.turns))
-        return f"{self.slug}@{subject}" if subject else self.slug
+        return f"{slug}@{subject}" if subject else slug
 
     @property
     def slug(self) -> str:
+        """The words, up to the end of the one in which the 60th character falls: whole words, so
+        a file of them reads and edits by hand (`…-got-no-on-session-end`, not `…-got-no-on`),
+        and two violations the old cut told apart stay apart. A word running past 100 characters
+        (text of the gateway's run together) is cut there."""
         if self.kind:
             return self.kind
+        parts = self._parts()
+        joined = "-".join(parts)
+        if len(joined) <= SLUG_WORDS:
+            return joined.strip("-") or "violation"
+        start = end = 0
+        for part in parts:  # the part in which character SLUG_WORDS falls, or the separator before it
+            end = start + len(part)
+            if end >= SLUG_WORDS:
+                break
+            start = end + 1
+        cut = end if start < SLUG_WORDS else SLUG_WORDS
+        return joined[:min(cut, SLUG_MAX)].strip("-") or "violation"
+
+    @property
+    def cut_slug(self) -> str:
+        """The slug as made until 2026-12-05 (cut at exactly 60 characters, mid-word as often as not):
+        what lines written then name. Always a prefix of `slug`."""
+        if self.kind:
+            return self.kind
+        return "-".join(self._parts())[:SLUG_WORDS].strip("-") or "violation"
+
+    def _parts(self) -> list[str]:
+        """The message's words without its times (a weekday included), numbers, ids and filler."""
         words = [w.lower() for w in _WORD.findall(_WEEKDAY.sub("", self.message)) if not any(c.isdigit() for c in w)]
-        return "-".join(w.replace("_", "-").strip("-") for w in words if w not in _SKIP)[:60].strip("-") or "violation"
+        return [w.replace("_", "-").strip("-") for w in words if w not in _SKIP]
 
     def to_detail(self) -> dict[str, Any]:
         out: dict[str, Any] = {"message": self.message, "records": list(self.records)}
