@@ -71,3 +71,28 @@ def test_a_child_written_before_its_parent_names_it_once_the_parent_row_lands() 
     assert broken.verdicts["I8"].status == "fail"
     assert "delegate child s2 (task t2 of chat alice at 08:50, while its session was s1) is stored naming no parent" in \
         broken.verdicts["I8"].violations[0].message
+
+
+def test_a_child_naming_an_earlier_session_of_its_chat_fails_i8() -> None:
+    """The audit of lazy gateways (2026-12-05): which parent a child's row named was not judged,
+    and a gateway naming the chat's first session for every child passed everything. Catalog 85:
+    after /new, t5 is delegated from alice's s4; its child s5 names s4. Named s1 it fails, and
+    the zoo's `delegate-parent-is-first-session` does so."""
+    from pathlib import Path
+
+    from check_logs import edit, find, messages
+
+    from reference_impl.variants import make
+    from sim.loader import load_file
+
+    path = Path(__file__).resolve().parent.parent / "conformance" / "catalog" / "85-delegates-across-sessions-and-chats.yaml"
+    records = run_scenario(load_file(path), ReferenceGateway(), "reference").records
+    final = find(records, "durable", label="final")
+    sessions = {sid: dict(body) for sid, body in records[final].d("sessions").items()}
+    assert sessions["s5"]["parent"] == "s4" and messages(records, "I8") == []
+    sessions["s5"]["parent"] = "s1"
+    assert messages(edit(records, final, detail={"sessions": sessions}), "I8") == [
+        "delegate child s5 (task t5 of chat alice at 09:03:10, while its session was s4) is stored naming s1, an earlier "
+        "session of the chat, as its parent"]
+    bad = run_scenario(load_file(path), make("delegate-parent-is-first-session"), "delegate-parent-is-first-session")
+    assert bad.verdicts["I8"].status == "fail"

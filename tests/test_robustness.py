@@ -193,7 +193,10 @@ def test_a_gateway_that_lowers_the_recursion_limit_or_blocks_alarms_leaves_them_
     left the next one's hang with no step timeout, and the run hung."""
     limit, mask, alarm = sys.getrecursionlimit(), signal.pthread_sigmask(signal.SIG_BLOCK, ()), signal.getsignal(signal.SIGALRM)
     lowered = run_scenario(load_file(FIRST), LowersTheRecursionLimit(), "lowers")
-    assert lowered.failure is None and {v.status for v in lowered.verdicts.values()} == {"pass"}
+    # its own next call may overflow (how deep the stack is depends on the runner: pytest-xdist
+    # adds frames): then that is its error at the step; the checks judge either way
+    assert lowered.failure is None or "RecursionError" in lowered.failure.message
+    assert len(lowered.verdicts) == 9 and "checker-error" not in {v.status for v in lowered.verdicts.values()}
     assert sys.getrecursionlimit() == limit
     blocked = run_scenario(load_file(FIRST), BlocksAlarms(), "blocks")
     assert blocked.failure is None
@@ -557,3 +560,28 @@ def test_run_stops_when_the_gateway_cannot_start(tmp_path: Path, capsys: pytest.
     assert out[-3] == f"stopped: the gateway failed before the first event of {FIRST.stem}; it cannot start (1 scenario not run)"
     assert out[-1] == "1 scenario, 0 passed, 1 failed (1 gateway error)"
     assert (tmp_path / "r" / "junit.xml").exists()
+
+
+class _Text(str):
+    """A str subclass whose repr lies: its characters are what counts."""
+
+    def __repr__(self) -> str:
+        return "'GARBAGE'"
+
+
+class StoresStrSubclasses(ReferenceGateway):
+    def durable_state(self) -> Any:
+        from conformance.observations import DurableState, StoredMessage, StoredSession
+
+        state = super().durable_state()
+        return DurableState(tuple(StoredSession(_Text(s.id), s.parent, tuple(
+            StoredMessage(_Text(m.role), _Text(m.content), _Text(m.visibility)) for m in s.messages)) for s in state.sessions),
+            state.routing)
+
+
+def test_a_durable_state_of_str_subclasses_is_read_as_their_characters() -> None:
+    """Found by the audit of hostile gateways (2026-12-05): the right content in a `str` subclass
+    was refused with a message that showed it right (`content='[t1] hello'`), where every value
+    the gateway hands the harness is kept as its characters."""
+    result = run_scenario(load_file(FIRST), StoresStrSubclasses(), "str-subclasses")
+    assert result.failure is None and {v.status for v in result.verdicts.values()} == {"pass"}

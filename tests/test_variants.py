@@ -41,6 +41,11 @@ def final_cut(records: list[Obs], session: str) -> list[str] | None:
     return next(r for r in reversed(records) if r.kind == "durable").d("sessions")[session].get("cut")
 
 
+def final_parent(records: list[Obs], session: str) -> str | None:
+    """The parent a session's row names in the last snapshot."""
+    return next(r for r in reversed(records) if r.kind == "durable").d("sessions")[session]["parent"]
+
+
 def count(records: list[Obs], kind: str, session: str | None = None) -> int:
     return sum(1 for r in records if r.kind == kind and session in (None, r.session))
 
@@ -171,6 +176,7 @@ CASES: dict[str, tuple[Callable[[list[Obs]], Any], Any, Any]] = {
     "delegate-synced-to-memory": (lambda r: ingested(r, "recorder"), ["t1"], ["t1", "t2"]),
     "answers-without-llm": (lambda r: (replied(r), count(r, "llm_request")), (["t1"], 1), (["t1"], 0)),
     "answers-before-the-llm": (lambda r: [(x.t - r[0].t) // 1000 for x in r if x.kind == "reply"], [2], [0]),
+    "delegate-parent-is-first-session": (lambda r: final_parent(r, "s4"), "s3", "s1"),
     "stores-tags-only": (lambda r: (final_rows(r, "s1"), final_cut(r, "s1")),
                          ([["user", "t1", "visible"], ["assistant", "t1", "visible"]], None),
                          ([["user", None, "visible"], ["assistant", None, "visible"]], ["t1", "t1"])),

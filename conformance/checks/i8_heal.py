@@ -190,7 +190,7 @@ def _parentless(m: RunModel, stored: dict, cut_chats: set[str]) -> tuple[int, li
     """A delegate child's row names its parent (contract: a delegate child): in the final
     store, a child whose task's session (its chat's session when the task arrived, live or
     past its boundary) is stored names a parent, even where the parent's row was not written
-    yet when the child's was. Which parent is not judged: a task held
+    yet when the child's was, and no session of the chat before that one. A task held
     while the gateway was down may be spawned by the session after the restart (catalog 57).
     Judged only in chats without a deletion (`cut_chats`: a deletion there may take the parent;
     a chat's question, so a log judged in parts asks it the same way)."""
@@ -207,12 +207,30 @@ def _parentless(m: RunModel, stored: dict, cut_chats: set[str]) -> tuple[int, li
         examined += 1
         spawner = next((seg.session for seg in reversed(m.segments.get(turn.chat, []))
                         if seg.session is not None and seg.start_index < turn.index), None)
-        if body.get("parent") is None and spawner is not None and spawner in stored:
+        parent = body.get("parent")
+        if parent is None and spawner is not None and spawner in stored:
             out.append(Violation(
                 f"delegate child {child} (task {turn.id} of chat {turn.chat} at {m.at(turn.arrival)}, while its session was "
                 f"{spawner}) is stored naming no parent: a delegate child's row names the session that spawned it",
                 (turn.index,), turn.arrival, child, (turn.id,)))
+        elif parent is not None and spawner is not None and parent != spawner and not turn.held \
+                and parent in earlier_sessions(m, turn.chat, spawner):
+            out.append(Violation(  # the audit of lazy gateways (2026-12-05): the chat's first session named
+                f"delegate child {child} (task {turn.id} of chat {turn.chat} at {m.at(turn.arrival)}, while its session was "
+                f"{spawner}) is stored naming {parent}, an earlier session of the chat, as its parent",
+                (turn.index,), turn.arrival, child, (turn.id,)))
     return examined, out
+
+
+def earlier_sessions(m: RunModel, chat: str, session: str) -> set[str]:
+    """The chat's sessions whose segments all began before `session`'s first one: a parent named
+    among them is a task's spawner taken from the chat's past (a held task, spawned after a
+    restart, may name a later one: catalog 57)."""
+    segments = m.segments.get(chat, [])
+    first = next((seg.start_index for seg in segments if seg.session == session), None)
+    if first is None:
+        return set()
+    return {seg.session for seg in segments if seg.session is not None and seg.start_index < first} - {session}
 
 
 def _parent_links(m: RunModel) -> list[tuple[int, dict[str, str | None]]]:

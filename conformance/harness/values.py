@@ -185,19 +185,26 @@ def stored_session(i: int, s: object, seen: set[str]) -> StoredSession:
     if not isinstance(s, StoredSession):
         raise BadValue(f"{where}: expected a StoredSession, got {shown(s)}")
     sid, parent, messages = s.id, s.parent, s.messages
-    if type(sid) is not str or not (parent is None or type(parent) is str):
+    if not isinstance(sid, str) or not (parent is None or isinstance(parent, str)):
         raise BadValue(f"{where}: expected a str id and a str or None parent, got {shown((sid, parent))}")
+    sid, parent = _chars(sid), None if parent is None else _chars(parent)  # a str subclass: its characters
     if sid in seen:
         raise BadValue(f"{where}: session {sid!r} is listed twice")
     seen.add(sid)
     rows: list[StoredMessage] = []
     for j, m in enumerate(_sequence(f"{where}.messages", messages, "StoredMessage")):
         fields = (m.role, m.content, m.visibility) if isinstance(m, StoredMessage) else None
-        if fields is None or not all(type(field) is str for field in fields):
+        if fields is None or not all(isinstance(field, str) for field in fields):
             raise BadValue(f"{where}.messages[{j}]: expected a StoredMessage of str role, content and "
                            f"visibility, got {shown(m)}")
-        rows.append(m if type(m) is StoredMessage else StoredMessage(*fields))
+        exact = type(m) is StoredMessage and all(type(field) is str for field in fields)
+        rows.append(m if exact else StoredMessage(*map(_chars, fields)))  # a str subclass: its characters, as handed values are
     return StoredSession(sid, parent, tuple(rows))
+
+
+def _chars(value: str) -> str:
+    """A str (or a subclass's characters, none of its methods run)."""
+    return value if type(value) is str else str.__str__(value)
 
 
 def _session_well_formed(s: StoredSession) -> bool:

@@ -25,6 +25,7 @@ from reference_impl.variants.crashpoints import (
 )
 from reference_impl.variants.delegates import (
     DelegateChildKeyedByChat,
+    DelegateParentIsFirstSession,
     DelegateResultToNewestChat,
     EndCarriesDelegateTurns,
 )
@@ -143,6 +144,7 @@ VARIANTS: dict[str, type[ReferenceGateway]] = {
     "echoes-message": EchoesMessage,
     "answers-before-the-llm": AnswersBeforeTheLlm,
     "stores-tags-only": StoresTagsOnly,
+    "delegate-parent-is-first-session": DelegateParentIsFirstSession,
     "end-replies-apart": EndRepliesApart,
     "delegate-synced-to-memory": DelegateSyncedToMemory,
     "answers-without-llm": AnswersWithoutLlm,

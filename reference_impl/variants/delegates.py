@@ -64,3 +64,23 @@ class EndCarriesDelegateTurns(ReferenceGateway):
         if child is not None:
             rows += self.store.transcript(child)
         self.volatile.memory.end_session(session, rows)
+
+
+class DelegateParentIsFirstSession(ReferenceGateway):
+    """delegate-parent-is-first-session — CONTRACT Words ("spawned by a chat's session"; its row
+    names its parent), I8 (found by sessiongate's audit of lazy gateways, 2026-12-05: which
+    parent a child's row named was not judged).
+
+    Here: a delegate child's row names the chat's first stored session as its parent (a look-up
+    by chat, not by the session that spawned it); the child itself runs where the reference's
+    does. Deleting the live session then leaves its child behind.
+    """
+
+    def create_row(self, agent: Agent) -> None:
+        if agent.kind == "delegate" and not agent.created:
+            first = self.store.db.execute(
+                "SELECT id FROM sessions WHERE chat = ? AND kind = 'chat' ORDER BY started, id LIMIT 1", (agent.chat,)
+            ).fetchone()
+            if first is not None:
+                agent.parent = first[0]
+        super().create_row(agent)
