@@ -585,3 +585,27 @@ def test_a_durable_state_of_str_subclasses_is_read_as_their_characters() -> None
     the gateway hands the harness is kept as its characters."""
     result = run_scenario(load_file(FIRST), StoresStrSubclasses(), "str-subclasses")
     assert result.failure is None and {v.status for v in result.verdicts.values()} == {"pass"}
+
+
+KILLS_ITSELF = """
+import os, signal
+from reference_impl import ReferenceGateway
+
+
+class make(ReferenceGateway):
+    def deliver_message(self, *args):
+        os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_an_isolated_child_that_dies_silent_is_not_quoted_by_a_warning_of_ours(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by the audit of hostile gateways (2026-12-05): every warm child printed runpy's
+    "found in sys.modules" RuntimeWarning, and a child killed before writing anything else was
+    reported by it: `killed by signal 15: <frozen runpy>:128: RuntimeWarning: …`."""
+    from conformance.transport.isolation import isolated
+
+    (tmp_path / "sg_kills_itself.py").write_text(KILLS_ITSELF, encoding="utf-8")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    result = run_scenario(load_file(FIRST), isolated("sg_kills_itself:make"), "sg_kills_itself:make")
+    assert result.failure is not None and result.failure.message == "gateway process killed by signal 9", result.failure

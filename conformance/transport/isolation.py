@@ -207,7 +207,11 @@ def _child(name: str, fds: list[int], env: dict[str, str], cwd: str, memory_mb: 
                                   errors="backslashreplace", line_buffering=True)
     sys.argv = [sys.argv[0], name]
     import runpy  # what `python -m conformance.transport.exec_server NAME` runs, in this warm interpreter
+    import warnings
 
+    # The module is preloaded (warm): runpy's "found in sys.modules … prior to execution" warning
+    # went to every child's stderr, and was what a child killed before saying anything was quoted by.
+    warnings.filterwarnings("ignore", message=".*found in sys.modules after import of package", category=RuntimeWarning)
     runpy.run_module("conformance.transport.exec_server", run_name="__main__", alter_sys=True)
     return 0
 
