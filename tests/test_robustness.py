@@ -609,3 +609,37 @@ def test_an_isolated_child_that_dies_silent_is_not_quoted_by_a_warning_of_ours(
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), *filter(None, [os.environ.get("PYTHONPATH")])]))
     result = run_scenario(load_file(FIRST), isolated("sg_kills_itself:make"), "sg_kills_itself:make")
     assert result.failure is not None and result.failure.message == "gateway process killed by signal 9", result.failure
+
+
+TAKES_STDOUT = """
+import os, sys
+from reference_impl import ReferenceGateway
+
+
+DONE = []
+
+
+class make(ReferenceGateway):
+    def deliver_message(self, *args):
+        if not DONE:  # once: a second os.close(1) would be its own error
+            DONE.append(1)
+            HOW
+        super().deliver_message(*args)
+"""
+
+
+@pytest.mark.parametrize("how", ["sys.__stdout__.close()", "os.close(1)",
+                                 "os.dup2(os.open(os.devnull, os.O_WRONLY), 1); os.dup2(os.open(os.devnull, os.O_WRONLY), 2)"])
+def test_a_gateway_that_closes_or_redirects_stdout_leaves_the_verdicts_printed(tmp_path: Path, how: str) -> None:
+    """Found by the audit of hostile gateways (2026-12-05): the verdicts went unprinted, and the
+    run ended in a traceback (`I/O operation on closed file`, `Bad file descriptor`) or silent."""
+    import subprocess
+
+    (tmp_path / "sg_takes_stdout.py").write_text(TAKES_STDOUT.replace("HOW", how), encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    done = subprocess.run([sys.executable, "-m", "conformance.cli", "run", "--no-failure-db", "--gateway", "sg_takes_stdout:make",
+                           str(FIRST), str(catalog_paths()[1])], capture_output=True, text=True, env=env, cwd=tmp_path,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1].startswith("2 scenarios, 2 passed, 0 failed"), done.stdout
+    assert "Traceback" not in done.stderr

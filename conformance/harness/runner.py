@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import gc
+import io
 import os
 import signal
 import sys
@@ -441,13 +442,38 @@ def _stdio_kept() -> Iterator[tuple[Any, Any]]:
     them (Hermes wraps them, and a redirect left by one of its threads once blanked a fuzz
     run's output for good); the progress and verdicts printed after the run must still show.
     During the run, what the gateway prints goes to stderr, as an exec: child's does: stdout
-    carries sessiongate's verdicts only."""
+    carries sessiongate's verdicts only. What it does to the files beneath them is undone too:
+    an `os.close(1)`, a `dup2` of /dev/null over fd 1 or 2 (a daemon's habit), or a
+    `sys.__stdout__.close()` left the run's verdicts unprinted and ended it with a traceback."""
     stdout, stderr = sys.stdout, sys.stderr
+    kept = [(fd, os.dup(fd), _identity(fd)) for fd in (1, 2) if _identity(fd) is not None]
     sys.stdout = stderr
     try:
         yield stdout, stderr
     finally:
-        sys.stdout, sys.stderr = stdout, stderr
+        for fd, copy, identity in kept:
+            if _identity(fd) != identity:
+                os.dup2(copy, fd)
+            os.close(copy)
+        sys.stdout, sys.stderr = _open_again(stdout, 1), _open_again(stderr, 2)
+
+
+def _identity(fd: int) -> tuple[int, int] | None:
+    """(device, inode) of what `fd` is open on; None if it is closed."""
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _open_again(stream: Any, fd: int) -> Any:
+    """`stream`, or, closed by the gateway, a new text stream on `fd` (a closed stream cannot
+    say which it was on: stdout's is 1, stderr's 2)."""
+    if not getattr(stream, "closed", False):
+        return stream
+    return io.TextIOWrapper(io.BufferedWriter(io.FileIO(fd, "w", closefd=False)), encoding="utf-8",
+                            errors="backslashreplace", line_buffering=True)
 
 
 @contextmanager
