@@ -194,10 +194,13 @@ def stored_rows(messages: Iterable[StoredMessage], known: dict[str, tuple[str | 
             continue
         turns = known.get(m.content) if known else None  # none known: no hash a row
         if turns is None:
-            found = _turn_tags(m.content)  # `StoredMessage.turns` inline for the usual row, of one turn
-            if said is not None and found:
-                whole = whole_turns(m.content, found, said)
-                if len(whole) < len(found):  # a cut row: not kept in `known` (its turns said in `cut` each time)
+            plain = _plain_row(m.content) if said is not None else None
+            if plain is not None and (not said or plain.group(1) not in said or m.content.endswith(_REPLY_WORD)):
+                found = [plain.group(1)]  # the usual row, whole (`[t3] hello`, `[t3] reply`): one match, no more
+            else:
+                found = _turn_tags(m.content)  # `StoredMessage.turns` inline for the usual row, of one turn
+                # a cut row is not kept in `known`: its turns go to `cut` each time
+                if said is not None and found and len(whole := whole_turns(m.content, found, said)) < len(found):
                     if cut is not None:
                         cut.extend(t for t in dict.fromkeys(found) if t not in whole)
                     for turn in _turns_of_tags(whole):
@@ -220,6 +223,7 @@ def stored_rows(messages: Iterable[StoredMessage], known: dict[str, tuple[str | 
 
 
 _turn_tags = TURN_ID.findall
+_plain_row = re.compile(r"\[(t\d+)\] (?:hello|reply)").fullmatch  # a row that is a turn's message or answer, as made
 
 
 def whole_turns(content: str, found: list[str], said: Mapping[str, str]) -> list[str]:
@@ -244,7 +248,7 @@ class DurableState:
     routing: tuple[tuple[str, str], ...] = ()  # (chat name, session id), sorted
 
     def to_detail(self, turns_of: dict[str, tuple[str | None, ...]] | None = None,
-                  rows_of: dict[str, tuple[tuple[StoredMessage, ...], dict[str, Any]]] | None = None,
+                  rows_of: dict[str, tuple[tuple[StoredMessage, ...], str | None, dict[str, Any]]] | None = None,
                   pack: Callable[[Iterator[tuple[str, dict[str, Any]]]], Any] | None = None,
                   remember: bool = True, said: Mapping[str, str] | None = None) -> dict[str, Any]:
         """A compact, canonical form for the log: session -> [[role, turn, visibility], …], a row
@@ -252,7 +256,7 @@ class DurableState:
         its rows (a turn's message and reply: two), which a spilled log's file keeps shared.
         `turns_of`: content -> `StoredMessage.turns`, kept by the caller between snapshots (the
         runner's: most rows of a snapshot were in the one before), up to `_TURNS_KEPT` rows.
-        `rows_of`: session id -> (its messages tuple, its rows) of the caller's last snapshot: the
+        `rows_of`: session id -> (its messages tuple, its parent, its body) of the caller's last snapshot: the
         same (immutable) tuple again has the same rows, shared (no reader changes a record). `pack`: the sessions are handed to
         it one at a time, as made, and kept in the form it returns (`spill.SpilledSessions.pack`:
         each marshalled, for a long run's last snapshot), `rows_of` read but not kept up to date.
@@ -264,8 +268,8 @@ class DurableState:
         return {"sessions": sessions, "routing": {chat: sid for chat, sid in self.routing}}
 
     def _bodies(self, turns_of: dict[str, tuple[str | None, ...]] | None,
-                keep: dict[str, tuple[tuple[StoredMessage, ...], dict[str, Any]]] | None,
-                rows_of: dict[str, tuple[tuple[StoredMessage, ...], dict[str, Any]]] | None,
+                keep: dict[str, tuple[tuple[StoredMessage, ...], str | None, dict[str, Any]]] | None,
+                rows_of: dict[str, tuple[tuple[StoredMessage, ...], str | None, dict[str, Any]]] | None,
                 apart: bool = False, learn: bool = True,
                 said: Mapping[str, str] | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
         """(session id, its body) in id order, for `to_detail` (`keep`: where each session's rows go;
@@ -278,15 +282,15 @@ class DurableState:
             if apart:
                 share.clear()
             last = rows_of.get(s.id) if rows_of is not None else None
-            if last is not None and last[0] is s.messages:
-                yield s.id, {"parent": s.parent, **last[1]}
+            if last is not None and last[0] is s.messages and last[1] == s.parent:
+                yield s.id, last[2]  # the same body, shared: no reader changes a record
                 continue
             cut: list[str] = []
             rows = stored_rows(s.messages, known, shared, learn, said, cut)
-            body = {"rows": rows, "cut": cut} if cut else {"rows": rows}
+            body = {"parent": s.parent, "rows": rows, "cut": cut} if cut else {"parent": s.parent, "rows": rows}
             if keep is not None:
-                keep[s.id] = (s.messages, body)
-            yield s.id, {"parent": s.parent, **body}
+                keep[s.id] = (s.messages, s.parent, body)
+            yield s.id, body
 
 
 @dataclass(frozen=True, slots=True)

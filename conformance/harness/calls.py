@@ -206,7 +206,7 @@ class GatewayCalls:
         # Across `durable_state` reads: a stored row's content -> its turns; a session's rows at
         # the last snapshot; the sessions the last read held, checked (`values.durable_state`).
         self.row_turns: dict[str, tuple[str | None, ...]] = {}
-        self.snapshot_rows: dict[str, tuple[tuple[StoredMessage, ...], dict[str, Any]]] = {}
+        self.snapshot_rows: dict[str, tuple[tuple[StoredMessage, ...], str | None, dict[str, Any]]] = {}
         self.said: dict[str, str] = {}  # turn -> the text of its message, where not 'hello' (`stored_rows`)
         self.stored_known: dict[str, tuple[str | None, tuple[StoredMessage, ...]]] = {}
         self.current_event = "start"
