@@ -474,3 +474,29 @@ def test_i1_a_resumed_life_is_idle_from_the_resume() -> None:
     assert messages(drop(records, resumed_end), "I1")[0] == (
         "session s1 reached its idle boundary at 09:40 (idle 30m after the /resume at 09:10) but got no "
         "on_session_end (owed by 09:45: eager finalization within 5m)")
+
+
+def test_catalog_01_says_things_so_a_row_made_from_the_tag_is_cut() -> None:
+    """Every message said "hello" until catalog 01 had texts of its own: a gateway storing
+    `[tN] hello` made from the tag, the user's words dropped, passed the row check."""
+    from pathlib import Path
+
+    from conformance.harness.runner import run_scenario
+    from reference_impl.variants.trust import StoresTagsOnly
+    from sim.loader import load_file
+
+    class SaysHelloFromTheTag(StoresTagsOnly):
+        def write(self, agent):  # type: ignore[no-untyped-def]
+            append = self.store.append
+            self.store.append = lambda session, rows: append(session, [  # type: ignore[method-assign]
+                row._replace(content=row.content.split(" ", 1)[0] + (" hello" if row.role == "user" else " reply"))
+                for row in rows])
+            try:
+                super(StoresTagsOnly, self).write(agent)
+            finally:
+                del self.store.append
+
+    path = Path(__file__).resolve().parent.parent / "conformance" / "catalog" / "01-idle-expiry-end-and-finalize.yaml"
+    result = run_scenario(load_file(path), SaysHelloFromTheTag(), "says-hello")
+    assert [v.message.split(" at snapshot")[0] for v in result.verdicts["I2"].violations][:1] == [
+        "turn t1 of session s1 is stored cut: its row keeps the tag but not what the user said"]
