@@ -643,3 +643,36 @@ def test_a_gateway_that_closes_or_redirects_stdout_leaves_the_verdicts_printed(t
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.splitlines()[-1].startswith("2 scenarios, 2 passed, 0 failed"), done.stdout
     assert "Traceback" not in done.stderr
+
+
+SILENCES_THE_ALARM = """
+import signal
+from reference_impl import ReferenceGateway
+
+
+class make(ReferenceGateway):
+    def deliver_message(self, *args):
+        signal.HOW
+        while True:
+            pass
+"""
+
+
+@pytest.mark.parametrize("how", ["signal(signal.SIGALRM, signal.SIG_IGN)", "setitimer(signal.ITIMER_REAL, 0)",
+                                 "pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})"])
+def test_a_gateway_that_silences_the_step_watchdog_and_hangs_still_ends_with_its_report(tmp_path: Path, how: str) -> None:
+    """Found by the audit of hostile gateways (2026-12-05): SIGALRM ignored, its timer cancelled
+    or the signal blocked, then a loop: no tick came, and the run hung for good with no report.
+    The ticks' backstop thread (`watchdog._Backstop`) ends it as a stuck gateway's run ends."""
+    import subprocess
+
+    (tmp_path / "sg_silences.py").write_text(SILENCES_THE_ALARM.replace("HOW", how), encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    done = subprocess.run([sys.executable, "-m", "conformance.cli", "run", "--no-failure-db", "--step-timeout", "1",
+                           "--gateway", "sg_silences:make", "--report", "out", str(FIRST)],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120, check=False)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1] == "1 scenario, 0 passed, 1 failed (1 timeout)"
+    if "sigmask" not in how:  # a blocked SIGALRM still reaches another thread, and its tick runs: a plain timeout
+        assert "the step watchdog's SIGALRM was ignored, blocked or cancelled by the gateway" in done.stdout
+    assert (tmp_path / "out" / "junit.xml").is_file()

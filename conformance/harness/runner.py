@@ -292,7 +292,7 @@ def run_scenario(scenario: Scenario, gateway: Gateway, name: str = "gateway", *,
             run.swarm_seed = scenario.seed
         run.exits, exits.step = exits, lambda: run.log.step
         stuck = Stuck(run, stdio, strict)
-        run.watch.give_up = stuck.timed_out
+        run.watch.give_up, run.watch.alarm_lost = stuck.timed_out, stuck.alarm_lost
         heard = threading.current_thread() is threading.main_thread()  # where signal handlers run
         if heard:
             ON_SIGNAL.append(stuck.signalled)
@@ -351,6 +351,15 @@ class Stuck:
                                  f"no answer to {run.watch.what} within {limit:g}s (wall clock), in process, and the "
                                  f"gateway went on after the step was interrupted (it caught StepTimedOut): nothing "
                                  f"stops it in this process, so sessiongate stops here; run it with --isolate")
+        self.end(failure, ExitCode.FAILED)
+
+    def alarm_lost(self, limit: float) -> None:
+        """From the ticks' backstop thread: the gateway silenced SIGALRM and its call runs on."""
+        run = self.run
+        failure = GatewayFailure("timeout", run.log.step, run.watch.what,
+                                 f"no answer to {run.watch.what} within {limit:g}s (wall clock), in process, and the step "
+                                 f"watchdog's SIGALRM was ignored, blocked or cancelled by the gateway: nothing stops it "
+                                 f"in this process, so sessiongate stops here; run it with --isolate")
         self.end(failure, ExitCode.FAILED)
 
     def end(self, failure: GatewayFailure | None, code: int) -> NoReturn:

@@ -19,7 +19,8 @@ same call for another `limit` (a retry loop that swallows everything), no except
 it in this process: the tick calls `Watch.give_up`, which ends the process with the verdicts
 and the report of what ran (`runner.when_stuck`) instead of hanging it for good. So does a
 tick that finds a gateway call still running after sessiongate's own SIGINT/SIGTERM was
-raised into the run (a gateway that caught that `Interrupted` too).
+raised into the run (a gateway that caught that `Interrupted` too), and the ticks' backstop
+thread when a call silenced SIGALRM itself (`_Backstop`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from __future__ import annotations
 import inspect
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -42,7 +44,8 @@ class StepTimedOut(BaseException):
 class Watch:
     """What the ticks read: the number of calls begun, and how many are in progress."""
 
-    __slots__ = ("depth", "give_up", "interrupted", "limit", "seen", "seq", "signum", "strikes", "what")
+    __slots__ = ("alarm_lost", "depth", "give_up", "interrupted", "limit", "seen", "seq", "signum", "strikes", "ticked",
+                 "what")
 
     def __init__(self) -> None:
         self.seq = self.depth = self.strikes = 0
@@ -51,11 +54,14 @@ class Watch:
         self.limit = 0.0  # the limit it was interrupted at
         self.signum = 0  # the SIGINT/SIGTERM whose `Interrupted` was raised into the run, if one was
         self.give_up: Callable[[float], object] | None = None  # the run's way out of a call that cannot be stopped
+        self.alarm_lost: Callable[[float], object] | None = None  # ... of one whose ticks stopped coming (`_Backstop`)
+        self.ticked = 0.0  # monotonic seconds of the last tick (or of arming)
 
     def tick(self, limit: float) -> None:
         """One tick: `StepTimedOut` if the call in progress is the one of the last two ticks;
         `give_up` if it is still the call that was interrupted so, a `limit` later, or if a call is
         still in progress after a signal's `Interrupted` was raised into the run."""
+        self.ticked = time.monotonic()
         if self.signum and self.depth and self.give_up is not None:
             self.give_up(limit)
         if self.depth and self.seq == self.seen:
@@ -91,9 +97,46 @@ def watching(watch: Watch, limit: float | None) -> Iterator[None]:
         watch.tick(limit)
 
     previous = signal.signal(signal.SIGALRM, tick)
+    watch.ticked = time.monotonic()
     signal.setitimer(signal.ITIMER_REAL, limit / 2, limit / 2)
+    _Backstop.watch(watch, limit)
     try:
         yield
     finally:
+        _Backstop.watch(None, 0.0)
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+class _Backstop:
+    """The ticks' own watchdog: a gateway can ignore, block or cancel SIGALRM in a call and then
+    loop there for good, and no tick comes to interrupt it. One daemon thread a process (started
+    with the first watched run) looks every half second: a call in progress for three limits
+    while no tick came for two ends the process through `Watch.alarm_lost` (the run's verdicts
+    and report of what ran, as `give_up`). It reads the wall clock, and acts only on a hang."""
+
+    current: tuple[Watch, float] | None = None
+    thread: threading.Thread | None = None
+
+    @classmethod
+    def watch(cls, watch: Watch | None, limit: float) -> None:
+        cls.current = (watch, limit) if watch is not None else None
+        if watch is not None and cls.thread is None:
+            cls.thread = threading.Thread(target=cls._loop, name="sessiongate-backstop", daemon=True)
+            cls.thread.start()
+
+    @classmethod
+    def _loop(cls) -> None:
+        seen, since = -1, 0.0
+        while True:
+            time.sleep(0.5)
+            current = cls.current
+            if current is None:
+                seen = -1
+                continue
+            watch, limit = current
+            now = time.monotonic()
+            if not watch.depth or watch.seq != seen:
+                seen, since = watch.seq, now
+            elif now - since >= 3 * limit and now - watch.ticked >= 2 * limit and watch.alarm_lost is not None:
+                watch.alarm_lost(limit)  # does not return
