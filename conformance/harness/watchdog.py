@@ -44,7 +44,7 @@ class StepTimedOut(BaseException):
 class Watch:
     """What the ticks read: the number of calls begun, and how many are in progress."""
 
-    __slots__ = ("alarm_lost", "depth", "give_up", "interrupted", "limit", "seen", "seq", "signum", "strikes", "ticked",
+    __slots__ = ("alarm_lost", "depth", "give_up", "interrupted", "limit", "seen", "seq", "signum", "strikes", "ticks",
                  "what")
 
     def __init__(self) -> None:
@@ -55,13 +55,13 @@ class Watch:
         self.signum = 0  # the SIGINT/SIGTERM whose `Interrupted` was raised into the run, if one was
         self.give_up: Callable[[float], object] | None = None  # the run's way out of a call that cannot be stopped
         self.alarm_lost: Callable[[float], object] | None = None  # ... of one whose ticks stopped coming (`_Backstop`)
-        self.ticked = 0.0  # monotonic seconds of the last tick (or of arming)
+        self.ticks = 0  # ticks so far (`_Backstop` counts its own half seconds between them)
 
     def tick(self, limit: float) -> None:
         """One tick: `StepTimedOut` if the call in progress is the one of the last two ticks;
         `give_up` if it is still the call that was interrupted so, a `limit` later, or if a call is
         still in progress after a signal's `Interrupted` was raised into the run."""
-        self.ticked = time.monotonic()
+        self.ticks += 1
         if self.signum and self.depth and self.give_up is not None:
             self.give_up(limit)
         if self.depth and self.seq == self.seen:
@@ -97,7 +97,6 @@ def watching(watch: Watch, limit: float | None) -> Iterator[None]:
         watch.tick(limit)
 
     previous = signal.signal(signal.SIGALRM, tick)
-    watch.ticked = time.monotonic()
     signal.setitimer(signal.ITIMER_REAL, limit / 2, limit / 2)
     _Backstop.watch(watch, limit)
     try:
@@ -108,12 +107,16 @@ def watching(watch: Watch, limit: float | None) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
+_NAP = 0.5  # seconds between two looks of the backstop
+
+
 class _Backstop:
     """The ticks' own watchdog: a gateway can ignore, block or cancel SIGALRM in a call and then
     loop there for good, and no tick comes to interrupt it. One daemon thread a process (started
-    with the first watched run) looks every half second: a call in progress for three limits
-    while no tick came for two ends the process through `Watch.alarm_lost` (the run's verdicts
-    and report of what ran, as `give_up`). It reads the wall clock, and acts only on a hang."""
+    with the first watched run) looks every half second: the same call in progress, and no
+    tick, for three limits ends the process through `Watch.alarm_lost` (the run's verdicts and
+    report of what ran, as `give_up`). It counts its own sleeps, reading no clock (a gateway run
+    under freezegun, as Hermes is, sees a virtual `time.monotonic`), and acts only on a hang."""
 
     current: tuple[Watch, float] | None = None
     thread: threading.Thread | None = None
@@ -127,16 +130,18 @@ class _Backstop:
 
     @classmethod
     def _loop(cls) -> None:
-        seen, since = -1, 0.0
+        seen, quiet = (-1, -1), 0  # (the call, the ticks) at the last look; half seconds since they moved
         while True:
-            time.sleep(0.5)
+            time.sleep(_NAP)
             current = cls.current
             if current is None:
-                seen = -1
+                seen, quiet = (-1, -1), 0
                 continue
             watch, limit = current
-            now = time.monotonic()
-            if not watch.depth or watch.seq != seen:
-                seen, since = watch.seq, now
-            elif now - since >= 3 * limit and now - watch.ticked >= 2 * limit and watch.alarm_lost is not None:
+            now = (watch.seq, watch.ticks)
+            if not watch.depth or now != seen:
+                seen, quiet = now, 0
+                continue
+            quiet += 1
+            if quiet * _NAP >= 3 * limit and watch.alarm_lost is not None:
                 watch.alarm_lost(limit)  # does not return
