@@ -357,9 +357,10 @@ class Stuck:
         """From the ticks' backstop thread: the gateway silenced SIGALRM and its call runs on."""
         run = self.run
         failure = GatewayFailure("timeout", run.log.step, run.watch.what,
-                                 f"no answer to {run.watch.what} within {limit:g}s (wall clock), in process, and the step "
-                                 f"watchdog's SIGALRM was ignored, blocked or cancelled by the gateway: nothing stops it "
-                                 f"in this process, so sessiongate stops here; run it with --isolate")
+                                 f"no answer to {run.watch.what} within {3 * limit:g}s (wall clock), in process, and no "
+                                 f"tick of the step watchdog came (SIGALRM ignored, blocked or cancelled by the gateway, or "
+                                 f"a call that never returns to Python): nothing stops it in this process, so sessiongate "
+                                 f"stops here; run it with --isolate")
         self.end(failure, ExitCode.FAILED)
 
     def end(self, failure: GatewayFailure | None, code: int) -> NoReturn:
