@@ -53,6 +53,15 @@ def halves(texts: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return tuple(users), tuple(replies)
 
 
+def not_whole(text: str, users: Iterable[str], said: Mapping[str, str]) -> list[str]:
+    """The turns of `users` (tags the text carries as a copy of the user's message) whose
+    message it does not hold whole: `[t3]` or `[t3] good` where the user said `[t3] good
+    morning`. What memory took and what an end's transcript carries are a turn's by what the
+    user said, not by its tag alone, as a stored row is (`whole_turns`). `said`: turn -> its
+    message's text where it is not 'hello'."""
+    return [t for t in users if f"[{t}] {said.get(t, 'hello')}" not in text]
+
+
 # A tag, and whether ' reply' and a line end (or the text's end) follow it: `halves` in one C scan.
 _halves_of = re.compile(TURN_ID.pattern + rf"(?=({re.escape(_REPLY_WORD)})(?:\n|\Z))?").findall
 
@@ -195,7 +204,7 @@ def stored_rows(messages: Iterable[StoredMessage], known: dict[str, tuple[str | 
         turns = known.get(m.content) if known else None  # none known: no hash a row
         if turns is None:
             plain = _plain_row(m.content) if said is not None else None
-            if plain is not None and (not said or plain.group(1) not in said or m.content.endswith(_REPLY_WORD)):
+            if plain is not None and ((words := plain.group(2)) == "reply" or words == said.get(plain.group(1), "hello")):
                 found = [plain.group(1)]  # the usual row, whole (`[t3] hello`, `[t3] reply`): one match, no more
             else:
                 found = _turn_tags(m.content)  # `StoredMessage.turns` inline for the usual row, of one turn
@@ -223,7 +232,7 @@ def stored_rows(messages: Iterable[StoredMessage], known: dict[str, tuple[str | 
 
 
 _turn_tags = TURN_ID.findall
-_plain_row = re.compile(r"\[(t\d+)\] (?:hello|reply)").fullmatch  # a row that is a turn's message or answer, as made
+_plain_row = re.compile(r"\[(t\d+)\] (.*)", re.DOTALL).fullmatch  # a tag and words: the turn's message or answer, as made?
 
 
 def whole_turns(content: str, found: list[str], said: Mapping[str, str]) -> list[str]:

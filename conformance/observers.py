@@ -7,12 +7,12 @@ else of the wrong type a `BadHandover` raised into the gateway's call, its error
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import chain
 from typing import Any
 
 from conformance.harness.spill import ObservationLog
-from conformance.observations import halves, reply_text, turn_ids
+from conformance.observations import halves, not_whole, reply_text, turn_ids
 from sessiongate import SessiongateError
 from sim.engine import Engine
 from sim.scenario import Usage
@@ -187,8 +187,9 @@ class Platform:
 class MemoryBackend:
     """Where a memory provider ships turns; 'ingested' is counted here."""
 
-    def __init__(self, name: str, log: ObservationLog, now: Callable[[], int]) -> None:
+    def __init__(self, name: str, log: ObservationLog, now: Callable[[], int], said: Mapping[str, str] | None = None) -> None:
         self.name, self._log, self._now = name, log, now
+        self.said: Mapping[str, str] = {} if said is None else said  # turn -> its message where not 'hello' (`not_whole`)
         self.down_until = -1
         self.slow_until, self.slow_delay = -1, 0
         self._ready: dict[tuple[str, str], int] = {}  # (session, turn) -> when its slow call completes
@@ -200,7 +201,9 @@ class MemoryBackend:
         BackendBusy while a slow call is not complete.
 
         The record names the turns whose user message the texts carry (`turns`) and those whose
-        reply they carry (`replies`, `observations.halves`): a turn ingested is both halves.
+        reply they carry (`replies`, `observations.halves`): a turn ingested is both halves. A
+        user message is carried whole or not at all: one whose tag came without what the user
+        said is no half of its turn, and the record lists it apart (`cut`, `not_whole`).
         `keys` (one per text, optional): idempotency keys, as a document id is to Hindsight's
         retain; a text whose key the backend already took is acknowledged and not stored again
         (a re-ship after a crash between shipping and saving the watermark is no double ingest).
@@ -227,11 +230,17 @@ class MemoryBackend:
                     return
                 texts, taken = [texts[i] for i in fresh], [keys[i] for i in fresh]
         users, replies = halves(texts)
+        cut = not_whole("\n".join(texts), users, self.said) if users else None
+        if cut:
+            users = tuple(t for t in users if t not in cut)
         if down:
             self._log.add("ingest_failed", session=session, turns=users, backend=self.name, replies=list(replies))
             raise BackendUnavailable(f"memory backend {self.name!r} is unavailable")
         self._complete_slow(session, users, replies)
-        self._log.add("ingest", session=session, turns=users, backend=self.name, replies=list(replies))
+        if cut:
+            self._log.add("ingest", session=session, turns=users, backend=self.name, replies=list(replies), cut=cut)
+        else:
+            self._log.add("ingest", session=session, turns=users, backend=self.name, replies=list(replies))
         self._keys.update(taken)  # only once stored: a busy or failed call is taken when it is made again
 
     def _complete_slow(self, session: str, users: Sequence[str], replies: Sequence[str]) -> None:
@@ -281,11 +290,11 @@ class RecordingProvider:
             for i, pair in enumerate(pairs):
                 role, content = pair
                 pairs[i] = (plain_str(call, f"transcript[{i}] role", role), plain_str(call, f"transcript[{i}] content", content))
-        turns, replies, apart = _transcript_turns(pairs)
-        if apart:  # left out when every reply follows its own message: logs from before read alike
-            self._log.add("on_session_end", session=session, turns=turns, messages=len(pairs), replies=replies, apart=apart)
-        else:
-            self._log.add("on_session_end", session=session, turns=turns, messages=len(pairs), replies=replies)
+        turns, replies, apart, cut = _transcript_turns(pairs, self._backend.said)
+        extra: dict[str, Any] = {"apart": apart} if apart else {}  # left out when none: logs from before read alike
+        if cut:
+            extra["cut"] = cut
+        self._log.add("on_session_end", session=session, turns=turns, messages=len(pairs), replies=replies, **extra)
 
     def on_session_switch(self, old: str | None, new: str) -> None:
         if type(new) is not str or not (old is None or type(old) is str):
@@ -297,27 +306,34 @@ class RecordingProvider:
         self._log.add("memory_shutdown")
 
 
-def _transcript_turns(pairs: Sequence[tuple[str, str]]) -> tuple[list[str], list[str], list[str]]:
+def _transcript_turns(pairs: Sequence[tuple[str, str]], said: Mapping[str, str]
+                      ) -> tuple[list[str], list[str], list[str], list[str]]:
     """(the turns the user messages of a transcript carry, those its assistant messages carry,
-    those apart), each message's tags read once. A folded message carries two. A turn is apart
-    when its reply does not follow its own message: the last user message before an assistant
-    message carrying a turn's tag must carry that tag too (messages of other roles, a tool's,
-    between them are no matter)."""
+    those apart, those cut), each message's tags read once. A folded message carries two. A turn
+    is apart when its reply does not follow its own message: the last user message before an
+    assistant message carrying a turn's tag must carry that tag too (messages of other roles, a
+    tool's, between them are no matter). A turn is cut when its user message carries its tag
+    without what the user said (`not_whole`): it is not among the turns carried."""
     turns: list[str] = []
     replies: list[str] = []
     apart: dict[str, None] = {}
+    cut: dict[str, None] = {}
     asking: tuple[str, ...] = ()
     for role, content in pairs:
         if role == "user":
             asking = turn_ids(content)
-            turns += asking
+            if asking and (lost := not_whole(content, asking, said)):
+                cut.update(dict.fromkeys(lost))
+                turns += [t for t in asking if t not in lost]
+            else:
+                turns += asking
         elif role == "assistant":
             answered = turn_ids(content)
             replies += answered
             for turn in answered:
                 if turn not in asking:
                     apart[turn] = None
-    return turns, replies, list(apart)
+    return turns, replies, list(apart), list(cut)
 
 
 class HookBus:

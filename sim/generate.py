@@ -61,6 +61,7 @@ from sim.weights import (
     EVENT_ORDERS,
     IDLE_TTLS,
     LOCK_SECONDS,
+    MESSAGE_TEXTS,
     MESSAGE_USAGES,
     MODES,
     OVERRIDE_PERCENT,
@@ -206,7 +207,8 @@ class _Timeline:
     def message(self, t: int, chat: Chat) -> None:
         self.turns += 1
         muted = chance(self.choices, self.mix.muted_percent)
-        self.add(Message(t, chat=chat.name, turn=f"t{self.turns}", text="hello", muted=muted))
+        self.add(Message(t, chat=chat.name, turn=f"t{self.turns}", text=MESSAGE_TEXTS[self.turns % len(MESSAGE_TEXTS)],
+                         muted=muted))
         self.last_user[chat.name] = t
 
     def step(self, draw: str) -> None:

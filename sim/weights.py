@@ -45,6 +45,12 @@ HELD_MESSAGE_PERCENT = 35  # a message arrives while the gateway is down
 LOCK_SECONDS: Table[tuple[int, int]] = (((1, 10), 3), ((10, 60), 2), ((60, 300), 1))
 BACKEND_FAIL_SECONDS: Table[tuple[int, int]] = (((10, 120), 2), ((120, 600), 2))  # <= 10m < any horizon
 MUTED_PERCENT = 3
+# What generated messages say, turn tN the (N mod 5)-th: a stored row, an ingest and an end are
+# a turn's by its words, not its tag alone, so a gateway that keeps `[tN]` and makes the rest up
+# fails; the long one (over a kilobyte) loses its end in a field cut short. By turn number, not
+# drawn: every seed's events are what they were before messages had words.
+MESSAGE_TEXTS = ("hello", "good morning", "can you check yesterday's logs?", "thanks!",
+                 "please summarise: " + "the quick brown fox jumps over the lazy dog, " * 24 + "and stops.")
 # Drawn after the whole timeline, so a seed's scenario is unchanged up to this draw: in most
 # seeds every answer reports a few tokens, as before usage could be chosen; in the others some
 # answers report none or a full context window (gateway compression and hygiene, #20).

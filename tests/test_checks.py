@@ -299,6 +299,51 @@ def test_a_stored_row_names_a_turn_by_its_words_not_its_tag_alone() -> None:
     assert cut == ["t2", "t2", "t5"]  # a wrapper around the words is no matter; t5's message was "hello", not "ciao"
 
 
+def test_i3_a_user_message_ingested_by_its_tag_alone_is_no_half() -> None:
+    """The audit of lazy gateways (2026-12-06): a provider shipping `[t1]` for `[t1] hello`
+    passed I3, the ingest read by its tags. The backend now lists such a message under `cut`,
+    not among the turns it took; I3 says what it took."""
+    records = log("new")
+    index = find(records, "ingest", backend="hindsight", turn="t1")
+    assert messages(records, "I3") == []
+    cut = edit(records, index, turns=(), detail={"cut": ["t1"]})
+    assert messages(cut, "I3") == [
+        "backend 'hindsight' ingested [t1] without the user message (session s1, acknowledged 09:00:02; it took [t1] by "
+        "the tag alone, not what the user said): a turn ingested is the user's message and its reply"
+    ]
+
+
+def test_i1_an_end_carrying_a_message_by_its_tag_alone_misses_the_turn() -> None:
+    """As memory: the end's transcript is a turn's by what the user said, not its tag alone."""
+    records = log("new")
+    index = find(records, "on_session_end", session="s1")
+    assert messages(records, "I1") == []
+    cut = edit(records, index, turns=(), detail={"cut": ["t1"]})
+    assert messages(cut, "I1") == [
+        "on_session_end for s1 carried [] but its acknowledged turns are [t1] (missing [t1]; [t1] carried by the tag "
+        "alone, not what the user said)"
+    ]
+
+
+def test_memory_and_ends_read_a_message_by_its_words() -> None:
+    """What the backend and the recorder log: a message whose tag came without its words is cut,
+    a wrapper around the words is no matter, a folded message is read message by message."""
+    from conformance.harness.spill import ObservationLog
+    from conformance.observers import MemoryBackend, RecordingProvider
+
+    said = {"t2": "good morning", "t5": "ciao"}
+    log_ = ObservationLog(lambda: 0)
+    backend = MemoryBackend("b", log_, lambda: 0, said)
+    backend.ingest("s1", ["[t1] hello", "[t1] reply", "[t2] good", "[t2] reply", "Mon alice: [t3] hello (edited)",
+                          "[t4] hello\n[t5] hello"])
+    recorder = RecordingProvider(log_, backend)
+    recorder.on_session_end("s1", [("user", "[t1]"), ("assistant", "[t1] reply"), ("user", "[t2] good morning"),
+                                   ("assistant", "[t2] reply")])
+    ingest, end = (r for r in log_.hand_over() if r.kind in ("ingest", "on_session_end"))
+    assert (ingest.turns, ingest.d("cut")) == (("t1", "t3", "t4"), ["t2", "t5"])
+    assert (end.turns, end.d("cut"), end.d("replies")) == (("t2",), ["t1"], ["t1", "t2"])
+
+
 def test_i2_a_reply_row_beside_its_question() -> None:
     """Both rows stored is not enough: the reply follows its own question (u1 u2 a2 a1 holds
     both halves of both turns, and t1's answer is apart from t1)."""

@@ -169,9 +169,11 @@ def test_a_factory_that_raises_system_exit_is_that_scenarios_error(
 
 def test_the_harnesss_own_sigint_still_stops_the_run(capsys: pytest.CaptureFixture[str],
                                                       gateway_module: types.ModuleType) -> None:
+    ctrl_c = signal.raise_signal  # the real one: what the gateway calls during a run refuses it (a signal to itself)
+
     class Signals(ReferenceGateway):
         def deliver_message(self, message: Inbound) -> None:
-            signal.raise_signal(signal.SIGINT)  # a real Ctrl-C, arriving while the gateway runs
+            ctrl_c(signal.SIGINT)  # a real Ctrl-C, arriving while the gateway runs
 
     gateway_module.make = Signals  # type: ignore[attr-defined]
     code, out = run_cli(capsys, str(FIRST), str(SECOND), "--gateway", "sg_sound:make")
@@ -852,3 +854,74 @@ def test_os_exit_in_a_gateway_is_its_error_and_never_a_green_exit(tmp_path: Path
     assert out[-1] == "2 scenarios, 0 passed, 2 failed (2 gateway errors)"
     assert json.loads((tmp_path / "r" / "summary.json").read_text())["totals"]["error"] == 2
     assert "Traceback" not in done.stderr
+
+
+SIGNALS_ITSELF = '''
+import _thread
+import os
+import signal
+import threading
+from reference_impl import ReferenceGateway
+
+
+class Terms(ReferenceGateway):
+    def deliver_message(self, message):
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+class Kills(ReferenceGateway):
+    def deliver_message(self, message):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+class GroupTerms(ReferenceGateway):
+    def deliver_message(self, message):
+        os.killpg(0, signal.SIGTERM)
+
+
+class RaisesSigint(ReferenceGateway):
+    def deliver_message(self, message):
+        signal.raise_signal(signal.SIGINT)
+
+
+class InterruptsMain(ReferenceGateway):
+    def deliver_message(self, message):
+        _thread.interrupt_main()
+
+
+class ThreadTerms(ReferenceGateway):
+    def deliver_message(self, message):
+        thread = threading.Thread(target=os.kill, args=(os.getpid(), signal.SIGTERM))
+        thread.start()
+        thread.join()
+        super().deliver_message(message)
+
+
+class SignalsItsChild(ReferenceGateway):
+    def deliver_message(self, message):
+        os.kill(os.getpid(), 0)  # is it alive: no signal sent
+        super().deliver_message(message)
+'''
+
+
+@pytest.mark.parametrize(("factory", "what"), [
+    ("Terms", "os.kill(its own pid, SIGTERM)"), ("Kills", "os.kill(its own pid, SIGKILL)"),
+    ("GroupTerms", "os.killpg(0, SIGTERM)"), ("RaisesSigint", "signal.raise_signal(SIGINT)"),
+    ("InterruptsMain", "_thread.interrupt_main(SIGINT)"), ("ThreadTerms", "os.kill(its own pid, SIGTERM)")])
+def test_a_signal_a_gateway_sends_its_own_process_is_its_error(tmp_path: Path, factory: str, what: str) -> None:
+    """The audit of hostile gateways (2026-12-05) left these: in process, a gateway's SIGTERM or
+    SIGINT to itself read as sessiongate told to stop (the run ended early, exit 143 or 130),
+    and a SIGKILL ended it with no report at all. Each is now the gateway's error at its step."""
+    done = run_in_a_process(tmp_path, SIGNALS_ITSELF, factory)
+    assert done.returncode == 1, done.stderr
+    out = done.stdout.splitlines()
+    where = "thread" if factory == "ThreadTerms" else FIRST_MESSAGE
+    assert out[1] == (f"      gateway error at step 1 ({where}): {what} called in process"
+                      f"{' by a thread the gateway started' if factory == 'ThreadTerms' else ''}: sessiongate goes on")
+    assert out[-1] == "2 scenarios, 0 passed, 2 failed (2 gateway errors)"
+    assert json.loads((tmp_path / "r" / "summary.json").read_text())["totals"]["error"] == 2
+
+
+def test_signal_zero_to_itself_is_no_signal(tmp_path: Path) -> None:
+    done = run_in_a_process(tmp_path, SIGNALS_ITSELF, "SignalsItsChild")
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -180,6 +180,11 @@ CASES: dict[str, tuple[Callable[[list[Obs]], Any], Any, Any]] = {
     "stores-tags-only": (lambda r: (final_rows(r, "s1"), final_cut(r, "s1")),
                          ([["user", "t1", "visible"], ["assistant", "t1", "visible"]], None),
                          ([["user", None, "visible"], ["assistant", None, "visible"]], ["t1", "t1"])),
+    "memory-gets-tags-only": (lambda r: [(r.turns, r.d("replies"), r.d("cut")) for r in r if r.kind == "ingest"
+                                         and r.d("backend") == "hindsight"],
+                              [(("t1",), ["t1"], None)], [((), ["t1"], ["t1"])]),
+    "end-carries-tags-only": (lambda r: [(r.turns, r.d("cut")) for r in r if r.kind == "on_session_end"],
+                              [(("t1",), None)], [((), ["t1"])]),
     "stop-takes-first-busy-chat": (replied, ["t1"], ["t2"]),
     "queued-clock-at-admission": (lambda r: (reply_session(r, "t3"), ends(r, "s1")), ("s2", [("s1", ("t1", "t2"))]),
                                   ("s1", [("s1", ("t1", "t2", "t3"))])),

@@ -204,7 +204,9 @@ def _acknowledged(m: RunModel, session: str, index: int, end: Obs) -> list[Viola
     expected = full if any(t not in after_loss for t in carried if t in full) else after_loss
     problems = []
     if missing := [t for t in expected if t not in carried]:
-        problems.append(f"missing {turn_list(missing)}")
+        cut = [t for t in end.detail.get("cut", ()) if t in missing]
+        problems.append(f"missing {turn_list(missing)}" + (f"; {turn_list(cut)} carried by the tag alone, not what the "
+                                                          f"user said" if cut else ""))
     if late := [t for t in dict.fromkeys(carried) if t not in full and m.turns[t].session == session]:
         problems.append(f"{turn_list(late)} acknowledged only after the end")
     if foreign := [t for t in dict.fromkeys(carried) if m.turns[t].session != session]:

@@ -170,11 +170,20 @@ _LACKS_BOTH = bytes(int(b & MINE_BOTH != MINE_BOTH) for b in range(256))  # a `t
 def _half_missing(m: RunModel, backend: str, partial: list[Turn], half: str) -> Violation:
     """Acknowledged turns of which the backend took one half only."""
     sessions = list(dict.fromkeys(t.session or "?" for t in partial))
+    cut = _cut(m, backend, partial) if half == _HALF[0] else []
+    how = f"; it took {turn_list(cut)} by the tag alone, not what the user said" if cut else ""
     return Violation(
         f"backend '{backend}' ingested {turn_list([t.id for t in partial])} without the {half}"
-        f"{'s' if len(partial) > 1 else ''} (session {', '.join(sessions)}, acknowledged {_span(m, partial)}): a turn "
-        f"ingested is the user's message and its reply",
+        f"{'s' if len(partial) > 1 else ''} (session {', '.join(sessions)}, acknowledged {_span(m, partial)}{how}): a "
+        f"turn ingested is the user's message and its reply",
         tuple(t.reply_index for t in partial[:5]), _first_ack(partial), sessions[0], tuple(t.id for t in partial))
+
+
+def _cut(m: RunModel, backend: str, turns: list[Turn]) -> list[str]:
+    """Which of the turns the backend took a copy of the user's message of that kept the tag and
+    lost the words (an ingest's `cut`, `observers.MemoryBackend.ingest`): read for a violation only."""
+    found = {turn for _index, r in m.of("ingest") if r.detail.get("backend") == backend for turn in r.detail.get("cut", ())}
+    return [t.id for t in turns if t.id in found]
 
 
 def _span(m: RunModel, turns: list[Turn]) -> str:

@@ -3,16 +3,18 @@ crash points, timer steps, resource samples, durable-state reads, and stopping a
 
 from __future__ import annotations
 
+import _thread
 import copy
 import marshal
 import os
+import signal
 import threading
 import traceback
 from collections import deque
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from sys import getrecursionlimit, setrecursionlimit
-from typing import Any
+from typing import Any, NoReturn
 
 from conformance.adapter import CrashPointFired, Gateway, Harness, Profile, Scheduler
 from conformance.harness import values
@@ -95,37 +97,100 @@ REAL_EXIT = os._exit  # sessiongate's own way out; during a run `os._exit` is `_
 
 
 class GatewayExited(BaseException):
-    """A gateway in this process called `os._exit(status)`: its error at that step. Ended
-    there, sessiongate would exit with the gateway's status and no report (`os._exit(0)`: a
-    green CI); Hermes, for one, has an `os._exit` backstop in its shutdown."""
+    """A gateway in this process called `os._exit(status)`, or sent the process itself a signal
+    (`os.kill(os.getpid(), …)`, `os.killpg`, `signal.raise_signal`, `signal.pthread_kill`,
+    `_thread.interrupt_main`): its error at that step, worded by `args[0]`. Let through, the
+    exit would end sessiongate with the gateway's status and no report (`os._exit(0)`: a green
+    CI; Hermes, for one, has an `os._exit` backstop in its shutdown), a SIGTERM or SIGINT would
+    read as sessiongate told to stop, and a SIGKILL would end it with no report."""
 
 
 class ExitsAsked(list):  # type: ignore[type-arg]
-    """(status, step) of each `os._exit` a gateway's thread called during a run; `step` says
-    the run's step at the time."""
+    """(what, step) of each `os._exit` or signal to the process a gateway's thread called during
+    a run (`what`: the call, as `os._exit(0)`); `step` says the run's step at the time."""
 
     step: Callable[[], Any] = staticmethod(lambda: 0)
 
 
+_SIGNALS_SENT = (os, "kill"), (os, "killpg"), (signal, "raise_signal"), (signal, "pthread_kill"), (_thread, "interrupt_main")
+
+
 @contextmanager
 def exit_is_ours() -> Iterator[ExitsAsked]:
-    """During a run, `os._exit` in this process raises `GatewayExited` where it is called (a
-    forked child still exits); what other threads asked for is listed, for the runner to report."""
+    """During a run, `os._exit` in this process, and a signal sent to this process, raise
+    `GatewayExited` where called (a forked child still exits and signals as it likes; a signal
+    to another process, or signal 0, goes through); what other threads asked for is listed, for
+    the runner to report. sessiongate's own signals go through the functions it kept at import."""
     pid, asked = os.getpid(), ExitsAsked()
+
+    def refused(what: str) -> NoReturn:
+        if threading.current_thread() is not threading.main_thread():
+            asked.append((what, asked.step()))
+            raise SystemExit(what)  # the thread ends, quietly; the runner reports it
+        raise GatewayExited(what)
 
     def _gateway_exit(status: int) -> None:
         if os.getpid() != pid:
             REAL_EXIT(status)
-        if threading.current_thread() is not threading.main_thread():
-            asked.append((status, asked.step()))
-            raise SystemExit(status)  # the thread ends, quietly; the runner reports it
-        raise GatewayExited(status)
+        refused(f"os._exit({status!r})")
 
+    def ours(group: int) -> bool:
+        with suppress(OSError):
+            return group == os.getpgrp()
+        return False
+
+    def _kill(target: int, signum: int) -> None:
+        if os.getpid() == pid and signum and (target in (pid, 0, -1) or (target < 0 and ours(-target))):
+            # no pid in the words: a message is the same run to run
+            whom = "its own pid" if target == pid else "its own group" if target < -1 else str(target)
+            refused(f"os.kill({whom}, {_signal_name(signum)})")
+        _REAL[os, "kill"](target, signum)
+
+    def _killpg(group: int, signum: int) -> None:
+        if os.getpid() == pid and signum and (group == 0 or ours(group)):
+            refused(f"os.killpg({'its own group' if group else 0}, {_signal_name(signum)})")
+        _REAL[os, "killpg"](group, signum)
+
+    def _raise_signal(signum: int) -> None:
+        if os.getpid() != pid:
+            _REAL[signal, "raise_signal"](signum)
+            return
+        refused(f"signal.raise_signal({_signal_name(signum)})")
+
+    def _pthread_kill(thread_id: int, signum: int) -> None:
+        if os.getpid() == pid and signum:
+            refused(f"signal.pthread_kill(a thread of its own, {_signal_name(signum)})")
+        _REAL[signal, "pthread_kill"](thread_id, signum)
+
+    def _interrupt_main(signum: int = signal.SIGINT) -> None:
+        if os.getpid() != pid:
+            _REAL[_thread, "interrupt_main"](signum)
+            return
+        refused(f"_thread.interrupt_main({_signal_name(signum)})")
+
+    ours_now = {(os, "kill"): _kill, (os, "killpg"): _killpg, (signal, "raise_signal"): _raise_signal,
+                (signal, "pthread_kill"): _pthread_kill, (_thread, "interrupt_main"): _interrupt_main}
     previous, os._exit = os._exit, _gateway_exit  # type: ignore[assignment]
+    before = {key: getattr(*key) for key in _SIGNALS_SENT if hasattr(*key)}
+    for (module, name), replacement in ours_now.items():
+        if (module, name) in before:
+            setattr(module, name, replacement)
     try:
         yield asked
     finally:
         os._exit = previous
+        for (module, name), function in before.items():
+            setattr(module, name, function)
+
+
+_REAL = {key: getattr(*key) for key in _SIGNALS_SENT if hasattr(*key)}  # sessiongate's own, kept at import
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except (ValueError, TypeError):
+        return repr(signum)
 
 
 VERIFY_EVERY = 64  # samples through `resources_delta` between two checks of it against `resources()`
@@ -207,11 +272,11 @@ class GatewayCalls:
         # the last snapshot; the sessions the last read held, checked (`values.durable_state`).
         self.row_turns: dict[str, tuple[str | None, ...]] = {}
         self.snapshot_rows: dict[str, tuple[tuple[StoredMessage, ...], str | None, dict[str, Any]]] = {}
-        self.said: dict[str, str] = {}  # turn -> the text of its message, where not 'hello' (`stored_rows`)
+        self.said: dict[str, str] = {}  # turn -> the text of its message, where not 'hello' (`stored_rows`, `not_whole`)
         self.stored_known: dict[str, tuple[str | None, tuple[StoredMessage, ...]]] = {}
         self.current_event = "start"
         self.watch = Watch()  # the calls in progress, for the step watchdog (`harness.watchdog`)
-        self.exits: list[tuple[int, Any]] = []  # (status, step) of an os._exit a gateway's thread called (`exit_is_ours`)
+        self.exits: list[tuple[str, Any]] = []  # (call, step) of an os._exit or self-signal a gateway's thread made (`exit_is_ours`)
         # The log's step: the scenario event being applied (1..N; 0 boot, N+1 quiescence), or
         # "k.n" for the n-th callback (a timer, an LLM answer, a crash point's restart) that ran
         # since event k began: a record a timer produced carries its own step, not event k's.
@@ -220,9 +285,9 @@ class GatewayCalls:
         self.final = False  # the final SIGTERM of quiescence: no crash point fires in it
         self.crash_ats: list[tuple[CrashAt, list[Any]]] = []  # each armed `crash_at`, with its entry in `points.armed`
         self.chats = {chat.name: chat for chat in reversed(scenario.chats)}  # the first of a name, as Scenario.chat
-        backends = {"recorder": MemoryBackend("recorder", self.log, self.clock.now)}
+        backends = {"recorder": MemoryBackend("recorder", self.log, self.clock.now, self.said)}
         for spec in scenario.config.providers:
-            backends[spec.name] = MemoryBackend(spec.name, self.log, self.clock.now)
+            backends[spec.name] = MemoryBackend(spec.name, self.log, self.clock.now, self.said)
         self.backends = backends  # the harness's own: a gateway may rebind what `Harness.backends` holds
         usage_by_turn = {e.turn: e.usage for e in scenario.events if isinstance(e, Message) and e.usage is not None}
         self.llm = FakeLLM(self.log, self.engine, scenario.config.turn_latency, self._deliver_reply,
@@ -283,7 +348,7 @@ class GatewayCalls:
             if points.fired is not None:
                 raise self._went_on(what, err) from err
             message = (str(err) if type(err) is BadHandover  # worded as a bad answer is
-                       else f"os._exit({err.args[0]!r}) called in process: sessiongate goes on" if type(err) is GatewayExited
+                       else f"{err.args[0]} called in process: sessiongate goes on" if type(err) is GatewayExited
                        else exception_text(err))
             raise GatewayRaised(GatewayFailure("error", self.log.step, what, message, short_traceback(err))) from err
         finally:

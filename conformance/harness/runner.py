@@ -162,8 +162,8 @@ class Run(EventSteps):
         except GatewayRaised as raised:
             failure = failure or raised.failure
         if failure is None and self.exits:  # from a thread of the gateway's, where no call's guard catches it
-            status, step = self.exits[0]
-            failure = GatewayFailure("error", step, "thread", f"os._exit({status!r}) called in process by a thread "
+            what, step = self.exits[0]
+            failure = GatewayFailure("error", step, "thread", f"{what} called in process by a thread "
                                      f"the gateway started: sessiongate goes on")
         if failure is not None:
             self.log.add("error", failure=failure.kind, event=failure.event, message=failure.message)

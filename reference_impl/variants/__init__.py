@@ -10,6 +10,7 @@ from __future__ import annotations
 from reference_impl.gateway import ReferenceGateway
 from reference_impl.variants.boundaries import (
     EndAfterSwitch,
+    EndCarriesTagsOnly,
     EndRepliesApart,
     ExpirySkipsEndWithoutAgent,
     IdleExpiryNoFinalize,
@@ -59,6 +60,7 @@ from reference_impl.variants.memory import (
     BatchFlushReshipsRetained,
     BatchLostOnShutdown,
     BatchNoFlushOnSessionEnd,
+    MemoryGetsTagsOnly,
     MemoryShipsReplyTwice,
     RetryDropsNewerTurns,
 )
@@ -144,6 +146,8 @@ VARIANTS: dict[str, type[ReferenceGateway]] = {
     "echoes-message": EchoesMessage,
     "answers-before-the-llm": AnswersBeforeTheLlm,
     "stores-tags-only": StoresTagsOnly,
+    "memory-gets-tags-only": MemoryGetsTagsOnly,
+    "end-carries-tags-only": EndCarriesTagsOnly,
     "delegate-parent-is-first-session": DelegateParentIsFirstSession,
     "end-replies-apart": EndRepliesApart,
     "delegate-synced-to-memory": DelegateSyncedToMemory,

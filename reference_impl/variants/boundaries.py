@@ -120,3 +120,18 @@ class EndRepliesApart(ReferenceGateway):
     def end_memory(self, session: str, reason: str, agent: Agent | None) -> None:
         rows = agent.rows if agent is not None else self.stored_transcript(session)
         self.volatile.memory.end_session(session, [r for r in rows if r.role == "user"] + [r for r in rows if r.role != "user"])
+
+
+class EndCarriesTagsOnly(ReferenceGateway):
+    """end-carries-tags-only — CONTRACT I1: "carrying the session's acknowledged turns", as the
+    user said them (found by sessiongate's audit of lazy gateways, 2026-12-06: the end record
+    read its transcript's user messages by their `[tN]` tags alone).
+
+    Here: the end's transcript carries each user message as its tag, the words cut off; the
+    replies, the store and memory keep everything.
+    """
+
+    def end_memory(self, session: str, reason: str, agent: Agent | None) -> None:
+        rows = agent.rows if agent is not None else self.stored_transcript(session)
+        self.volatile.memory.end_session(session, [r._replace(content=r.content.split(" ", 1)[0]) if r.role == "user"
+                                                   else r for r in rows])

@@ -37,6 +37,13 @@ class ReplyTwiceProvider(BatchingProvider):
         return [text for t in pending for text in (t.assistant, t.assistant)]
 
 
+class TagsOnlyProvider(BatchingProvider):
+    """A provider that ships each user message as its tag alone, the words after it cut off."""
+
+    def texts(self, pending: Sequence[Turn]) -> list[str]:
+        return [text for t in pending for text in (t.user.split(" ", 1)[0], t.assistant)]
+
+
 class RetryForgetsNewerProvider(BatchingProvider):
     """A provider whose retry makes again only the calls a failing backend refused: the turns
     buffered since go in no call and stay buffered, past the session's end, until a later flush."""
@@ -109,6 +116,20 @@ class MemoryShipsReplyTwice(ReferenceGateway):
     def make_provider(self, spec: ProviderSpec) -> BatchingProvider:
         return ReplyTwiceProvider(spec.name, spec.retain_every_n_turns, self.h.backends[spec.name], self.store,
                                   self.retry_memory_at)
+
+
+class MemoryGetsTagsOnly(ReferenceGateway):
+    """memory-gets-tags-only — CONTRACT I3 ("every acknowledged turn reached every backend", as
+    the user said it; found by sessiongate's audit of lazy gateways, 2026-12-06: a backend's
+    ingest was read by the `[tN]` tags alone).
+
+    Here: the batching provider ships each user message as its tag, the words cut off (a field
+    cut to its first word); the reply, the store and the ends keep everything.
+    """
+
+    def make_provider(self, spec: ProviderSpec) -> BatchingProvider:
+        return TagsOnlyProvider(spec.name, spec.retain_every_n_turns, self.h.backends[spec.name], self.store,
+                                self.retry_memory_at)
 
 
 class RetryDropsNewerTurns(ReferenceGateway):
