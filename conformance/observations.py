@@ -46,19 +46,27 @@ def halves(texts: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     Read by content, not position: a provider may ship one text per message or whole turns.
     The texts are scanned as one, joined by line ends: a tag holds no line end, and one that
     ends a text reads the same before the next text's line end as at the end of its own."""
+    return halves_in("\n".join(texts))
+
+
+def halves_in(joined: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """`halves` of texts already joined by line ends."""
     users: dict[str, None] = {}
     replies: dict[str, None] = {}
-    for turn, reply in _halves_of("\n".join(texts)):  # (turn, ' reply' where a reply's tag, else '')
+    for turn, reply in _halves_of(joined):  # (turn, ' reply' where a reply's tag, else '')
         (replies if reply else users)[turn] = None
     return tuple(users), tuple(replies)
 
 
-def not_whole(text: str, users: Iterable[str], said: Mapping[str, str]) -> list[str]:
+def not_whole(text: str, users: Sequence[str], said: Mapping[str, str]) -> list[str]:
     """The turns of `users` (tags the text carries as a copy of the user's message) whose
     message it does not hold whole: `[t3]` or `[t3] good` where the user said `[t3] good
     morning`. What memory took and what an end's transcript carries are a turn's by what the
     user said, not by its tag alone, as a stored row is (`whole_turns`). `said`: turn -> its
     message's text where it is not 'hello'."""
+    if len(users) == 1:  # the usual text, of one turn: no list made up
+        t = users[0]  # type: ignore[index]
+        return [] if f"[{t}] {said.get(t, 'hello')}" in text else [t]
     return [t for t in users if f"[{t}] {said.get(t, 'hello')}" not in text]
 
 

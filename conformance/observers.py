@@ -12,7 +12,7 @@ from itertools import chain
 from typing import Any
 
 from conformance.harness.spill import ObservationLog
-from conformance.observations import halves, not_whole, reply_text, turn_ids
+from conformance.observations import _REPLY_WORD, TURN_ID, _halves_of, halves, halves_in, not_whole, reply_text, turn_ids
 from sessiongate import SessiongateError
 from sim.engine import Engine
 from sim.scenario import Usage
@@ -136,11 +136,24 @@ class FakeLLM:
             credited = carried
         turn = carried[-1] if carried else None
         usage = self._usage_by_turn.get(turn, self._usage) if turn else self._usage
+        context = None
+        if len(prompt) > 1:  # the oldest turn of its history: the first text's, mostly (one look, no call)
+            head = prompt[0]
+            if type(head) is str and (found := _search_tag(head)) is not None:
+                context = found[1]
+                if context in carried:
+                    context = None
+            else:
+                context = _context(prompt, carried)
         if usage == "small":  # the default is left out of the record: logs from before usage read alike
-            self._log.add("llm_request", chat=chat, session=session, turns=credited, request=request_id)
+            if context is None:
+                self._log.add("llm_request", chat=chat, session=session, turns=credited, request=request_id)
+            else:
+                self._log.add("llm_request", chat=chat, session=session, turns=credited, request=request_id, context=context)
         else:
             self._reported[request_id] = usage
-            self._log.add("llm_request", chat=chat, session=session, turns=credited, request=request_id, usage=usage)
+            extra = {"usage": usage} if context is None else {"usage": usage, "context": context}
+            self._log.add("llm_request", chat=chat, session=session, turns=credited, request=request_id, **extra)
         self._engine.call_later(self._latency, self._reply, self.epoch, request_id, turn)
         return request_id
 
@@ -154,6 +167,23 @@ class FakeLLM:
                 self._deliver(request_id, reply_text(turn) if turn else "reply")
         finally:
             self._reported.pop(request_id, None)
+
+
+_search_tag = TURN_ID.search
+CONTEXT_READ = 8  # texts of a prompt's history read for its first turn (a system prompt or two may come first)
+
+
+def _context(prompt: Sequence[str], own: Sequence[str]) -> str | None:
+    """The first turn a prompt's history carries (its texts before the last, read from the first,
+    at most `CONTEXT_READ` of them), if not one of the request's own: the oldest turn of the
+    conversation the LLM is asked in, which I6 holds to the request's session. Bounded: a
+    request costs no more for a longer session."""
+    for index in range(min(len(prompt) - 1, CONTEXT_READ)):
+        text = prompt[index]
+        if type(text) is str and (found := TURN_ID.search(text)) is not None:
+            first = found.group(1)
+            return None if first in own else first
+    return None
 
 
 class Platform:
@@ -229,18 +259,21 @@ class MemoryBackend:
                 if not fresh:
                     return
                 texts, taken = [texts[i] for i in fresh], [keys[i] for i in fresh]
-        users, replies = halves(texts)
-        cut = not_whole("\n".join(texts), users, self.said) if users else None
+        joined = "\n".join(texts)
+        users, replies = halves_in(joined)
+        cut = not_whole(joined, users, self.said) if users else None
         if cut:
             users = tuple(t for t in users if t not in cut)
         if down:
             self._log.add("ingest_failed", session=session, turns=users, backend=self.name, replies=list(replies))
             raise BackendUnavailable(f"memory backend {self.name!r} is unavailable")
         self._complete_slow(session, users, replies)
+        extra: dict[str, Any] = {}
         if cut:
-            self._log.add("ingest", session=session, turns=users, backend=self.name, replies=list(replies), cut=cut)
-        else:
-            self._log.add("ingest", session=session, turns=users, backend=self.name, replies=list(replies))
+            extra["cut"] = cut
+        if replies and (apart := _paired_apart(joined)):
+            extra["apart"] = apart
+        self._log.add("ingest", session=session, turns=users, backend=self.name, replies=list(replies), **extra)
         self._keys.update(taken)  # only once stored: a busy or failed call is taken when it is made again
 
     def _complete_slow(self, session: str, users: Sequence[str], replies: Sequence[str]) -> None:
@@ -260,6 +293,22 @@ class MemoryBackend:
             raise BackendBusy(f"memory backend {self.name!r} is slow: the call completes at {ready}", ready)
 
 
+def _paired_apart(joined: str) -> list[str]:
+    """The turns of one ingest call (its texts joined) whose reply does not follow its own
+    message: the tag just before a reply's is not its message's (`[t1] hello`, `[t2] hello`,
+    `[t1] reply`, `[t2] reply` pairs t1's message with t2's). A backend is handed texts, not
+    roles: their order is what pairs them. A reply first in its call is no matter unless its
+    message comes after it (a provider may ship a turn's halves in two calls)."""
+    out: dict[str, None] = {}
+    tags = _halves_of(joined)
+    before = None
+    for k, (turn, reply) in enumerate(tags):
+        if reply and before != (turn, "") and (before is not None or (turn, "") in tags[k + 1:]):
+            out[turn] = None
+        before = (turn, reply)
+    return list(out)
+
+
 class RecordingProvider:
     """sessiongate's own memory provider: records every hook and ships each turn at once.
 
@@ -277,7 +326,10 @@ class RecordingProvider:
             call = "recorder.sync_turn"
             session, user = plain_str(call, "session", session), plain_str(call, "user", user)
             assistant = plain_str(call, "assistant", assistant)
-        self._log.add("sync_turn", session=session, turns=turn_ids(user))
+        if assistant.endswith(_REPLY_WORD) or not halves_in(user)[1]:  # the usual call: the answer where it belongs
+            self._log.add("sync_turn", session=session, turns=turn_ids(user))
+        else:  # its `user` is a reply: the arguments are the wrong way round
+            self._log.add("sync_turn", session=session, turns=turn_ids(user), swapped=True)
         self._backend.ingest(session, [user, assistant])
 
     def on_session_end(self, session: str, transcript: Sequence[tuple[str, str]]) -> None:

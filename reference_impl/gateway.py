@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from operator import attrgetter
 from typing import Any
 
@@ -385,10 +385,14 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
         turn = first_turn(message.text)
         agent.rows.append(Row(turn, "user", message.text, "hidden" if message.muted else "visible"))
         agent.busy, agent.last_activity = True, self.h.clock.now()
-        request = self.h.llm.request(chat.name, agent.session, Prompt(agent.rows))
+        request = self.h.llm.request(chat.name, agent.session, self.prompt(agent))
         self.volatile.inflight[request] = Pending(chat, key, agent.session, turn or "")
         self.volatile.busy_chats[key] = request
         self.enforce_cap()
+
+    def prompt(self, agent: Agent) -> Sequence[str]:
+        """What the LLM is asked for the agent's turn: its session's conversation, the new message last."""
+        return Prompt(agent.rows)
 
     def expiry_reason(self, route: Route, at: int | None = None) -> str | None:
         """Why the route's session is past its boundary `at` (now), if it is."""

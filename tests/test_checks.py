@@ -313,6 +313,43 @@ def test_i3_a_user_message_ingested_by_its_tag_alone_is_no_half() -> None:
     ]
 
 
+def test_i3_a_batch_shipped_after_the_sessions_finalize_in_its_step_is_late() -> None:
+    """The audit of lazy gateways (2026-12-06): a gateway whose providers flushed after the end
+    hooks, in the same step, passed: I3 compared times, equal at one instant."""
+    records = log("new")
+    ingest = find(records, "ingest", backend="hindsight", turn="t1")
+    finalize = find(records, "on_session_finalize", session="s1")
+    assert ingest < finalize and records[ingest].t == records[finalize].t and messages(records, "I3") == []
+    after = move(records, ingest, finalize + 1)
+    assert messages(after, "I3") == [
+        "backend 'hindsight' took [t1] only after s1's on_session_finalize at 09:01, in the step that ended it: what a "
+        "provider buffers is owed when the session ends"]
+
+
+def test_i3_a_turn_handed_to_memory_the_wrong_way_round() -> None:
+    """The audit of lazy gateways (2026-12-06): `sync_turn(session, assistant, user)`, or a batch
+    of every message then every reply, passed: the halves were read by content alone."""
+    records = log("new")
+    sync = find(records, "sync_turn", turn="t1")
+    ingest = find(records, "ingest", backend="hindsight", turn="t1")
+    assert messages(records, "I3") == []
+    assert messages(edit(records, sync, detail={"swapped": True}), "I3") == [
+        "sync_turn for [t1] of s1 at 09:00:02 was handed the reply as the user's message: sync_turn(session, user, "
+        "assistant)"]
+    assert messages(edit(records, ingest, detail={"apart": ["t1"]}), "I3") == [
+        "backend 'hindsight' took the reply of [t1] before its message in one call at 09:01: a turn is its message, "
+        "then its reply"]
+
+
+def test_a_backend_reads_the_pairing_of_a_call_by_its_order() -> None:
+    from conformance.observers import _paired_apart
+
+    assert _paired_apart("[t1] hi\n[t1] reply\n[t2] yo\n[t2] reply") == []
+    assert _paired_apart("[t1] hi\n[t2] yo\n[t1] reply\n[t2] reply") == ["t1", "t2"]  # messages, then replies
+    assert _paired_apart("[t1] reply\n[t1] hi") == ["t1"]  # the reply before its own message
+    assert _paired_apart("[t1] reply") == [] and _paired_apart("[t2] reply\n[t3] hi\n[t3] reply") == []  # halves apart
+
+
 def test_i1_an_end_carrying_a_message_by_its_tag_alone_misses_the_turn() -> None:
     """As memory: the end's transcript is a turn's by what the user said, not its tag alone."""
     records = log("new")
@@ -323,6 +360,74 @@ def test_i1_an_end_carrying_a_message_by_its_tag_alone_misses_the_turn() -> None
         "on_session_end for s1 carried [] but its acknowledged turns are [t1] (missing [t1]; [t1] carried by the tag "
         "alone, not what the user said)"
     ]
+
+
+def test_i6_the_llm_asked_with_another_sessions_turn_in_its_context() -> None:
+    """The audit of lazy gateways (2026-12-06): an agent that kept the chat's earlier session in
+    what it sent the LLM passed, only the prompt's last text being read. A request names the
+    oldest turn its prompt's history carries (`context`); it must be of the request's session."""
+    records = log("new")
+    index = find(records, "llm_request", turn="t2")
+    assert records[index].d("context") is None and messages(records, "I6") == []
+    leaky = edit(records, index, detail={"context": "t1"})
+    assert messages(leaky, "I6") == [
+        "the LLM was asked turn t2 at 09:02 in session s2 with turn t1 of session s1 in its context: a new session "
+        "starts a new conversation"
+    ]
+    assert judge(leaky)["I6"].examined == judge(records)["I6"].examined + 1
+    first = find(records, "llm_request", turn="t1")
+    assert messages(edit(records, first, detail={"context": "t1"}), "I6") == []  # its own session's: fine
+
+
+def test_i6_a_session_whose_row_was_deleted_may_carry_on_in_the_next() -> None:
+    """A gateway that heals a deleted session row into a new session carries its conversation
+    on there (contract, *Deletions*): a context of a session deleted before the request is excused."""
+    records = log("new")
+    index = find(records, "llm_request", turn="t2")
+    deletion = log("heal")[find(log("heal"), "delete_session")]
+    deleted = insert(edit(records, index, detail={"context": "t1"}), index,
+                     deletion._replace(t=records[index].t, step=records[index].step, session="s1"))
+    assert messages(deleted, "I6") == []
+
+
+def test_a_chat_served_out_of_arrival_order_is_the_gateways_failure_not_ours() -> None:
+    """The audit of lazy gateways (2026-12-06): a queue served newest first was a checker error
+    in every check ("turn t3 is in segment s1 out of order"), a sessiongate bug by its words: the
+    oracle's segments assumed the order I6 owes. It walks such a chat as it was served now."""
+    from pathlib import Path
+
+    from conformance.harness.runner import run_scenario
+    from reference_impl.variants import make
+    from sim.loader import load_file
+
+    scenario = load_file(Path(__file__).parent / "zoo_scenarios" / "serves-newest-first.yaml")
+    verdicts = run_scenario(scenario, make("serves-newest-first"), "serves-newest-first").verdicts
+    assert {check: v.status for check, v in verdicts.items() if v.status != "pass"} == {"I6": "fail", "I9": "fail"}
+    assert [v.message for v in verdicts["I6"].violations] == [
+        "turn t3 of chat alice arrived at 09:00:20, after t2 (09:00:10), but was asked first (09:01, t2 at 09:02): a chat "
+        "is served in arrival order"]
+
+
+def test_i9_a_delegated_task_asked_of_the_llm_gets_its_result() -> None:
+    """The audit of lazy gateways (2026-12-06): a gateway that asked the LLM for a delegated
+    task and dropped the answer passed every check (I9 judged user turns, I6 only results sent)."""
+    records = log("fk")
+    reply = find(records, "reply", turn="t2")
+    assert messages(records, "I9") == []
+    assert messages(drop(records, reply), "I9") == [
+        "delegated task t2 of chat alice, asked of the LLM at 09:01, never got its result; owed by 09:01:03"]
+    late = edit(records, reply, t=records[reply].t + 5_000)
+    assert messages(late, "I9") == [
+        "delegated task t2 of chat alice, asked of the LLM at 09:01, got its result at 09:01:07; owed by 09:01:03"]
+
+
+def test_the_fake_llm_reads_a_prompts_oldest_turn_bounded() -> None:
+    from conformance.observers import CONTEXT_READ, _context
+
+    assert _context(["system: be brief", "[t1] hello", "[t1] reply", "[t2] hi"], ("t2",)) == "t1"
+    assert _context(["[t2] hello", "[t2] hi again"], ("t2",)) is None  # its own turn: no context
+    assert _context(["sys"] * CONTEXT_READ + ["[t1] hello", "[t2] hi"], ("t2",)) is None  # read no further
+    assert _context([b"[t1]", "[t1] reply", "[t2] hi"], ("t2",)) == "t1"  # a text that is no str is passed over
 
 
 def test_memory_and_ends_read_a_message_by_its_words() -> None:

@@ -161,3 +161,32 @@ def test_a_size_in_another_mix_is_a_profile_of_its_own() -> None:
             gen_profile(bad)
     with pytest.raises(ValueError, match="unknown profile 'huge'"):
         scenarios(profile="huge")
+
+
+class _MakesUpTheWords(ReferenceGateway):
+    """Stores each message as its tag and the word 'hello', whatever the user said: a gateway
+    that keeps the tag and makes the rest up."""
+
+    def write(self, agent):  # type: ignore[no-untyped-def]
+        append = self.store.append
+        self.store.append = lambda session, rows: append(  # type: ignore[method-assign]
+            session, [row._replace(content=row.content.split(" ", 1)[0] + " hello") if row.role == "user" else row
+                      for row in rows])
+        try:
+            super().write(agent)
+        finally:
+            del self.store.append
+
+
+def test_generated_messages_say_words_a_gateway_cannot_make_up() -> None:
+    """Every generated message said 'hello' (forty-fourth session): a gateway that stored `[tN]
+    hello` made from the tag passed every seed. They say `MESSAGE_TEXTS` by turn number now
+    (no choice drawn: each seed's events are as they were), one of them over a kilobyte."""
+    from sim.weights import MESSAGE_TEXTS
+
+    scenario = scenario_for_seed(0)
+    said = [(e.turn, e.text) for e in scenario.events if isinstance(e, Message)]
+    assert all(text == MESSAGE_TEXTS[int(turn[1:]) % len(MESSAGE_TEXTS)] for turn, text in said)
+    assert len({text for _turn, text in said}) == len(MESSAGE_TEXTS) and max(map(len, MESSAGE_TEXTS)) > 1024
+    caught = [seed for seed in range(5) if not run_scenario(scenario_for_seed(seed), _MakesUpTheWords(), "made-up").passed]
+    assert caught == [0, 1, 2, 3, 4]

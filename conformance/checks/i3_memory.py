@@ -154,8 +154,69 @@ def findings(m: RunModel) -> Findings:
             if partial := [t for t in missing if mine[places.of(t)] & have]:
                 found.half[backend, half] = partial
     found.late = _late(m, backends, whole, indexes, moments)
-    found.others = _unacknowledged(m, ordered, took) + _delegated(m, ordered, took)
+    found.others = (_unacknowledged(m, ordered, took) + _delegated(m, ordered, took) + _after_finalize(m, down)
+                    + _paired_wrong(m))
     return found
+
+
+def _paired_wrong(m: RunModel) -> list[Violation]:
+    """A turn is its message, then its reply: the recorder's `sync_turn` handed the reply as the
+    user's message (`swapped`), or one ingest call carrying a turn's reply before its message
+    (`apart`), pairs them wrong for any memory that reads a call in order (the audit of lazy
+    gateways, 2026-12-06: both halves were read by content alone). The first of a session (and
+    backend): a log judged in parts says the same as judged whole."""
+    out: list[Violation] = []
+    swapped: set[str | None] = set()
+    for index, r in m.of("sync_turn"):
+        if r.detail.get("swapped") and r.session not in swapped:
+            swapped.add(r.session)
+            out.append(Violation(
+                f"sync_turn for {turn_list(list(r.turns))} of {r.session} at {m.at(r.t)} was handed the reply as the "
+                f"user's message: sync_turn(session, user, assistant)", (index,), r.t, r.session, tuple(r.turns)))
+    told: set[tuple[str, str | None]] = set()
+    for index, r in m.of("ingest"):
+        apart, backend = r.detail.get("apart"), r.detail.get("backend")
+        if apart and (backend, r.session) not in told:
+            told.add((backend, r.session))
+            out.append(Violation(
+                f"backend '{backend}' took the {'reply' if len(apart) == 1 else 'replies'} of {turn_list(apart)} before "
+                f"{'its message' if len(apart) == 1 else 'their messages'} in one call at {m.at(r.t)}: a turn is its "
+                f"message, then its reply", (index,), r.t, r.session, tuple(apart)))
+    return out
+
+
+_STOPS = frozenset({"sigterm", "crash", "restart"})
+
+
+def _after_finalize(m: RunModel, down: Callable[[str, int], bool]) -> list[Violation]:
+    """A batch a provider ships at the session end's own instant, after the session's
+    `on_session_finalize`: the end hooks ran on a buffer still unshipped (`_late` judges by
+    time, and at one instant this is the order within the step; the audit of lazy gateways,
+    2026-12-06). Finalize comes after every provider's end (I1), so a provider's own flush in its
+    `on_session_end` is before it whatever the order of the providers. The records of that
+    instant after each finalize are read, up to a stop: few."""
+    out: list[Violation] = []
+    records, chat_sessions, size = m.records, m.chat_sessions(), len(m.records)
+    for index, fin in m.of("on_session_finalize"):
+        session, t = fin.session, fin.t
+        if session not in chat_sessions:
+            continue
+        told: set[str] = set()
+        k = index + 1
+        while k < size and (r := records[k]).t == t and r.kind not in _STOPS:
+            if r.kind == "ingest" and r.session == session and not down(r.detail.get("backend"), t):
+                users, replies = ingested_halves(r)
+                late = [turn for turn in dict.fromkeys((*users, *replies)) if turn not in told
+                        and (known := m.turns.get(turn)) is not None and known.session == session
+                        and known.reply_t != ABSENT and known.reply_index < index]
+                if late:
+                    told.update(late)
+                    out.append(Violation(
+                        f"backend '{r.detail.get('backend')}' took {turn_list(late)} only after {session}'s "
+                        f"on_session_finalize at {m.at(t)}, in the step that ended it: what a provider buffers is owed "
+                        f"when the session ends", (index, k), t, session, tuple(late)))
+            k += 1
+    return out
 
 
 def _lost_in_crash(crashes: list[int], turn: Turn, first_owed: dict[str, int]) -> bool:

@@ -3,13 +3,14 @@ when the turn arrived; never mid-turn; slash commands and internal traffic do no
 idle clock; a `/stop` abandons the turn in flight (no reply after it); a delegated task is
 skipped only when its chat had no live session, runs in a child of the session live when it
 arrived (a child serves one parent), and its result goes to its own chat (a user turn's reply
-is I9's). The expected cuts come from the inputs alone
+is I9's); the LLM is asked a turn in its session's own conversation, no other session's turn in
+its context. The expected cuts come from the inputs alone
 (`model.RunModel.segments`), never from what the gateway says it did (a `delegate_skipped`
 note is its word, not evidence)."""
 
 from __future__ import annotations
 
-from conformance.checks.model import RunModel, Segment
+from conformance.checks.model import RunModel, Segment, Turn
 from conformance.checks.model.facts import _ABSENT as ABSENT
 from conformance.checks.text import boundary_words
 from conformance.harness.verdict import Verdict, Violation
@@ -39,7 +40,8 @@ def check(m: RunModel) -> Verdict:
                     f"session {seg.session} is reused: turn {first.id} of chat {chat} landed in a session that "
                     f"chat {other_chat} already used", (first.request_index,), first.arrival, seg.session, (first.id,)))
             owner.setdefault(seg.session, (chat, seg.number))
-    for rule in (_answered_after_stop, _skipped_delegates, _delegate_children, _misdelivered_results):
+    for rule in (_answered_after_stop, _skipped_delegates, _delegate_children, _misdelivered_results, _foreign_context,
+                 _served_out_of_order):
         judged, out = rule(m)
         examined += judged
         violations += out
@@ -176,4 +178,72 @@ def _misdelivered_results(m: RunModel) -> tuple[int, list[Violation]]:
         words = f"went to chat {r.chat}, not {turn.chat}" if r.chat != turn.chat else "carried no answer to it"
         out.append(Violation(f"delegated task {turn.id}'s result at {m.at(r.t)} {words}", (turn.index, wrong[0]),
                              r.t, r.session, (turn.id,)))
+    return examined, out
+
+
+def _foreign_context(m: RunModel) -> tuple[int, list[Violation]]:
+    """A session is its own conversation: the LLM is asked a turn with no turn of another session
+    in its context (the oldest turn its prompt's history carries, an `llm_request`'s `context`).
+    A chat whose agent kept the ended session's history past `/new`, a reset or an expiry started
+    no new session where the user can tell. A session whose row was deleted before the request
+    is excused: a gateway that heals one carries its conversation on in the new session
+    (contract, *Deletions*); a delegate's request is not judged (its child may be told its
+    parent's context). Judged across a boundary: two turns of one segment in two sessions are the
+    segment rules' to name. Once a pair of sessions."""
+    out: list[Violation] = []
+    examined = 0
+    deleted: dict[str, int] = {}  # session -> the record its row was first deleted at
+    for index, r in m.of("delete_session", "delete_parent"):
+        if r.session is not None:
+            deleted.setdefault(r.session, index)
+    said: set[tuple[str, str]] = set()
+    place: dict[str, Segment] | None = None
+    for index, r in m.of("llm_request"):
+        context = r.detail.get("context")
+        if context is None or not r.turns:
+            continue
+        own, old = m.turns.get(r.turns[0]), m.turns.get(context)
+        if own is None or old is None or own.delegate or old.delegate:
+            continue
+        examined += 1
+        if old.session is None or old.session == r.session or deleted.get(old.session, index) < index:
+            continue
+        if place is None:  # each turn's segment: built at the first context of another session (few runs)
+            place = {t.id: seg for segs in m.segments.values() for seg in segs for t in seg.turns}
+        seg = place.get(own.id)
+        if seg is not None and (place.get(old.id) is seg or (seg.resumes is not None and
+                                                              m.segments[seg.chat][seg.resumes].session == old.session)):
+            continue  # no boundary between them, or the session resumed: a turn in the wrong session is for the segment rules
+        if (r.session or "", old.session) not in said:
+            said.add((r.session or "", old.session))
+            out.append(Violation(
+                f"the LLM was asked turn {own.id} at {m.at(r.t)} in session {r.session} with turn {old.id} of session "
+                f"{old.session} in its context: a new session starts a new conversation", (index,), r.t, r.session,
+                (own.id,)))
+    return examined, out
+
+
+def _served_out_of_order(m: RunModel) -> tuple[int, list[Violation]]:
+    """A chat is served in arrival order: no turn is asked of the LLM before one of its chat that
+    arrived earlier and was still waiting (a queue served newest first answers the last message
+    first). The segments then follow the order it was served in (`segments.chat_segments`).
+    The first such pair a chat."""
+    out: list[Violation] = []
+    examined = 0
+    latest: dict[str, Turn] = {}  # chat -> the turn asked last of those that arrived so far
+    told: set[str] = set()
+    for turn in m.turns.values():  # in arrival order
+        if turn.delegate or turn.request_t == ABSENT:
+            continue
+        examined += 1
+        before = latest.get(turn.chat)
+        if before is None or turn.request_index > before.request_index:
+            latest[turn.chat] = turn
+        elif turn.chat not in told:
+            told.add(turn.chat)
+            out.append(Violation(
+                f"turn {turn.id} of chat {turn.chat} arrived at {m.at(turn.arrival)}, after {before.id} "
+                f"({m.at(before.arrival)}), but was asked first ({m.at(turn.request_t)}, {before.id} at "
+                f"{m.at(before.request_t)}): a chat is served in arrival order", (turn.request_index, before.request_index),
+                turn.request_t, turn.session, (turn.id, before.id)))
     return examined, out

@@ -1,5 +1,6 @@
 """I9 liveness: every delivered user message is answered (its reply delivered, the turn
-acknowledged) within the bound the gateway declares.
+acknowledged) within the bound the gateway declares, and every delegated task the LLM was
+asked for gets its result within it (counted from that request).
 
 Without it a gateway that never replies passes every other check: they judge acknowledged
 turns only. The bound (`Profile.reply_within`, default the declared latency plus the
@@ -79,8 +80,43 @@ def check(m: RunModel) -> Verdict:
                 violations.append(_violation(m, turn, start, behind, deadline, None, misreply, unasked, early))
                 free, examined = deadline, examined + 1
             behind = turn
+    judged, late = _delegated(m, within, stops, stop_reach, ahead, locks)
+    violations += late
+    examined += judged
     violations.sort(key=lambda v: v.records)  # in log order, whatever the chat
     return Verdict("I9", "fail" if violations else "pass", tuple(violations), examined=examined)
+
+
+def _delegated(m: RunModel, within: int, stops: list[tuple[int, int]], stop_reach: list[int], ahead: set[int],
+               locks: list[tuple[int, int]]) -> tuple[int, list[Violation]]:
+    """A delegated task the LLM was asked for gets its result within the bound, counted from
+    that request (a gateway may run its subagents one at a time; whether a live session's task
+    is asked at all is I6's, and to which chat its result goes): a gateway that asks and drops
+    the answer passed every check (the audit of lazy gateways, 2026-12-06). Excused as a chat
+    turn is, by a SIGTERM or crash before the deadline."""
+    out: list[Violation] = []
+    examined = 0
+    for turn in m.turns.values():
+        if not turn.delegate or turn.request_t == ABSENT:
+            continue
+        start = turn.request_t
+        deadline = _extended(start + within, start, within, locks) if locks else start + within
+        answered = turn.reply_t if turn.reply_t != ABSENT and turn.reply_t else None
+        if answered is not None and answered <= deadline:
+            examined += 1
+            continue
+        given_up = _given_up(turn, stops, stop_reach, ahead, deadline)
+        if given_up is not None and given_up <= deadline and (answered is None or answered > given_up):
+            continue
+        examined += 1
+        task = f"delegated task {turn.id} of chat {turn.chat}, asked of the LLM at {m.at(start)},"
+        if answered is None:
+            out.append(Violation(f"{task} never got its result; owed by {m.at(deadline)}", (turn.request_index,), deadline,
+                                 turn.session, (turn.id,)))
+        else:
+            out.append(Violation(f"{task} got its result at {m.at(answered)}; owed by {m.at(deadline)}",
+                                 (turn.request_index, turn.reply_index), answered, turn.session, (turn.id,)))
+    return examined, out
 
 
 def _extended(deadline: int, start: int, within: int, locks: list[tuple[int, int]]) -> int:

@@ -27,6 +27,7 @@ from reference_impl.variants.crashpoints import (
 from reference_impl.variants.delegates import (
     DelegateChildKeyedByChat,
     DelegateParentIsFirstSession,
+    DelegateResultDropped,
     DelegateResultToNewestChat,
     EndCarriesDelegateTurns,
 )
@@ -60,12 +61,16 @@ from reference_impl.variants.memory import (
     BatchFlushReshipsRetained,
     BatchLostOnShutdown,
     BatchNoFlushOnSessionEnd,
+    BatchPairsWrong,
+    FlushAfterFinalize,
     MemoryGetsTagsOnly,
     MemoryShipsReplyTwice,
     RetryDropsNewerTurns,
+    SyncTurnSwapped,
 )
 from reference_impl.variants.policy import (
     CommandMovesIdleClock,
+    ContextKeptAcrossNew,
     DailyBoundaryInUtc,
     DefaultPolicyMisreported,
     EagerChatLeftLazy,
@@ -78,6 +83,7 @@ from reference_impl.variants.policy import (
     ResetMidTurn,
     RestartKeepsOldPolicy,
     ResumeRefusedMidTurn,
+    ServesNewestFirst,
     StopNoticesNothing,
     WatcherEndsBusySession,
 )
@@ -148,6 +154,12 @@ VARIANTS: dict[str, type[ReferenceGateway]] = {
     "stores-tags-only": StoresTagsOnly,
     "memory-gets-tags-only": MemoryGetsTagsOnly,
     "end-carries-tags-only": EndCarriesTagsOnly,
+    "context-kept-across-new": ContextKeptAcrossNew,
+    "serves-newest-first": ServesNewestFirst,
+    "delegate-result-dropped": DelegateResultDropped,
+    "flush-after-finalize": FlushAfterFinalize,
+    "batch-pairs-wrong": BatchPairsWrong,
+    "sync-turn-swapped": SyncTurnSwapped,
     "delegate-parent-is-first-session": DelegateParentIsFirstSession,
     "end-replies-apart": EndRepliesApart,
     "delegate-synced-to-memory": DelegateSyncedToMemory,

@@ -84,3 +84,21 @@ class DelegateParentIsFirstSession(ReferenceGateway):
             if first is not None:
                 agent.parent = first[0]
         super().create_row(agent)
+
+
+class DelegateResultDropped(ReferenceGateway):
+    """delegate-result-dropped — contract, I9 ("a delegated task the LLM was asked for gets its
+    result"; found by sessiongate's audit of lazy gateways, 2026-12-06: I9 judged user turns
+    only, and I6 only the results that were sent).
+
+    Here: a subagent's answer is dropped when it comes: never stored, never sent to the chat.
+    """
+
+    def deliver_reply(self, request_id: str, text: str) -> None:
+        pending = self.volatile.inflight.get(request_id)
+        if pending is not None and pending.delegate:
+            del self.volatile.inflight[request_id]
+            agent = self.agent_of(pending)
+            agent.busy = self.still_busy(agent.session)
+            return
+        super().deliver_reply(request_id, text)

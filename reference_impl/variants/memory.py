@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from reference_impl.gateway import ReferenceGateway
 from reference_impl.memory import BatchingProvider, Turn
+from reference_impl.store import Route
 from sim.scenario import ProviderSpec
 
 
@@ -42,6 +43,13 @@ class TagsOnlyProvider(BatchingProvider):
 
     def texts(self, pending: Sequence[Turn]) -> list[str]:
         return [text for t in pending for text in (t.user.split(" ", 1)[0], t.assistant)]
+
+
+class MessagesThenRepliesProvider(BatchingProvider):
+    """A provider that ships a batch as every user message, then every reply."""
+
+    def texts(self, pending: Sequence[Turn]) -> list[str]:
+        return [t.user for t in pending] + [t.assistant for t in pending]
 
 
 class RetryForgetsNewerProvider(BatchingProvider):
@@ -147,3 +155,53 @@ class RetryDropsNewerTurns(ReferenceGateway):
     def make_provider(self, spec: ProviderSpec) -> BatchingProvider:
         return RetryForgetsNewerProvider(spec.name, spec.retain_every_n_turns, self.h.backends[spec.name], self.store,
                                          self.retry_memory_at)
+
+
+class FlushAfterFinalize(ReferenceGateway):
+    """flush-after-finalize — seed 001 (hermes-agent #88944: a batching provider's buffer is owed
+    at on_session_end) and CONTRACT I3; found by sessiongate's audit of lazy gateways
+    (2026-12-06: I3 compared times, and at one instant the order within the step was not judged).
+
+    Here: a session's end runs the recorder's on_session_end and on_session_finalize first and
+    only then has the batching providers flush, in the same step: every turn still arrives, at
+    the end's own instant, after the hooks that said the session was done.
+    """
+
+    def end_session(self, route: Route, reason: str) -> None:
+        memory, session = self.volatile.memory, route.session_id
+        providers, memory.providers = memory.providers, []
+        try:
+            super().end_session(route, reason)
+        finally:
+            memory.providers = providers
+        for provider in providers:
+            provider.on_session_end(session or "")
+
+
+class BatchPairsWrong(ReferenceGateway):
+    """batch-pairs-wrong — CONTRACT I3 ("a turn ingested is the user's message and its reply",
+    the reply after its own message; found by sessiongate's audit of lazy gateways, 2026-12-06:
+    a backend's halves were read by content alone, not by the order that pairs them).
+
+    Here: the batching provider ships a batch as every user message, then every reply: each
+    turn is there whole, but a memory that pairs a message with the text after it pairs t1's
+    message with t2's.
+    """
+
+    def make_provider(self, spec: ProviderSpec) -> BatchingProvider:
+        return MessagesThenRepliesProvider(spec.name, spec.retain_every_n_turns, self.h.backends[spec.name], self.store,
+                                           self.retry_memory_at)
+
+
+class SyncTurnSwapped(ReferenceGateway):
+    """sync-turn-swapped — the memory provider protocol, `sync_turn(session, user, assistant)`,
+    and CONTRACT I3; found by sessiongate's audit of lazy gateways (2026-12-06: both halves
+    were read by content, wherever they came).
+
+    Here: the turn handed to memory has its message and its reply the wrong way round: the
+    recorder's `sync_turn` gets the reply as the user's message, and each provider ships the
+    reply before its message.
+    """
+
+    def hand_memory(self, key: str, turn: Turn) -> list[BatchingProvider]:
+        return super().hand_memory(key, turn._replace(user=turn.assistant, assistant=turn.user))

@@ -7,9 +7,12 @@ boundary in the gateway's local time, and every rotation owes the full boundary 
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Sequence
 from dataclasses import replace
 
 from conformance.adapter import Inbound
+from reference_impl.cache import Agent, Row
 from reference_impl.gateway import ReferenceGateway
 from reference_impl.policy import ResetPolicyEvaluator, chat_key
 from reference_impl.store import Route
@@ -283,3 +286,41 @@ class QueuedJudgedAtAdmission(ReferenceGateway):
             self.end_session(route, reason)  # as of now, its admission
         super().start_turn(message, arrival)
 
+
+
+class ContextKeptAcrossNew(ReferenceGateway):
+    """context-kept-across-new — CONTRACT Words ("a new session (new id) takes the chat over":
+    a session is its own transcript) and I6; found by sessiongate's audit of lazy gateways
+    (2026-12-06: only the prompt's last text was read, so what else the LLM was sent was not
+    judged).
+
+    Here: the agent's conversation is kept per chat: after `/new`, a reset or an expiry the LLM
+    is still sent the chat's earlier sessions before the new one's. The store, memory and the
+    hooks are the reference's: only what the LLM sees carried over.
+    """
+
+    def prompt(self, agent: Agent) -> Sequence[str]:
+        kept: dict[str, dict[str, list[Row]]] = self.__dict__.setdefault("kept", {})  # chat key -> session -> its rows
+        sessions = kept.setdefault(agent.chat_key, {})
+        sessions[agent.session] = agent.rows
+        return [row.content for session, rows in sessions.items() if session != agent.session for row in rows] \
+            + [row.content for row in agent.rows]
+
+
+class ServesNewestFirst(ReferenceGateway):
+    """serves-newest-first — contract, Boundaries ("The chat is served in arrival order"); found by
+    sessiongate's audit of lazy gateways (2026-12-06), where a queue served newest first was
+    reported as sessiongate's own error (the oracle assumed the order it checks).
+
+    Here: a message that waits behind a turn goes ahead of the chat's earlier waiting messages.
+    """
+
+    def deliver_message(self, message: Inbound) -> None:
+        key = self.route_key(message.chat)
+        queue = self.volatile.queues.get(key)
+        if key in self.volatile.busy_chats or queue:
+            queue = self.volatile.queues.setdefault(key, deque())
+            first = next((i for i, (kind, _payload, _at) in enumerate(queue) if kind == "message"), len(queue))
+            queue.insert(first, ("message", message, self.h.clock.now()))
+            return
+        super().deliver_message(message)

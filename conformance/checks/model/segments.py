@@ -144,6 +144,11 @@ def chat_segments(model: LogView, chat: str, turns: list[Turn], commands: list[C
     (never mid-turn). A command is judged where it takes effect, by the turns that arrived
     before it."""
     admitted = sorted(turns, key=_index)
+    asked = list(map(_request_index, admitted))
+    if asked != sorted(asked):  # both in C: a chat served in order, the rule, costs no Python a turn
+        # Served out of arrival order (I6 says so, `served_out_of_order`): walked as it was served,
+        # so that what the other checks judge is what the gateway did.
+        admitted.sort(key=_request_index)
     effective = _effective(model, admitted, commands)
     expiry_at = model.expiry_of(chat)  # (anchor, last user message) -> the entry's expiry, asked per turn
     segments: list[Segment] = []
