@@ -299,18 +299,23 @@ def test_a_stored_row_names_a_turn_by_its_words_not_its_tag_alone() -> None:
     assert cut == ["t2", "t2", "t5"]  # a wrapper around the words is no matter; t5's message was "hello", not "ciao"
 
 
-def test_i3_a_user_message_ingested_by_its_tag_alone_is_no_half() -> None:
-    """The audit of lazy gateways (2026-12-06): a provider shipping `[t1]` for `[t1] hello`
-    passed I3, the ingest read by its tags. The backend now lists such a message under `cut`,
-    not among the turns it took; I3 says what it took."""
+@pytest.mark.parametrize(("kind", "where", "check", "said"), [
+    ("ingest", {"backend": "hindsight", "turn": "t1"}, "I3",
+     "backend 'hindsight' ingested [t1] without the user message (session s1, acknowledged 09:00:02; it took [t1] by "
+     "the tag alone, not what the user said): a turn ingested is the user's message and its reply"),
+    ("on_session_end", {"session": "s1"}, "I1",
+     "on_session_end for s1 carried [] but its acknowledged turns are [t1] (missing [t1]; [t1] carried by the tag "
+     "alone, not what the user said)"),
+])
+def test_a_message_carried_by_its_tag_alone_is_no_part_of_the_turn(kind: str, where: dict[str, str], check: str,
+                                                                    said: str) -> None:
+    """The audit of lazy gateways (2026-12-06): a provider shipping `[t1]` for `[t1] hello`, or an
+    end's transcript carrying it so, passed I3 and I1, read by their tags. The backend and the
+    recorder now list such a message under `cut`, not among the turns taken or carried."""
     records = log("new")
-    index = find(records, "ingest", backend="hindsight", turn="t1")
-    assert messages(records, "I3") == []
-    cut = edit(records, index, turns=(), detail={"cut": ["t1"]})
-    assert messages(cut, "I3") == [
-        "backend 'hindsight' ingested [t1] without the user message (session s1, acknowledged 09:00:02; it took [t1] by "
-        "the tag alone, not what the user said): a turn ingested is the user's message and its reply"
-    ]
+    index = find(records, kind, **where)
+    assert messages(records, check) == []
+    assert messages(edit(records, index, turns=(), detail={"cut": ["t1"]}), check) == [said]
 
 
 def test_i3_a_batch_shipped_after_the_sessions_finalize_in_its_step_is_late() -> None:
@@ -348,18 +353,6 @@ def test_a_backend_reads_the_pairing_of_a_call_by_its_order() -> None:
     assert _paired_apart("[t1] hi\n[t2] yo\n[t1] reply\n[t2] reply") == ["t1", "t2"]  # messages, then replies
     assert _paired_apart("[t1] reply\n[t1] hi") == ["t1"]  # the reply before its own message
     assert _paired_apart("[t1] reply") == [] and _paired_apart("[t2] reply\n[t3] hi\n[t3] reply") == []  # halves apart
-
-
-def test_i1_an_end_carrying_a_message_by_its_tag_alone_misses_the_turn() -> None:
-    """As memory: the end's transcript is a turn's by what the user said, not its tag alone."""
-    records = log("new")
-    index = find(records, "on_session_end", session="s1")
-    assert messages(records, "I1") == []
-    cut = edit(records, index, turns=(), detail={"cut": ["t1"]})
-    assert messages(cut, "I1") == [
-        "on_session_end for s1 carried [] but its acknowledged turns are [t1] (missing [t1]; [t1] carried by the tag "
-        "alone, not what the user said)"
-    ]
 
 
 def test_i6_the_llm_asked_with_another_sessions_turn_in_its_context() -> None:
