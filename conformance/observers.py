@@ -260,7 +260,7 @@ class MemoryBackend:
                     return
                 texts, taken = [texts[i] for i in fresh], [keys[i] for i in fresh]
         joined = "\n".join(texts)
-        users, replies = halves_in(joined)
+        users, replies, apart = _read_call(joined)
         cut = not_whole(joined, users, self.said) if users else None
         if cut:
             users = tuple(t for t in users if t not in cut)
@@ -271,7 +271,7 @@ class MemoryBackend:
         extra: dict[str, Any] = {}
         if cut:
             extra["cut"] = cut
-        if replies and (apart := _paired_apart(joined)):
+        if apart:
             extra["apart"] = apart
         self._log.add("ingest", session=session, turns=users, backend=self.name, replies=list(replies), **extra)
         self._keys.update(taken)  # only once stored: a busy or failed call is taken when it is made again
@@ -293,20 +293,28 @@ class MemoryBackend:
             raise BackendBusy(f"memory backend {self.name!r} is slow: the call completes at {ready}", ready)
 
 
-def _paired_apart(joined: str) -> list[str]:
-    """The turns of one ingest call (its texts joined) whose reply does not follow its own
-    message: the tag just before a reply's is not its message's (`[t1] hello`, `[t2] hello`,
-    `[t1] reply`, `[t2] reply` pairs t1's message with t2's). A backend is handed texts, not
-    roles: their order is what pairs them. A reply first in its call is no matter unless its
-    message comes after it (a provider may ship a turn's halves in two calls)."""
-    out: dict[str, None] = {}
-    tags = _halves_of(joined)
+def _read_call(joined: str) -> tuple[tuple[str, ...], tuple[str, ...], list[str]]:
+    """`halves` of one ingest call (its texts joined), and the turns whose reply does not follow
+    its own message in it: the tag just before a reply's is not its message's (`[t1] hello`,
+    `[t2] hello`, `[t1] reply`, `[t2] reply` pairs t1's message with t2's), or its message comes
+    after it. A backend is handed texts, not roles: their order is what pairs them. A reply
+    alone in its call is no matter (a provider may ship a turn's halves in two calls). One scan."""
+    users: dict[str, None] = {}
+    replies: dict[str, None] = {}
+    apart: list[str] = []
+    tags = _halves_of(joined)  # (turn, ' reply' where a reply's tag, else '')
     before = None
-    for k, (turn, reply) in enumerate(tags):
-        if reply and before != (turn, "") and (before is not None or (turn, "") in tags[k + 1:]):
-            out[turn] = None
-        before = (turn, reply)
-    return list(out)
+    for k, tag in enumerate(tags):
+        turn, reply = tag
+        if not reply:
+            users[turn] = None
+        else:
+            replies[turn] = None
+            if (before is None or before[0] != turn or before[1]) and (before is not None or (turn, "") in tags[k + 1:]) \
+                    and turn not in apart:
+                apart.append(turn)
+        before = tag
+    return tuple(users), tuple(replies), apart
 
 
 class RecordingProvider:

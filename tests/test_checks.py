@@ -347,12 +347,17 @@ def test_i3_a_turn_handed_to_memory_the_wrong_way_round() -> None:
 
 
 def test_a_backend_reads_the_pairing_of_a_call_by_its_order() -> None:
-    from conformance.observers import _paired_apart
+    from conformance.observations import halves_in
+    from conformance.observers import _read_call
 
-    assert _paired_apart("[t1] hi\n[t1] reply\n[t2] yo\n[t2] reply") == []
-    assert _paired_apart("[t1] hi\n[t2] yo\n[t1] reply\n[t2] reply") == ["t1", "t2"]  # messages, then replies
-    assert _paired_apart("[t1] reply\n[t1] hi") == ["t1"]  # the reply before its own message
-    assert _paired_apart("[t1] reply") == [] and _paired_apart("[t2] reply\n[t3] hi\n[t3] reply") == []  # halves apart
+    calls = ["[t1] hi\n[t1] reply\n[t2] yo\n[t2] reply", "[t1] hi\n[t2] yo\n[t1] reply\n[t2] reply",
+             "[t1] reply\n[t1] hi", "[t1] reply", "[t2] reply\n[t3] hi\n[t3] reply"]
+    assert [_read_call(call)[:2] for call in calls] == [halves_in(call) for call in calls]  # the halves, as ever
+    assert [_read_call(call)[2] for call in calls] == [
+        [],
+        ["t1", "t2"],  # every message, then every reply
+        ["t1"],  # the reply before its own message
+        [], []]  # a reply alone in its call: its message may come in another
 
 
 def test_i6_the_llm_asked_with_another_sessions_turn_in_its_context() -> None:

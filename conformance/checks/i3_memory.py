@@ -167,16 +167,18 @@ def _paired_wrong(m: RunModel) -> list[Violation]:
     backend): a log judged in parts says the same as judged whole."""
     out: list[Violation] = []
     swapped: set[str | None] = set()
-    for index, r in m.of("sync_turn"):
-        if r.detail.get("swapped") and r.session not in swapped:
+    for index, r in m.of("sync_turn"):  # streamed: a spilled log reads them in one forward pass
+        if "swapped" in r.detail and r.session not in swapped:
             swapped.add(r.session)
             out.append(Violation(
                 f"sync_turn for {turn_list(list(r.turns))} of {r.session} at {m.at(r.t)} was handed the reply as the "
                 f"user's message: sync_turn(session, user, assistant)", (index,), r.t, r.session, tuple(r.turns)))
     told: set[tuple[str, str | None]] = set()
     for index, r in m.of("ingest"):
-        apart, backend = r.detail.get("apart"), r.detail.get("backend")
-        if apart and (backend, r.session) not in told:
+        if "apart" not in r.detail:
+            continue
+        apart, backend = r.detail["apart"], r.detail.get("backend")
+        if (backend, r.session) not in told:
             told.add((backend, r.session))
             out.append(Violation(
                 f"backend '{backend}' took the {'reply' if len(apart) == 1 else 'replies'} of {turn_list(apart)} before "

@@ -226,24 +226,22 @@ def _foreign_context(m: RunModel) -> tuple[int, list[Violation]]:
 def _served_out_of_order(m: RunModel) -> tuple[int, list[Violation]]:
     """A chat is served in arrival order: no turn is asked of the LLM before one of its chat that
     arrived earlier and was still waiting (a queue served newest first answers the last message
-    first). The segments then follow the order it was served in (`segments.chat_segments`).
-    The first such pair a chat."""
+    first). The model lists such chats (`Facts.served_out_of_order`, found in C), and walks
+    their segments in the order they were served (`segments.chat_segments`). The first such
+    pair a chat; the turns are counted as examined by the segment rules."""
     out: list[Violation] = []
-    examined = 0
-    latest: dict[str, Turn] = {}  # chat -> the turn asked last of those that arrived so far
-    told: set[str] = set()
-    for turn in m.turns.values():  # in arrival order
-        if turn.delegate or turn.request_t == ABSENT:
-            continue
-        examined += 1
-        before = latest.get(turn.chat)
-        if before is None or turn.request_index > before.request_index:
-            latest[turn.chat] = turn
-        elif turn.chat not in told:
-            told.add(turn.chat)
+    for chat in m.facts.served_out_of_order:
+        latest: Turn | None = None  # the turn asked last of those that arrived so far
+        for turn in m.turns.values():  # in arrival order
+            if turn.chat != chat or turn.delegate or turn.request_t == ABSENT:
+                continue
+            if latest is None or turn.request_index > latest.request_index:
+                latest = turn
+                continue
             out.append(Violation(
-                f"turn {turn.id} of chat {turn.chat} arrived at {m.at(turn.arrival)}, after {before.id} "
-                f"({m.at(before.arrival)}), but was asked first ({m.at(turn.request_t)}, {before.id} at "
-                f"{m.at(before.request_t)}): a chat is served in arrival order", (turn.request_index, before.request_index),
-                turn.request_t, turn.session, (turn.id, before.id)))
-    return examined, out
+                f"turn {turn.id} of chat {turn.chat} arrived at {m.at(turn.arrival)}, after {latest.id} "
+                f"({m.at(latest.arrival)}), but was asked first ({m.at(turn.request_t)}, {latest.id} at "
+                f"{m.at(latest.request_t)}): a chat is served in arrival order", (turn.request_index, latest.request_index),
+                turn.request_t, turn.session, (turn.id, latest.id)))
+            break
+    return 0, out

@@ -228,6 +228,7 @@ class Facts:
     delegate_sessions: set[str] | None = None
     folded: dict[str, int] | None = None  # turn folded into another's request -> when it was answered
     ack_indexes: dict[str, list[int]] = field(default_factory=dict)  # session -> reply indexes of acked_by_session
+    served_out_of_order: list[str] = field(default_factory=list)  # chats whose turns were asked out of arrival order
     derived: dict[Callable[[Any], Any], Any] = field(default_factory=dict)
 
 

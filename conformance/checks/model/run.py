@@ -19,6 +19,7 @@ from conformance.checks.model.walk import walk_log
 from conformance.observations import Obs
 
 T = TypeVar("T")
+_request_index = attrgetter("request_index")
 
 
 @dataclass(slots=True, kw_only=True)
@@ -51,7 +52,10 @@ class RunModel(LogView):
                 by_chat[turn.chat].append(turn)
         mark_done(model, by_chat, walked.commands)
         for chat in by_chat:
-            by_chat[chat] = [t for t in by_chat[chat] if not t.delegate]
+            by_chat[chat] = turns = [t for t in by_chat[chat] if not t.delegate]
+            asked = list(map(_request_index, turns))  # in arrival order (the turns' own): served so, the rule
+            if asked != sorted(asked):
+                model.facts.served_out_of_order.append(chat)
         for chat in sorted(model.chats):
             model.segments[chat] = chat_segments(model, chat, by_chat.get(chat, []), walked.commands.get(chat, []), model.stopped_at)
             set_windows(model, model.segments[chat])
