@@ -119,7 +119,8 @@ class FakeLLM:
         """Send the prompt (the session's texts, last one the user's); returns a request id."""
         if isinstance(prompt, (str, bytes)):  # one text, whose last character would be read as the user's message
             raise bad_handover("llm.request", "prompt", "a list of texts, the user's message last", prompt)
-        last = prompt[-1] if prompt else ""  # only its last text is read
+        size = len(prompt)  # once: a gateway's own sequence may count in Python
+        last = prompt[-1] if size else ""  # the message: the turn, and its first text, the context, are what is read
         if type(chat) is not str or type(session) is not str or type(last) is not str:  # the common case: no call
             chat, session = plain_str("llm.request", "chat", chat), plain_str("llm.request", "session", session)
             last = plain_str("llm.request", "prompt[-1]", last)
@@ -137,7 +138,7 @@ class FakeLLM:
         turn = carried[-1] if carried else None
         usage = self._usage_by_turn.get(turn, self._usage) if turn else self._usage
         context = None
-        if len(prompt) > 1:  # the oldest turn of its history: the first text's, mostly (one look, no call)
+        if size > 1:  # the oldest turn of its history: the first text's, mostly (one look, no call)
             head = prompt[0]
             if type(head) is str and (found := _search_tag(head)) is not None:
                 context = found[1]
@@ -268,6 +269,10 @@ class MemoryBackend:
             self._log.add("ingest_failed", session=session, turns=users, backend=self.name, replies=list(replies))
             raise BackendUnavailable(f"memory backend {self.name!r} is unavailable")
         self._complete_slow(session, users, replies)
+        if not cut and not apart:  # the usual call: no keywords built
+            self._log.add("ingest", session=session, turns=users, backend=self.name, replies=list(replies))
+            self._keys.update(taken)
+            return
         extra: dict[str, Any] = {}
         if cut:
             extra["cut"] = cut
@@ -382,7 +387,13 @@ def _transcript_turns(pairs: Sequence[tuple[str, str]], said: Mapping[str, str]
     for role, content in pairs:
         if role == "user":
             asking = turn_ids(content)
-            if asking and (lost := not_whole(content, asking, said)):
+            if len(asking) == 1:  # the usual message, of one turn: `not_whole` inline
+                turn = asking[0]
+                if f"[{turn}] {said.get(turn, 'hello')}" in content:
+                    turns.append(turn)
+                else:
+                    cut[turn] = None
+            elif asking and (lost := not_whole(content, asking, said)):
                 cut.update(dict.fromkeys(lost))
                 turns += [t for t in asking if t not in lost]
             else:
