@@ -417,6 +417,10 @@ def test_i9_a_delegated_task_asked_of_the_llm_gets_its_result() -> None:
     late = edit(records, reply, t=records[reply].t + 5_000)
     assert messages(late, "I9") == [
         "delegated task t2 of chat alice, asked of the LLM at 09:01, got its result at 09:01:07; owed by 09:01:03"]
+    made_up = edit(records, reply, t=records[find(records, "llm_request", turn="t2")].t)  # at once, from the task's tag
+    assert messages(made_up, "I9") == [
+        "delegated task t2 of chat alice, asked of the LLM at 09:01, got a result at 09:01, before the LLM's answer could "
+        "come (2s after the request): words of the gateway's own"]
 
 
 def test_the_fake_llm_reads_a_prompts_oldest_turn_bounded() -> None:

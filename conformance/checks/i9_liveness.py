@@ -102,15 +102,20 @@ def _delegated(m: RunModel, within: int, stops: list[tuple[int, int]], stop_reac
         start = turn.request_t
         deadline = _extended(start + within, start, within, locks) if locks else start + within
         answered = turn.reply_t if turn.reply_t != ABSENT and turn.reply_t else None
-        if answered is not None and answered <= deadline:
+        made_up = answered is not None and (turn.reply_index < turn.request_index or answered < turn.asked + m.config.turn_latency)
+        if answered is not None and answered <= deadline and not made_up:
             examined += 1
             continue
         given_up = _given_up(turn, stops, stop_reach, ahead, deadline)
-        if given_up is not None and given_up <= deadline and (answered is None or answered > given_up):
+        if not made_up and given_up is not None and given_up <= deadline and (answered is None or answered > given_up):
             continue
         examined += 1
         task = f"delegated task {turn.id} of chat {turn.chat}, asked of the LLM at {m.at(start)},"
-        if answered is None:
+        if made_up:
+            out.append(Violation(f"{task} got a result at {m.at(answered)}, before the LLM's answer could come "
+                                 f"({format_duration(m.config.turn_latency)} after the request): words of the gateway's own",
+                                 (turn.request_index, turn.reply_index), answered, turn.session, (turn.id,)))
+        elif answered is None:
             out.append(Violation(f"{task} never got its result; owed by {m.at(deadline)}", (turn.request_index,), deadline,
                                  turn.session, (turn.id,)))
         else:
