@@ -51,11 +51,33 @@ def halves(texts: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 def halves_in(joined: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """`halves` of texts already joined by line ends."""
+    users, replies, _apart = read_call(joined)
+    return users, replies
+
+
+def read_call(joined: str) -> tuple[tuple[str, ...], tuple[str, ...], list[str]]:
+    """`halves` of texts joined by line ends (one ingest call's), and the turns whose reply does
+    not follow its own message in them: the tag just before a reply's is not its message's
+    (`[t1] hello`, `[t2] hello`, `[t1] reply`, `[t2] reply` pairs t1's message with t2's), or its
+    message comes after it. A backend is handed texts, not roles: their order is what pairs
+    them. A reply alone in its call is no matter (a provider may ship a turn's halves in two
+    calls). One scan."""
     users: dict[str, None] = {}
     replies: dict[str, None] = {}
-    for turn, reply in _halves_of(joined):  # (turn, ' reply' where a reply's tag, else '')
-        (replies if reply else users)[turn] = None
-    return tuple(users), tuple(replies)
+    apart: list[str] = []
+    tags = _halves_of(joined)  # (turn, ' reply' where a reply's tag, else '')
+    before = None
+    for k, tag in enumerate(tags):
+        turn, reply = tag
+        if not reply:
+            users[turn] = None
+        else:
+            replies[turn] = None
+            if (before is None or before[0] != turn or before[1]) and (before is not None or (turn, "") in tags[k + 1:]) \
+                    and turn not in apart:
+                apart.append(turn)
+        before = tag
+    return tuple(users), tuple(replies), apart
 
 
 def not_whole(text: str, users: Sequence[str], said: Mapping[str, str]) -> list[str]:

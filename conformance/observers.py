@@ -12,7 +12,7 @@ from itertools import chain
 from typing import Any
 
 from conformance.harness.spill import ObservationLog
-from conformance.observations import _REPLY_WORD, TURN_ID, _halves_of, halves, halves_in, not_whole, reply_text, turn_ids
+from conformance.observations import _REPLY_WORD, TURN_ID, halves, halves_in, not_whole, read_call, reply_text, turn_ids
 from sessiongate import SessiongateError
 from sim.engine import Engine
 from sim.scenario import Usage
@@ -261,7 +261,7 @@ class MemoryBackend:
                     return
                 texts, taken = [texts[i] for i in fresh], [keys[i] for i in fresh]
         joined = "\n".join(texts)
-        users, replies, apart = _read_call(joined)
+        users, replies, apart = read_call(joined)
         cut = not_whole(joined, users, self.said) if users else None
         if cut:
             users = tuple(t for t in users if t not in cut)
@@ -296,30 +296,6 @@ class MemoryBackend:
         if ready > now:
             self._log.add("ingest_busy", session=session, turns=users, backend=self.name, replies=list(replies), ready=ready)
             raise BackendBusy(f"memory backend {self.name!r} is slow: the call completes at {ready}", ready)
-
-
-def _read_call(joined: str) -> tuple[tuple[str, ...], tuple[str, ...], list[str]]:
-    """`halves` of one ingest call (its texts joined), and the turns whose reply does not follow
-    its own message in it: the tag just before a reply's is not its message's (`[t1] hello`,
-    `[t2] hello`, `[t1] reply`, `[t2] reply` pairs t1's message with t2's), or its message comes
-    after it. A backend is handed texts, not roles: their order is what pairs them. A reply
-    alone in its call is no matter (a provider may ship a turn's halves in two calls). One scan."""
-    users: dict[str, None] = {}
-    replies: dict[str, None] = {}
-    apart: list[str] = []
-    tags = _halves_of(joined)  # (turn, ' reply' where a reply's tag, else '')
-    before = None
-    for k, tag in enumerate(tags):
-        turn, reply = tag
-        if not reply:
-            users[turn] = None
-        else:
-            replies[turn] = None
-            if (before is None or before[0] != turn or before[1]) and (before is not None or (turn, "") in tags[k + 1:]) \
-                    and turn not in apart:
-                apart.append(turn)
-        before = tag
-    return tuple(users), tuple(replies), apart
 
 
 class RecordingProvider:
@@ -387,13 +363,7 @@ def _transcript_turns(pairs: Sequence[tuple[str, str]], said: Mapping[str, str]
     for role, content in pairs:
         if role == "user":
             asking = turn_ids(content)
-            if len(asking) == 1:  # the usual message, of one turn: `not_whole` inline
-                turn = asking[0]
-                if f"[{turn}] {said.get(turn, 'hello')}" in content:
-                    turns.append(turn)
-                else:
-                    cut[turn] = None
-            elif asking and (lost := not_whole(content, asking, said)):
+            if asking and (lost := not_whole(content, asking, said)):
                 cut.update(dict.fromkeys(lost))
                 turns += [t for t in asking if t not in lost]
             else:

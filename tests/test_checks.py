@@ -347,13 +347,12 @@ def test_i3_a_turn_handed_to_memory_the_wrong_way_round() -> None:
 
 
 def test_a_backend_reads_the_pairing_of_a_call_by_its_order() -> None:
-    from conformance.observations import halves_in
-    from conformance.observers import _read_call
+    from conformance.observations import halves_in, read_call
 
     calls = ["[t1] hi\n[t1] reply\n[t2] yo\n[t2] reply", "[t1] hi\n[t2] yo\n[t1] reply\n[t2] reply",
              "[t1] reply\n[t1] hi", "[t1] reply", "[t2] reply\n[t3] hi\n[t3] reply"]
-    assert [_read_call(call)[:2] for call in calls] == [halves_in(call) for call in calls]  # the halves, as ever
-    assert [_read_call(call)[2] for call in calls] == [
+    assert [read_call(call)[:2] for call in calls] == [halves_in(call) for call in calls]  # the halves, as ever
+    assert [read_call(call)[2] for call in calls] == [
         [],
         ["t1", "t2"],  # every message, then every reply
         ["t1"],  # the reply before its own message

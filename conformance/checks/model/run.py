@@ -57,7 +57,8 @@ class RunModel(LogView):
             if asked != sorted(asked):
                 model.facts.served_out_of_order.append(chat)
         for chat in sorted(model.chats):
-            model.segments[chat] = chat_segments(model, chat, by_chat.get(chat, []), walked.commands.get(chat, []), model.stopped_at)
+            model.segments[chat] = chat_segments(model, chat, by_chat.get(chat, []), walked.commands.get(chat, []),
+                                                 model.stopped_at, chat not in model.facts.served_out_of_order)
             set_windows(model, model.segments[chat])
         verify(model, model.turns, model.segments, model.acked_by_session)
         return model

@@ -134,7 +134,7 @@ def _effective(m: LogView, admitted: list[Turn], commands: list[CommandAt]) -> l
 
 
 def chat_segments(model: LogView, chat: str, turns: list[Turn], commands: list[CommandAt],
-                  stopped: list[Downtime]) -> list[Segment]:
+                  stopped: list[Downtime], in_order: bool = True) -> list[Segment]:
     """Walk the chat's admitted turns and commands in arrival order, the order the chat is
     served in; cut where the contract cuts (`stopped`: the gateway's downtimes, which a changed
     policy's `_kept` reads). A turn is judged as of its arrival (CONTRACT I6: "when the turn
@@ -144,11 +144,8 @@ def chat_segments(model: LogView, chat: str, turns: list[Turn], commands: list[C
     (never mid-turn). A command is judged where it takes effect, by the turns that arrived
     before it."""
     admitted = sorted(turns, key=_index)
-    asked = list(map(_request_index, admitted))
-    if asked != sorted(asked):  # both in C: a chat served in order, the rule, costs no Python a turn
-        # Served out of arrival order (I6 says so, `served_out_of_order`): walked as it was served,
-        # so that what the other checks judge is what the gateway did.
-        admitted.sort(key=_request_index)
+    if not in_order:  # served out of arrival order (`Facts.served_out_of_order`, I6): walked as it was
+        admitted.sort(key=_request_index)  # served, so that what the other checks judge is what the gateway did
     effective = _effective(model, admitted, commands)
     expiry_at = model.expiry_of(chat)  # (anchor, last user message) -> the entry's expiry, asked per turn
     segments: list[Segment] = []
