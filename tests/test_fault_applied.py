@@ -6,6 +6,7 @@ rows than the cascade is noted and judged (I2)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -199,3 +200,37 @@ def test_a_resume_waiting_behind_turns_at_the_end_may_switch_back() -> None:
     assert run_scenario(plain, ReferenceGateway(), "reference").passed
     stale = run_scenario(plain, StaleRoutingGateway(), "selftest:stale-routing")
     assert stale.failure is not None and stale.failure.message.startswith("the gateway's routing names s1 for alice")
+
+
+class RepliesToTheGroup(ReferenceGateway):
+    """Sends a group user's reply to the group's own id: in this scenario that is alice's chat."""
+
+    def send_reply(self, pending: Any) -> None:
+        self.h.platform.send_reply(pending.chat.platform_id, pending.session, pending.reply or "")
+
+
+WRONG_OUTBOX = """\
+name: reply-in-another-outbox
+start: '2026-03-09T02:05:05'
+config: {reset: {mode: idle, idle_minutes: 1}}
+chats:
+  alice: {platform: cli, chat_type: group, user: u1}
+  bob: {platform: cli, chat_type: group, user: u2, chat_id: alice}
+events:
+  - message: alice
+  - {message: bob, after: 6m}
+  - {delete_session: alice, after: 19s}
+"""
+
+
+def test_a_reply_in_another_chats_outbox_is_not_that_chats_turn() -> None:
+    """bob's reply went to alice's outbox: the harness read it as alice's turn in s2, called
+    her routing (s1, ended; right) stale and stopped the run at the deletion, so the real
+    verdict, I9's, was never given (the fourth audit of lazy gateways). A turn is its chat's by
+    its message."""
+    scenario = load_text(WRONG_OUTBOX, "<x>")
+    assert run_scenario(scenario, ReferenceGateway(), "reference").passed
+    result = run_scenario(scenario, RepliesToTheGroup(), "replies-to-the-group")
+    assert result.failure is None
+    assert result.verdicts["I9"].status == "fail"
+    assert "went to chat alice, not bob" in result.verdicts["I9"].summary

@@ -72,15 +72,17 @@ class EventSteps(GatewayCalls):
         must have an entry; and an entry naming a session the log shows ended, while the chat's
         turns since went to another and no `/resume` could have switched back, is stale. A
         gateway that hid its routing, or never updated it, would evade every deletion fault (the
-        deletion would miss, or take an ended session and spare the live one)."""
-        messages = {e.turn for e in self.scenario.events if isinstance(e, Message)}
+        deletion would miss, or take an ended session and spare the live one). A turn is its
+        chat's by its message, never by the outbox its reply went to (a reply sent to another
+        chat's outbox is I9's to judge, not a routing the deletion could not aim)."""
+        chat_of = {e.turn: e.chat for e in self.scenario.events if isinstance(e, Message)}
         records = self.log.records
         if session is None:
             gone: set[str | None] = set()  # ended, or deleted (a store that keeps its routing in the row loses the entry with it)
             for r in reversed(records):
                 if r.kind in ("on_session_end", "delete_session", "delete_parent"):
                     gone.add(r.session)
-                elif r.kind == "reply" and r.chat == chat and r.turns and r.turns[0] in messages:
+                elif r.kind == "reply" and r.turns and chat_of.get(r.turns[0]) == chat:
                     if r.session in gone:
                         return
                     self._misaimed(f"the gateway's routing has no entry for {chat}, whose session {r.session} is live "
@@ -95,12 +97,12 @@ class EventSteps(GatewayCalls):
                 continue
             elif r.kind == "command" and r.chat == chat and r.d("command") == "/resume":
                 return  # it may have switched back to the named session
-            if r.kind in ("reply", "llm_request") and r.chat == chat and r.turns and r.turns[0] in messages:
+            if r.kind in ("reply", "llm_request") and r.turns and chat_of.get(r.turns[0]) == chat:
                 if r.session == session:
                     end = None  # reopened (a /resume past its boundary): live again
                     continue
                 since = since or r
-        if end is not None and since is not None and not _resume_waiting(records, chat, end, messages):
+        if end is not None and since is not None and not _resume_waiting(records, chat, end, chat_of):
             self._misaimed(f"the gateway's routing names {session} for {chat}, which ended at {self.clock.format(end.t)}; "
                            f"the chat's turns since went to {since.session} ({since.turns[0]} at {self.clock.format(since.t)})")
 
@@ -245,7 +247,7 @@ class EventSteps(GatewayCalls):
 DELEGATED = "delegated task"  # a delegate task's text after its tag
 
 
-def _resume_waiting(records: Sequence[Obs], chat: str, end: Obs, messages: set[str]) -> bool:
+def _resume_waiting(records: Sequence[Obs], chat: str, end: Obs, chat_of: dict[str, str]) -> bool:
     """Whether a /resume of the chat that came before `end` was still waiting then, so that it
     took effect after it and may have switched back: behind the chat's turns in flight (until
     their replies), or held while the gateway was down (until the step of the restart that
@@ -261,9 +263,9 @@ def _resume_waiting(records: Sequence[Obs], chat: str, end: Obs, messages: set[s
             return bool(waiting) or held or (delivered_in is not None and r.step == delivered_in)
         if kind == "restart" and held:
             held, delivered_in = False, r.step
-        if r.chat != chat:
-            continue
         if kind == "command":
+            if r.chat != chat:
+                continue
             if r.d("command") == "/resume":
                 if r.d("queued"):
                     held = True
@@ -271,7 +273,7 @@ def _resume_waiting(records: Sequence[Obs], chat: str, end: Obs, messages: set[s
                     waiting.append(set(unreplied))
             continue
         turn = r.turns[0] if r.turns else None
-        if turn not in messages:
+        if turn is None or chat_of.get(turn) != chat:  # the chat's turns, wherever their replies went
             continue
         if kind == "message":
             unreplied.add(turn)
