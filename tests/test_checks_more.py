@@ -66,6 +66,19 @@ def test_i5_switch_strictly_after_the_end() -> None:
     assert messages(insert(records, end, switch), "I5") == ["on_session_switch s1 → s9 at 09:01 came before s1's on_session_end at 09:01"]
 
 
+def test_i5_a_reset_names_the_session_it_begins() -> None:
+    """`on_session_reset(new_id)`: naming the session that ended (after its end, or before it,
+    once it had answered a turn) tells a plugin the wrong conversation was reset."""
+    records = log("lazy")  # s1 ends when t2 arrives, then s2's switch, reset and turn
+    assert messages(records, "I5") == []
+    reset = find(records, "on_session_reset")
+    assert messages(edit(records, reset, session="s1"), "I5") == [
+        "on_session_reset at 10:00 named s1, which had ended at 10:00 (its on_session_end): a reset names the session it begins"]
+    early = move(edit(records, reset, session="s1"), reset, find(records, "on_session_end", session="s1"))
+    assert messages(early, "I5") == [
+        "on_session_reset at 10:00 named s1, which had answered a turn at 09:00:02: a reset names the session it begins"]
+
+
 # -- I6 reset policy -----------------------------------------------------------------------
 
 

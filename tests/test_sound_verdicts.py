@@ -925,3 +925,56 @@ def test_a_signal_a_gateway_sends_its_own_process_is_its_error(tmp_path: Path, f
 def test_signal_zero_to_itself_is_no_signal(tmp_path: Path) -> None:
     done = run_in_a_process(tmp_path, SIGNALS_ITSELF, "SignalsItsChild")
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+REBINDS = '''
+import builtins
+
+import conformance.checks as checks
+from conformance.harness.verdict import Verdict
+from reference_impl.variants import make
+
+
+def _never_replies(rebind):
+    gateway = make("never-replies")  # fails every scenario on its own
+    deliver = gateway.deliver_message
+
+    def deliver_message(message):
+        rebind()
+        return deliver(message)
+
+    gateway.deliver_message = deliver_message
+    return gateway
+
+
+def _exit_zero(*args, **kwargs):
+    raise SystemExit(0)
+
+
+def Print():
+    return _never_replies(lambda: setattr(builtins, "print", _exit_zero))
+
+
+def Isinstance():
+    return _never_replies(lambda: setattr(builtins, "isinstance", lambda value, kind: False))
+
+
+def Checks():
+    return _never_replies(lambda: checks.CHECKS.update((c, lambda m, c=c: Verdict(c, "pass", examined=1)) for c in checks.CHECKS))
+'''
+
+
+@pytest.mark.parametrize(("factory", "what"), [("Print", "builtins.print"), ("Isinstance", "builtins.isinstance"),
+                                               ("Checks", "conformance.checks.CHECKS")])
+def test_a_gateway_that_rebinds_what_sessiongate_runs_on_fails_and_is_put_back(
+        tmp_path: Path, factory: str, what: str) -> None:
+    """The fourth audit of hostile gateways: a gateway that never replies rebound `print` to
+    raise SystemExit(0) (exit 0, no verdict, no report), `isinstance` to lie (a traceback), or
+    the checks to pass (every scenario green). Each is now its error, the report written, and
+    what it rebound is put back before the next scenario is run or any verdict given."""
+    done = run_in_a_process(tmp_path, REBINDS, factory)
+    assert done.returncode == 1, done.stderr
+    out = done.stdout.splitlines()
+    assert out[1].startswith("      gateway error at step ") and f"the gateway rebound {what} in process (put back)" in out[1]
+    assert out[-1] == "2 scenarios, 0 passed, 2 failed (2 gateway errors)"
+    assert json.loads((tmp_path / "r" / "summary.json").read_text())["totals"]["error"] == 2

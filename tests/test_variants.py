@@ -208,6 +208,8 @@ CASES: dict[str, tuple[Callable[[list[Obs]], Any], Any, Any]] = {
                                        [("alice", ("t1",)), ("alice", ("t2",)), ("bob", ("t3",))],
                                        [("alice", ("t1",)), ("bob", ("t2",)), ("bob", ("t3",))]),
     "end-carries-delegate-turns": (lambda r: ends(r, "s1"), [("s1", ("t1",))], [("s1", ("t1", "t2"))]),
+    "reset-names-ended-session": (lambda r: [x.session for x in r if x.kind == "on_session_reset"], ["s2"], ["s1"]),
+    "anchors-at-admission": (lambda r: reply_session(r, "t3"), "s3", "s2"),
 }
 
 

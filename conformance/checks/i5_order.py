@@ -1,11 +1,13 @@
 """I5 ordering: a session's on_session_end comes after every sync_turn of its turns and before
-any hook of its successor; on_session_switch strictly after the end it follows."""
+any hook of its successor; on_session_switch strictly after the end it follows; an
+on_session_reset names the session that begins, not one that has answered or ended."""
 
 from __future__ import annotations
 
 from itertools import islice
 
 from conformance.checks.model import RunModel, Segment
+from conformance.checks.model.facts import NEVER
 from conformance.harness.verdict import Verdict, Violation
 from conformance.observations import Obs
 
@@ -50,7 +52,38 @@ def check(m: RunModel) -> Verdict:
                     violations.append(Violation(
                         f"on_session_switch {session} → {new} at {m.at(m.records[i].t)} came before {session}'s "
                         f"on_session_end at {m.at(end.t)}", (i, end_index), m.records[i].t, session))
+    examined += _resets_name_new_sessions(m, violations)
     return Verdict("I5", "fail" if violations else "pass", tuple(violations), examined=examined)
+
+
+def _resets_name_new_sessions(m: RunModel, violations: list[Violation]) -> int:
+    """`on_session_reset(new_id)` names the session the reset begins: one that has answered no
+    turn and had no end before it. A reset that names the session it ended tells a plugin the
+    old conversation was reset and the new one never was (the fourth audit of lazy gateways).
+    How many resets it examined."""
+    resets = list(m.of("on_session_reset"))
+    if not resets:
+        return 0
+    answered: dict[str, int] = {}  # session -> the index of its first reply
+    for turn in m.turns.values():
+        if turn.reply_session is not None and 0 <= turn.reply_index < answered.get(turn.reply_session, NEVER):
+            answered[turn.reply_session] = turn.reply_index
+    for i, r in resets:
+        session = r.session or ""
+        ended = m.first_of_session("on_session_end", session, 0, i)
+        reply = answered.get(session, NEVER)
+        if ended is None and reply >= i:
+            continue
+        if ended is not None:
+            why = f"which had ended at {m.at(m.records[ended].t)} (its on_session_end)"
+            at = ended
+        else:
+            why = f"which had answered a turn at {m.at(m.records[reply].t)}"
+            at = reply
+        violations.append(Violation(
+            f"on_session_reset at {m.at(r.t)} named {session}, {why}: a reset names the session it begins",
+            (at, i), r.t, session))
+    return len(resets)
 
 
 def _successor_hook(m: RunModel, lo: int, end_index: int, successor: Segment) -> tuple[int, Obs] | None:

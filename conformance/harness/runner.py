@@ -7,6 +7,7 @@ every boundary, watcher tick and sweep, SIGTERM, snapshot the durable state, che
 
 from __future__ import annotations
 
+import builtins
 import copy
 import gc
 import io
@@ -113,6 +114,8 @@ def scenario_detail(scenario: Scenario, profile: Profile) -> dict[str, Any]:
 class Run(EventSteps):
     """One scenario in flight. Use `run_scenario`."""
 
+    untouched: Untouched  # set by `run_scenario` as the run starts
+
     def _quiesce(self) -> None:
         """Restart a stopped gateway and run past the horizon; a crash point that kills it on
         the way (recovery included) is a crash like any other: restart and run again."""
@@ -147,11 +150,15 @@ class Run(EventSteps):
 
     def execute(self) -> RunResult:
         """Drive the scenario, then close the gateway: what `close()` raises is the scenario's
-        error too (the first failure is kept). On the way out of an interrupt, closed anyway."""
+        error too (the first failure is kept). On the way out of an interrupt, closed anyway.
+        What the gateway rebound of sessiongate's own footing (`Untouched`) is put back first,
+        and is its error: the cause of whatever failed after it."""
         try:
             failure = self._drive()
         except BaseException as err:
-            if not signalled(err):  # past every `_call`: a gateway attribute that raised when looked up, or our bug
+            if (rebound := self.untouched.put_back(self.log.step)) is not None:
+                failure = rebound
+            elif not signalled(err):  # past every `_call`: a gateway attribute that raised when looked up, or our bug
                 failure = self._escaped(err)
             else:
                 with suppress(BaseException):  # the interrupt is what matters
@@ -161,6 +168,11 @@ class Run(EventSteps):
             self._call("close", close_gateway, self.gateway)
         except GatewayRaised as raised:
             failure = failure or raised.failure
+        except BaseException:  # sessiongate's own code failed after a rebinding: put back below
+            if self.untouched.put_back(self.log.step) is None:
+                raise
+        if (rebound := self.untouched.put_back(self.log.step)) is not None:
+            failure = rebound
         if failure is None and self.exits:  # from a thread of the gateway's, where no call's guard catches it
             what, step = self.exits[0]
             failure = GatewayFailure("error", step, "thread", f"{what} called in process by a thread "
@@ -277,6 +289,46 @@ class Run(EventSteps):
         return failure
 
 
+class Untouched:
+    """What a gateway in process could rebind to turn sessiongate's own code against it: the
+    builtins (a `print` that raises SystemExit(0) ended a run with exit 0 and no verdict; an
+    `isinstance` that lies crashed it) and the checks that judge it (a `CHECKS` entry replaced
+    passed a broken gateway). Taken as a run starts; at its end (or where sessiongate's own
+    code failed) each is held to what it was by identity and put back, and a change is the
+    gateway's error naming it (the fourth audit of hostile gateways). A name a gateway adds to
+    the builtins is left: nothing of sessiongate's reads it."""
+
+    __slots__ = ("builtins", "checks", "judge", "rebound")
+
+    def __init__(self) -> None:
+        import conformance.checks as checks
+
+        self.builtins = dict(vars(builtins))
+        self.checks, self.judge = dict(checks.CHECKS), checks.judge
+        self.rebound: GatewayFailure | None = None
+
+    def put_back(self, step: object) -> GatewayFailure | None:
+        """The first time something was found rebound: put back, and the failure that names it."""
+        import conformance.checks as checks
+
+        now = vars(builtins)
+        names = [f"builtins.{k}" for k, v in self.builtins.items() if now.get(k, now) is not v]
+        now.update(self.builtins)
+        if checks.judge is not self.judge:
+            names.append("conformance.checks.judge")
+            checks.judge = self.judge
+        if self.checks != checks.CHECKS or any(checks.CHECKS[c] is not f for c, f in self.checks.items()):
+            names.append("conformance.checks.CHECKS")
+            checks.CHECKS.clear()
+            checks.CHECKS.update(self.checks)
+        if names and self.rebound is None:
+            shown = ", ".join(names[:3]) + (", …" if len(names) > 3 else "")
+            self.rebound = GatewayFailure("error", step, "process", f"the gateway rebound {shown} in process (put back): "
+                                          "sessiongate runs on them, so no verdict of this run can stand; "
+                                          "--isolate runs a gateway in a child")
+        return self.rebound
+
+
 def run_scenario(scenario: Scenario, gateway: Gateway, name: str = "gateway", *, budget: int = DEFAULT_BUDGET,
                  check: bool = True, spill_at: int | None = SPILL_AT, strict: bool = False,
                  crash_points: bool = False, step_timeout: float | None = DEFAULT_STEP_TIMEOUT) -> RunResult:
@@ -288,6 +340,7 @@ def run_scenario(scenario: Scenario, gateway: Gateway, name: str = "gateway", *,
     limit; `harness.watchdog`)."""
     with _process_kept(), cyclic_gc_paused(), _stdio_kept() as stdio, _sigint_is_ours(), exit_is_ours() as exits:
         run = Run(scenario, gateway, name, budget, spill_at)
+        run.untouched = Untouched()
         if crash_points:
             run.swarm_seed = scenario.seed
         run.exits, exits.step = exits, lambda: run.log.step

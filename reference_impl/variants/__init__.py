@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from reference_impl.gateway import ReferenceGateway
 from reference_impl.variants.boundaries import (
+    AnchorsAtAdmission,
     EndAfterSwitch,
     EndCarriesTagsOnly,
     EndRepliesApart,
     ExpirySkipsEndWithoutAgent,
     IdleExpiryNoFinalize,
+    ResetNamesEndedSession,
     ShutdownEndsSessions,
     SyncAfterEnd,
 )
@@ -160,6 +162,8 @@ VARIANTS: dict[str, type[ReferenceGateway]] = {
     "flush-after-finalize": FlushAfterFinalize,
     "batch-pairs-wrong": BatchPairsWrong,
     "sync-turn-swapped": SyncTurnSwapped,
+    "reset-names-ended-session": ResetNamesEndedSession,
+    "anchors-at-admission": AnchorsAtAdmission,
     "delegate-parent-is-first-session": DelegateParentIsFirstSession,
     "end-replies-apart": EndRepliesApart,
     "delegate-synced-to-memory": DelegateSyncedToMemory,

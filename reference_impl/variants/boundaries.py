@@ -10,6 +10,7 @@ from reference_impl.cache import Agent
 from reference_impl.gateway import ReferenceGateway
 from reference_impl.memory import BatchingProvider, Turn
 from reference_impl.store import Route
+from sim.scenario import Chat
 
 EXPIRY_REASONS = ("idle", "daily")
 
@@ -135,3 +136,36 @@ class EndCarriesTagsOnly(ReferenceGateway):
         rows = agent.rows if agent is not None else self.stored_transcript(session)
         self.volatile.memory.end_session(session, [r._replace(content=r.content.split(" ", 1)[0]) if r.role == "user"
                                                    else r for r in rows])
+
+
+class ResetNamesEndedSession(ReferenceGateway):
+    """reset-names-ended-session — CONTRACT, Words: "plugin hooks: ... on_session_reset(new_id)"
+    (found by sessiongate's fourth audit of lazy gateways, 2026-12-06: I5 ordered a reset hook
+    only when it named the successor, so one naming the session just ended passed everything).
+
+    Here: the reset hook is told the id of the session that ended, not of the one that begins:
+    a reset plugin resets the old conversation and never hears of the new one.
+    """
+
+    def open_session(self, route: Route, chat: Chat, arrival: int) -> None:
+        previous = route.session_id
+        session = self.store.new_session_id()
+        route.previous_id, route.session_id, route.ended, route.anchor = previous, session, False, arrival
+        self.volatile.cache.put(Agent(session, chat.name, route.chat_key, last_activity=self.h.clock.now()))
+        if previous is not None:
+            self.volatile.memory.switch(previous, session)
+            self.h.hooks.on_session_reset(previous)
+
+
+class AnchorsAtAdmission(ReferenceGateway):
+    """anchors-at-admission — CONTRACT, Boundaries: "daily (the last user message is before the
+    most recent at_hour local boundary)"; a session begins when its first message arrived
+    (found by sessiongate's fourth audit of lazy gateways, 2026-12-06: no catalog scenario or
+    generated seed had a new session's first message wait behind a turn across the hour).
+
+    Here: a new session's daily clock starts when its first message is taken up, not when it
+    arrived: one that waited behind a turn across 04:00 is kept until the next day.
+    """
+
+    def open_session(self, route: Route, chat: Chat, arrival: int) -> None:
+        super().open_session(route, chat, self.h.clock.now())

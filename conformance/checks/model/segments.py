@@ -197,8 +197,11 @@ def chat_segments(model: LogView, chat: str, turns: list[Turn], commands: list[C
             pending = pending[served:]
         past(turn.arrival, turn.request_index)
         if current is None:
-            current = Segment(chat, len(segments), start=turn.request_t, start_index=turn.request_index,
-                              anchor=turn.arrival)
+            # A turn asked before the boundary the last segment closed at was served while the
+            # turn a command waited behind was in flight (the gateway acted mid-turn, I6's to
+            # judge): its segment starts at that boundary, never before the last one ended.
+            start = turn.request_t if not segments or segments[-1].boundary is None else max(turn.request_t, segments[-1].boundary)
+            current = Segment(chat, len(segments), start=start, start_index=turn.request_index, anchor=turn.arrival)
             segments.append(current)
         if current.session is None:
             current.session = turn.session
