@@ -13,6 +13,7 @@ from sim.loader import load_file
 
 # The bug zoo's variant names (reference_impl.variants), kept here so this test stands alone.
 KNOWN_VARIANTS = frozenset({
+    "anchors-at-admission",
     "delegate-parent-is-first-session",
     "answers-before-the-llm",
     "stores-tags-only",
