@@ -71,8 +71,9 @@ def gateway_modules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 BAD_GATEWAYS = {
     "unknown-variant": ("reference:nosuchbug", "gateway 'reference:nosuchbug': its factory raised KeyError: "
-                                               "unknown variant 'nosuchbug'; known: abandoned-turn-kept, answer-refused-after-row-deleted, "
-                                               "answers-before-the-llm, answers-first-turn-only, answers-without-llm, batch-"),
+                                               "unknown variant 'nosuchbug'; known: abandoned-turn-kept, anchors-at-admission, "
+                                               "answer-refused-after-row-deleted, answers-before-the-llm, answers-first-turn-only, "
+                                               "answers-without-llm, batch-"),
     "empty-argument": ("reference:", "gateway 'reference:': nothing after ':'; use reference or reference:ARG"),
     "unclosed-quote": ('exec:"unclosed', "gateway 'exec:\"unclosed': no closing quotation"),
     "factory-raises": ("sg_usage_gateways:raises", "gateway 'sg_usage_gateways:raises': its factory raised RuntimeError: boom"),
