@@ -929,6 +929,7 @@ def test_signal_zero_to_itself_is_no_signal(tmp_path: Path) -> None:
 
 REBINDS = '''
 import builtins
+import sys
 
 import conformance.checks as checks
 from conformance.harness.verdict import Verdict
@@ -961,11 +962,20 @@ def Isinstance():
 
 def Checks():
     return _never_replies(lambda: checks.CHECKS.update((c, lambda m, c=c: Verdict(c, "pass", examined=1)) for c in checks.CHECKS))
+
+
+def _exits_at_judge(frame, event, arg):
+    if event == "call" and frame.f_code.co_name == "judge":
+        raise SystemExit(0)
+
+
+def Trace():
+    return _never_replies(lambda: sys.settrace(_exits_at_judge))
 '''
 
 
 @pytest.mark.parametrize(("factory", "what"), [("Print", "builtins.print"), ("Isinstance", "builtins.isinstance"),
-                                               ("Checks", "conformance.checks.CHECKS")])
+                                               ("Checks", "conformance.checks.CHECKS"), ("Trace", "sys.settrace")])
 def test_a_gateway_that_rebinds_what_sessiongate_runs_on_fails_and_is_put_back(
         tmp_path: Path, factory: str, what: str) -> None:
     """The fourth audit of hostile gateways: a gateway that never replies rebound `print` to
@@ -978,3 +988,62 @@ def test_a_gateway_that_rebinds_what_sessiongate_runs_on_fails_and_is_put_back(
     assert out[1].startswith("      gateway error at step ") and f"the gateway rebound {what} in process (put back)" in out[1]
     assert out[-1] == "2 scenarios, 0 passed, 2 failed (2 gateway errors)"
     assert json.loads((tmp_path / "r" / "summary.json").read_text())["totals"]["error"] == 2
+
+
+ENDS_ITSELF = '''
+import os
+import posix
+
+from reference_impl import ReferenceGateway
+
+
+class PosixExit(ReferenceGateway):
+    def deliver_message(self, message):
+        posix._exit(0)
+
+
+class Aborts(ReferenceGateway):
+    def deliver_message(self, message):
+        os.abort()
+
+
+class Execs(ReferenceGateway):
+    def deliver_message(self, message):
+        os.execv("/bin/true", ["true"])
+'''
+
+
+@pytest.mark.parametrize(("factory", "what"), [("PosixExit", "os._exit(0)"), ("Aborts", "os.abort()"),
+                                               ("Execs", "os.execv('/bin/true', …)")])
+def test_a_gateway_that_ends_or_replaces_its_process_another_way_is_its_error(
+        tmp_path: Path, factory: str, what: str) -> None:
+    """The fourth audit of hostile gateways: `posix._exit(0)` and `os.execv` in process ended
+    the run with exit 0 and no report (a green CI); `os.abort()` ended it with 134, no report."""
+    done = run_in_a_process(tmp_path, ENDS_ITSELF, factory)
+    assert done.returncode == 1, done.stderr
+    out = done.stdout.splitlines()
+    assert out[1] == f"      gateway error at step 1 ({FIRST_MESSAGE}): {what} called in process: sessiongate goes on"
+    assert out[-1] == "2 scenarios, 0 passed, 2 failed (2 gateway errors)"
+
+
+CLOSES_FILES = '''
+import os
+
+from reference_impl import ReferenceGateway
+
+
+class Closes(ReferenceGateway):
+    def deliver_message(self, message):
+        os.closerange(3, 1 << 16)
+        super().deliver_message(message)
+'''
+
+
+def test_a_gateway_that_closes_every_file_above_stderr_leaves_the_verdicts_and_the_report(tmp_path: Path) -> None:
+    """The fourth audit of hostile gateways: `os.closerange(3, …)` took the copies of stdout and
+    stderr the runner keeps to put them back, and the run ended in a traceback (EBADF) with no
+    verdict. The reference's store is in memory, so it goes on and passes."""
+    done = run_in_a_process(tmp_path, CLOSES_FILES, "Closes")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "2 scenarios, 2 passed, 0 failed"
+    assert json.loads((tmp_path / "r" / "summary.json").read_text())["totals"]["pass"] == 2

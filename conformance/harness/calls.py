@@ -7,6 +7,7 @@ import _thread
 import copy
 import marshal
 import os
+import posix
 import signal
 import threading
 import traceback
@@ -113,6 +114,10 @@ class ExitsAsked(list):  # type: ignore[type-arg]
 
 
 _SIGNALS_SENT = (os, "kill"), (os, "killpg"), (signal, "raise_signal"), (signal, "pthread_kill"), (_thread, "interrupt_main")
+# The same functions under `posix`, where `os` took them from, and the other ways a process ends
+# or becomes another program at once: each refused as `os._exit` is (fourth audit of hostile gateways).
+_ALSO = (posix, "kill"), (posix, "killpg"), (os, "abort"), (posix, "abort"), (os, "execv"), (os, "execve"), \
+    (posix, "execv"), (posix, "execve")
 
 
 @contextmanager
@@ -168,22 +173,39 @@ def exit_is_ours() -> Iterator[ExitsAsked]:
             return
         refused(f"_thread.interrupt_main({_signal_name(signum)})")
 
+    def _abort() -> None:
+        if os.getpid() != pid:
+            _REAL[os, "abort"]()
+        refused("os.abort()")
+
+    def _exec(name: str) -> Callable[..., None]:
+        def exec_(path: Any, *args: Any) -> None:
+            if os.getpid() != pid:  # a forked child becoming its program, as sessiongate's own children do
+                _REAL[os, name](path, *args)
+                return
+            refused(f"os.{name}({path!r}, …)")
+        return exec_
+
     ours_now = {(os, "kill"): _kill, (os, "killpg"): _killpg, (signal, "raise_signal"): _raise_signal,
-                (signal, "pthread_kill"): _pthread_kill, (_thread, "interrupt_main"): _interrupt_main}
+                (signal, "pthread_kill"): _pthread_kill, (_thread, "interrupt_main"): _interrupt_main,
+                (posix, "kill"): _kill, (posix, "killpg"): _killpg, (os, "abort"): _abort, (posix, "abort"): _abort,
+                (os, "execv"): _exec("execv"), (os, "execve"): _exec("execve"),
+                (posix, "execv"): _exec("execv"), (posix, "execve"): _exec("execve")}
     previous, os._exit = os._exit, _gateway_exit  # type: ignore[assignment]
-    before = {key: getattr(*key) for key in _SIGNALS_SENT if hasattr(*key)}
+    previous_posix, posix._exit = posix._exit, _gateway_exit
+    before = {key: getattr(*key) for key in (*_SIGNALS_SENT, *_ALSO) if hasattr(*key)}
     for (module, name), replacement in ours_now.items():
         if (module, name) in before:
             setattr(module, name, replacement)
     try:
         yield asked
     finally:
-        os._exit = previous
+        os._exit, posix._exit = previous, previous_posix
         for (module, name), function in before.items():
             setattr(module, name, function)
 
 
-_REAL = {key: getattr(*key) for key in _SIGNALS_SENT if hasattr(*key)}  # sessiongate's own, kept at import
+_REAL = {key: getattr(*key) for key in (*_SIGNALS_SENT, *_ALSO) if hasattr(*key)}  # sessiongate's own, kept at import
 
 
 def _signal_name(signum: int) -> str:

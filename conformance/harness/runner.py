@@ -298,13 +298,14 @@ class Untouched:
     gateway's error naming it (the fourth audit of hostile gateways). A name a gateway adds to
     the builtins is left: nothing of sessiongate's reads it."""
 
-    __slots__ = ("builtins", "checks", "judge", "rebound")
+    __slots__ = ("builtins", "checks", "judge", "profile", "rebound", "trace")
 
     def __init__(self) -> None:
         import conformance.checks as checks
 
         self.builtins = dict(vars(builtins))
         self.checks, self.judge = dict(checks.CHECKS), checks.judge
+        self.trace, self.profile = sys.gettrace(), sys.getprofile()  # a coverage tracer's, say: kept
         self.rebound: GatewayFailure | None = None
 
     def put_back(self, step: object) -> GatewayFailure | None:
@@ -321,6 +322,12 @@ class Untouched:
             names.append("conformance.checks.CHECKS")
             checks.CHECKS.clear()
             checks.CHECKS.update(self.checks)
+        if sys.gettrace() is not self.trace:  # a tracer that raised SystemExit(0) at `judge` ended a run green
+            names.append("sys.settrace")
+            sys.settrace(self.trace)
+        if sys.getprofile() is not self.profile:
+            names.append("sys.setprofile")
+            sys.setprofile(self.profile)
         if names and self.rebound is None:
             shown = ", ".join(names[:3]) + (", …" if len(names) > 3 else "")
             self.rebound = GatewayFailure("error", step, "process", f"the gateway rebound {shown} in process (put back): "
@@ -507,7 +514,8 @@ def _stdio_kept() -> Iterator[tuple[Any, Any]]:
     During the run, what the gateway prints goes to stderr, as an exec: child's does: stdout
     carries sessiongate's verdicts only. What it does to the files beneath them is undone too:
     an `os.close(1)`, a `dup2` of /dev/null over fd 1 or 2 (a daemon's habit), or a
-    `sys.__stdout__.close()` left the run's verdicts unprinted and ended it with a traceback."""
+    `sys.__stdout__.close()` left the run's verdicts unprinted and ended it with a traceback; an
+    `os.closerange(3, …)` that took the copies kept here ended it with a traceback too."""
     stdout, stderr = sys.stdout, sys.stderr
     kept = [(fd, os.dup(fd), _identity(fd)) for fd in (1, 2) if _identity(fd) is not None]
     sys.stdout = stderr
@@ -515,6 +523,8 @@ def _stdio_kept() -> Iterator[tuple[Any, Any]]:
         yield stdout, stderr
     finally:
         for fd, copy, identity in kept:
+            if _identity(copy) != identity:  # the gateway closed our copy (`os.closerange(3, …)`): nothing to put back from
+                continue
             if _identity(fd) != identity:
                 os.dup2(copy, fd)
             os.close(copy)
