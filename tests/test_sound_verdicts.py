@@ -929,6 +929,7 @@ def test_signal_zero_to_itself_is_no_signal(tmp_path: Path) -> None:
 
 REBINDS = '''
 import builtins
+import json
 import sys
 
 import conformance.checks as checks
@@ -971,11 +972,16 @@ def _exits_at_judge(frame, event, arg):
 
 def Trace():
     return _never_replies(lambda: sys.settrace(_exits_at_judge))
+
+
+def Json():
+    return _never_replies(lambda: setattr(json, "dumps", lambda *args, **kwargs: "{}"))
 '''
 
 
 @pytest.mark.parametrize(("factory", "what"), [("Print", "builtins.print"), ("Isinstance", "builtins.isinstance"),
-                                               ("Checks", "conformance.checks.CHECKS"), ("Trace", "sys.settrace")])
+                                               ("Checks", "conformance.checks.CHECKS"), ("Trace", "sys.settrace"),
+                                               ("Json", "json.dumps")])
 def test_a_gateway_that_rebinds_what_sessiongate_runs_on_fails_and_is_put_back(
         tmp_path: Path, factory: str, what: str) -> None:
     """The fourth audit of hostile gateways: a gateway that never replies rebound `print` to

@@ -11,6 +11,7 @@ import builtins
 import copy
 import gc
 import io
+import json
 import os
 import signal
 import sys
@@ -298,12 +299,12 @@ class Untouched:
     gateway's error naming it (the fourth audit of hostile gateways). A name a gateway adds to
     the builtins is left: nothing of sessiongate's reads it."""
 
-    __slots__ = ("builtins", "checks", "judge", "profile", "rebound", "trace")
+    __slots__ = ("builtins", "checks", "json", "judge", "profile", "rebound", "trace")
 
     def __init__(self) -> None:
         import conformance.checks as checks
 
-        self.builtins = dict(vars(builtins))
+        self.builtins, self.json = dict(vars(builtins)), dict(vars(json))  # json: the reports are written with it
         self.checks, self.judge = dict(checks.CHECKS), checks.judge
         self.trace, self.profile = sys.gettrace(), sys.getprofile()  # a coverage tracer's, say: kept
         self.rebound: GatewayFailure | None = None
@@ -312,9 +313,11 @@ class Untouched:
         """The first time something was found rebound: put back, and the failure that names it."""
         import conformance.checks as checks
 
-        now = vars(builtins)
-        names = [f"builtins.{k}" for k, v in self.builtins.items() if now.get(k, now) is not v]
-        now.update(self.builtins)
+        names = []
+        for module, kept in ((builtins, self.builtins), (json, self.json)):
+            now = vars(module)
+            names += [f"{module.__name__}.{k}" for k, v in kept.items() if now.get(k, now) is not v]
+            now.update(kept)
         if checks.judge is not self.judge:
             names.append("conformance.checks.judge")
             checks.judge = self.judge
