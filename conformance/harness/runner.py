@@ -293,8 +293,9 @@ class Run(EventSteps):
 class Untouched:
     """What a gateway in process could rebind to turn sessiongate's own code against it: the
     builtins (a `print` that raises SystemExit(0) ended a run with exit 0 and no verdict; an
-    `isinstance` that lies crashed it) and the checks that judge it (a `CHECKS` entry replaced
-    passed a broken gateway). Taken as a run starts; at its end (or where sessiongate's own
+    `isinstance` that lies crashed it), `json` (a `dumps` that answers "{}" emptied the report),
+    the checks that judge it (a `CHECKS` entry replaced passed a broken gateway), and this
+    thread's tracer and profiler (one that raised SystemExit(0) at `judge`). Taken as a run starts; at its end (or where sessiongate's own
     code failed) each is held to what it was by identity and put back, and a change is the
     gateway's error naming it (the fourth audit of hostile gateways). A name a gateway adds to
     the builtins is left: nothing of sessiongate's reads it."""
