@@ -1053,3 +1053,31 @@ def test_a_gateway_that_closes_every_file_above_stderr_leaves_the_verdicts_and_t
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == "2 scenarios, 2 passed, 0 failed"
     assert json.loads((tmp_path / "r" / "summary.json").read_text())["totals"]["pass"] == 2
+
+
+LEAKS = '''
+from reference_impl import ReferenceGateway
+
+
+class Leaks(ReferenceGateway):
+    answered = 0
+
+    def deliver_message(self, message):
+        type(self).answered += 1  # a count kept on the class: the next scenario's instance starts from it
+        if type(self).answered <= 1:
+            super().deliver_message(message)
+'''
+
+
+def test_a_gateway_that_sets_state_on_its_class_is_its_error_and_the_next_scenario_starts_clean(tmp_path: Path) -> None:
+    """The fourth audit of hostile gateways (and the audit before it): what an in-process gateway
+    sets on its class is there for the next scenario's fresh instance; a method replaced so failed
+    every later scenario, `--check-determinism` blaming a real clock. Now each scenario's class is
+    put back as it was, and a change is that scenario's error."""
+    done = run_in_a_process(tmp_path, LEAKS, "Leaks")
+    assert done.returncode == 1, done.stderr
+    out = done.stdout.splitlines()
+    leak = ("the gateway rebound Leaks.answered in process (put back): set on its class, it would leak into the next "
+            "scenario; --isolate runs a gateway in a child")
+    assert out[1].endswith(leak) and out[3].endswith(leak), out
+    assert out[-1] == "2 scenarios, 0 passed, 2 failed (2 gateway errors)"

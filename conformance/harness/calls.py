@@ -191,13 +191,13 @@ def exit_is_ours() -> Iterator[ExitsAsked]:
                 (posix, "kill"): _kill, (posix, "killpg"): _killpg, (os, "abort"): _abort, (posix, "abort"): _abort,
                 (os, "execv"): _exec("execv"), (os, "execve"): _exec("execve"),
                 (posix, "execv"): _exec("execv"), (posix, "execve"): _exec("execve")}
-    previous, os._exit = os._exit, _gateway_exit  # type: ignore[assignment]
-    previous_posix, posix._exit = posix._exit, _gateway_exit
+    previous, previous_posix = os._exit, posix._exit
     before = {key: getattr(*key) for key in (*_SIGNALS_SENT, *_ALSO) if hasattr(*key)}
-    for (module, name), replacement in ours_now.items():
-        if (module, name) in before:
-            setattr(module, name, replacement)
-    try:
+    try:  # entered before the first is replaced: an interrupt between two of them still puts all back
+        os._exit = posix._exit = _gateway_exit  # type: ignore[assignment]
+        for (module, name), replacement in ours_now.items():
+            if (module, name) in before:
+                setattr(module, name, replacement)
         yield asked
     finally:
         os._exit, posix._exit = previous, previous_posix

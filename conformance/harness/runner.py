@@ -295,17 +295,21 @@ class Untouched:
     builtins (a `print` that raises SystemExit(0) ended a run with exit 0 and no verdict; an
     `isinstance` that lies crashed it), `json` (a `dumps` that answers "{}" emptied the report),
     the checks that judge it (a `CHECKS` entry replaced passed a broken gateway), and this
-    thread's tracer and profiler (one that raised SystemExit(0) at `judge`). Taken as a run starts; at its end (or where sessiongate's own
+    thread's tracer and profiler (one that raised SystemExit(0) at `judge`), and the gateway's own
+    classes (what is set on one leaks into the next scenario). Taken as a run starts; at its end (or where sessiongate's own
     code failed) each is held to what it was by identity and put back, and a change is the
     gateway's error naming it (the fourth audit of hostile gateways). A name a gateway adds to
     the builtins is left: nothing of sessiongate's reads it."""
 
-    __slots__ = ("builtins", "checks", "json", "judge", "profile", "rebound", "trace")
+    __slots__ = ("builtins", "checks", "classes", "json", "judge", "profile", "rebound", "trace")
 
-    def __init__(self) -> None:
+    def __init__(self, gateway: object) -> None:
         import conformance.checks as checks
 
         self.builtins, self.json = dict(vars(builtins)), dict(vars(json))  # json: the reports are written with it
+        # The gateway's classes: an attribute rebound or added on one is there for the next
+        # scenario's fresh instance (a method replaced on the class failed every later scenario).
+        self.classes = [(cls, dict(vars(cls))) for cls in type(gateway).__mro__ if cls is not object]
         self.checks, self.judge = dict(checks.CHECKS), checks.judge
         self.trace, self.profile = sys.gettrace(), sys.getprofile()  # a coverage tracer's, say: kept
         self.rebound: GatewayFailure | None = None
@@ -314,11 +318,24 @@ class Untouched:
         """The first time something was found rebound: put back, and the failure that names it."""
         import conformance.checks as checks
 
-        names = []
+        names: list[str] = []  # what sessiongate's own code runs on
+        leaks: list[str] = []  # what the next scenario's gateway would start from
         for module, kept in ((builtins, self.builtins), (json, self.json)):
             now = vars(module)
             names += [f"{module.__name__}.{k}" for k, v in kept.items() if now.get(k, now) is not v]
             now.update(kept)
+        for cls, kept in self.classes:
+            now = vars(cls)
+            changed = [k for k, v in now.items() if kept.get(k, kept) is not v]
+            gone = [k for k in kept if k not in now]
+            for k in changed:
+                if k in kept:
+                    setattr(cls, k, kept[k])
+                else:
+                    delattr(cls, k)
+            for k in gone:
+                setattr(cls, k, kept[k])
+            leaks += [f"{cls.__name__}.{k}" for k in sorted(changed + gone)]
         if checks.judge is not self.judge:
             names.append("conformance.checks.judge")
             checks.judge = self.judge
@@ -332,11 +349,12 @@ class Untouched:
         if sys.getprofile() is not self.profile:
             names.append("sys.setprofile")
             sys.setprofile(self.profile)
-        if names and self.rebound is None:
-            shown = ", ".join(names[:3]) + (", …" if len(names) > 3 else "")
+        if (names or leaks) and self.rebound is None:
+            shown = ", ".join((names + leaks)[:3]) + (", …" if len(names + leaks) > 3 else "")
+            why = ("sessiongate runs on them, so no verdict of this run can stand" if names
+                   else "set on its class, it would leak into the next scenario")
             self.rebound = GatewayFailure("error", step, "process", f"the gateway rebound {shown} in process (put back): "
-                                          "sessiongate runs on them, so no verdict of this run can stand; "
-                                          "--isolate runs a gateway in a child")
+                                          f"{why}; --isolate runs a gateway in a child")
         return self.rebound
 
 
@@ -351,7 +369,7 @@ def run_scenario(scenario: Scenario, gateway: Gateway, name: str = "gateway", *,
     limit; `harness.watchdog`)."""
     with _process_kept(), cyclic_gc_paused(), _stdio_kept() as stdio, _sigint_is_ours(), exit_is_ours() as exits:
         run = Run(scenario, gateway, name, budget, spill_at)
-        run.untouched = Untouched()
+        run.untouched = Untouched(gateway)
         if crash_points:
             run.swarm_seed = scenario.seed
         run.exits, exits.step = exits, lambda: run.log.step
