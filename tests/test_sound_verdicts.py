@@ -1081,3 +1081,27 @@ def test_a_gateway_that_sets_state_on_its_class_is_its_error_and_the_next_scenar
             "scenario; --isolate runs a gateway in a child")
     assert out[1].endswith(leak) and out[3].endswith(leak), out
     assert out[-1] == "2 scenarios, 0 passed, 2 failed (2 gateway errors)"
+
+
+LIMITS_FILES = '''
+import resource
+
+from reference_impl import ReferenceGateway
+
+
+class NoFiles(ReferenceGateway):
+    def deliver_message(self, message):
+        resource.setrlimit(resource.RLIMIT_FSIZE, (0, resource.RLIM_INFINITY))
+        super().deliver_message(message)
+'''
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX resource limits")
+def test_a_file_size_limit_a_gateway_leaves_does_not_lose_the_report(tmp_path: Path) -> None:
+    """The fourth audit of hostile gateways: an `RLIMIT_FSIZE` of 0 set in a gateway call was
+    still in force when the report was written (`File too large`, a traceback, no report). The
+    process's limits and umask after a run are the ones before it."""
+    done = run_in_a_process(tmp_path, LIMITS_FILES, "NoFiles")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "2 scenarios, 2 passed, 0 failed"
+    assert json.loads((tmp_path / "r" / "summary.json").read_text())["totals"]["pass"] == 2
