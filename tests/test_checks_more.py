@@ -82,6 +82,28 @@ def test_i5_a_reset_names_the_session_it_begins() -> None:
 # -- I6 reset policy -----------------------------------------------------------------------
 
 
+def test_i6_a_turn_asked_ahead_of_the_turn_a_rotation_waited_for() -> None:
+    """Catalog 88: the /new waits behind t1, so t2, which arrived after it, opens s2 once t1 is
+    done. A gateway that asked t2 in s2 at once (as Hermes's /new does, interrupting t1) put
+    the oracle's s2 before s1's end: an OracleError in every check, the suite blaming itself.
+    Its segment now starts at s1's boundary, and I6 names the rotation mid-turn."""
+    from conformance.harness.runner import run_scenario
+    from conformance.harness.suite import catalog_paths
+    from reference_impl import ReferenceGateway
+    from sim.loader import load_file
+
+    path = next(p for p in catalog_paths() if p.stem == "88-session-begins-at-arrival")
+    records = run_scenario(load_file(path), ReferenceGateway(), "reference", check=False).records
+    assert messages(records, "I6") == []
+    ask, arrived = find(records, "llm_request", turn="t2"), find(records, "message", turn="t2")
+    early = edit(move(records, ask, arrived + 1), arrived + 1, t=records[arrived].t)
+    verdicts = judge(early)
+    assert all(v.status != "checker-error" for v in verdicts.values())
+    assert messages(early, "I6") == [
+        "turn t2 was asked at 03:59 in s2, before s1 reached its boundary at 04:00 (daily): the chat rotated mid-turn, "
+        "ahead of the turn in flight that the rotation waited for"]
+
+
 def test_i6_new_session_iff_past_a_boundary() -> None:
     assert messages(relabel(log("sigterm"), ("t3",), "s9"), "I6") == [
         "turn t3 arrived at 09:04, before any boundary of s1 (none reached): it belongs in s1 but landed in s9"

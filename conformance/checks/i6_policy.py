@@ -29,6 +29,12 @@ def check(m: RunModel) -> Verdict:
                 continue
             previous = segments[seg.number - 1] if seg.number else None
             first = seg.turns[0]
+            if previous is not None and first.request_t < seg.start:  # asked before the last segment ended (`chat_segments`)
+                violations.append(Violation(
+                    f"turn {first.id} was asked at {m.at(first.request_t)} in {seg.session}, before {previous.session} "
+                    f"reached its boundary at {m.at(previous.boundary)} ({previous.reason}): the chat rotated mid-turn, "
+                    f"ahead of the turn in flight that the rotation waited for", (first.request_index,), first.request_t,
+                    seg.session, (first.id,)))
             if previous is not None and previous.session == seg.session:
                 violations.append(Violation(
                     f"turn {first.id} arrived at {m.at(first.arrival)}, past {previous.session}'s {previous.reason} boundary "
