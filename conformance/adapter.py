@@ -239,10 +239,11 @@ class Gateway(Protocol):
     Optional, outside the protocol: `close()`, called once when the run is over (after its
     last `durable_state`, or after a failure) and before the log is judged, to release what
     the run held (a child process, a database); and `resources_delta()`, asked instead of
-    `resources()` after every event and timer: what changed since its last answer, as a dict
-    in the `resources` record's delta form (`values.resources_change`), None for nothing, or a
-    whole `Resources` (always right). The runner holds it to `resources()` at every sample
-    until it matched one listing an agent (after each start), then every 64th sample, and
+    `resources()` after every event and timer: which agents came and went since its last
+    answer, as a dict in the `resources` record's delta form (`values.resources_change`; a
+    move or a busy flag flipped need not be said), None for none, or a whole `Resources`
+    (always right). The runner holds it to `resources()` (which agents, and what runs) at every
+    sample until it matched one listing an agent (after each start), then every 64th sample, and
     ignores it in a subclass that redefines `resources()` below the class defining it.
     And `durable_parts()`, asked instead of `durable_state()` for the final snapshot of a run
     whose log spilled (a long one: every stored row): `(sessions, routing)`, routing as

@@ -11,8 +11,7 @@ import re
 from collections import namedtuple
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import compress, count
-from operator import attrgetter, itemgetter, ne
+from operator import attrgetter
 from typing import Any
 
 from sim.scenario import TURN_TAG
@@ -345,108 +344,55 @@ class Resources:
 
 class ResourcesDeltas:
     """The runner's side of `CacheReplay`: each `Gateway.resources()` sample in, the detail of
-    its `resources` record out (None when nothing changed). A delta, because a full list per
-    cached agent after every event was most of a long run's log and of its sampling cost; the
-    whole state first, and whenever a session is listed twice."""
+    its `resources` record out (None when nothing the checks read changed). A record says
+    which agents came and went and how many tasks run, not the gateway's order or its busy
+    flags: I7 judges an agent idle by the log's turns in flight, and a flag flipped or an
+    agent moved at every turn made a record of nearly every sample. The whole state first,
+    and whenever a session is listed twice."""
 
-    __slots__ = ("last", "last_repeats")
+    __slots__ = ("last", "last_members")
 
     def __init__(self) -> None:
         self.last: Resources | None = None
-        self.last_repeats = False
+        self.last_members: dict[str, bool] | None = None  # session -> busy of `last`; None if it lists one twice
 
     def detail(self, now: Resources) -> dict[str, Any] | None:
         last = self.last
         if last is not None and now.cached == last.cached:
-            if now.running == last.running:
-                return None
-            detail: dict[str, Any] | None = {"running": now.running}
+            self.last = now
+            return None if now.running == last.running else {"running": now.running}
+        members = dict(now.cached)
+        if len(members) != len(now.cached):  # a session listed twice: whole records until it is not
+            members_now: dict[str, bool] | None = None
         else:
-            detail = None if last is None or self.last_repeats else _delta(last, now)
-            self.last_repeats = detail is None and _repeats(now.cached)
-            if detail is None:
-                detail = now.to_detail()
+            members_now = members
+        before = self.last_members
+        self.last, self.last_members = now, members_now
+        if last is None or before is None or members_now is None:
+            return now.to_detail()
+        detail = membership(before, members_now)
+        if now.running != last.running:
+            detail["running"] = now.running
+        return detail or None
+
+    def resync(self, now: Resources) -> None:
+        """The gateway's state as the changes its hook answered rebuilt it (`CacheReplay`): the
+        base the next whole answer is diffed against."""
         self.last = now
-        return detail
+        members = dict(now.cached)
+        self.last_members = members if len(members) == len(now.cached) else None
 
 
-def _delta(before: Resources, after: Resources) -> dict[str, Any] | None:
-    """What changed between two different caches (`before` lists no session twice; None if
-    `after` does). An LRU cache changes in a few places (a flag flipped, an agent evicted or
-    moved to the end, one loaded): walk both lists, skipping equal runs in C; past a few
-    changes, the general way."""
+def membership(before: Mapping[str, bool], after: Mapping[str, bool]) -> dict[str, Any]:
+    """The delta form of which sessions left and came between two caches (session -> busy):
+    `drop` and `add` each sorted by session, so that any two ways of saying one change log
+    the same record."""
     detail: dict[str, Any] = {}
-    if after.running != before.running:
-        detail["running"] = after.running
-    old, new = before.cached, after.cached
-    i = j = 0
-    drop: list[str] = []
-    busy: list[str] = []
-    idle: list[str] = []
-    for _change in range(8):
-        same = next(compress(count(), map(ne, old[i:], new[j:])), min(len(old) - i, len(new) - j))
-        i, j = i + same, j + same
-        if i == len(old) or j == len(new):
-            break
-        sid, was = old[i]
-        if sid == new[j][0]:  # a flag flipped in place
-            (idle if was else busy).append(sid)
-            j += 1
-        else:  # gone, or moved (then it comes back below)
-            drop.append(sid)
-        i += 1
-    else:
-        return _reordered(old, new, detail) if not _repeats(new) else None
-    drop += map(_session, old[i:])
-    if j < len(new):
-        add = new[j:]
-        if len(add) == 1:
-            came = add[0][0]
-            if came in map(_session, old) and came not in drop:
-                return None
-        elif _repeats(new):
-            return None
-        detail["add"] = [list(pair) for pair in add]
-    if drop:
-        detail["drop"] = drop
-    if busy:
-        detail["busy"] = busy
-    if idle:
-        detail["idle"] = idle
-    return detail
-
-
-_session = itemgetter(0)
-
-
-def _repeats(cached: tuple[tuple[str, bool], ...]) -> bool:
-    return len(set(map(_session, cached))) != len(cached)
-
-
-def _reordered(old: tuple[tuple[str, bool], ...], new: tuple[tuple[str, bool], ...],
-               detail: dict[str, Any]) -> dict[str, Any]:
-    """Any other change: keep the longest head of `new` that is in `old`'s order, drop the
-    rest of `old`, append the rest of `new`."""
-    at = {sid: i for i, (sid, _busy) in enumerate(old)}
-    last, kept = -1, 0
-    busy: list[str] = []
-    idle: list[str] = []
-    for sid, now_busy in new:
-        i = at.get(sid, -1)
-        if i <= last:
-            break
-        last, kept = i, kept + 1
-        if now_busy != old[i][1]:
-            (busy if now_busy else idle).append(sid)
-    staying = set(map(_session, new[:kept]))
-    if dropped := [sid for sid, _busy in old if sid not in staying]:
-        detail["drop"] = dropped
-    if kept < len(new):
-        detail["add"] = [[sid, flag] for sid, flag in new[kept:]]
-    if busy:
-        detail["busy"] = busy
-    if idle:
-        detail["idle"] = idle
+    if before.keys() != after.keys():
+        if gone := before.keys() - after.keys():
+            detail["drop"] = sorted(gone)
+        if came := after.keys() - before.keys():
+            detail["add"] = [[sid, after[sid]] for sid in sorted(came)]
     return detail
 
 
@@ -454,17 +400,19 @@ class CacheReplay:
     """The gateway's resources as the log's `resources` records rebuild them, record by record.
 
     A record with `cached` states the whole cache (the first one does); any other states what
-    changed since the one before, applied in this order: `drop` (sessions no longer cached, or
-    moved), `busy`/`idle` (flags flipped in place), `add` ([session, busy] appended at the end),
-    `running` (when it changed). So the checks read every sample in one pass over small records.
+    changed since the one before, applied in this order: `drop` (sessions no longer cached),
+    `busy`/`idle` (flags flipped in place: logs of before 2026-12-06, and the hook's answers),
+    `add` ([session, busy] appended at the end), `running` (when it changed). So the checks
+    read every sample in one pass over small records. A flag is as of the last record that
+    named its session, the order that of the records (the log keeps neither as the gateway
+    changes them: `ResourcesDeltas`).
     """
 
-    __slots__ = ("cached", "idle", "listed", "running")
+    __slots__ = ("cached", "listed", "running")
 
     def __init__(self) -> None:
-        self.cached: dict[str, bool] = {}  # session -> busy, in the gateway's order
+        self.cached: dict[str, bool] = {}  # session -> busy, in the records' order
         self.running = 0
-        self.idle = 0  # idle agents listed
         self.listed: list[tuple[str, bool]] | None = None  # the raw list, when a session is listed twice
 
     def apply(self, detail: dict[str, Any], touched: set[str] | None = None) -> None:
@@ -484,38 +432,56 @@ class CacheReplay:
             if touched is not None:
                 touched.update(cached)
             self.listed = listed if len(listed) != len(cached) else None
-            self.idle = sum(not busy for _sid, busy in listed)
             return
-        # Replayed after most events, by the runner and by I7: a list skipped when absent (a
-        # record of one change names one list), tested with `in` (no method call a list).
-        idle = self.idle
+        # Replayed at every record, by the runner and by I7: a list skipped when absent (a
+        # record of one change names one list), tested with `in` (no method call a list). A
+        # change to a listing that named a session twice applies to the cache it stands for.
+        if self.listed is not None and len(detail) > ("running" in detail):
+            self.listed = None
         if "drop" in detail:
             for sid in detail["drop"]:
-                if sid in cached:
-                    idle -= not cached.pop(sid)
-                    if touched is not None:
-                        touched.add(sid)
+                if cached.pop(sid, None) is not None and touched is not None:
+                    touched.add(sid)
         if "busy" in detail:
             for sid in detail["busy"]:
                 if cached.get(sid) is False:
-                    cached[sid], idle = True, idle - 1
+                    cached[sid] = True
                     if touched is not None:
                         touched.add(sid)
         if "idle" in detail:
             for sid in detail["idle"]:
                 if cached.get(sid) is True:
-                    cached[sid], idle = False, idle + 1
+                    cached[sid] = False
                     if touched is not None:
                         touched.add(sid)
         if "add" in detail:
             for sid, now_busy in detail["add"]:
-                if sid in cached:
-                    idle -= not cached.pop(sid)
+                cached.pop(sid, None)
                 cached[sid] = now_busy
-                idle += not now_busy
                 if touched is not None:
                     touched.add(sid)
-        self.idle = idle
+
+    def net(self, change: dict[str, Any]) -> dict[str, Any] | None:
+        """Take in one answer of the gateway's `resources_delta` hook (validated: drop, busy,
+        idle, add, running) and say what it changed as a `resources` record's detail: which
+        sessions left and came, and `running` (as `ResourcesDeltas` diffs two samples). An
+        agent moved or a flag flipped is no change of the record's (None if nothing is)."""
+        cached, running = self.cached, self.running
+        named = {sid: sid in cached for sid in change.get("drop", ())}
+        for sid, _busy in change.get("add", ()):
+            named.setdefault(sid, sid in cached)
+        self.apply(change)
+        detail: dict[str, Any] = {}
+        if named:
+            gone = sorted(sid for sid, was in named.items() if was and sid not in cached)
+            came = sorted(sid for sid, was in named.items() if not was and sid in cached)
+            if gone:
+                detail["drop"] = gone
+            if came:
+                detail["add"] = [[sid, cached[sid]] for sid in came]
+        if self.running != running:
+            detail["running"] = self.running
+        return detail or None
 
     def entries(self) -> list[tuple[str, bool]]:
         """(session, busy) for every cached agent, in the gateway's order."""

@@ -339,10 +339,11 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
         return Resources(cached, _running(self.volatile.timers))
 
     def resources_delta(self) -> dict[str, Any] | Resources | None:
-        """The optional hook `Gateway.resources_delta`: what changed since the last call, from
-        the cache's journal (`AgentCache.changes`), so the runner's sample after every event
-        walks no agent; the whole state (`resources()`) when the journal cannot say. A subclass
-        that changes `resources()` sets `resources_delta = None` (the runner then diffs)."""
+        """The optional hook `Gateway.resources_delta`: which agents came and went since the
+        last call, from the cache's journal (`AgentCache.changes`), so the runner's sample
+        after every event walks no agent and most samples answer None; the whole state
+        (`resources()`) at the first call after a start. A subclass that changes `resources()`
+        sets `resources_delta = None` (the runner then diffs)."""
         volatile = self.volatile  # asked after every event and timer: `running` read without its property
         if volatile is not None and volatile.running:
             detail = volatile.cache.changes()

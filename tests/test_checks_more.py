@@ -148,7 +148,7 @@ def test_i6_resume_and_reuse() -> None:
 
 def test_i7_cache_cap() -> None:
     records = snapshots(log("idle"))
-    sample = find(records, "resources", cached=[["s2", False]])
+    sample = find(records, "resources", cached=[["s2", True]])  # s1 evicted (a flag is as of the record naming it)
     assert messages(edit(records, sample, detail={"cached": [["s1", False], ["s2", False]]}), "I7") == [
         "the agent cache held 2 idle agents at 09:02:02 (cap 1): s1, s2"
     ]

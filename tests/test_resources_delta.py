@@ -149,3 +149,30 @@ def test_a_subclass_that_redefines_resources_is_diffed_not_hooked() -> None:
     assert resources_hook(ReferenceGateway()) is not None
     assert resources_hook(SaysLess()) is None  # its inherited changes would not be what it says
     assert resources_hook(Snapshots()) is None
+
+
+class SaysEveryMove(ReferenceGateway):
+    """A hook that says more than which agents came and went: every agent it listed last
+    dropped and every one it lists now added again, in the cache's order, each flag once more in
+    `busy` or `idle`. Moves and flips are not the log's: it logs what the diff logs."""
+
+    said: tuple[tuple[str, bool], ...] = ()
+
+    def resources_delta(self) -> dict[str, Any]:
+        now = self.resources()
+        change = {"drop": [sid for sid, _busy in self.said], "add": [[sid, busy] for sid, busy in now.cached],
+                  "busy": [sid for sid, busy in now.cached if busy], "idle": [sid for sid, busy in now.cached if not busy],
+                  "running": now.running}
+        self.said = now.cached
+        return change
+
+
+@pytest.mark.parametrize("make", [busy_cache, restarts_then_busy, lambda: scenario_for_seed(3)],
+                         ids=["busy-cache", "restarts-then-busy", "seed-3"])
+def test_a_hook_that_says_moves_and_flags_logs_what_the_diff_logs(make: Any) -> None:
+    scenario = make()
+    said = run_scenario(scenario, SaysEveryMove(), "reference")
+    assert said.failure is None, said.failure
+    assert said.log_text() == run_scenario(scenario, Snapshots(), "reference").log_text()
+    assert [r.detail for r in said.records if r.kind == "resources"][1:] and all(
+        set(r.detail) <= {"drop", "add", "running"} for r in said.records[2:] if r.kind == "resources")

@@ -90,7 +90,8 @@ def reply_session(records: list[Obs], turn: str) -> str | None:
 
 
 def cached_at_checkpoint(records: list[Obs]) -> list[list[Any]]:
-    """The cache as last sampled before the first checkpoint."""
+    """The cache as last sampled before the first checkpoint (each flag as the record that
+    named its session said it)."""
     index = next(i for i, r in enumerate(records) if r.kind == "checkpoint")
     cache = CacheReplay()  # resources records are deltas
     for r in records[:index]:
@@ -106,7 +107,7 @@ CASES: dict[str, tuple[Callable[[list[Obs]], Any], Any, Any]] = {
     "idle-expiry-no-finalize": (lambda r: (len(ends(r)), count(r, "on_session_finalize")), (1, 1), (1, 0)),
     "lru-evict-drops-unflushed": (lambda r: ingested(r, "hindsight"), ["t1", "t2", "t3"], ["t3"]),
     "idle-sweep-evicts-before-daily-expiry": (ends, [("s1", ("t1", "t2"))], [("s1", ())]),
-    "idle-sweep-never-reaps-none": (cached_at_checkpoint, [], [["s1", False]]),
+    "idle-sweep-never-reaps-none": (cached_at_checkpoint, [], [["s1", True]]),
     "evict-commit-then-expiry-double-end": (lambda r: ends(r, "s1"), [("s1", ("t1",))], [("s1", ("t1",))] * 2),
     "batch-no-flush-on-session-end": (lambda r: ingested(r, "hindsight"), ["t1", "t2"], []),
     "batch-lost-on-shutdown": (lambda r: ingested(r, "hindsight"), ["t1", "t2"], []),

@@ -259,12 +259,8 @@ def _replay(m: LogView, flights: Flights, indexes: Sequence[int], wanted: set[in
             return
         idle = [sid for sid, _busy in replay.entries() if not flying.get(sid)]
         if len(idle) > cap:
-            said = [sid for sid in idle if replay.cached.get(sid)]
-            claim = (f"; the gateway called {', '.join(said[:3])}{', …' if len(said) > 3 else ''} busy with no turn in flight"
-                     if said else "")
-            over.append(Violation(
-                f"the agent cache held {len(idle)} idle agents at {m.at(t)} (cap {cap}): {', '.join(idle)}{claim}",
-                (index,), t))
+            over.append(Violation(f"the agent cache held {len(idle)} idle agents at {m.at(t)} (cap {cap}): {', '.join(idle)}",
+                                  (index,), t))
 
     def settle(sid: str, index: int, t: int) -> None:
         idle = sid in replay.cached and not flying.get(sid)

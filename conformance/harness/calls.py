@@ -14,6 +14,7 @@ import traceback
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
+from operator import itemgetter
 from sys import getrecursionlimit, setrecursionlimit
 from typing import Any, NoReturn
 
@@ -215,6 +216,7 @@ def _signal_name(signum: int) -> str:
         return repr(signum)
 
 
+_session = itemgetter(0)  # a cached entry's session: (session, busy)
 VERIFY_EVERY = 64  # samples through `resources_delta` between two checks of it against `resources()`
 
 
@@ -466,9 +468,10 @@ class GatewayCalls:
     def _sample_resources(self) -> None:
         """What the gateway holds now, logged as a `resources` record when it changed: through
         its `resources_delta` hook if it has one (the usual case, asked after every event and
-        timer: no call in between), else by diffing `resources()` (`_sample_whole`). The hook's
-        changes are logged as they come (validated), a whole state it answers is diffed as a
-        `resources()` sample. Its account is held to `resources()` at every sample until it
+        timer: no call in between), else by diffing `resources()` (`_sample_whole`). Either way
+        the record says which agents came and went, and what runs (`ResourcesDeltas`): the
+        hook's changes validated and cut to that (`CacheReplay.net`), a whole state it answers
+        diffed as a `resources()` sample. Its account is held to `resources()` at every sample until it
         matched one that listed an agent (after each start and restart: a hook that says nothing
         is caught at the first agent), then every `VERIFY_EVERY`th sample and every sample of
         the final stop: a hook that disagrees with it is the gateway's error. Between two of
@@ -495,19 +498,24 @@ class GatewayCalls:
                     changes.replay = CacheReplay()
                     changes.replay.apply((self.resources.last or Resources()).to_detail())
                     changes.moved = True
-                changes.replay.apply(answer)
-                self.log.add_detail("resources", answer)
+                    if self.resources.last is None:  # the log's first record states the cache whole
+                        changes.replay.apply(answer)
+                        self.log.add_detail("resources", changes.replay.resources().to_detail())
+                        answer = {}
+                if answer and (detail := changes.replay.net(answer)) is not None:
+                    self.log.add_detail("resources", detail)
         elif answer is not None and (detail := self.resources.detail(answer)) is not None:
             self.log.add_detail("resources", detail)
         changes.samples += 1
         if not changes.trusted or changes.samples % VERIFY_EVERY == 0 or self.final:
             said = changes.replay.resources() if changes.moved else self.resources.last or Resources()
             now = self._answer("resources", values.resources, self.gateway.resources)
-            if now != said:
-                differ = [f"{sid} {'busy' if busy else 'idle'}" for sid, busy in sorted(set(said.cached) ^ set(now.cached))]
-                what = ", ".join(differ[:3]) + (", …" if len(differ) > 3 else "") if differ else "the order of the agents"
+            said_ids, now_ids = sorted(map(_session, said.cached)), sorted(map(_session, now.cached))
+            if said_ids != now_ids or now.running != said.running:  # which agents, not their order or flags
+                differ = sorted(set(said_ids) ^ set(now_ids)) or ["a session listed twice"]
+                what = ", ".join(differ[:3]) + (", …" if len(differ) > 3 else "") if said_ids != now_ids else ""
                 if now.running != said.running:
-                    what = f"running {said.running} against {now.running}" + (f"; {what}" if differ else "")
+                    what = f"running {said.running} against {now.running}" + (f"; {what}" if what else "")
                 raise GatewayRaised(GatewayFailure("error", self.log.step, "resources_delta",
                                                     f"the changes resources_delta() answered disagree with resources() "
                                                     f"({what})"))
@@ -527,7 +535,7 @@ class GatewayCalls:
         changes = self.changes
         assert changes is not None
         if changes.moved:
-            self.resources.last, self.resources.last_repeats = changes.replay.resources(), changes.replay.listed is not None
+            self.resources.resync(changes.replay.resources())
             changes.moved = False
         return self._valid_resources(answer)
 
