@@ -21,7 +21,10 @@ apart, up to renaming; only one of them is extended. The state is the digest of:
   - the semantic projection of the observation log so far, as a multiset, not a sequence:
     per session, the turns acknowledged, synced, ingested per backend, ended (with the
     transcript `on_session_end` carried) and the count of finalize/switch/reset hooks;
-  - the agent cache at the checkpoint (renamed sessions, LRU order) and live task count;
+  - the agent cache at the checkpoint (renamed sessions, in the order of their last use by
+    the log: a turn asked or answered, or entering the cache, as an LRU cache orders them;
+    the log keeps which agents are cached, not the gateway's order or flags) and live task
+    count;
   - the clock as far as the future can tell: per chat, minutes since its last message
     (capped at 31, past every threshold), and the minute within the watcher interval
     counted from the start and from the last restart.
@@ -146,10 +149,15 @@ def state_digest(records: list[Obs], swap: bool = False) -> str:
             stored.append([session(sid), session(body.get("parent")), rows])
         routing = sorted([rename_chat.get(chat, chat), session(sid)] for chat, sid in durable.d("routing", {}).items())
     cache = CacheReplay()  # resources records are deltas: the cache as of the checkpoint
-    for r in head:
+    used: dict[str, int] = {}  # session -> its last use by the log: a turn asked or answered, or its agent loaded
+    for index, r in enumerate(head):
         if r.kind == "resources":
+            came = [sid for sid, _busy in r.d("cached") or r.d("add") or ()]
             cache.apply(r.detail)
-    cached = [[session(sid), busy] for sid, busy in cache.entries()]
+            used.update((sid, index) for sid in came if sid not in used or r.d("add"))
+        elif r.kind in ("llm_request", "reply") and r.session:
+            used[r.session] = index
+    cached = [session(sid) for sid in sorted(cache.cached, key=lambda sid: used.get(sid, -1))]
     clock = {chat: min((now - t) // MINUTE, CAP_MINUTES) for chat, t in sorted(last_message.items())}
     state = {
         "facts": sorted(facts, key=json.dumps),
