@@ -466,19 +466,46 @@ class CacheReplay:
         idle, add, running) and say what it changed as a `resources` record's detail: which
         sessions left and came, and `running` (as `ResourcesDeltas` diffs two samples). An
         agent moved or a flag flipped is no change of the record's (None if nothing is)."""
+        # Asked at every sample the hook answers something (a turn of a full cache: one agent
+        # loaded, one evicted): `apply`'s steps inline, plain loops, no comprehension (a frame each).
         cached, running = self.cached, self.running
-        named = {sid: sid in cached for sid in change.get("drop", ())}
-        for sid, _busy in change.get("add", ()):
-            named.setdefault(sid, sid in cached)
-        self.apply(change)
+        if "running" in change:
+            self.running = change["running"]
+        if self.listed is not None and len(change) > ("running" in change):
+            self.listed = None
         detail: dict[str, Any] = {}
-        if named:
-            gone = sorted(sid for sid, was in named.items() if was and sid not in cached)
-            came = sorted(sid for sid, was in named.items() if not was and sid in cached)
-            if gone:
-                detail["drop"] = gone
-            if came:
+        gone: list[str] = []
+        came: list[str] = []
+        if "drop" in change:
+            for sid in change["drop"]:
+                if cached.pop(sid, None) is not None:
+                    gone.append(sid)
+        if "busy" in change:
+            for sid in change["busy"]:
+                if cached.get(sid) is False:
+                    cached[sid] = True
+        if "idle" in change:
+            for sid in change["idle"]:
+                if cached.get(sid) is True:
+                    cached[sid] = False
+        if "add" in change:
+            for sid, busy in change["add"]:
+                if cached.pop(sid, None) is None:  # not cached now: came, unless the change dropped it
+                    if sid in gone:
+                        gone.remove(sid)
+                    else:
+                        came.append(sid)
+                cached[sid] = busy
+        if gone:
+            if len(gone) > 1:
+                gone.sort()
+            detail["drop"] = gone
+        if came:
+            if len(came) > 1:
+                came.sort()
                 detail["add"] = [[sid, cached[sid]] for sid in came]
+            else:
+                detail["add"] = [[came[0], cached[came[0]]]]
         if self.running != running:
             detail["running"] = self.running
         return detail or None

@@ -346,16 +346,18 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
         sets `resources_delta = None` (the runner then diffs)."""
         volatile = self.volatile  # asked after every event and timer: `running` read without its property
         if volatile is not None and volatile.running:
-            detail = volatile.cache.changes()
-            if detail is not None:
-                running = _running(volatile.timers)
-                if running != volatile.reported_running:
-                    detail["running"] = volatile.reported_running = running
-                return detail or None
-            now = self.resources()
-            volatile.cache.rebase()
-            volatile.reported_running = now.running
-            return now
+            cache = volatile.cache
+            if not cache.journal:
+                now = self.resources()
+                cache.rebase()
+                volatile.reported_running = now.running
+                return now
+            detail = cache.changes() if cache.came or cache.went else None  # none, at most samples
+            running = _running(volatile.timers)
+            if running != volatile.reported_running:
+                detail = detail or {}
+                detail["running"] = volatile.reported_running = running
+            return detail
         return self.resources()
 
     # -- turns ------------------------------------------------------------------------

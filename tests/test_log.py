@@ -255,3 +255,33 @@ def test_a_batch_with_a_record_that_cannot_be_written_leaves_the_file_as_it_was(
         records.extend([Obs(0, 0, "note", "c9"), Obs(0, 0, "other", detail={"what": object()})])
     assert len(records) == 2 and list(records) == plain and list(records.kinds()) == ["note", "note"]
     assert list(records.walk(frozenset())) == plain
+
+
+def test_net_says_which_sessions_came_and_went() -> None:
+    """`CacheReplay.net` (the runner's cut of a hook's answer) leaves the replay as `apply`
+    does and answers what `membership` diffs between before and after, and `running`."""
+    from conformance.observations import membership
+
+    rng = random.Random(7)
+    names = [f"s{i}" for i in range(6)]
+    for _trial in range(3000):
+        start = [[sid, rng.random() < 0.5] for sid in rng.sample(names, rng.randrange(len(names)))]
+        netted, applied = CacheReplay(), CacheReplay()
+        for replay in (netted, applied):
+            replay.apply({"cached": start, "running": 1})
+        change: dict[str, Any] = {}
+        for key in ("drop", "busy", "idle"):
+            if rng.random() < 0.5:
+                change[key] = [rng.choice(names) for _ in range(rng.randrange(1, 4))]
+        if rng.random() < 0.7:
+            change["add"] = [[rng.choice(names), rng.random() < 0.5] for _ in range(rng.randrange(1, 4))]
+        if rng.random() < 0.3:
+            change["running"] = rng.randrange(3)
+        before = dict(netted.cached)
+        detail = netted.net(change)
+        applied.apply(change)
+        assert list(netted.cached.items()) == list(applied.cached.items()) and netted.running == applied.running
+        want = membership(before, netted.cached)
+        if netted.running != 1:
+            want["running"] = netted.running
+        assert detail == (want or None), (start, change)
