@@ -167,7 +167,7 @@ class _Walk:
             return "shut down"
         if session in self.deleted:
             return "deleted row"
-        if any(seg.start_index <= i < index for i in self.ends.get(session or "", [])):
+        if any(max(seg.start_index, seg.window.lo) <= i < index for i in self.ends.get(session or "", [])):
             return "ended"
         r = self.m.records[index]
         if seg.boundary is not None and (seg.boundary < r.t or (

@@ -14,6 +14,11 @@ from sim.loader import load_file
 # The bug zoo's variant names (reference_impl.variants), kept here so this test stands alone.
 KNOWN_VARIANTS = frozenset({
     "anchors-at-admission",
+    "resume-keeps-clocks",
+    "successor-begins-at-new",
+    "empty-session-gets-no-end",
+    "delegate-opens-session",
+    "command-notices-nothing",
     "delegate-parent-is-first-session",
     "answers-before-the-llm",
     "stores-tags-only",
@@ -72,6 +77,8 @@ KNOWN_VARIANTS = frozenset({
     "resume-refused-mid-turn",
     "stop-drops-outbox-first",
     "reply-before-memory",
+    "reset-command-ignored",
+    "stop-drops-queued",
 })
 # Scenarios that need more events than a small one, and why.
 LONG = {"83-crash-inside-long-write": "a write longer than one statement takes (reference_impl.tables._CHUNK "

@@ -215,6 +215,16 @@ def test_a_command_that_ends_the_session_finds_it_live_not_past_its_boundary():
     assert daily.boundaries.counts.get(("daily", "command"), 0) == 1
 
 
+def test_a_life_a_resume_reopens_is_not_ended_by_the_end_of_the_life_before():
+    """Catalog 94: the `/resume` past the boundary ends s1's first life and opens its second in
+    the same step (the end is logged after the command); that second life is past its boundary
+    when its agent is evicted, not ended (the eviction after an end stays unreached)."""
+    cover = lifecycle_coverage([run_scenario(scenario("94-resume-past"), ReferenceGateway(), "reference",
+                                             check=False).records]).lifecycle.counts
+    assert cover.get(("ended", "eviction"), 0) == 0 and cover.get(("past boundary", "eviction"), 0) == 1
+    assert cover.get(("ended", "message"), 0) == 0
+
+
 def test_a_two_day_quiet_gap_is_squeezed_to_a_break():
     zone = ZoneInfo("Europe/Berlin")
     start = 1_772_438_400_000

@@ -211,6 +211,14 @@ CASES: dict[str, tuple[Callable[[list[Obs]], Any], Any, Any]] = {
     "end-carries-delegate-turns": (lambda r: ends(r, "s1"), [("s1", ("t1",))], [("s1", ("t1", "t2"))]),
     "reset-names-ended-session": (lambda r: [x.session for x in r if x.kind == "on_session_reset"], ["s2"], ["s1"]),
     "anchors-at-admission": (lambda r: reply_session(r, "t3"), "s3", "s2"),
+    "reset-command-ignored": (lambda r: (ends(r, "s1"), reply_session(r, "t2")), ([("s1", ("t1",))], "s2"), ([], "s1")),
+    "stop-drops-queued": (replied, ["t2"], []),
+    "resume-keeps-clocks": (lambda r: reply_session(r, "t3"), "s1", "s3"),
+    "successor-begins-at-new": (lambda r: reply_session(r, "t3"), "s2", "s3"),
+    "empty-session-gets-no-end": (lambda r: (ends(r, "s1"), count(r, "on_session_finalize", "s1")),
+                                  ([("s1", ())], 1), ([], 1)),
+    "delegate-opens-session": (lambda r: reply_session(r, "t3"), "s1", "s2"),
+    "command-notices-nothing": (lambda r: reply_session(r, "t2"), "s1", "s2"),
 }
 
 

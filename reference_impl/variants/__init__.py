@@ -10,13 +10,16 @@ from __future__ import annotations
 from reference_impl.gateway import ReferenceGateway
 from reference_impl.variants.boundaries import (
     AnchorsAtAdmission,
+    EmptySessionGetsNoEnd,
     EndAfterSwitch,
     EndCarriesTagsOnly,
     EndRepliesApart,
     ExpirySkipsEndWithoutAgent,
     IdleExpiryNoFinalize,
     ResetNamesEndedSession,
+    ResumeKeepsClocks,
     ShutdownEndsSessions,
+    SuccessorBeginsAtNew,
     SyncAfterEnd,
 )
 from reference_impl.variants.crashpoints import (
@@ -28,6 +31,7 @@ from reference_impl.variants.crashpoints import (
 )
 from reference_impl.variants.delegates import (
     DelegateChildKeyedByChat,
+    DelegateOpensSession,
     DelegateParentIsFirstSession,
     DelegateResultDropped,
     DelegateResultToNewestChat,
@@ -72,6 +76,7 @@ from reference_impl.variants.memory import (
 )
 from reference_impl.variants.policy import (
     CommandMovesIdleClock,
+    CommandNoticesNothing,
     ContextKeptAcrossNew,
     DailyBoundaryInUtc,
     DefaultPolicyMisreported,
@@ -82,6 +87,7 @@ from reference_impl.variants.policy import (
     NewEndsEndedSession,
     QueuedClockAtAdmission,
     QueuedJudgedAtAdmission,
+    ResetCommandIgnored,
     ResetMidTurn,
     RestartKeepsOldPolicy,
     ResumeRefusedMidTurn,
@@ -95,6 +101,7 @@ from reference_impl.variants.trust import (
     CrashKeepsMemory,
     DelegateAlwaysSkipped,
     DelegateSyncedToMemory,
+    StopDropsQueued,
     StopIgnored,
     StopTakesFirstBusyChat,
     StoresTagsOnly,
@@ -164,6 +171,13 @@ VARIANTS: dict[str, type[ReferenceGateway]] = {
     "sync-turn-swapped": SyncTurnSwapped,
     "reset-names-ended-session": ResetNamesEndedSession,
     "anchors-at-admission": AnchorsAtAdmission,
+    "reset-command-ignored": ResetCommandIgnored,
+    "stop-drops-queued": StopDropsQueued,
+    "resume-keeps-clocks": ResumeKeepsClocks,
+    "successor-begins-at-new": SuccessorBeginsAtNew,
+    "empty-session-gets-no-end": EmptySessionGetsNoEnd,
+    "delegate-opens-session": DelegateOpensSession,
+    "command-notices-nothing": CommandNoticesNothing,
     "delegate-parent-is-first-session": DelegateParentIsFirstSession,
     "end-replies-apart": EndRepliesApart,
     "delegate-synced-to-memory": DelegateSyncedToMemory,

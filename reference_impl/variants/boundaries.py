@@ -169,3 +169,56 @@ class AnchorsAtAdmission(ReferenceGateway):
 
     def open_session(self, route: Route, chat: Chat, arrival: int) -> None:
         super().open_session(route, chat, self.h.clock.now())
+
+
+class ResumeKeepsClocks(ReferenceGateway):
+    """resume-keeps-clocks — CONTRACT, Boundaries: "/resume ... reopens the chat's previous
+    session (a new life of that id, whose idle and daily clocks restart at the resume)" (found by
+    sessiongate's fourth audit of lazy gateways, 2026-12-06: no catalog scenario resumed a session
+    across a daily boundary, so a gateway that kept the old clocks passed everything).
+
+    Here: a resumed life keeps the chat's clocks as they were (the daily anchor and the last user
+    message of the session left behind, or of the one that ended): past an at_hour since then,
+    the session /resume went back to is ended again at once.
+    """
+
+    def enter_life(self, route: Route, left: str | None, target: str, now: int | None = None) -> None:
+        self.store.bump_life(target)
+        route.previous_id = left if left is not None else route.previous_id
+        route.session_id, route.ended = target, False  # anchor and last_user left as they were
+        self.store.save_route(route)
+
+
+class SuccessorBeginsAtNew(ReferenceGateway):
+    """successor-begins-at-new — CONTRACT, Boundaries: a session begins when its first message
+    arrived; "Hermes creates the empty successor at /new and goes back from it" (found by
+    sessiongate's fourth audit of lazy gateways, 2026-12-06: a gateway that made the successor at
+    /new anchored its daily clock there, and no catalog scenario let an at_hour pass between a
+    /new and the next message).
+
+    Here: the session opened after a /new is anchored at the /new, not at its first message:
+    one that comes after the next at_hour opens a session that is past its boundary already.
+    """
+
+    def open_session(self, route: Route, chat: Chat, arrival: int) -> None:
+        previous = route.session_id
+        if previous is not None:  # when the previous life ended, and why
+            end = self.store.db.execute("SELECT t, reason FROM session_ends WHERE session_id = ? AND life = ?",
+                                        (previous, self.store.life(previous))).fetchone()
+            if end is not None and end[1] == "new":
+                arrival = int(end[0])
+        super().open_session(route, chat, arrival)
+
+
+class EmptySessionGetsNoEnd(ReferenceGateway):
+    """empty-session-gets-no-end — CONTRACT I1: "For each segment that reached a boundary: exactly
+    one memory on_session_end" (found by sessiongate's fourth audit of lazy gateways, 2026-12-06:
+    no catalog scenario ended a session that had answered no turn).
+
+    Here: a session whose transcript is empty (its only turn abandoned by `/stop`, SIGTERM or a
+    crash) gets no memory end at its boundary: on_session_finalize alone.
+    """
+
+    def end_memory(self, session: str, reason: str, agent: Agent | None) -> None:
+        if agent.rows if agent is not None else self.stored_transcript(session):
+            super().end_memory(session, reason, agent)

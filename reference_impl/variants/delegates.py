@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from reference_impl.cache import Agent
 from reference_impl.gateway import Pending, ReferenceGateway
+from reference_impl.store import Route
 from sim.scenario import Chat
 
 
@@ -102,3 +103,24 @@ class DelegateResultDropped(ReferenceGateway):
             agent.busy = self.still_busy(agent.session)
             return
         super().deliver_reply(request_id, text)
+
+
+class DelegateOpensSession(ReferenceGateway):
+    """delegate-opens-session — docs/gateway-authors.md ("A delegate with no live session is
+    skipped ... Never open or switch a chat session for a delegate"; found by sessiongate's
+    fourth audit of lazy gateways, 2026-12-06: no catalog scenario delegated after `/new`).
+
+    Here: a delegated task for a chat with no live session (none yet, or the last one ended)
+    opens a session for it, as a message would, and runs in a child of that one: a `/resume`
+    after it leaves that session instead of reopening the one the user ended.
+    """
+
+    def delegate(self, chat: Chat, text: str) -> None:
+        key = self.route_key(chat)
+        route = self.store.route(key) or Route(key, chat.name, None, None, None, None, False)
+        if route.session_id is None or route.ended:
+            now = self.h.clock.now()
+            self.open_session(route, chat, now)
+            route.last_user = route.last_user or now  # a delegate moves no clock: the last message's
+            self.store.save_route(route)
+        super().delegate(chat, text)

@@ -159,6 +159,20 @@ class NewEndsEndedSession(ReferenceGateway):
         super().command(key, command, when)
 
 
+class ResetCommandIgnored(ReferenceGateway):
+    """reset-command-ignored — CONTRACT, Boundaries: "explicit: `/new` or `/reset` ends the current
+    session at its effective time" (found by sessiongate's fourth audit of lazy gateways,
+    2026-12-06: no catalog scenario typed `/reset`, so a gateway that knew only `/new` passed
+    the whole catalog; generated seeds draw `/reset` and caught it).
+
+    Here: `/reset` is a command the gateway does not know: it notices a boundary already past,
+    as every command does, and ends nothing; only `/new` rotates the chat.
+    """
+
+    def command(self, key: str, command: str, when: int | None = None) -> None:
+        super().command(key, "/unknown" if command == "/reset" else command, when)
+
+
 class RestartKeepsOldPolicy(ReferenceGateway):
     """restart-keeps-old-policy — issue #21 (format gaps: a restart can change the configuration):
 
@@ -324,3 +338,31 @@ class ServesNewestFirst(ReferenceGateway):
             queue.insert(first, ("message", message, self.h.clock.now()))
             return
         super().deliver_message(message)
+
+
+class CommandNoticesNothing(ReferenceGateway):
+    """command-notices-nothing — CONTRACT, Boundaries: "A command past a boundary notices it as a
+    message does" (found by sessiongate's fourth audit of lazy gateways, 2026-12-06: no catalog
+    scenario sent `/resume` to a lazy chat past its boundary; `stop-notices-nothing` is `/stop`'s).
+
+    Here: `/new`, `/reset` and `/resume` look at no boundary: past one, `/resume` takes the
+    session as live, so it neither ends it nor starts a new life of it (with no previous
+    session it does nothing; with one, it switches away from the expired session), and the
+    chat's next message notices the boundary and rotates the chat.
+    """
+
+    def command(self, key: str, command: str, when: int | None = None) -> None:
+        route = self.store.route(key)
+        if route is None or route.session_id is None:
+            self.store.journal_done(key)
+            return
+        self.volatile.command_time = when
+        self.store.journal_command(key, command)
+        if command in ("/new", "/reset"):  # no expiry noticed first
+            if not route.ended:
+                self.end_session(route, "new")
+        elif command == "/resume":
+            self.resume_previous(route)
+        self.store.journal_done(key)
+        self.volatile.command_time = None
+        self.schedule_tick()

@@ -100,6 +100,22 @@ class StopTakesFirstBusyChat(ReferenceGateway):
         super().stop_turn(busy[0] if busy else key)
 
 
+class StopDropsQueued(ReferenceGateway):
+    """stop-drops-queued — contract, Boundaries: "`/stop` alone acts at once: it abandons the turn
+    in flight, and a turn waiting behind that one starts after it" (found by sessiongate's fourth
+    audit of lazy gateways, 2026-12-06: no catalog scenario had a message waiting behind the turn
+    a `/stop` abandoned).
+
+    Here: a `/stop` clears the chat's queue with its turn: what waited behind the turn (messages
+    and commands) is dropped, and a message the user sent after the stopped one is never answered.
+    """
+
+    def stop_turn(self, key: str) -> None:
+        if key in self.volatile.busy_chats:
+            self.volatile.queues.pop(key, None)
+        super().stop_turn(key)
+
+
 class CrashKeepsMemory(ReferenceGateway):
     """crash-keeps-memory — CONTRACT Faults ("crash (SIGKILL)") and the adapter protocol's
     `crash()` ("drop every in-memory object; the durable store survives"), found by
