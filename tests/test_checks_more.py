@@ -447,3 +447,17 @@ def test_no_check_imports_the_reference_gateway() -> None:
         names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
         names += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
         assert not [n for n in names if n.startswith("reference_impl")], path.name
+
+
+def test_a_boundary_a_reset_made_names_reset_not_new() -> None:
+    """The messages name the command typed: a `/reset` the gateway ignored is `(/reset)`."""
+    from conformance.harness.runner import run_scenario
+    from conformance.harness.suite import catalog_paths
+    from reference_impl.variants import make
+    from sim.loader import load_file
+
+    path = next(p for p in catalog_paths() if p.stem == "89-reset-ends-the-session")
+    result = run_scenario(load_file(path), make("reset-command-ignored"), "reference:reset-command-ignored")
+    first = result.verdicts["I1"].violations[0].message
+    assert first.startswith("session s1 reached its new boundary at 09:05 (/reset) but got no on_session_end"), first
+    assert "(/new)" not in " ".join(v.message for c in ("I1", "I6") for v in result.verdicts[c].violations)

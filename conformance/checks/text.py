@@ -84,7 +84,7 @@ def boundary_words(m: RunModel, seg: Segment) -> str:
     """Why the segment ends where it does, in the chat's policy terms."""
     policy = m.policy(seg.chat, NEVER if seg.boundary is None else seg.boundary)  # none reached: the last in force
     if seg.reason == "new":
-        return "/new"
+        return seg.command
     if seg.reason == "switch":
         return "/resume left it"
     if seg.reason == "idle":

@@ -317,7 +317,7 @@ class HermesGateway:
         self.clock.sync()
         text = command
         if command == "/resume":
-            target = self.previous_session(chat)
+            target = self.resume_target(chat)
             text = f"/resume {target}" if target else command
         if chat.name in self.busy and command in CLEARING_COMMANDS:
             self.waiting.pop(chat.name, None)  # _interrupt_and_clear_session drops the pending follow-up
@@ -374,8 +374,32 @@ class HermesGateway:
                 used.append(session)
 
     def previous_session(self, chat: Chat) -> str | None:
+        """The last session before the current one that the chat's user talked in: Hermes's
+        `/new` mints its successor at once (gateway/session.py:SessionStore.reset_session), so
+        after two `/new`s the session before the current is an empty one nobody would name."""
         used = self.history.get(chat.name, [])
-        return used[-2] if len(used) > 1 else None
+        if len(used) < 2:
+            return None
+        spoken = {s.id for s in self.durable_state().sessions if s.messages}
+        return next((sid for sid in reversed(used[:-1]) if sid in spoken), used[-2])
+
+    def resume_target(self, chat: Chat) -> str | None:
+        """The session the chat's user names in `/resume`: the one before the current, or the
+        current one itself once it has ended (CONTRACT, Boundaries: past a boundary, its
+        successor not begun, `/resume` goes back to the session that ended). Hermes's expiry
+        watcher finalizes an expired session and leaves the chat's entry on it
+        (gateway/session.py:SessionStore.set_expiry_finalized), so the session before the
+        current is not the one the user was in, and a bare `/resume` only lists named sessions
+        (gateway/slash_commands.py:_handle_resume_command)."""
+        runner = self.generation.runner if self.generation is not None else None
+        if runner is not None:
+            self.source(chat)
+            store = runner.session_store
+            entry = store._entries.get(self.keys[chat.name])
+            expired = getattr(store, "_is_session_expired", None)
+            if entry is not None and (getattr(entry, "expiry_finalized", False) or (expired is not None and expired(entry))):
+                return str(entry.session_id)
+        return self.previous_session(chat)
 
     # -- faults and views -------------------------------------------------------------------
 

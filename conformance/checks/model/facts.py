@@ -210,6 +210,7 @@ class Segment:
     last_user: int = 0
     boundary: int | None = None  # when it ended, per the contract
     reason: str | None = None  # idle, daily, new, switch
+    command: str = "/new"  # for reason new: the command typed (/new or /reset), as the messages name it
     resumes: int | None = None  # for /resume: the number of the segment whose session it reopens
     reopens: bool = False  # that segment is the one just before: it had ended and nothing was left behind
     window: Window = WHOLE_LOG  # record indexes of this life of its session (set by the build)

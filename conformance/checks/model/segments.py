@@ -170,6 +170,8 @@ def chat_segments(model: LogView, chat: str, turns: list[Turn], commands: list[C
         nonlocal current
         past(when, index)  # a command past the boundary notices it, as a message does
         if name in ("/new", "/reset") and current is not None:
+            if current.boundary is None:
+                current.command = name
             close(when, "new")
         elif name == "/resume":
             reopens = current is None
