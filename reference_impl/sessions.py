@@ -51,8 +51,7 @@ class SessionBoundaries:
             return
         self.volatile.command_time = when
         self.store.journal_command(key, command)
-        if not route.ended and (reason := self.expiry_reason(route, when)):
-            self.end_session(route, reason)  # a command past the boundary notices it, as a message does (as of when it took effect)
+        self.notice_boundary_at_command(route, when)
         if command in ("/new", "/reset"):
             if not route.ended:
                 self.end_session(route, "new")
@@ -61,6 +60,11 @@ class SessionBoundaries:
         self.store.journal_done(key)
         self.volatile.command_time = None
         self.schedule_tick()
+
+    def notice_boundary_at_command(self, route: Route, when: int | None) -> None:
+        """A command past the boundary notices it, as a message does (as of when it took effect)."""
+        if not route.ended and (reason := self.expiry_reason(route, when)):
+            self.end_session(route, reason)
 
     def finish_commands(self) -> None:
         """After a crash: the commands it cut short, finished once (after the interrupted ends),

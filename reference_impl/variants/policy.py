@@ -351,18 +351,5 @@ class CommandNoticesNothing(ReferenceGateway):
     chat's next message notices the boundary and rotates the chat.
     """
 
-    def command(self, key: str, command: str, when: int | None = None) -> None:
-        route = self.store.route(key)
-        if route is None or route.session_id is None:
-            self.store.journal_done(key)
-            return
-        self.volatile.command_time = when
-        self.store.journal_command(key, command)
-        if command in ("/new", "/reset"):  # no expiry noticed first
-            if not route.ended:
-                self.end_session(route, "new")
-        elif command == "/resume":
-            self.resume_previous(route)
-        self.store.journal_done(key)
-        self.volatile.command_time = None
-        self.schedule_tick()
+    def notice_boundary_at_command(self, route: Route, when: int | None) -> None:
+        pass
