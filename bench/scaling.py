@@ -160,10 +160,13 @@ def anatomy(events: int, lines: int = 8) -> None:
 def count(events: int, what: str) -> None:
     """In this process (under valgrind): the warm-up, then one size run (`run`), run and
     judged (`judged`), or judged in parts as a 10^6-event log is (`parts`)."""
+    from instructions import unwatched  # the bench next to this one: no step watchdog in a counted child
+
     from conformance.checks import judge, parts
     from conformance.harness.runner import run_scenario
     from reference_impl import ReferenceGateway
 
+    unwatched()
     run_scenario(steady_scenario(100), ReferenceGateway(), "reference")
     if not events:
         return
