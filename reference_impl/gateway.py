@@ -410,7 +410,11 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
         self.volatile.cache.put(Agent(session, chat.name, route.chat_key, last_activity=self.h.clock.now()))
         if previous is not None:
             self.volatile.memory.switch(previous, session)
-            self.h.hooks.on_session_reset(session)
+            self.announce_reset(previous, session)
+
+    def announce_reset(self, previous: str, session: str) -> None:
+        """The plugin reset hook of a rotation from `previous`: it names the session that begins."""
+        self.h.hooks.on_session_reset(session)
 
     def complete_turn(self, request_id: str, pending: Pending, agent: Agent) -> None:
         """Write the turn, then deliver the reply: an acknowledged turn is always durable (the

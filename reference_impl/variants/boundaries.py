@@ -147,14 +147,8 @@ class ResetNamesEndedSession(ReferenceGateway):
     a reset plugin resets the old conversation and never hears of the new one.
     """
 
-    def open_session(self, route: Route, chat: Chat, arrival: int) -> None:
-        previous = route.session_id
-        session = self.store.new_session_id()
-        route.previous_id, route.session_id, route.ended, route.anchor = previous, session, False, arrival
-        self.volatile.cache.put(Agent(session, chat.name, route.chat_key, last_activity=self.h.clock.now()))
-        if previous is not None:
-            self.volatile.memory.switch(previous, session)
-            self.h.hooks.on_session_reset(previous)
+    def announce_reset(self, previous: str, session: str) -> None:
+        self.h.hooks.on_session_reset(previous)
 
 
 class AnchorsAtAdmission(ReferenceGateway):
