@@ -437,6 +437,38 @@ events:
   - message: alice
     after: 1m
 """,
+    # Catalog 65: /new ends s1, its row is deleted at 09:02, a SIGTERM at 09:03, t2 opens s2 after the restart.
+    "ended-deleted": """
+config: {reset: {mode: none}}
+events:
+  - message: alice
+  - command: /new
+    chat: alice
+    at: "09:01"
+  - delete_session: alice
+    at: "09:02"
+  - sigterm: true
+    at: "09:03"
+  - restart: true
+    at: "09:05"
+  - message: alice
+    at: "09:10"
+""",
+    # hindsight is slow (90 s a turn) from 09:00: t1's call is due at 09:01:32, t2's at 09:02:02; /new ends s1 at
+    # 09:01:45, between the two (t2 is in flight then).
+    "slow-two-calls": """
+config: {reset: {mode: none}, providers: [{name: hindsight, retain_every_n_turns: 1}]}
+events:
+  - backend_slow: hindsight
+    for: 10m
+    delay: 90s
+  - message: alice
+  - message: alice
+    at: "09:00:30"
+  - command: /new
+    chat: alice
+    at: "09:01:45"
+""",
     # s1 ends at 09:35; its row is deleted afterwards: the end still owed (and carried) t1.
     "deleted-after-end": """
 config: {reset: {mode: idle, idle_minutes: 30}}

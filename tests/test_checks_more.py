@@ -389,6 +389,46 @@ def test_i8_a_resume_into_a_deleted_session_is_its_own_comeback() -> None:
     ]
 
 
+def test_i3_a_slow_turn_merged_into_a_later_call_lands_late() -> None:
+    """The slow backend keeps a turn's `ready` from its first call: t1's lands at 09:01:32,
+    before s1's end. A gateway that makes t1's call again with t2 merged in (due when t2's is,
+    09:02:02) lands t1 after the end (fifth audit, `retry-merges-calls`)."""
+    records = log("slow-two-calls")
+    assert messages(records, "I3") == []
+    hindsight = {"backend": "hindsight"}
+    merged = edit(records, find(records, "ingest_busy", turn="t1", nth=1, **hindsight),
+                  turns=("t1", "t2"), detail={"replies": ["t1", "t2"], "ready": records[find(
+                      records, "ingest_busy", turn="t2", **hindsight)].d("ready")})
+    merged = edit(merged, find(merged, "ingest", turn="t2", **hindsight), turns=("t1", "t2"),
+                  detail={"replies": ["t1", "t2"]})
+    merged = drop(merged, find(merged, "ingest", turn="t1", **hindsight))
+    assert messages(merged, "I3") == [
+        "backend 'hindsight' took [t1] only at 09:02:02, after s1's on_session_end at 09:01:45 (the slow backend said "
+        "its call made by then would land at 09:01:32): what a provider buffers is owed when the session ends or the "
+        "gateway stops"
+    ]
+
+
+def test_i8_an_ended_session_deleted_stays_deleted() -> None:
+    """Catalog 65: s1's agent, kept cached past the session's end (the samples say no agent
+    left), writes s1 back at the SIGTERM after its row was deleted: what it owed was written at
+    the end, so that is a resurrection (fifth audit, `end-keeps-agent`). A lock between the
+    end and the deletion may have kept a refused write-back for a retry: then it is not."""
+    records = log("ended-deleted")
+    assert messages(records, "I8") == []
+    kept = drop(records, find(records, "resources", drop=["s1"]))
+    assert messages(kept, "I8") == []
+    back = rows(kept, "sigterm", "s1", both("t1"))
+    assert messages(back, "I8") == [
+        "session s1's row was deleted at 09:02 after it had ended and is back at snapshot 'sigterm' (09:03) with no "
+        "turn of its own since: an ended session's deleted row is no longer the gateway's to write; it comes back "
+        "only by a new turn in it"
+    ]
+    end = records[find(records, "on_session_end", session="s1")]
+    lock = Obs(end.t, end.step, "db_locked", None, None, (), {"until": end.t + 30_000})
+    assert messages(insert(back, find(back, "delete_session"), lock), "I8") == []
+
+
 def test_i8_a_write_back_a_lock_delayed_is_no_resurrection() -> None:
     """s1's agent left the cache while the store was locked: its write-back may still be
     pending in memory, so s1 coming back after a later deletion is its own heal. Without the

@@ -6,7 +6,7 @@ when that memory is released (its agent leaves the cache, or a SIGTERM): seed 00
 session deleted while its chat is still running is recreated under the same id with the
 full in-memory transcript". What truly cannot be recovered is excused: a row deleted while
 no agent held the session, or after the session ended, or a crash before the write-back.
-A session deleted while no agent held it comes back only by a turn of its own.
+A session deleted while no agent held it, or after it ended, comes back only by a turn of its own.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from operator import attrgetter, itemgetter
 from conformance.checks.model import NEVER, RunModel, Segment, Turn
 from conformance.observations import CacheReplay
 
+ENDED = "the session had already ended"  # `Deletion.why` of a row deleted after its session's end
+
 
 @dataclass(frozen=True)
 class Deletion:
@@ -27,9 +29,11 @@ class Deletion:
     record `lost_at` on (the deletion itself, or a crash before the write-back). Otherwise
     the deleted turns are owed back from record `owed_at`: the session's next acknowledged
     turn (`owed_by` "turn"), its agent leaving the cache ("release") or a SIGTERM ("sigterm").
-    `unheld`: by the gateway's own cache samples no agent held the session (and no write
-    refused by a lock may have kept it in memory), so the session may come back only by a
-    turn of its own, and never with what was deleted."""
+    `for_good`: what was deleted is no longer the gateway's to write: by its own cache samples
+    no agent held the session (and no write refused by a lock may have kept it in memory), or
+    the session had ended before (and no lock since may have kept a refused write-back for a
+    retry). The session may come back only by a turn of its own, and never with what was
+    deleted."""
 
     session: str
     index: int
@@ -39,7 +43,7 @@ class Deletion:
     lost_at: int = NEVER
     owed_at: int = NEVER
     owed_by: str = ""
-    unheld: bool = False
+    for_good: bool = False
 
     def lost_by(self, index: int) -> bool:
         """Whether the deleted turns were beyond restoring at record `index` (an end's transcript)."""
@@ -126,19 +130,20 @@ def _derive(m: RunModel) -> _Cuts:
     moves = _cache_moves(m, {sid for sid, _index, _t in deleted})
     # session -> (index, t) of samples where its agent left the cache
     gone = {sid: [(index, t) for index, t, cached in its if not cached] for sid, its in moves.items()}
-    raw: list[tuple[str, int, int, str, bool]] = []  # (session, index, t, why-if-lost, unheld)
+    raw: list[tuple[str, int, int, str, bool]] = []  # (session, index, t, why-if-lost, for_good)
     for sid, index, t in deleted:
-        why, unheld = "", False
+        why, for_good = "", False
         its = moves.get(sid, [])
         k = bisect_left(its, (index,))  # its last move before the deletion: into the cache, or out
         if not (k and its[k - 1][2]):
             why = "no live agent held its transcript"
-            unheld = not _maybe_held(gone.get(sid, []), index, locks, stops)
+            for_good = not _maybe_held(gone.get(sid, []), index, locks, stops)
         elif _ended_before(m, sid, index) and not _live(m, sid, index):
-            why = "the session had already ended"
-        raw.append((sid, index, t, why, unheld))
+            why = ENDED  # an agent kept past the end owes it nothing (catalog 65)
+            for_good = not _locked_since_end(m, sid, index, locks)
+        raw.append((sid, index, t, why, for_good))
     out = _Cuts(crashes=crashes, crash_durable=crash_durable)
-    for sid, index, t, why, unheld in raw:
+    for sid, index, t, why, for_good in raw:
         lost_at, owed_at, owed_by = (index if why else NEVER), NEVER, ""
         if not why:
             owed_at, owed_by = _owed(m, sid, index, gone.get(sid, []), sigterms)
@@ -150,7 +155,7 @@ def _derive(m: RunModel) -> _Cuts:
                 why, lost_at = "the store was locked when its agent let go of it", owed_at  # its write-back may wait
             if why:
                 owed_at, owed_by = NEVER, ""
-        cut = Deletion(sid, index, t, bool(why), why, lost_at, owed_at, owed_by, unheld)
+        cut = Deletion(sid, index, t, bool(why), why, lost_at, owed_at, owed_by, for_good)
         out.all.append(cut)
         out.by_session.setdefault(sid, []).append(cut)
     for sid, cuts in out.by_session.items():
@@ -205,6 +210,15 @@ def _ended_before(m: RunModel, session: str, index: int) -> bool:
     """Whether the session got an on_session_end before record `index`."""
     ends = m.by_session.get(("on_session_end", session))
     return bool(session and ends and ends[0] < index)
+
+
+def _locked_since_end(m: RunModel, session: str, index: int, locks: list[tuple[int, int]]) -> bool:
+    """Whether the store was locked at some time from the session's last end before record
+    `index` to that record: a write-back the lock refused may be kept for a retry."""
+    ends = m.by_session.get(("on_session_end", session), [])
+    k = bisect_left(ends, index)
+    ended, deleted = m.records[ends[k - 1]].t, m.records[index].t
+    return any(lo <= deleted and ended < hi for lo, hi in locks)
 
 
 def _cut_short(m: RunModel, stop: int, crash: int) -> bool:

@@ -6,8 +6,9 @@ Buffered turns are owed at the boundary itself, not merely eventually: a session
 must reach every backend by its on_session_end, and every turn by a graceful SIGTERM,
 unless that backend was failing at that moment. A slow backend (`backend_slow`) excuses
 nothing: a turn whose call was made in time and that landed when the backend said it would
-(the `ready` of an `ingest_busy` before the moment) is on time; one first sent after the
-moment, or retried later than `ready`, is late; one never landed is lost. A call still in
+(the `ready` of the turn's first `ingest_busy`, made before the moment) is on time; one first
+sent after the moment, or landed later than that `ready` (retried late, or merged into a call
+with newer turns due later), is late; one never landed is lost. A call still in
 flight at the moment that a later fault cut off when due (the backend failed the call made
 again at its `ready`, or was failing then, or the gateway was stopped at `ready` and restarted
 after it) is
@@ -54,6 +55,7 @@ class Late:
     turns: list[Turn]
     when: int
     where: int
+    due: int | None = None  # when the slow backend said the first one's call, made in time, would land
 
 
 @dataclass(slots=True)
@@ -381,11 +383,15 @@ def _late(m: RunModel, backends: list[str], whole: dict[str, array[int]], indexe
             index > moment_index and t <= ready < restart for index, t, restart in stopped)
 
     def on_its_way(backend: str, turn: str, moment_index: int, moment: int, landed: int) -> bool:
-        """Sent to a slow backend by the moment, and landed at the time it said it would; or
-        still in flight at the moment and cut off when due by a later fault (excused as a
-        failing backend is: the turn is still owed, at the next moment and by the end)."""
-        return any(sent <= moment and (landed <= ready or (moment < ready and cut_off(backend, turn, moment_index, ready)))
-                   for sent, ready in in_flight.get(backend, {}).get(turn, ()))
+        """Sent to a slow backend by the moment, and landed at the time it said it would (the
+        `ready` of the turn's first call: the backend keeps it, and a call made again with newer
+        turns merged in, due later, lands the older one late); or still in flight at the moment
+        and cut off when due by a later fault (excused as a failing backend is: the turn is
+        still owed, at the next moment and by the end)."""
+        calls = in_flight.get(backend, {}).get(turn, ())
+        return bool(calls) and any(
+            sent <= moment and (landed <= calls[0][1] or (moment < ready and cut_off(backend, turn, moment_index, ready)))
+            for sent, ready in calls)
 
     found: list[tuple[int, str, list[str]]] = []  # (moment, backend, its late turns)
     reported: dict[str, set[str]] = {backend: set() for backend in backends}
@@ -409,7 +415,9 @@ def _late(m: RunModel, backends: list[str], whole: dict[str, array[int]], indexe
     out: dict[tuple[int, str], Late] = {}
     for index, backend, late in found:
         turns = [m.turns[turn] for turn in late]
-        out[index, backend] = Late(turns, whole[backend][bisect_left(indexes, turns[0].index)], where[backend, late[0]])
+        calls = in_flight.get(backend, {}).get(late[0], ())
+        due = calls[0][1] if calls and calls[0][0] <= m.records[index].t else None
+        out[index, backend] = Late(turns, whole[backend][bisect_left(indexes, turns[0].index)], where[backend, late[0]], due)
     return out
 
 
@@ -417,8 +425,9 @@ def _late_violation(m: RunModel, index: int, backend: str, late: Late) -> Violat
     r = m.records[index]
     what = (f"{r.session}'s on_session_end at {m.at(r.t)}" if r.kind == "on_session_end"
             else f"the {'final ' if r.d('final') else ''}SIGTERM at {m.at(r.t)}")
+    due = "" if late.due is None else f" (the slow backend said its call made by then would land at {m.at(late.due)})"
     return Violation(
-        f"backend '{backend}' took {turn_list([t.id for t in late.turns])} only at {m.at(late.when)}, after {what}: "
+        f"backend '{backend}' took {turn_list([t.id for t in late.turns])} only at {m.at(late.when)}, after {what}{due}: "
         f"what a provider buffers is owed when the session ends or the gateway stops",
         (index, late.where), late.when, late.turns[0].session, tuple(t.id for t in late.turns))
 

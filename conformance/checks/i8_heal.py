@@ -1,6 +1,6 @@
 """I8 heal: a live session whose row was deleted is recreated under the same id with its
 full transcript at the next flush, and at the latest before its agent's memory is released;
-a session deleted while no agent held it comes back only by a turn of its own, never as a
+a session deleted while no agent held it, or after it ended, comes back only by a turn of its own, never as a
 side effect of another session's write, and never with what was deleted; a foreign-key
 failure with the row present never duplicates it; a delegate child whose parent was
 deleted is recreated without the parent; replayed history keeps its visibility flags.
@@ -16,7 +16,7 @@ from bisect import bisect_right
 from collections import Counter
 from collections.abc import Mapping
 
-from conformance.checks.deletions import Deletion, deletions, excused_from_store, lost_cuts
+from conformance.checks.deletions import ENDED, Deletion, deletions, excused_from_store, lost_cuts
 from conformance.checks.model import NEVER, RunModel
 from conformance.checks.model.facts import _ABSENT as ABSENT
 from conformance.checks.text import SnapshotLabel, Words, turn_list
@@ -245,14 +245,14 @@ def _read_parent_links(m: RunModel) -> list[tuple[int, dict[str, str | None]]]:
 
 
 def _resurrected(m: RunModel, cuts: list[Deletion]) -> list[Violation]:
-    """A session deleted while no agent held it comes back only by a turn of its own (its
-    next admitted turn, or a /resume switching into it; judged against the session's latest
+    """A session deleted while no agent held it, or after it ended, comes back only by a turn of
+    its own (its next admitted turn, or a /resume into it; judged against the session's latest
     deletion before each snapshot), and never with the turns such a deletion took (in every
     later snapshot)."""
     by_session: dict[str, list[Deletion]] = {}
     for cut in cuts:
         by_session.setdefault(cut.session, []).append(cut)
-    if not any(cut.unheld for cut in cuts):
+    if not any(cut.for_good for cut in cuts):
         return []
     requests: dict[str, list[int]] = {}  # session -> its own comebacks: its turns asked, switches into it (/resume)
     for turn in m.turns.values():
@@ -260,6 +260,10 @@ def _resurrected(m: RunModel, cuts: list[Deletion]) -> list[Violation]:
             requests.setdefault(turn.session, []).append(turn.request_index)
     for sid in by_session:
         requests.setdefault(sid, []).extend(i for i, _r in m.of_session("on_session_switch", sid))
+    for segments in m.segments.values():  # a /resume past the boundary reopens the ended session: no switch
+        for seg in segments:
+            if seg.reopens and seg.session in by_session:
+                requests[seg.session].append(seg.window[0])
     for indexes in requests.values():
         indexes.sort()
     out: list[Violation] = []
@@ -270,29 +274,39 @@ def _resurrected(m: RunModel, cuts: list[Deletion]) -> list[Violation]:
             if sid in reported or sid not in stored:
                 continue
             before = [c for c in by_session[sid] if c.index < index]
-            unheld = [c for c in before if c.unheld]
-            if not unheld:
+            for_good = [c for c in before if c.for_good]
+            if not for_good:
                 continue
             cut = before[-1]
             label = SnapshotLabel(m, snap)
             asked = requests.get(sid, [])
             k = bisect_right(asked, cut.index)
-            if cut.unheld and (k == len(asked) or asked[k] > index):
+            if cut.for_good and (k == len(asked) or asked[k] > index):
                 reported.add(sid)
                 out.append(Violation(
-                    f"session {sid}'s row was deleted at {m.at(cut.t)} while no agent held it and is back at {label} "
-                    f"with no turn of its own since{_writers(m, sid, cut.index, index, stored)}: a deleted session comes "
-                    f"back only by its own heal or a new turn in it", (cut.index, index), snap.t, sid))
+                    f"session {sid}'s row was deleted at {m.at(cut.t)} {_when(cut)} and is back at {label} "
+                    f"with no turn of its own since{_writers(m, sid, cut.index, index, stored)}: "
+                    f"{_comes_back(cut)}", (cut.index, index), snap.t, sid))
                 continue
-            cut = unheld[-1]  # what it took is gone for good, whatever came after
+            cut = for_good[-1]  # what it took is gone for good, whatever came after
             taken = {t.id for t in m.acked_in(sid, before=cut.index)}
             if back := [t for role, t, _vis in stored[sid]["rows"] if role == "user" and t in taken]:
                 reported.add(sid)
                 out.append(Violation(
-                    f"session {sid}'s row was deleted at {m.at(cut.t)} while no agent held it, and its deleted "
+                    f"session {sid}'s row was deleted at {m.at(cut.t)} {_when(cut)}, and its deleted "
                     f"transcript reappeared: {label} holds {turn_list(list(dict.fromkeys(back)))} again",
                     (cut.index, index), snap.t, sid, tuple(dict.fromkeys(back))))
     return out
+
+
+def _when(cut: Deletion) -> str:
+    return "after it had ended" if cut.why == ENDED else "while no agent held it"
+
+
+def _comes_back(cut: Deletion) -> str:
+    if cut.why == ENDED:  # catalog 65: an agent kept past the end wrote the deleted row back
+        return "an ended session's deleted row is no longer the gateway's to write; it comes back only by a new turn in it"
+    return "a deleted session comes back only by its own heal or a new turn in it"
 
 
 def _writers(m: RunModel, session: str, lo: int, hi: int, stored: dict) -> str:

@@ -46,6 +46,7 @@ from reference_impl.variants.eviction import (
 from reference_impl.variants.heal import (
     AnswerRefusedAfterRowDeleted,
     DeletedRowDropsTurns,
+    EndKeepsAgent,
     EvictDropsDeletedTranscript,
     HealForgetsPendingReplay,
     HealMutedHidesHistory,
@@ -72,6 +73,7 @@ from reference_impl.variants.memory import (
     MemoryGetsTagsOnly,
     MemoryShipsReplyTwice,
     RetryDropsNewerTurns,
+    RetryMergesCalls,
     SyncTurnSwapped,
 )
 from reference_impl.variants.policy import (
@@ -188,6 +190,8 @@ VARIANTS: dict[str, type[ReferenceGateway]] = {
     "delegate-child-keyed-by-chat": DelegateChildKeyedByChat,
     "delegate-result-to-newest-chat": DelegateResultToNewestChat,
     "end-carries-delegate-turns": EndCarriesDelegateTurns,
+    "end-keeps-agent": EndKeepsAgent,
+    "retry-merges-calls": RetryMergesCalls,
 }
 
 

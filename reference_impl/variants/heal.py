@@ -179,3 +179,18 @@ class AnswerRefusedAfterRowDeleted(ReferenceGateway):
             return
         self.h.platform.send_reply(pending.chat.name, pending.session, "⚠️ Something went wrong while processing your request.")
         self.stop_turn(pending.key)
+
+
+class EndKeepsAgent(ReferenceGateway):
+    """end-keeps-agent — PR #124117 (seed 003) with CONTRACT Deletions (fifth audit of lazy
+    gateways, 2026-12-06): "Deleting a session still open in a running chat doesn't stop that
+    chat"; an ended one is not open, and what was deleted after its end is gone for good.
+
+    Here: the ended session's agent goes back into the cache after its end (as if kept for a
+    write-back retry its write did not need); the SIGTERM lets go of it, healing the deleted row.
+    """
+
+    def end_memory(self, session: str, reason: str, agent: Agent | None) -> None:
+        super().end_memory(session, reason, agent)
+        if agent is not None:
+            self.volatile.cache.put(agent)

@@ -205,3 +205,23 @@ class SyncTurnSwapped(ReferenceGateway):
 
     def hand_memory(self, key: str, turn: Turn) -> list[BatchingProvider]:
         return super().hand_memory(key, turn._replace(user=turn.assistant, assistant=turn.user))
+
+
+class MergedRetryProvider(BatchingProvider):
+    def calls(self, pending: list[Turn], kept: list[set[str]] | None) -> list[list[Turn]]:
+        return [pending]  # the calls a slow backend left, made again as one with the turns buffered since
+
+
+class RetryMergesCalls(ReferenceGateway):
+    """retry-merges-calls — CONTRACT I3 (a slow backend: "a turn whose call was made in time and
+    that landed when the backend said it would is on time ... late is late"; fifth audit of lazy
+    gateways, 2026-12-06):
+
+    Here: a flush makes the calls a slow backend left again as one call with the turns
+    buffered since, which the backend completes when its newest turn is done: an older turn
+    lands after the session end that owed it, though its own call was due before.
+    """
+
+    def make_provider(self, spec: ProviderSpec) -> BatchingProvider:
+        return MergedRetryProvider(spec.name, spec.retain_every_n_turns, self.h.backends[spec.name], self.store,
+                                   self.retry_memory_at)
