@@ -469,6 +469,20 @@ events:
     chat: alice
     at: "09:01:45"
 """,
+    # s1 expires at 09:05; the /resume at 09:06 notices it and reopens s1, t2 lands in its new life, and s1's row is
+    # deleted while that life is live (dense fuzz seed 30, shrunk): the reference heals it with t1 and t2.
+    "reopened-deleted": """
+config: {reset: {mode: idle, idle_minutes: 5}}
+events:
+  - message: alice
+  - command: /resume
+    chat: alice
+    after: 6m
+  - message: alice
+    after: 2s
+  - delete_session: alice
+    after: 8s
+""",
     # s1 ends at 09:35; its row is deleted afterwards: the end still owed (and carried) t1.
     "deleted-after-end": """
 config: {reset: {mode: idle, idle_minutes: 30}}

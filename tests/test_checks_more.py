@@ -409,6 +409,16 @@ def test_i3_a_slow_turn_merged_into_a_later_call_lands_late() -> None:
     ]
 
 
+def test_i8_a_reopened_session_is_live_from_its_reopening() -> None:
+    """A /resume past the boundary ends s1's first life and reopens it (the end logged after the
+    command): s1 is live again when its row is deleted, so its turns are owed back. Dense fuzz
+    seed 30: a session was taken for ended there, which excused the heal."""
+    records = log("reopened-deleted")
+    assert messages(records, "I8") == []
+    assert messages(rows(records, "final", "s1", both("t2")), "I8") == [
+        "session s1's row was deleted at 09:06:10 and recreated without [t1]: the final store holds [t2]"]
+
+
 def test_i8_an_ended_session_deleted_stays_deleted() -> None:
     """Catalog 65: s1's agent, kept cached past the session's end (the samples say no agent
     left), writes s1 back at the SIGTERM after its row was deleted: what it owed was written at

@@ -271,10 +271,15 @@ def _live(m: RunModel, session: str, index: int) -> bool:
     """Whether `session` was the live session of some chat at record `index`."""
     if session in m.delegate_sessions():
         return True
-    return any(
-        seg.start_index <= index and not m.of_session("on_session_end", session, seg.start_index, index)
-        for seg in m.derived(_lives).get(session, [])
-    )
+    return any(_began(seg) <= index and not m.of_session("on_session_end", session, _began(seg), index)
+               for seg in m.derived(_lives).get(session, []))
+
+
+def _began(seg: Segment) -> int:
+    """Where a life of the segment's session begins: its window's start (a /resume that reopens
+    the session begins it after the end of the life before, logged after the command), else its
+    first record."""
+    return seg.window[0] or seg.start_index
 
 
 def _lives(m: RunModel) -> dict[str | None, list[Segment]]:
