@@ -130,7 +130,8 @@ class FakeLLM:
         if type(chat) is not str or type(session) is not str or type(last) is not str:  # the common case: no call
             chat, session = plain_str("llm.request", "chat", chat), plain_str("llm.request", "session", session)
             last = plain_str("llm.request", "prompt[-1]", last)
-        recalled = 0 if recall is NO_RECALL else _recalled(recall)  # the common case: no call
+        if recall is not NO_RECALL:  # the common case: no call
+            recall = _recalled(recall)
         self._count += 1
         request_id = f"r{self._count}"
         # The reply answers the newest turn of the last message, the one whose arrival made the
@@ -153,7 +154,7 @@ class FakeLLM:
                     context = None
             else:
                 context = _context(prompt, carried)
-        if usage == "small" and not recalled:  # defaults are left out of the record: logs from before read alike
+        if usage == "small" and not recall:  # defaults are left out of the record: logs from before read alike
             if context is None:
                 self._log.add("llm_request", chat=chat, session=session, turns=credited, request=request_id)
             else:
@@ -165,8 +166,8 @@ class FakeLLM:
                 extra["usage"] = usage
             if context is not None:
                 extra["context"] = context
-            if recalled:
-                extra["recall"] = recalled
+            if recall:
+                extra["recall"] = len(recall)
             self._log.add("llm_request", chat=chat, session=session, turns=credited, request=request_id, **extra)
         self._engine.call_later(self._latency, self._reply, self.epoch, request_id, turn)
         return request_id
@@ -200,12 +201,12 @@ def _context(prompt: Sequence[str], own: Sequence[str]) -> str | None:
     return None
 
 
-def _recalled(recall: object) -> int:
-    """How many texts a request's `recall` holds: a list of str (as `prompt`), else `BadHandover`.
-    The texts themselves are not read."""
+def _recalled(recall: object) -> list[str]:
+    """A request's `recall` as a plain list (`plain_strs`: counted without the gateway's code), if
+    it is a list of str as `prompt` is, else `BadHandover`. The texts themselves are not read."""
     if type(recall) not in (list, tuple) and (isinstance(recall, (str, bytes, bytearray)) or not isinstance(recall, Sequence)):
         raise bad_handover("llm.request", "recall", "a list of texts (what the gateway adds from memory)", recall)
-    return len(plain_strs("llm.request", "recall", recall))
+    return plain_strs("llm.request", "recall", recall)
 
 
 class Platform:
