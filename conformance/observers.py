@@ -18,6 +18,7 @@ from sim.engine import Engine
 from sim.scenario import Usage
 
 SHOWN = 80  # characters of a bad value quoted in an error
+NO_RECALL: tuple[str, ...] = ()  # `FakeLLM.request`'s default `recall`: found by identity, no call
 
 
 class BadHandover(SessiongateError, TypeError):
@@ -115,8 +116,13 @@ class FakeLLM:
         self._reported: dict[str, Usage] = {}  # request id -> its answer's usage, other than 'small', until answered
         self.epoch = 0  # bumped when the gateway process dies: replies to the dead one are lost
 
-    def request(self, chat: str, session: str, prompt: Sequence[str]) -> str:
-        """Send the prompt (the session's texts, last one the user's); returns a request id."""
+    def request(self, chat: str, session: str, prompt: Sequence[str], *, recall: Sequence[str] = NO_RECALL) -> str:
+        """Send the prompt (the session's texts, last one the user's); returns a request id.
+
+        `recall`: texts the gateway adds from its memory (what its providers hold of the chat's
+        ended sessions), given to the LLM beside the conversation. The gateway's word that they
+        are memory, not the session's history: none is read (no turn is credited from one, none
+        is `context`, I6); the record counts them (`recall`, left out when none)."""
         if isinstance(prompt, (str, bytes)):  # one text, whose last character would be read as the user's message
             raise bad_handover("llm.request", "prompt", "a list of texts, the user's message last", prompt)
         size = len(prompt)  # once: a gateway's own sequence may count in Python
@@ -124,6 +130,8 @@ class FakeLLM:
         if type(chat) is not str or type(session) is not str or type(last) is not str:  # the common case: no call
             chat, session = plain_str("llm.request", "chat", chat), plain_str("llm.request", "session", session)
             last = plain_str("llm.request", "prompt[-1]", last)
+        if recall is not NO_RECALL:  # the common case: no call
+            recall = _recalled(recall)
         self._count += 1
         request_id = f"r{self._count}"
         # The reply answers the newest turn of the last message, the one whose arrival made the
@@ -146,14 +154,20 @@ class FakeLLM:
                     context = None
             else:
                 context = _context(prompt, carried)
-        if usage == "small":  # the default is left out of the record: logs from before usage read alike
+        if usage == "small" and not recall:  # defaults are left out of the record: logs from before read alike
             if context is None:
                 self._log.add("llm_request", chat=chat, session=session, turns=credited, request=request_id)
             else:
                 self._log.add("llm_request", chat=chat, session=session, turns=credited, request=request_id, context=context)
         else:
-            self._reported[request_id] = usage
-            extra = {"usage": usage} if context is None else {"usage": usage, "context": context}
+            extra: dict[str, Any] = {}
+            if usage != "small":
+                self._reported[request_id] = usage
+                extra["usage"] = usage
+            if context is not None:
+                extra["context"] = context
+            if recall:
+                extra["recall"] = len(recall)
             self._log.add("llm_request", chat=chat, session=session, turns=credited, request=request_id, **extra)
         self._engine.call_later(self._latency, self._reply, self.epoch, request_id, turn)
         return request_id
@@ -185,6 +199,14 @@ def _context(prompt: Sequence[str], own: Sequence[str]) -> str | None:
             first = found.group(1)
             return None if first in own else first
     return None
+
+
+def _recalled(recall: object) -> list[str]:
+    """A request's `recall` as a plain list (`plain_strs`: counted without the gateway's code), if
+    it is a list of str as `prompt` is, else `BadHandover`. The texts themselves are not read."""
+    if type(recall) not in (list, tuple) and (isinstance(recall, (str, bytes, bytearray)) or not isinstance(recall, Sequence)):
+        raise bad_handover("llm.request", "recall", "a list of texts (what the gateway adds from memory)", recall)
+    return plain_strs("llm.request", "recall", recall)
 
 
 class Platform:

@@ -254,11 +254,13 @@ def test_node_gateway_runs_from_the_command_line() -> None:
     {"op": "fire_timer", "id": "3", "now": 0},
     {"op": "warp", "now": 0},
     {"call": "llm.request", "args": {"chat": "a", "session": "s1"}},
+    {"call": "llm.request", "args": {"chat": "a", "session": "s1", "prompt": ["[t2] hi"], "recall": "[t1] hello"}},
     {"call": "teleport", "args": {}},
     {"done": True},
     {"fail": "it broke"},
     {"result": 1, "error": "both"},
-], ids=["chat-fields", "timer-id-type", "unknown-op", "missing-prompt", "unknown-call", "done-value", "fail-shape", "answer"])
+], ids=["chat-fields", "timer-id-type", "unknown-op", "missing-prompt", "recall-one-text", "unknown-call", "done-value",
+        "fail-shape", "answer"])
 def test_the_schema_refuses_malformed_lines(line: dict[str, Any]) -> None:
     jsonschema = pytest.importorskip("jsonschema")
     assert not jsonschema.Draft202012Validator(protocol_schema()).is_valid(line)

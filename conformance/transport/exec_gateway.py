@@ -251,6 +251,8 @@ class ExecGateway(ChildProcess):
         a = message.get("args", {})
         try:
             if call == "llm.request":
+                if "recall" in a:  # optional: what the gateway adds from memory (`FakeLLM.request`)
+                    return {"result": h.llm.request(a["chat"], a["session"], a["prompt"], recall=a["recall"])}
                 return {"result": h.llm.request(a["chat"], a["session"], a["prompt"])}
             if call == "llm.usage_of":  # what the answer being delivered reports (`FakeLLM.usage_of`)
                 return {"result": h.llm.usage_of(a["request"])}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import IO, Any
 
 from conformance.adapter import BackendBusy, BackendUnavailable, CrashPointFired, Gateway, Harness, Inbound
@@ -20,6 +20,7 @@ from conformance.harness.calls import exception_text, resources_hook, short_trac
 from conformance.harness.registry import resolve
 from conformance.harness.runner import close_gateway
 from conformance.observations import Resources
+from conformance.observers import NO_RECALL
 from conformance.transport import exec_gateway
 from conformance.transport.wire import (
     VERSION,
@@ -112,6 +113,16 @@ class _Proxy:
         return forward
 
 
+class _Llm(_Proxy):
+    """`request(chat, session, prompt, *, recall=())`: the recall goes on the wire only when given."""
+
+    def request(self, chat: str, session: str, prompt: Any, *, recall: Any = NO_RECALL) -> Any:
+        payload: dict[str, Any] = {"chat": chat, "session": session, "prompt": list(prompt)}
+        if recall is not NO_RECALL:  # a list of texts; anything else as it is, for the parent to refuse
+            payload["recall"] = list(recall) if isinstance(recall, Sequence) and not isinstance(recall, (str, bytes)) else recall
+        return self._channel.call("llm.request", **payload)
+
+
 class _KeyedIngest(_Proxy):
     """`ingest(session, texts, keys=None)`: the keys go on the wire only when given (v2)."""
 
@@ -144,8 +155,8 @@ def _harness(channel: Channel, zone: str, now: int, backends: list[str], seed: i
     return RemoteHarness(
         clock=clock,
         scheduler=RemoteScheduler(channel, clock),  # type: ignore[arg-type]
-        llm=_Proxy(channel, "llm", {"request": ("chat", "session", "prompt"),  # type: ignore[arg-type]
-                                    "usage_of": ("request",)}),
+        llm=_Llm(channel, "llm", {"request": ("chat", "session", "prompt"),  # type: ignore[arg-type]
+                                  "usage_of": ("request",)}),
         platform=_Proxy(channel, "platform", {"send_reply": ("chat", "session", "text")}),  # type: ignore[arg-type]
         recorder=recorder,  # type: ignore[arg-type]
         backends={name: _KeyedIngest(channel, "backend", {"ingest": ("session", "texts")}, backend=name)  # type: ignore[misc]
