@@ -409,6 +409,19 @@ def test_i3_a_slow_turn_merged_into_a_later_call_lands_late() -> None:
     ]
 
 
+def test_i1_a_session_with_no_turn_is_finalized_at_most_once() -> None:
+    """A gateway that mints the successor at /new (Hermes, OpenClaw) has a session with no turn,
+    in no segment: finalizing it once is its choice, twice is not (Hermes's s2 in catalog 93,
+    before the adapter named the right /resume target, was finalized twice unjudged)."""
+    records = log("new")
+    at = find(records, "on_session_finalize", session="s1") + 1
+    fin = records[at - 1]._replace(session="s9")
+    once = insert(records, at, fin)
+    assert messages(once, "I1") == []
+    assert messages(insert(once, at + 1, fin), "I1") == [
+        "session s9, which had no turn, got 2 on_session_finalize calls: at 09:01 (at a command) and 09:01 (at a command)"]
+
+
 def test_i8_a_reopened_session_is_live_from_its_reopening() -> None:
     """A /resume past the boundary ends s1's first life and reopens it (the end logged after the
     command): s1 is live again when its row is deleted, so its turns are owed back. Dense fuzz

@@ -4,7 +4,7 @@ A session that reached a boundary gets exactly one memory `on_session_end` carry
 acknowledged turns in order, each whole (the user's message and the reply), and nothing of a
 turn never acknowledged (stopped, interrupted), then exactly one `on_session_finalize`, within
 the latency the gateway declared; a session that reached none gets neither (not at eviction,
-not at shutdown).
+not at shutdown). A session that had no turn is finalized at most once.
 """
 
 from __future__ import annotations
@@ -65,12 +65,30 @@ def check(m: RunModel) -> Verdict:
             examined += 1
             # A policy boundary of a lazy chat: the end is owed at the chat's next message.
             violations += _check_segment(m, seg, segments, lazy_chat and seg.reason in ("idle", "daily"))
+    violations += _finalized_twice(m)
     for session in sorted(m.delegate_sessions()):
         for i, r in m.of_session("on_session_end", session):
             violations.append(Violation(
                 f"delegate child session {session} got on_session_end at {m.at(r.t)}; a child reaches no boundary of its own",
                 (i,), r.t, session))
     return Verdict("I1", "fail" if violations else "pass", tuple(violations), examined=examined)
+
+
+def _finalized_twice(m: RunModel) -> list[Violation]:
+    """A session that had no turn (an empty successor a gateway minted at /new, say) is in no
+    segment, so no life of it is judged; it may be finalized or not, but not twice (I4 holds
+    its on_session_end so)."""
+    finalized = {r.session for _i, r in m.of("on_session_finalize") if r.session}
+    if not finalized:
+        return []
+    covered = {seg.session for segments in m.segments.values() for seg in segments}
+    out = []
+    for session in sorted(finalized - covered - m.delegate_sessions()):
+        if len(fins := m.of_session("on_session_finalize", session)) > 1:
+            out.append(Violation(
+                f"session {session}, which had no turn, got {len(fins)} on_session_finalize calls: at "
+                f"{at_times(m, [i for i, _ in fins])}", tuple(i for i, _ in fins), fins[1][1].t, session))
+    return out
 
 
 def _check_segment(m: RunModel, seg: Segment, segments: list[Segment], lazy: bool) -> list[Violation]:
