@@ -126,6 +126,23 @@ events:
   - message: alice
     at: "12:00"
 """,
+    # A lazy chat, 10m idle TTL: s1's agent is reaped at 09:15; s1 expires at 09:30 and is ended
+    # only when t2 arrives at 12:00 (its agent idle meanwhile, past its boundary: never-ending).
+    "lazy-reaped": """
+config: {reset: {mode: idle, idle_minutes: 30}, watcher_interval: lazy, idle_ttl: 10m}
+events:
+  - message: alice
+  - message: alice
+    at: "12:00"
+""",
+    # The same chat under a 5m watcher: s1's agent is reaped at 09:15, s1 ended at 09:35.
+    "eager-reaped": """
+config: {reset: {mode: idle, idle_minutes: 30}, watcher_interval: 5m, idle_ttl: 10m}
+events:
+  - message: alice
+  - message: alice
+    at: "12:00"
+""",
     # A lazy gateway: s1 expires at 09:30 and is ended only when t2 arrives at 10:00.
     "lazy": """
 config: {reset: {mode: idle, idle_minutes: 30}, watcher_interval: lazy}

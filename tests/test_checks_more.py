@@ -163,6 +163,37 @@ def test_i7_none_session_reaped_after_the_ttl() -> None:
     ]
 
 
+def test_i7_every_idle_agent_reaped_after_the_ttl() -> None:
+    """The fifth audit of lazy gateways (2026-12-06): a sweep that reaped only the agents of
+    `none` sessions passed the catalog and fuzz, I7 holding only those to the TTL. A lazy chat's
+    session past its boundary is ended only at the chat's next message, so it is as never-ending:
+    every idle agent is held to the TTL, or to its session's boundary if later."""
+    records = snapshots(log("lazy-reaped"))  # the reference reaps s1's agent at 09:15
+    assert messages(records, "I7") == []
+    kept = drop(records, find(records, "note", session="s1", what="evict"), find(records, "resources", cached=[], nth=1))
+    assert messages(kept, "I7") == [
+        "the agent of session s1 (reset policy idle) stayed cached until 12:00, idle since 09:00:02 "
+        "(idle TTL 10m, its session's boundary at 09:30, sweep every 5m: due out by 09:35)"
+    ]
+
+
+def test_i7_an_agent_may_be_kept_for_its_sessions_end() -> None:
+    """A gateway may keep an idle agent past the TTL until its session's boundary, plus the
+    declared latency (Hermes's idle sweep defers to the expiry watcher so that the end finds the
+    live transcript: gateway/run.py:`_sweep_idle_cached_agents`), never past it and a sweep."""
+    records = snapshots(log("eager-reaped"))  # reaped at 09:15, s1 ended by the 5m watcher at 09:35
+    assert messages(records, "I7") == []
+    records = drop(records, find(records, "note", session="s1", what="evict"))
+    sample, end = find(records, "resources", cached=[], nth=1), find(records, "on_session_finalize", session="s1")
+    kept_for_end = move(records, sample, end + 1, t=records[end].t)
+    assert messages(kept_for_end, "I7") == []
+    late = records[end].t + 6 * 60_000  # 09:41, a minute past the boundary, the latency and a sweep
+    assert messages(move(records, sample, end + 1, t=late), "I7") == [
+        "the agent of session s1 (reset policy idle) stayed cached until 09:41, idle since 09:00:02 "
+        "(idle TTL 10m, its session's boundary at 09:30 and latency 5m, sweep every 5m: due out by 09:40)"
+    ]
+
+
 def test_i7_a_declared_sweep_period_cannot_outwait_quiescence() -> None:
     """A profile that claims to sweep once a year still owes a `none` session's idle agent out by
     the TTL plus what quiescence waits (I9 caps its bound the same way): the gateway that kept

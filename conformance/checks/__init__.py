@@ -162,13 +162,15 @@ class _I7:
     def __init__(self) -> None:
         self.flights = Flights()
         self.acted: set[i7_resources.Acted] = set()  # a record every part reads is found in each
+        self.lives: i7_resources.Lives = {}  # each chat's segments are in one part
 
     def add(self, m: RunModel) -> None:
         self.flights.add(m.turns.values())
         self.acted.update(i7_resources.acted_while_down(m))
+        i7_resources.lives_of(m, self.lives)
 
     def verdict(self, shared: RunModel) -> Verdict:
-        return i7_resources.judge(shared, self.flights, self.acted | set(i7_resources.acted_while_down(shared)))
+        return i7_resources.judge(shared, self.flights, self.acted | set(i7_resources.acted_while_down(shared)), self.lives)
 
 
 GATHERED: dict[str, Callable[[], Gathered]] = {"I3": _I3, "I7": _I7}

@@ -1,7 +1,9 @@
-"""I7 bounded resources: never more idle agents cached than the cap; an agent of a `none`
-session is still reaped after the idle TTL (plus one sweep interval), idle since its last
-turn or since it entered the cache, whichever is later (a gateway may load an agent without
-a turn, as at a `/resume`: the resumed life's idle clock starts there); nothing runs after a
+"""I7 bounded resources: never more idle agents cached than the cap; an idle agent is reaped
+after the idle TTL (plus one sweep interval), idle since its last turn or since it entered the
+cache, whichever is later (a gateway may load an agent without a turn, as at a `/resume`: the
+resumed life's idle clock starts there), or, if later, after its session's boundary plus the
+declared latency (a gateway may keep it for the end; a `none` session, or a lazy chat's past
+its boundary, never ends by itself: its agent is held to the TTL); nothing runs after a
 shutdown (any SIGTERM, until the next restart; no thread or process the gateway started
 outlives the final one); nothing is held after a crash (a SIGKILL leaves no agent and no task:
 one still listed is memory the gateway kept across it, which a real kill loses); and a stopped
@@ -32,15 +34,33 @@ def check(m: RunModel) -> Verdict:
     return judge(m, Flights.from_model(m))
 
 
-def judge(m: LogView, flights: Flights, acted: Iterable[Acted] | None = None) -> Verdict:
+Lives = dict[str, list[tuple[int, int]]]  # session -> (start, boundary) of each life of it that reached a boundary
+
+
+def lives_of(m: RunModel, into: Lives | None = None) -> Lives:
+    """Each session's lives (its chats' segments) that reached a boundary, in order: when the
+    life began and its boundary (idle, daily, or the command that ended it). Added `into` a
+    gathering of several parts' (each chat is in one part)."""
+    out: Lives = {} if into is None else into
+    for segments in m.segments.values():
+        for seg in segments:
+            if seg.session is not None and seg.boundary is not None:
+                out.setdefault(seg.session, []).append((seg.start, seg.boundary))
+    return out
+
+
+def judge(m: LogView, flights: Flights, acted: Iterable[Acted] | None = None, lives: Lives | None = None) -> Verdict:
     """I7 on the log's view (read for everything but the turns: a model whose `turns` is empty
     will do) and the turns' projection (`Flights`, gathered from the model or part by part);
-    `acted`: what the gateway did while down (`acted_while_down`), gathered likewise (default:
-    read off `m`)."""
+    `acted`: what the gateway did while down (`acted_while_down`), and `lives`, each session's
+    lives' boundaries (`lives_of`), gathered likewise (default: read off `m`, a model whose
+    segments are whole)."""
     indexes = m.by_kind.get("resources", [])
     after_stops = _held_at(m, indexes)
     over, stretches, held, loads = _replay(m, flights, indexes, set(after_stops.values()))
-    violations = over + _not_reaped(m, flights, stretches, loads) + _left_running(m, after_stops, held)
+    if stretches and lives is None:
+        lives = lives_of(m)  # type: ignore[arg-type]  # a RunModel
+    violations = over + _not_reaped(m, flights, stretches, loads, lives or {}) + _left_running(m, after_stops, held)
     violations += _acted(m, acted_while_down(m) if acted is None else acted)
     return Verdict("I7", "fail" if violations else "pass", tuple(violations), examined=len(indexes))
 
@@ -224,19 +244,18 @@ def _activity(flights: Flights, watched: set[str]) -> dict[str, list[int]]:
 def _replay(m: LogView, flights: Flights, indexes: Sequence[int], wanted: set[int]
             ) -> tuple[list[Violation], list[_Stretch], dict[int, Resources], dict[str, list[int]]]:
     """One pass over the resources samples (records are deltas, `CacheReplay`) and the turns'
-    flights, in log order: the first moment over the cap; each stretch an agent of a `none`
+    flights, in log order: the first moment over the cap; each stretch an agent of a turn's
     session sat cached with no turn in flight; what the gateway held at the samples
     `_left_running` reads; and when each watched session's agent entered the cache. An agent
     a turn leaves idle is counted from the end of that instant (the gateway may evict it in the
     same step), not from the gateway's next sample (a gateway calling it busy changes nothing)."""
     cap = m.config.cache_cap
-    # Only agents of `none` sessions are held to the TTL: follow no other (with no chat under
-    # `none` alone, the common case, no session is listed).
-    none_chats = {chat for chat in set(flights.chat) if all(p.mode == "none" for p in m.policies(chat))}
-    watched: set[str] = set()
-    if none_chats:
-        chat_of = _chat_of(flights)
-        watched = {sid for sid, chat in chat_of.items() if chat in none_chats}
+    # Every session a turn ran in is held to the TTL, whatever its chat's policy (or to its
+    # boundary, `_not_reaped`): a lazy chat's session past its boundary is ended only at the
+    # chat's next message, as never-ending as a `none` session (the fifth audit of lazy
+    # gateways, 2026-12-06: a sweep reaping only `none` agents passed). A delegate child's tasks
+    # are its turns.
+    watched: set[str] = {sid for sid in set(flights.session) if sid}
     over: list[Violation] = []
     held: dict[int, Resources] = {}
     since: dict[str, tuple[int, int]] = {}  # session -> (index, t) it became cached with no turn in flight
@@ -341,7 +360,7 @@ def _replay(m: LogView, flights: Flights, indexes: Sequence[int], wanted: set[in
             judge_cap(index, pending)
         pending = NEVER
         t = r.t
-        touched: set[str] | None = set() if watched else None  # the sessions of `none` chats only are followed
+        touched: set[str] | None = set() if watched else None  # the sessions of turns only are followed
         replay.apply(r.detail, touched)
         if replay.listed is not None or (len(cached) > cap and len(cached) - len(cached_keys & flying_keys) > cap):
             judge_cap(index, t)
@@ -365,12 +384,18 @@ def _replay(m: LogView, flights: Flights, indexes: Sequence[int], wanted: set[in
     return over, stretches, held, loads
 
 
-def _not_reaped(m: LogView, flights: Flights, stretches: list[_Stretch], loads: dict[str, list[int]]) -> list[Violation]:
-    """Each stretch an agent of a `none` session sat idle in the cache, against the TTL."""
+def _not_reaped(m: LogView, flights: Flights, stretches: list[_Stretch], loads: dict[str, list[int]],
+                lives: Lives) -> list[Violation]:
+    """Each stretch an agent sat idle in the cache, against the TTL (every policy's alike), or,
+    if later, the boundary of the session's life it went idle in, plus the declared latency: a
+    gateway may keep the agent of a session that ends for that end (Hermes's sweep defers to
+    the expiry watcher so that `on_session_end` finds the live transcript), never past it (a
+    lazy chat's session past its boundary ends only at the chat's next message, if any)."""
     if not stretches:
         return []
     ttl, slack = m.config.idle_ttl, m.sweep_interval  # as declared, capped at the horizon (LogView)
     activity = _activity(flights, {s[0] for s in stretches})
+    chat_of: dict[str, str] | None = None  # read only to name a late agent's policy
     out: list[Violation] = []
     reported: set[str] = set()
     for sid, index, start, until, left in sorted(stretches, key=lambda s: s[1]):
@@ -383,15 +408,43 @@ def _not_reaped(m: LogView, flights: Flights, stretches: list[_Stretch], loads: 
         j = bisect_right(entries, start)  # and when it last entered the cache
         loaded = entries[j - 1] if j and entries[j - 1] > last else None
         idle = loaded if loaded is not None else last
-        if until - idle > ttl + slack:
+        due = idle + ttl
+        boundary = _boundary(lives.get(sid), idle)
+        if boundary is not None and boundary + m.latency > due:
+            due = boundary + m.latency
+        else:
+            boundary = None
+        if until - due > slack:
             reported.add(sid)
             how = f"stayed cached until {m.at(until)}" if left else f"was still cached at {m.at(until)}"
+            if chat_of is None:
+                chat_of = _chat_of(flights)
+            mode = m.policy(chat_of[sid], idle).mode
+            held_for = ""
+            if boundary is not None:
+                latency = f" and latency {format_duration(m.latency)}" if m.latency else ""
+                held_for = f", its session's boundary at {m.at(boundary)}{latency}"
             out.append(Violation(
-                f"the agent of session {sid} (reset policy none) {how}, idle since {m.at(idle)}"
+                f"the agent of session {sid} (reset policy {mode}) {how}, idle since {m.at(idle)}"
                 f"{' (when it entered the cache)' if loaded is not None else ''} "
-                f"(idle TTL {format_duration(ttl)}, sweep every {format_duration(slack)}: due out by {m.at(idle + ttl + slack)})",
+                f"(idle TTL {format_duration(ttl)}{held_for}, sweep every {format_duration(slack)}: "
+                f"due out by {m.at(due + slack)})",
                 (index,), until, sid))
     return out
+
+
+def _boundary(lives: list[tuple[int, int]] | None, idle: int) -> int | None:
+    """The boundary of the session's life that had begun by `idle`, if that life reached one
+    no earlier (none: a `none` session, a life past its boundary, or one never past it)."""
+    if not lives:
+        return None
+    if len(lives) > 1:
+        lives = sorted(lives)  # a session two chats shared: their lives interleave
+    k = bisect_right(lives, (idle, NEVER))
+    if not k:
+        return None
+    boundary = lives[k - 1][1]
+    return boundary if boundary >= idle else None
 
 
 def _held_at(m: LogView, indexes: Sequence[int]) -> dict[int, int]:
