@@ -13,6 +13,7 @@ from sim.loader import load_file
 
 # The bug zoo's variant names (reference_impl.variants), kept here so this test stands alone.
 KNOWN_VARIANTS = frozenset({
+    "idle-sweep-only-none",
     "retry-merges-calls",
     "end-keeps-agent",
     "anchors-at-admission",

@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 VARIANTS = ["memory-ships-reply-twice", "batch-lost-on-shutdown", "batch-no-flush-on-session-end",
             "lru-evict-drops-unflushed", "replies-to-newest-chat", "group-shares-one-session", "deleted-row-drops-turns",
             "orphan-child-never-recreated", "parent-resurrected-for-child", "idle-sweep-never-reaps-none",
-            "busy-flag-stuck", "shutdown-ends-sessions", "sync-after-end"]
+            "idle-sweep-only-none", "busy-flag-stuck", "shutdown-ends-sessions", "sync-after-end"]
 
 
 def _norm(verdict: Verdict) -> tuple[object, ...]:

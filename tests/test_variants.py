@@ -108,6 +108,7 @@ CASES: dict[str, tuple[Callable[[list[Obs]], Any], Any, Any]] = {
     "lru-evict-drops-unflushed": (lambda r: ingested(r, "hindsight"), ["t1", "t2", "t3"], ["t3"]),
     "idle-sweep-evicts-before-daily-expiry": (ends, [("s1", ("t1", "t2"))], [("s1", ())]),
     "idle-sweep-never-reaps-none": (cached_at_checkpoint, [], [["s1", True]]),
+    "idle-sweep-only-none": (cached_at_checkpoint, [], [["s1", True]]),
     "evict-commit-then-expiry-double-end": (lambda r: ends(r, "s1"), [("s1", ("t1",))], [("s1", ("t1",))] * 2),
     "batch-no-flush-on-session-end": (lambda r: ingested(r, "hindsight"), ["t1", "t2"], []),
     "batch-lost-on-shutdown": (lambda r: ingested(r, "hindsight"), ["t1", "t2"], []),

@@ -41,6 +41,7 @@ from reference_impl.variants.eviction import (
     EvictCommitThenExpiryDoubleEnd,
     IdleSweepEvictsBeforeDailyExpiry,
     IdleSweepNeverReapsNone,
+    IdleSweepOnlyNone,
     LruEvictDropsUnflushed,
 )
 from reference_impl.variants.heal import (
@@ -115,6 +116,7 @@ VARIANTS: dict[str, type[ReferenceGateway]] = {
     "lru-evict-drops-unflushed": LruEvictDropsUnflushed,
     "idle-sweep-evicts-before-daily-expiry": IdleSweepEvictsBeforeDailyExpiry,
     "idle-sweep-never-reaps-none": IdleSweepNeverReapsNone,
+    "idle-sweep-only-none": IdleSweepOnlyNone,
     "evict-commit-then-expiry-double-end": EvictCommitThenExpiryDoubleEnd,
     "batch-no-flush-on-session-end": BatchNoFlushOnSessionEnd,
     "batch-lost-on-shutdown": BatchLostOnShutdown,

@@ -87,3 +87,23 @@ class EvictCommitThenExpiryDoubleEnd(ReferenceGateway):
         if why == "lru_cap" and finalizable and route is not None and not self.expiry_reason(route):
             self.volatile.memory.end_session(agent.session, agent.rows)  # commit before the soft evict
         super().evict(agent, why)
+
+
+class IdleSweepOnlyNone(ReferenceGateway):
+    """idle-sweep-only-none — the fifth audit of lazy gateways (2026-12-06), CONTRACT I7:
+
+    "an agent of a never-ending (`none`) session is still reaped after the idle TTL" — read
+    as "only": the sweep reaps the agents of `none` sessions, since "the others end at their
+    boundary". A lazy chat's session past its boundary ends only at the chat's next message,
+    so it is never-ending too.
+
+    Here: the idle sweep passes over a chat's agent unless its chat's policy is `none` (a
+    delegate child is still reaped); an eager end drops the agent, a lazy chat's never does.
+    """
+
+    def evict(self, agent: Agent, why: str) -> None:
+        if why == "idle_ttl" and agent.kind == "chat":
+            route = self.store.route(agent.chat_key)
+            if route is not None and self.policy_for(route).mode != "none":
+                return  # "the others end at their boundary"
+        super().evict(agent, why)
