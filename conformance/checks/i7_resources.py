@@ -57,7 +57,12 @@ def judge(m: LogView, flights: Flights, acted: Iterable[Acted] | None = None, li
     segments are whole)."""
     indexes = m.by_kind.get("resources", [])
     after_stops = _held_at(m, indexes)
-    over, stretches, held, loads = _replay(m, flights, indexes, set(after_stops.values()))
+    # A stretch no longer than the TTL and a sweep is within its deadline (an agent's idle clock
+    # starts where its stretch does, but for a session some turn of which was answered in
+    # another: `_activity` reads the answer under that one): only the others are kept.
+    odd = {asked for ran, asked in zip(flights.session, flights.request_session, strict=True) if ran != asked and asked}
+    over, stretches, held, loads = _replay(m, flights, indexes, set(after_stops.values()),
+                                           m.config.idle_ttl + m.sweep_interval, odd)
     if stretches and lives is None:
         lives = lives_of(m)  # type: ignore[arg-type]  # a RunModel
     violations = over + _not_reaped(m, flights, stretches, loads, lives or {}) + _left_running(m, after_stops, held)
@@ -241,14 +246,17 @@ def _activity(flights: Flights, watched: set[str]) -> dict[str, list[int]]:
     return out
 
 
-def _replay(m: LogView, flights: Flights, indexes: Sequence[int], wanted: set[int]
+def _replay(m: LogView, flights: Flights, indexes: Sequence[int], wanted: set[int], within: int = -1,
+            odd: frozenset[str] | set[str] = frozenset()
             ) -> tuple[list[Violation], list[_Stretch], dict[int, Resources], dict[str, list[int]]]:
     """One pass over the resources samples (records are deltas, `CacheReplay`) and the turns'
     flights, in log order: the first moment over the cap; each stretch an agent of a turn's
     session sat cached with no turn in flight; what the gateway held at the samples
     `_left_running` reads; and when each watched session's agent entered the cache. An agent
     a turn leaves idle is counted from the end of that instant (the gateway may evict it in the
-    same step), not from the gateway's next sample (a gateway calling it busy changes nothing)."""
+    same step), not from the gateway's next sample (a gateway calling it busy changes nothing).
+    `within`: a stretch that left the cache no longer than this after it began is not kept (one
+    a session of `odd` had always is); -1, every stretch."""
     cap = m.config.cache_cap
     # Every session a turn ran in is held to the TTL, whatever its chat's policy (or to its
     # boundary, `_not_reaped`): a lazy chat's session past its boundary is ended only at the
@@ -287,7 +295,8 @@ def _replay(m: LogView, flights: Flights, indexes: Sequence[int], wanted: set[in
             since[sid] = (index, t)
         elif not idle and sid in since:
             start_index, start = since.pop(sid)
-            stretches.append((sid, start_index, start, t, True))
+            if t - start > within or sid in odd:
+                stretches.append((sid, start_index, start, t, True))
 
     def fly(f_index: int, f_t: int, step: int, sid: str) -> None:
         """A turn starts (+1) or ends (-1) in flight; the instant an end leaves is judged once over."""
@@ -340,8 +349,14 @@ def _replay(m: LogView, flights: Flights, indexes: Sequence[int], wanted: set[in
                 del flying[sid]  # type: ignore[arg-type]
             if step < 0 and f_t < pending:
                 pending = f_t
-            if sid in watched:
-                settle(sid, f_index, f_t)  # type: ignore[arg-type]
+            if sid in watched:  # `settle` written out (every session is watched: a call a flight)
+                if sid in cached and not now_flying:
+                    if sid not in since:
+                        since[sid] = (f_index, f_t)  # type: ignore[index]
+                elif sid in since:
+                    start_index, start = since.pop(sid)  # type: ignore[arg-type]
+                    if f_t - start > within or sid in odd:
+                        stretches.append((sid, start_index, start, f_t, True))  # type: ignore[arg-type]
         if r is None:  # the k-th end: it, after the ask or answer of its record if that is no greater
             while True:
                 flight = next(_merged(streams, i, j, k))
@@ -380,7 +395,7 @@ def _replay(m: LogView, flights: Flights, indexes: Sequence[int], wanted: set[in
         t = max(t, flight[1])
     if pending < NEVER:
         judge_cap(len(m.records) - 1, pending)
-    stretches += [(sid, i, start, t, False) for sid, (i, start) in sorted(since.items())]
+    stretches += [(sid, i, start, t, False) for sid, (i, start) in sorted(since.items()) if t - start > within or sid in odd]
     return over, stretches, held, loads
 
 
@@ -409,6 +424,8 @@ def _not_reaped(m: LogView, flights: Flights, stretches: list[_Stretch], loads: 
         loaded = entries[j - 1] if j and entries[j - 1] > last else None
         idle = loaded if loaded is not None else last
         due = idle + ttl
+        if until - due <= slack:
+            continue  # out by the TTL (the common case: no boundary to look up)
         boundary = _boundary(lives.get(sid), idle)
         if boundary is not None and boundary + m.latency > due:
             due = boundary + m.latency
