@@ -507,3 +507,17 @@ def test_a_real_crash_reopens_hermes_from_the_home_the_killed_process_left() -> 
         return {check: [v.message for v in verdict.violations] for check, verdict in result.verdicts.items()}
 
     assert said(real) == said(played)
+
+
+def test_the_interrupt_wrapper_sits_where_interrupt_is_defined() -> None:
+    """The adapter's `interrupt` wakes a parked model call; on the class that defines it, so a
+    direct call to that class's method (the iot fork's `hard_interrupt`: "Bypasses dynamic
+    dispatch") goes through it too. Before, iot's `/stop` and `/new` left the call waiting out
+    its latency (docs/hermes.md, Forks)."""
+    import run_agent
+
+    from conformance.adapters.hermes import seams
+
+    seams.install()
+    assert run_agent.AIAgent.interrupt is seams._interrupt
+    assert [k.__name__ for k in run_agent.AIAgent.__mro__ if vars(k).get("interrupt") is seams._real_interrupt] == []

@@ -388,7 +388,9 @@ def install() -> bool:
     agent_cls = run_agent.AIAgent
     agent_cls._interruptible_api_call = _fake_api_call
     agent_cls._interruptible_streaming_api_call = _fake_api_call
-    agent_cls.interrupt = _interrupt
+    # On the class that defines it: the iot fork's `hard_interrupt` calls its mixin's `interrupt`
+    # directly ("Bypasses dynamic dispatch"), which a wrapper on AIAgent alone never sees.
+    next(k for k in agent_cls.__mro__ if "interrupt" in vars(k)).interrupt = _interrupt
     agent_cls._spawn_background_review = _review_joined(agent_cls._spawn_background_review)
     agent_cls._create_openai_client = _create_openai_client
     context_compressor = _optional_module("agent.context_compressor")
