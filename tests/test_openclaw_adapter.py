@@ -256,6 +256,33 @@ def test_a_session_deleted_mid_turn_is_named_and_its_error_reply_sent() -> None:
     assert result.verdicts["I5"].status == "pass" and result.verdicts["I9"].status == "fail"
 
 
+ROTATED_UNDER_A_WAITING_TURN = """
+name: openclaw-rotated-under-a-waiting-turn
+zone: Europe/Berlin
+start: 2026-03-02T03:55
+config: {reset: {mode: daily, at_hour: 4}, turn_latency: 8m}
+events:
+  - message: alice
+  - {command: /new, chat: alice, at: "03:58"}
+  - {message: alice, at: "03:59"}
+"""
+
+
+@pytest.mark.skipif(not _installed("2026.7.35"),
+                    reason="OpenClaw 2026.7.35 is not installed (python -m conformance.adapters.openclaw install 2026.7.35)")
+def test_a_turn_refused_as_its_session_rotated_gets_the_channels_failure_reply() -> None:
+    """Catalog 88's first three events: t2 waits behind t1, the queued /new rotates the session, and
+    2026.7.35 refuses t2 as it starts ("Session ... changed while starting work. Retry.",
+    `admitReplyTurn`). The adapter passed that rejection on as its own failure (a gateway error);
+    now it does what OpenClaw's Telegram channel does with a dispatch error (bot-message-dispatch.ts):
+    it sends the chat its failure text, answering no turn, and retries nothing. The run is judged."""
+    result = run_scenario(load_text(ROTATED_UNDER_A_WAITING_TURN), resolve("openclaw:2026.7.35")())
+    assert result.failure is None, result.failure
+    assert not [o for o in result.records if o.kind == "llm_request" and "t2" in o.turns], "t2 never reaches the model"
+    assert [(o.session, o.turns) for o in result.records if o.kind == "reply"] == [("oc2", ()), ("oc2", ())]  # the /new's, t2's failure
+    assert any("t2" in v.message and "never answered" in v.message for v in result.verdicts["I9"].violations)
+
+
 PROVIDERS = """
 name: providers-left-out
 start: 2026-03-02T09:00

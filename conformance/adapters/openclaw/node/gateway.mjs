@@ -57,8 +57,28 @@ async function start(req) {
 const channelOf = () => "telegram"; // every chat, whatever its platform: the one channel OpenClaw bundles
 /** The key OpenClaw routes a DM by (dmScope per-channel-peer; src/routing/session-key.ts). */
 const sessionKeyOf = (chat) => `agent:${oc.scenario.agent}:${channelOf(chat)}:direct:${chat.name.toLowerCase()}`;
+// OpenClaw's refusal of a turn whose session rotated while it waited to start (a queued /new ran
+// first): `admitReplyTurn` (src/auto-reply/reply/reply-turn-admission.ts) throws a plain Error with
+// this message (`resolveSessionWorkStartError`, src/config/sessions/lifecycle.ts, words it alike).
+const WORK_START_REFUSAL = /^Session ".+" changed while starting work\. Retry\.$/;
+// What OpenClaw's Telegram channel sends for a dispatch that failed before its answer was delivered
+// (extensions/telegram/src/bot-message-dispatch.ts; bot-message.ts sends the same for a throw).
+const CHANNEL_FAILURE_TEXT = "Something went wrong while processing your request. Please try again.";
+/** The refused turn, handled as the Telegram channel handles a live update's dispatch error
+ * (bot-message-dispatch.ts `dispatchError`): the chat is sent CHANNEL_FAILURE_TEXT unless an
+ * answer was already delivered, and nothing is retried (`retryDispatchErrors` is only for spooled
+ * replays; bot-core.ts marks a live update completed). Any other rejection stays the adapter's failure. */
+async function refusedAsTheChannelDoes(turn, chat, error) {
+  if (!WORK_START_REFUSAL.test(String(error?.message ?? ""))) return false;
+  log(`turn of ${chat.name} refused by OpenClaw (${error.message}): sent the Telegram channel's failure reply`);
+  if (!turn.answered) {
+    const session = labelOf(await currentSessionOf(chat.name));
+    await call("platform.send_reply", { chat: chat.name, session, text: CHANNEL_FAILURE_TEXT });
+  }
+  return true;
+}
 function deliver(chat, text) {
-  const turn = { chat: chat.name, text, done: false, asked: false };
+  const turn = { chat: chat.name, text, done: false, asked: false, answered: false };
   for (const tag of tagsOf(text)) oc.turnChat.set(tag, chat.name);
   messageCount++;
   // OpenClaw drops a message id it has seen, and its dedupe outlives a process (it is in the
@@ -73,6 +93,7 @@ function deliver(chat, text) {
       io.activity++;
       if (process.env.SG_OC_DEBUG) log(`deliver to ${chat.name}: ${JSON.stringify(payload).slice(0, 400)}`);
       if (!payload?.text) return;
+      turn.answered = true;
       await collectMemoryFiles(false);
       const session = labelOf(await currentSessionOf(chat.name));
       await call("platform.send_reply", { chat: chat.name, session, text: payload.text });
@@ -82,7 +103,11 @@ function deliver(chat, text) {
   });
   promise.then((r) => { if (r?.route?.sessionKey) oc.scenario.keys.set(chat.name, r.route.sessionKey); }, () => {});
   if (!oc.scenario.keys.has(chat.name)) oc.scenario.keys.set(chat.name, sessionKeyOf(chat));
-  turn.promise = promise.then(() => { turn.done = true; io.activity++; }, (e) => { turn.done = true; turn.error = e; io.activity++; });
+  turn.promise = promise.then(() => { turn.done = true; io.activity++; }, async (e) => {
+    io.activity++;
+    try { if (!await refusedAsTheChannelDoes(turn, chat, e)) turn.error = e; } catch (sendError) { turn.error = sendError; }
+    turn.done = true; io.activity++;
+  });
   oc.scenario.open.push(turn);
 }
 /** A step is over when every turn is done, waiting for its model reply, or queued behind one. */
