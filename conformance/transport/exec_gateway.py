@@ -35,7 +35,7 @@ from conformance.harness.errors import GatewayTimeout, RemoteGatewayError
 from conformance.harness.values import BadValue, resources_change
 from conformance.harness.watchdog import DEFAULT_STEP_TIMEOUT
 from conformance.observations import DurableState, Resources
-from conformance.observers import BadHandover
+from conformance.observers import NO_RECALL, BadHandover
 from conformance.transport.child import ChildProcess, _clip, _end_process
 from conformance.transport.wire import (
     VERSION,
@@ -251,9 +251,8 @@ class ExecGateway(ChildProcess):
         a = message.get("args", {})
         try:
             if call == "llm.request":
-                if "recall" in a:  # optional: what the gateway adds from memory (`FakeLLM.request`)
-                    return {"result": h.llm.request(a["chat"], a["session"], a["prompt"], recall=a["recall"])}
-                return {"result": h.llm.request(a["chat"], a["session"], a["prompt"])}
+                # `recall` is optional: what the gateway adds from memory (`FakeLLM.request`)
+                return {"result": h.llm.request(a["chat"], a["session"], a["prompt"], recall=a.get("recall", NO_RECALL))}
             if call == "llm.usage_of":  # what the answer being delivered reports (`FakeLLM.usage_of`)
                 return {"result": h.llm.usage_of(a["request"])}
             if call == "platform.send_reply":
