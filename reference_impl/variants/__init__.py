@@ -82,6 +82,7 @@ from reference_impl.variants.policy import (
     CommandNoticesNothing,
     ContextKeptAcrossNew,
     DailyBoundaryInUtc,
+    DailyDayFromUtc,
     DefaultPolicyMisreported,
     EagerChatLeftLazy,
     GroupSharesOneSession,
@@ -96,6 +97,7 @@ from reference_impl.variants.policy import (
     ResumeRefusedMidTurn,
     ServesNewestFirst,
     StopNoticesNothing,
+    TickSkipsWhenAnyBusy,
     WatcherEndsBusySession,
 )
 from reference_impl.variants.trust import (
@@ -106,6 +108,7 @@ from reference_impl.variants.trust import (
     DelegateSyncedToMemory,
     StopDropsQueued,
     StopIgnored,
+    StopKillsDelegates,
     StopTakesFirstBusyChat,
     StoresTagsOnly,
 )
@@ -194,6 +197,9 @@ VARIANTS: dict[str, type[ReferenceGateway]] = {
     "end-carries-delegate-turns": EndCarriesDelegateTurns,
     "end-keeps-agent": EndKeepsAgent,
     "retry-merges-calls": RetryMergesCalls,
+    "daily-day-from-utc": DailyDayFromUtc,
+    "tick-skips-when-any-busy": TickSkipsWhenAnyBusy,
+    "stop-kills-delegates": StopKillsDelegates,
 }
 
 
