@@ -13,6 +13,8 @@ from sim.loader import load_file
 
 # The bug zoo's variant names (reference_impl.variants), kept here so this test stands alone.
 KNOWN_VARIANTS = frozenset({
+    "finalizes-delegate-child",
+    "resets-delegate-child",
     "idle-sweep-only-none",
     "retry-merges-calls",
     "end-keeps-agent",

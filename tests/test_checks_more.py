@@ -453,6 +453,22 @@ def test_i1_a_session_with_no_turn_is_finalized_at_most_once() -> None:
         "session s9, which had no turn, got 2 on_session_finalize calls: at 09:01 (at a command) and 09:01 (at a command)"]
 
 
+def test_i1_and_i5_a_delegate_child_gets_no_finalize_and_no_reset() -> None:
+    """A subagent's child has no boundary of its own: neither finalized with its parent (zoo
+    `finalizes-delegate-child`) nor begun by a reset (`resets-delegate-child`): the sixth audit
+    of lazy gateways (2026-12-06), whose two variants passed everything."""
+    records = log("quiet")  # the delegate t2 runs in s2, a child of s1; s1 expires, t3 opens s3
+    assert messages(records, "I1") == [] and messages(records, "I5") == []
+    fin = find(records, "on_session_finalize", session="s1")
+    child_fin = records[fin]._replace(session="s2")
+    assert messages(insert(records, fin + 1, child_fin), "I1") == [
+        "delegate child session s2 got on_session_finalize at 09:35; a child reaches no boundary of its own"]
+    asked = find(records, "llm_request", session="s2")
+    reset = Obs(records[asked].t, records[asked].step, "on_session_reset", session="s2")
+    assert messages(insert(records, asked, reset), "I5") == [
+        "on_session_reset at 09:25 named s2, a delegate child: a reset names the chat session it begins"]
+
+
 def test_i8_a_reopened_session_is_live_from_its_reopening() -> None:
     """A /resume past the boundary ends s1's first life and reopens it (the end logged after the
     command): s1 is live again when its row is deleted, so its turns are owed back. Dense fuzz

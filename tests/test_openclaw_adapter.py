@@ -283,6 +283,33 @@ def test_a_turn_refused_as_its_session_rotated_gets_the_channels_failure_reply()
     assert any("t2" in v.message and "never answered" in v.message for v in result.verdicts["I9"].violations)
 
 
+DELETED_UNDER_A_WAITING_TURN = """
+name: openclaw-deleted-under-a-waiting-turn
+zone: Europe/Berlin
+start: 2026-03-02T09:00
+config: {reset: {mode: idle, idle_minutes: 60}, turn_latency: 8m}
+events:
+  - message: alice
+  - {message: alice, at: "09:01"}
+  - {delete_session: alice, at: "09:02"}
+"""
+
+
+@pytest.mark.skipif(not _installed("2026.7.35"),
+                    reason="OpenClaw 2026.7.35 is not installed (python -m conformance.adapters.openclaw install 2026.7.35)")
+def test_a_turn_refused_as_its_session_was_deleted_gets_the_channels_failure_reply() -> None:
+    """t2 waits behind t1 and the session's row is deleted meanwhile: OpenClaw refuses t2 as it
+    starts ("Session ... was deleted while starting work. Retry.", `admitReplyTurn`, the same
+    admission as a rotation's refusal). The adapter passed that on as its own failure, a gateway
+    error (the sixth audit's session, 2026-12-06: found by trying it, on 2026.7.35 and 2026.9.6);
+    it is handled as the Telegram channel handles it now, and the run is judged."""
+    result = run_scenario(load_text(DELETED_UNDER_A_WAITING_TURN), resolve("openclaw:2026.7.35")())
+    assert result.failure is None, result.failure
+    assert not [o for o in result.records if o.kind == "llm_request" and "t2" in o.turns], "t2 never reaches the model"
+    assert [o.turns for o in result.records if o.kind == "reply"] == [(), ("t1",)]  # t2's failure text, then t1's answer
+    assert any("t2" in v.message and "never answered" in v.message for v in result.verdicts["I9"].violations)
+
+
 PROVIDERS = """
 name: providers-left-out
 start: 2026-03-02T09:00

@@ -76,6 +76,28 @@ def test_a_pass_without_the_events_a_gateway_declared_away_says_so_on_the_last_l
     assert summary_line([muted]).endswith("; 1 pass skipped events the gateway declares it lacks (muted 1)")
 
 
+def test_a_harness_point_skipped_in_process_says_why_and_what_would_fire_it() -> None:
+    """Catalog 86's `reply-sent` is the harness's own point, not the gateway's: in process it
+    kills only a gateway that declares crash points (one that does not has promised no
+    cooperation with an in-step kill). The line said "a point the gateway does not declare",
+    which hid that `--isolate` fires it (the sixth audit of lazy gateways: a gateway that
+    replied before writing passed 86 in process and failed it under `--isolate`)."""
+    from conformance.harness.suite import catalog_paths
+    from sim.loader import load_file
+
+    class NoPoints(ReferenceGateway):
+        def profile(self, config):  # type: ignore[no-untyped-def]
+            return replace(super().profile(config), crash_points=frozenset())
+
+    [path] = [p for p in catalog_paths() if p.name.startswith("86-")]
+    result = run_scenario(load_file(path), NoPoints(), "v")
+    assert outcome(result) == "pass"
+    assert skipped_note(result) == (" (2 events skipped: crash_at reply-sent, the harness's point, in process with no "
+                                    "crash point declared: --isolate kills there)")
+    [skipped] = [r for r in result.records if r.kind == "skipped" and r.d("event") == "crash_at"][:1]
+    assert skipped.d("point") == "reply-sent" and "--isolate kills any" in skipped.d("reason")
+
+
 def test_a_config_using_an_unsupported_feature_is_skipped_whole() -> None:
     text = BASE.replace("RESET", "{mode: daily, at_hour: 4, daily_min_idle_minutes: 60}")
     result = run_scenario(load_text(text), Lacking(), "lacking")

@@ -4,7 +4,7 @@ A session that reached a boundary gets exactly one memory `on_session_end` carry
 acknowledged turns in order, each whole (the user's message and the reply), and nothing of a
 turn never acknowledged (stopped, interrupted), then exactly one `on_session_finalize`, within
 the latency the gateway declared; a session that reached none gets neither (not at eviction,
-not at shutdown). A session that had no turn is finalized at most once.
+not at shutdown), nor does a delegate child. A session that had no turn is finalized at most once.
 """
 
 from __future__ import annotations
@@ -66,12 +66,18 @@ def check(m: RunModel) -> Verdict:
             # A policy boundary of a lazy chat: the end is owed at the chat's next message.
             violations += _check_segment(m, seg, segments, lazy_chat and seg.reason in ("idle", "daily"))
     violations += _finalized_twice(m)
-    for session in sorted(m.delegate_sessions()):
-        for i, r in m.of_session("on_session_end", session):
+    for session in sorted(m.delegate_sessions()):  # a child ends with nothing: no end, no finalize
+        hooks = sorted([*m.of_session("on_session_end", session), *m.of_session("on_session_finalize", session)],
+                       key=_index)
+        for i, r in hooks:
             violations.append(Violation(
-                f"delegate child session {session} got on_session_end at {m.at(r.t)}; a child reaches no boundary of its own",
+                f"delegate child session {session} got {r.kind} at {m.at(r.t)}; a child reaches no boundary of its own",
                 (i,), r.t, session))
     return Verdict("I1", "fail" if violations else "pass", tuple(violations), examined=examined)
+
+
+def _index(hook: tuple[int, Obs]) -> int:
+    return hook[0]
 
 
 def _finalized_twice(m: RunModel) -> list[Violation]:

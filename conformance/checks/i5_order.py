@@ -1,6 +1,7 @@
 """I5 ordering: a session's on_session_end comes after every sync_turn of its turns and before
 any hook of its successor; on_session_switch strictly after the end it follows; an
-on_session_reset names the session that begins, not one that has answered or ended."""
+on_session_reset names the session that begins, not one that has answered or ended, nor a
+delegate child."""
 
 from __future__ import annotations
 
@@ -58,8 +59,10 @@ def check(m: RunModel) -> Verdict:
 
 def _resets_name_new_sessions(m: RunModel, violations: list[Violation]) -> int:
     """`on_session_reset(new_id)` names the session the reset begins: one that has answered no
-    turn and had no end before it. A reset that names the session it ended tells a plugin the
-    old conversation was reset and the new one never was (the fourth audit of lazy gateways).
+    turn and had no end before it, and no delegate child. A reset that names the session it
+    ended tells a plugin the old conversation was reset and the new one never was (the fourth
+    audit of lazy gateways); one that names a child, that a subagent began a conversation (the
+    sixth).
     How many resets it examined."""
     resets = list(m.of("on_session_reset"))
     if not resets:
@@ -68,8 +71,14 @@ def _resets_name_new_sessions(m: RunModel, violations: list[Violation]) -> int:
     for turn in m.turns.values():
         if turn.reply_session is not None and 0 <= turn.reply_index < answered.get(turn.reply_session, NEVER):
             answered[turn.reply_session] = turn.reply_index
+    children = m.delegate_sessions()
     for i, r in resets:
         session = r.session or ""
+        if session in children:  # a child has no boundary of its own: nothing resets into it
+            violations.append(Violation(
+                f"on_session_reset at {m.at(r.t)} named {session}, a delegate child: a reset names the chat "
+                f"session it begins", (i,), r.t, session))
+            continue
         ended = m.first_of_session("on_session_end", session, 0, i)
         reply = answered.get(session, NEVER)
         if ended is None and reply >= i:

@@ -108,7 +108,7 @@ def abandoned_words(m: RunModel, turn: Turn) -> str:
     t, index = turn.done
     if 0 <= index < len(m.records) and m.records[index].kind in ("sigterm", "crash"):
         stop = m.records[index]
-        return f"interrupted by the {'final ' if stop.d('final') else ''}{stop.kind} at {m.at(t)}"
+        return f"interrupted by the {'final ' if stop.d('final') else ''}{stop.kind} at {m.at(stop.t)}"
     if turn.ended_by == "dropped":
         return f"dropped: the LLM had answered by {m.at(t)} and no reply followed"
     return "never answered"

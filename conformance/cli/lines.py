@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from conformance.adapter import HARNESS_POINTS
 from conformance.harness.failure_db import FailureDB
 from conformance.harness.runner import RunResult, played_note
 from conformance.harness.suite import (
@@ -58,6 +59,9 @@ def skipped_note(result: RunResult) -> str:
                 why.append(f"{event}, unsupported")
             elif event == "restart":
                 why.append("restart while running")
+            elif event == "crash_at" and r.d("point") in HARNESS_POINTS:  # the gateway declares none, in process
+                why.append(f"crash_at {r.d('point')}, the harness's point, in process with no crash point declared: "
+                           f"--isolate kills there")
             elif event == "crash_at":
                 why.append("crash_at, a point the gateway does not declare")
             else:

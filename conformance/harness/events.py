@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from conformance.adapter import Inbound
+from conformance.adapter import HARNESS_POINTS, Inbound
 from conformance.harness.calls import AHEAD, Died, GatewayCalls, GatewayRaised
 from conformance.harness.verdict import GatewayFailure
 from conformance.observations import DurableState, Obs
@@ -157,7 +157,10 @@ class EventSteps(GatewayCalls):
 
     def _crash_at(self, event: CrashAt, kind: str) -> None:
         if event.point not in self.profile.crash_points:
-            self.log.add("skipped", event=kind, reason=f"the gateway declares no crash point {event.point!r}")
+            reason = (f"the harness's own crash point {event.point!r} kills in process only a gateway that declares crash "
+                      f"points (--isolate kills any)" if event.point in HARNESS_POINTS
+                      else f"the gateway declares no crash point {event.point!r}")
+            self.log.add("skipped", event=kind, point=event.point, reason=reason)
         else:
             extra = {} if event.restart_after is None else {"restart_after": event.restart_after}
             self.log.add("crash_at", point=event.point, hit=event.hit, **extra)

@@ -36,6 +36,8 @@ from reference_impl.variants.delegates import (
     DelegateResultDropped,
     DelegateResultToNewestChat,
     EndCarriesDelegateTurns,
+    FinalizesDelegateChild,
+    ResetsDelegateChild,
 )
 from reference_impl.variants.eviction import (
     EvictCommitThenExpiryDoubleEnd,
@@ -197,6 +199,8 @@ VARIANTS: dict[str, type[ReferenceGateway]] = {
     "end-carries-delegate-turns": EndCarriesDelegateTurns,
     "end-keeps-agent": EndKeepsAgent,
     "retry-merges-calls": RetryMergesCalls,
+    "finalizes-delegate-child": FinalizesDelegateChild,
+    "resets-delegate-child": ResetsDelegateChild,
     "daily-day-from-utc": DailyDayFromUtc,
     "tick-skips-when-any-busy": TickSkipsWhenAnyBusy,
     "stop-kills-delegates": StopKillsDelegates,

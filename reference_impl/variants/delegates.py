@@ -124,3 +124,35 @@ class DelegateOpensSession(ReferenceGateway):
             route.last_user = route.last_user or now  # a delegate moves no clock: the last message's
             self.store.save_route(route)
         super().delegate(chat, text)
+
+
+class FinalizesDelegateChild(ReferenceGateway):
+    """finalizes-delegate-child — contract I1 ("A delegate child gets none"; the sixth audit of
+    lazy gateways, 2026-12-06):
+
+    Here: a session's finalize also finalizes its subagent's child, as if the child's
+    conversation ended with its parent's.
+    """
+
+    def finalize(self, session: str, reason: str) -> None:
+        super().finalize(session, reason)
+        child = self.store.db.execute(
+            "SELECT id FROM sessions WHERE parent_id = ? AND kind = 'delegate' ORDER BY id LIMIT 1", (session,)).fetchone()
+        if child is not None:
+            self.h.hooks.on_session_finalize(child[0], reason)
+
+
+class ResetsDelegateChild(ReferenceGateway):
+    """resets-delegate-child — contract I5 (an `on_session_reset` names the chat session it
+    begins; a child has no boundary of its own; the sixth audit of lazy gateways, 2026-12-06):
+
+    Here: spawning a subagent's child fires `on_session_reset` for it, as a new chat session's
+    start does.
+    """
+
+    def child_agent(self, chat: Chat, key: str, parent: str) -> Agent:
+        fresh = self.volatile.children.get(parent) is None and self.stored_child(parent) is None
+        agent = super().child_agent(chat, key, parent)
+        if fresh:
+            self.h.hooks.on_session_reset(agent.session)
+        return agent

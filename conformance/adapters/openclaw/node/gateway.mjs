@@ -58,9 +58,10 @@ const channelOf = () => "telegram"; // every chat, whatever its platform: the on
 /** The key OpenClaw routes a DM by (dmScope per-channel-peer; src/routing/session-key.ts). */
 const sessionKeyOf = (chat) => `agent:${oc.scenario.agent}:${channelOf(chat)}:direct:${chat.name.toLowerCase()}`;
 // OpenClaw's refusal of a turn whose session rotated while it waited to start (a queued /new ran
-// first): `admitReplyTurn` (src/auto-reply/reply/reply-turn-admission.ts) throws a plain Error with
-// this message (`resolveSessionWorkStartError`, src/config/sessions/lifecycle.ts, words it alike).
-const WORK_START_REFUSAL = /^Session ".+" changed while starting work\. Retry\.$/;
+// first), or whose session entry was deleted meanwhile (a `delete_session`): `admitReplyTurn`
+// (src/auto-reply/reply/reply-turn-admission.ts) throws a plain Error with one of these messages
+// (`resolveSessionWorkStartError`, src/config/sessions/lifecycle.ts, words them alike).
+const WORK_START_REFUSAL = /^Session ".+" (changed|was deleted) while starting work\. Retry\.$/;
 // What OpenClaw's Telegram channel sends for a dispatch that failed before its answer was delivered
 // (extensions/telegram/src/bot-message-dispatch.ts; bot-message.ts sends the same for a throw).
 const CHANNEL_FAILURE_TEXT = "Something went wrong while processing your request. Please try again.";
