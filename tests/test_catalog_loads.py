@@ -84,6 +84,9 @@ KNOWN_VARIANTS = frozenset({
     "reply-before-memory",
     "reset-command-ignored",
     "stop-drops-queued",
+    "daily-day-from-utc",
+    "tick-skips-when-any-busy",
+    "stop-kills-delegates",
 })
 # Scenarios that need more events than a small one, and why.
 LONG = {"83-crash-inside-long-write": "a write longer than one statement takes (reference_impl.tables._CHUNK "

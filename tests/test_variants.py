@@ -226,6 +226,10 @@ CASES: dict[str, tuple[Callable[[list[Obs]], Any], Any, Any]] = {
                                   ([("s1", ())], 1), ([], 1)),
     "delegate-opens-session": (lambda r: reply_session(r, "t3"), "s1", "s2"),
     "command-notices-nothing": (lambda r: reply_session(r, "t2"), "s1", "s2"),
+    "daily-day-from-utc": (lambda r: reply_session(r, "t2"), "s2", "s1"),
+    "tick-skips-when-any-busy": (lambda r: [(x.session, x.t % 3_600_000) for x in r if x.kind == "on_session_end"][:1],
+                                 [("s1", 1_860_000)], [("s1", 2_340_000)]),
+    "stop-kills-delegates": (replied, ["t1", "t2"], ["t1"]),
 }
 
 

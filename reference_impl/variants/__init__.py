@@ -84,6 +84,7 @@ from reference_impl.variants.policy import (
     CommandNoticesNothing,
     ContextKeptAcrossNew,
     DailyBoundaryInUtc,
+    DailyDayFromUtc,
     DefaultPolicyMisreported,
     EagerChatLeftLazy,
     GroupSharesOneSession,
@@ -98,6 +99,7 @@ from reference_impl.variants.policy import (
     ResumeRefusedMidTurn,
     ServesNewestFirst,
     StopNoticesNothing,
+    TickSkipsWhenAnyBusy,
     WatcherEndsBusySession,
 )
 from reference_impl.variants.trust import (
@@ -108,6 +110,7 @@ from reference_impl.variants.trust import (
     DelegateSyncedToMemory,
     StopDropsQueued,
     StopIgnored,
+    StopKillsDelegates,
     StopTakesFirstBusyChat,
     StoresTagsOnly,
 )
@@ -198,6 +201,9 @@ VARIANTS: dict[str, type[ReferenceGateway]] = {
     "retry-merges-calls": RetryMergesCalls,
     "finalizes-delegate-child": FinalizesDelegateChild,
     "resets-delegate-child": ResetsDelegateChild,
+    "daily-day-from-utc": DailyDayFromUtc,
+    "tick-skips-when-any-busy": TickSkipsWhenAnyBusy,
+    "stop-kills-delegates": StopKillsDelegates,
 }
 
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import replace
+from datetime import UTC, timedelta
 
 from conformance.adapter import Inbound
 from reference_impl.cache import Agent, Row
 from reference_impl.gateway import ReferenceGateway
 from reference_impl.policy import ResetPolicyEvaluator, chat_key
 from reference_impl.store import Route
-from sim.clock import load_zone
+from sim.clock import from_ms, load_zone, local_instant
 from sim.scenario import Chat, GatewayConfig, ResetPolicy
 
 
@@ -116,6 +117,60 @@ class DailyBoundaryInUtc(ReferenceGateway):
 
     def make_policy(self) -> ResetPolicyEvaluator:
         return ResetPolicyEvaluator(load_zone("UTC"))
+
+
+class _UtcDayPolicy(ResetPolicyEvaluator):
+    """The reset-policy rules with the daily boundary after a session's start found from the UTC
+    date of that start: a session is past it once that (possibly a day late) instant is."""
+
+    def _window(self, at_hour: int, t: int) -> tuple[int, int]:
+        day = from_ms(t, UTC).date()  # the bug: candidate days from the UTC date of `t`, not its local one
+        after = next(boundary for boundary in (local_instant(day + timedelta(days=k), at_hour, 0, self.zone)
+                                               for k in range(3)) if boundary > t)
+        return local_instant(from_ms(after, self.zone).date() - timedelta(days=1), at_hour, 0, self.zone), after
+
+    def expiry_reason(self, policy: ResetPolicy, anchor: int | None, last_user: int | None, now: int) -> str | None:
+        reason = super().expiry_reason(policy, anchor, last_user, now)
+        if reason == "daily" and anchor is not None and last_user is not None:
+            instant = self.expiry_instant(policy, anchor, last_user)
+            return reason if instant is not None and instant <= now else None
+        return reason
+
+
+class DailyDayFromUtc(ReferenceGateway):
+    """daily-day-from-utc — CONTRACT, Boundaries (daily: the first local `at_hour` after the
+    session began, in the gateway's zone); found by sessiongate's sixth audit of lazy gateways
+    (2026-12-06: no catalog daily boundary fell where the local date differs from UTC's).
+
+    Here: the daily boundary's candidate days start at the UTC date of the instant asked about,
+    then take `at_hour` in the local zone: in a zone behind UTC an evening session (already the
+    next day in UTC) skips its own evening's boundary, and the watcher ends it only a day later.
+    """
+
+    def make_policy(self) -> ResetPolicyEvaluator:
+        return _UtcDayPolicy(self.h.clock.zone)
+
+
+class TickSkipsWhenAnyBusy(ReferenceGateway):
+    """tick-skips-when-any-busy — CONTRACT I1 (an eager session's end is owed within one watcher
+    interval of its boundary) and Boundaries (a turn in flight defers its own chat's rotation);
+    found by sessiongate's sixth audit of lazy gateways (2026-12-06: no catalog scenario had a
+    chat expire while another chat's turn was in flight).
+
+    Here: the expiry watcher defers every chat's end while any chat has a turn in flight.
+    """
+
+    def tick(self) -> None:
+        volatile = self.volatile
+        busy = volatile.busy_chats if volatile is not None else {}
+        if not busy:
+            super().tick()
+            return
+        volatile.busy_chats = {**{route.chat_key: "" for route in self.store.routes()}, **busy}  # all look busy
+        try:
+            super().tick()
+        finally:
+            volatile.busy_chats = busy
 
 
 class MessageResetFiresNoHooks(ReferenceGateway):

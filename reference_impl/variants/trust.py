@@ -116,6 +116,26 @@ class StopDropsQueued(ReferenceGateway):
         super().stop_turn(key)
 
 
+class StopKillsDelegates(ReferenceGateway):
+    """stop-kills-delegates — CONTRACT I9 (a delegated task the LLM was asked for gets its
+    result) and Boundaries ("`/stop` ... abandons the turn in flight"); found by sessiongate's
+    sixth audit of lazy gateways (2026-12-06: no catalog scenario typed `/stop` while a delegate
+    ran).
+
+    Here: `/stop` also abandons the chat's delegated tasks in flight, as if its subagents were
+    part of the stopped turn: their results are dropped when they come.
+    """
+
+    def stop_turn(self, key: str) -> None:
+        for request, pending in list(self.volatile.inflight.items()):
+            if pending.delegate and pending.key == key:
+                del self.volatile.inflight[request]
+                agent = self.agent_of(pending)
+                self.drop_turn(agent, pending.turn)
+                agent.busy = self.still_busy(agent.session)
+        super().stop_turn(key)
+
+
 class CrashKeepsMemory(ReferenceGateway):
     """crash-keeps-memory — CONTRACT Faults ("crash (SIGKILL)") and the adapter protocol's
     `crash()` ("drop every in-memory object; the durable store survives"), found by
