@@ -224,6 +224,24 @@ def test_update_expectations_rewrites_the_file_keeping_reasons(tmp_path: Path, c
     assert main(["run", str(SYNC), "--gateway", "reference:sync-after-end", "--expectations", str(target), "-q"]) == 0
 
 
+def test_update_expectations_of_a_few_scenarios_keeps_the_other_lines(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """A run of one scenario rewrites that scenario's lines only, in their place, as `wpt
+    update-expectations` does: it dropped every other line of the file (the forty-ninth session,
+    adding catalog 97-99 to the real gateways' files, had to write elsewhere and append)."""
+    target = tmp_path / "mine.txt"
+    target.write_text(f"# my gateway\n01-other I1  # kept one\n{SYNC.stem} I5  # syncs after the end (gateway.py:x)\n"
+                      f"\n99-last I2 some-signature  # kept two\n", encoding="utf-8")
+    assert main(["update-expectations", str(SYNC), "--gateway", "reference:sync-after-end", "--expectations",
+                 str(target), "--no-failure-db"]) == 0
+    lines = target.read_text(encoding="utf-8").splitlines()
+    assert lines[:2] == ["# my gateway", "01-other I1  # kept one"] and lines[-1] == "99-last I2 some-signature  # kept two"
+    mine = lines[2:-1]
+    assert mine and all(line.startswith(f"{SYNC.stem} ") for line in mine)
+    assert capsys.readouterr().out.endswith(f"({len(mine) - 1} with a TODO reason); 2 lines of scenarios not run kept as "
+                                            f"they were\n")
+
+
 def test_update_expectations_never_writes_into_the_installed_package(capsys: pytest.CaptureFixture[str]) -> None:
     """A gateway with no built-in expectations file must name the file to write: the default was
     sessiongate's own `conformance/expectations/` (site-packages, for an author who installed it),

@@ -50,6 +50,30 @@ def expectation_lines(results: list[RunResult], old: Expectations) -> tuple[list
     return lines, todo
 
 
+def in_place(before: list[str], lines: list[str], ran: set[str]) -> tuple[list[str], int]:
+    """The file's lines of scenarios this run did not run, kept where they were (a run of a few
+    scenarios rewrites theirs only, as `wpt update-expectations` does), with the new lines of
+    each scenario that ran where its old lines began (a new one's after them, in run order).
+    Also returns how many lines were kept."""
+    fresh: dict[str, list[str]] = {}
+    for line in lines:
+        fresh.setdefault(line.split(" ", 1)[0], []).append(line)
+    out: list[str] = []
+    kept = 0
+    for line in before:
+        if not line.strip() or line.lstrip().startswith("#"):  # the header is kept apart; blank lines go
+            continue
+        scenario = line.split(" ", 1)[0]
+        if scenario not in ran:
+            out.append(line)
+            kept += 1
+        elif scenario in fresh:
+            out += fresh.pop(scenario)
+    for rest in fresh.values():
+        out += rest
+    return out, kept
+
+
 def cmd_update_expectations(args: argparse.Namespace) -> int:
     """Run the scenarios, then rewrite the gateway's expectations file from what failed (as
     web-platform-tests' `wpt update-expectations`): reasons carry over, new lines get a TODO."""
@@ -72,12 +96,14 @@ def cmd_update_expectations(args: argparse.Namespace) -> int:
     broken = [r for r in results if r.failure is not None]
     for result in broken:
         print(readable(f"{result.failure.kind} {result.scenario.name}: {result.failure.describe()}"), file=sys.stderr)  # type: ignore[union-attr]
-    header = [line for line in (text_lines(target.read_text(encoding="utf-8")) if target.exists() else [])
-              if line.startswith("#")]
+    before = text_lines(target.read_text(encoding="utf-8")) if target.exists() else []
+    header = [line for line in before if line.startswith("#")]
     lines, todo = expectation_lines(results, old)
+    lines, kept = in_place(before, lines, {r.scenario.name for r in results})
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text("\n".join([*header, *lines]) + "\n", encoding="utf-8")
-    print(f"wrote {shown_path(str(target))}: {counted(len(lines), 'expected failure')} ({todo} with a TODO reason)"
+    print(f"wrote {shown_path(str(target))}: {counted(len(lines) - kept, 'expected failure')} ({todo} with a TODO reason)"
+          + (f"; {counted(kept, 'line')} of scenarios not run kept as they were" if kept else "")
           + (f"; {len(broken)} scenarios errored and are not listed" if broken else ""))
     return ExitCode.FAILED if broken else ExitCode.OK
 
