@@ -46,6 +46,7 @@ KNOWN_VARIANTS = frozenset({
     "batch-lost-on-shutdown",
     "batch-flush-reships-retained",
     "end-after-switch",
+    "switch-names-stale-previous",
     "deleted-row-drops-turns",
     "heal-replays-tail-only",
     "heal-on-any-fk-duplicates",

@@ -79,6 +79,30 @@ def test_i5_a_reset_names_the_session_it_begins() -> None:
         "on_session_reset at 10:00 named s1, which had answered a turn at 09:00:02: a reset names the session it begins"]
 
 
+def test_i5_a_switch_names_the_session_the_chat_left() -> None:
+    """`on_session_switch(old, new)` into a chat's next session names the session the chat
+    left, the one its previous segment had (the sixth audit of lazy gateways, 2026-12-06: a
+    switch naming the route's `previous` read before it was updated, none at the first
+    rotation, passed everything; zoo `switch-names-stale-previous`)."""
+    records = log("backlog-at-final-stop")  # s1..s4: each ends (idle) as the next turn starts
+    assert messages(records, "I5") == []
+    into_s2, into_s3 = find(records, "on_session_switch", session="s2"), find(records, "on_session_switch", session="s3")
+    assert messages(edit(records, into_s2, detail={"previous": None}), "I5") == [
+        "on_session_switch into s2 at 09:20 named no previous session; alice's previous session s1 ended at 09:05 (idle)"]
+    assert messages(edit(records, into_s3, detail={"previous": "s1"}), "I5") == [
+        "on_session_switch into s3 at 09:40 named s1; alice's previous session s2 ended at 09:11 (idle)"]
+    back = log("resume")  # /resume ends s2 and goes back to s1: the switch names s2, the session left
+    assert messages(back, "I5") == []
+    assert messages(edit(back, find(back, "on_session_switch", session="s1"), detail={"previous": None}), "I5") == [
+        "on_session_switch into s1 at 09:03 named no previous session; alice's previous session s2 ended at 09:03 (/resume)"]
+    # Not judged: a session with no turn between (Hermes mints an empty successor at /new), and
+    # the chat's first session, which has no session before it.
+    assert messages(edit(records, into_s3, detail={"previous": "s9"}), "I5") == []
+    first = find(records, "llm_request", turn="t1")
+    switch = Obs(records[first].t, records[first].step, "on_session_switch", session="s1", detail={"previous": None})
+    assert messages(insert(records, first, switch), "I5") == []
+
+
 # -- I6 reset policy -----------------------------------------------------------------------
 
 

@@ -118,6 +118,8 @@ CASES: dict[str, tuple[Callable[[list[Obs]], Any], Any, Any]] = {
     "end-after-switch": (lambda r: [x for x in sequence(r, ("on_session_end", "on_session_switch"), ("s1", "s2"))
                                     if x in ("on_session_end s2", "on_session_switch s1")],
                          ["on_session_end s2", "on_session_switch s1"], ["on_session_switch s1", "on_session_end s2"]),
+    "switch-names-stale-previous": (lambda r: [(x.session, x.d("previous")) for x in r if x.kind == "on_session_switch"],
+                                    [("s2", "s1"), ("s3", "s2")], [("s2", None), ("s3", "s1")]),
     "deleted-row-drops-turns": (lambda r: stored(r, "s1", label="after-t3"), ["t1", "t2", "t3"], None),
     "heal-replays-tail-only": (lambda r: stored(r, "s1"), ["t1", "t2"], ["t2"]),
     "heal-on-any-fk-duplicates": (lambda r: (stored(r, "s2"), stored(r, "s2", "parent")),

@@ -53,6 +53,7 @@ def check(m: RunModel) -> Verdict:
                     violations.append(Violation(
                         f"on_session_switch {session} → {new} at {m.at(m.records[i].t)} came before {session}'s "
                         f"on_session_end at {m.at(end.t)}", (i, end_index), m.records[i].t, session))
+    examined += _switches_name_the_session_left(m, violations)
     examined += _resets_name_new_sessions(m, violations)
     return Verdict("I5", "fail" if violations else "pass", tuple(violations), examined=examined)
 
@@ -109,3 +110,50 @@ def _successor_hook(m: RunModel, lo: int, end_index: int, successor: Segment) ->
         if (at := m.first_of_session(kind, session, start, first)) is not None:
             first = at
     return (first, m.records[first]) if first < end_index else None
+
+
+def _switches_name_the_session_left(m: RunModel, violations: list[Violation]) -> int:
+    """`on_session_switch(old, new)` into a chat's next session names as `old` the session the
+    chat left: its previous segment's, which ended at the boundary between them (a reset's, an
+    expiry's, or the one a /resume left). A switch is optional (no check requires one); one
+    that names no previous session, or another session that had turns, tells a provider keyed
+    by the old id that the conversation came from nowhere, or from elsewhere (the sixth audit of
+    lazy gateways, 2026-12-06: the route's `previous` read before it was updated). Not judged: a
+    switch into a chat's first session (none came before it), into a /resume's reopening of the
+    session just ended (nothing was left behind), into a session no segment has (a delegate
+    child, an empty session made at /new), and an `old` that had no turn (an empty session:
+    Hermes mints the successor at /new, so two /new leave one between) or that the previous
+    segment's turns landed in (a segment served by two sessions is I6's to judge).
+    How many switches it examined."""
+    switches = m.by_kind.get("on_session_switch")
+    if not switches:
+        return 0
+    lives: dict[str, list[Segment]] = {}  # session -> the segments that are lives of it
+    for segments in m.segments.values():
+        for seg in segments:
+            if seg.session is not None:
+                lives.setdefault(seg.session, []).append(seg)
+    examined = 0
+    for i in switches:
+        r = m.records[i]
+        into = [seg for seg in lives.get(r.session or "", ()) if seg.window[0] <= i < seg.window[1]]
+        if len(into) != 1 or into[0].number == 0 or into[0].reopens:
+            continue
+        seg = into[0]
+        left = m.segments[seg.chat][seg.number - 1]
+        if left.session is None or left.session == seg.session or left.boundary is None:
+            continue
+        examined += 1
+        named = r.d("previous")
+        if named == left.session or (named is not None and (
+                (named not in m.chat_sessions() and named not in m.delegate_sessions())
+                or any(t.session == named for t in left.turns))):
+            continue
+        why = left.command if left.reason == "new" else "/resume" if left.reason == "switch" else left.reason
+        ends = m.ends_in(left)
+        violations.append(Violation(
+            f"on_session_switch into {seg.session} at {m.at(r.t)} named "
+            f"{'no previous session' if named is None else named}; {seg.chat}'s previous session "
+            f"{left.session} ended at {m.at(left.boundary)} ({why})",
+            (ends[0][0], i) if ends and ends[0][0] < i else (i,), r.t, seg.session))
+    return examined

@@ -20,6 +20,7 @@ from reference_impl.variants.boundaries import (
     ResumeKeepsClocks,
     ShutdownEndsSessions,
     SuccessorBeginsAtNew,
+    SwitchNamesStalePrevious,
     SyncAfterEnd,
 )
 from reference_impl.variants.crashpoints import (
@@ -179,6 +180,7 @@ VARIANTS: dict[str, type[ReferenceGateway]] = {
     "batch-pairs-wrong": BatchPairsWrong,
     "sync-turn-swapped": SyncTurnSwapped,
     "reset-names-ended-session": ResetNamesEndedSession,
+    "switch-names-stale-previous": SwitchNamesStalePrevious,
     "anchors-at-admission": AnchorsAtAdmission,
     "reset-command-ignored": ResetCommandIgnored,
     "stop-drops-queued": StopDropsQueued,

@@ -216,3 +216,24 @@ class EmptySessionGetsNoEnd(ReferenceGateway):
     def end_memory(self, session: str, reason: str, agent: Agent | None) -> None:
         if agent.rows if agent is not None else self.stored_transcript(session):
             super().end_memory(session, reason, agent)
+
+
+class SwitchNamesStalePrevious(ReferenceGateway):
+    """switch-names-stale-previous — CONTRACT, Words: the memory provider receives session
+    boundaries (`on_session_switch`), here `on_session_switch(old, new)`, `old` the session the
+    chat left (found by sessiongate's sixth audit of lazy gateways, 2026-12-06: I5 ordered a
+    switch only after the end of the session it named, so one naming none passed everything).
+
+    Here: a rotation tells memory `on_session_switch(old, new)` with `old` read from the route's
+    `previous` before it is updated: none at the chat's first rotation, and after it the session
+    before the one that ended. A provider keyed by the old id never links the two.
+    """
+
+    def open_session(self, route: Route, chat: Chat, arrival: int) -> None:
+        stale, previous = route.previous_id, route.session_id
+        session = self.store.new_session_id()
+        route.previous_id, route.session_id, route.ended, route.anchor = previous, session, False, arrival
+        self.volatile.cache.put(Agent(session, chat.name, route.chat_key, last_activity=self.h.clock.now()))
+        if previous is not None:
+            self.volatile.memory.switch(stale, session)
+            self.announce_reset(previous, session)
