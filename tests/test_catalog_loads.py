@@ -92,7 +92,7 @@ KNOWN_VARIANTS = frozenset({
 # Scenarios that need more events than a small one, and why.
 LONG = {"83-crash-inside-long-write": "a write longer than one statement takes (reference_impl.tables._CHUNK "
                                       "rows) needs 33 turns in one session"}
-FILE_NAME = re.compile(r"\d\d-[a-z0-9]+(-[a-z0-9]+)*\.yaml")
+FILE_NAME = re.compile(r"\d{2,3}-[a-z0-9]+(-[a-z0-9]+)*\.yaml")
 PATHS = catalog_paths()
 
 
@@ -101,7 +101,7 @@ def test_catalog_has_at_least_32_scenarios() -> None:
 
 
 def test_catalog_numbers_are_unique() -> None:
-    numbers = [p.name[:2] for p in PATHS]
+    numbers = [p.name.split("-", 1)[0] for p in PATHS]
     assert len(numbers) == len(set(numbers)), numbers
 
 
@@ -121,3 +121,12 @@ def test_catalog_file_is_well_formed(path: Path) -> None:
     assert set(scenario.catches) <= KNOWN_VARIANTS, f"unknown variants: {sorted(set(scenario.catches) - KNOWN_VARIANTS)}"
     most = 40 if path.stem in LONG else 15
     assert 3 <= len(scenario.events) <= most, f"{len(scenario.events)} events; keep a catalog scenario small"
+
+
+def test_the_catalog_is_in_its_numbers_order() -> None:
+    """Scenario 100 comes after 99, not after 10 as its name sorts."""
+    from conformance.harness.suite import _numbered
+
+    names = ["10-a.yaml", "100-b.yaml", "99-c.yaml", "09-d.yaml"]
+    assert [n for n in sorted(names, key=lambda n: _numbered(Path(n)))] == ["09-d.yaml", "10-a.yaml", "99-c.yaml", "100-b.yaml"]
+    assert [p.name for p in PATHS] == sorted((p.name for p in PATHS), key=lambda n: int(n.split("-", 1)[0]))

@@ -38,7 +38,14 @@ FUZZ_NAME = re.compile(r"gen-\d+(?:-shrunk)*")  # what fuzz names a scenario, he
 
 
 def catalog_paths() -> list[Path]:
-    return sorted(CATALOG.glob("*.yaml"))
+    """The built-in catalog in its numbers' order (100 after 99, where the names' order would
+    put it after 10)."""
+    return sorted(CATALOG.glob("*.yaml"), key=_numbered)
+
+
+def _numbered(path: Path) -> tuple[int, str]:
+    number = path.name.split("-", 1)[0]
+    return (int(number) if number.isdigit() else 1 << 30, path.name)
 
 
 def catalog_file(name: str) -> Path | None:
