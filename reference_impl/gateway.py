@@ -409,8 +409,12 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
         route.previous_id, route.session_id, route.ended, route.anchor = previous, session, False, arrival
         self.volatile.cache.put(Agent(session, chat.name, route.chat_key, last_activity=self.h.clock.now()))
         if previous is not None:
-            self.volatile.memory.switch(previous, session)
+            self.announce_switch(previous, session)
             self.announce_reset(previous, session)
+
+    def announce_switch(self, previous: str, session: str) -> None:
+        """Memory's `on_session_switch` of a rotation: from the session the chat left."""
+        self.volatile.memory.switch(previous, session)
 
     def announce_reset(self, previous: str, session: str) -> None:
         """The plugin reset hook of a rotation from `previous`: it names the session that begins."""

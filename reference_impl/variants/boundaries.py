@@ -229,11 +229,8 @@ class SwitchNamesStalePrevious(ReferenceGateway):
     before the one that ended. A provider keyed by the old id never links the two.
     """
 
-    def open_session(self, route: Route, chat: Chat, arrival: int) -> None:
-        stale, previous = route.previous_id, route.session_id
-        session = self.store.new_session_id()
-        route.previous_id, route.session_id, route.ended, route.anchor = previous, session, False, arrival
-        self.volatile.cache.put(Agent(session, chat.name, route.chat_key, last_activity=self.h.clock.now()))
-        if previous is not None:
-            self.volatile.memory.switch(stale, session)
-            self.announce_reset(previous, session)
+    def announce_switch(self, previous: str, session: str) -> None:
+        before: dict[str, str] = self.__dict__.setdefault("before", {})  # session -> the one it took over from
+        stale = before.get(previous)  # the route's `previous` as it was: the session before the one left
+        before[session] = previous
+        self.volatile.memory.switch(stale, session)
