@@ -310,6 +310,31 @@ def test_a_turn_refused_as_its_session_was_deleted_gets_the_channels_failure_rep
     assert any("t2" in v.message and "never answered" in v.message for v in result.verdicts["I9"].violations)
 
 
+LARGE_EVENT = f"""
+name: openclaw-large-event
+zone: Europe/Berlin
+start: 2026-03-02T09:00
+config: {{reset: {{mode: idle, idle_minutes: 30}}}}
+events:
+  - {{message: alice, text: {" ".join(["a long message to the agent"] * 45)}}}
+  - {{message: alice, at: "09:05"}}
+"""
+
+
+@pytest.mark.skipif(not _installed("2026.9.6"),
+                    reason="OpenClaw 2026.9.6 is not installed (python -m conformance.adapters.openclaw install 2026.9.6)")
+def test_a_transcript_event_stored_compressed_is_read() -> None:
+    """OpenClaw keeps a transcript event of 1 KiB or more compressed (`event_json` NULL,
+    `event_zstd` set: src/config/sessions/transcript-payload.ts, `prepareTranscriptPayload`,
+    where the runtime has zstd, as its bundled Node 24 has). The adapter read `event_json`
+    alone, so any long message made the run a gateway error ("Cannot read properties of null"):
+    found by `fuzz --profile dense` on 2026.9.6 (seeds 0, 18, 28 of 0-39), 2026-12-06."""
+    result = run_scenario(load_text(LARGE_EVENT), resolve("openclaw:2026.9.6")())
+    assert result.failure is None, result.failure
+    [final] = [o for o in result.records if o.kind == "durable" and o.d("label") == "final"]
+    assert [row[1] for row in final.d("sessions")["oc1"]["rows"]] == ["t1", "t1", "t2", "t2"]
+
+
 PROVIDERS = """
 name: providers-left-out
 start: 2026-03-02T09:00

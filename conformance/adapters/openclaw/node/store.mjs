@@ -2,6 +2,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import { DatabaseSync } from "node:sqlite";
+import zlib from "node:zlib";
 import { agentDb, oc } from "./state.mjs";
 
 export const textOf = (m) => (typeof m?.content === "string" ? m.content : (m?.content || []).map((p) => p.text || "").join(""));
@@ -27,10 +28,13 @@ export function readStore() {
       const tables = new Set(db.prepare("select name from sqlite_master where type = 'table'").all().map((r) => r.name));
       if (tables.has("session_windows")) store.ids = db.prepare("select session_id from session_windows order by rowid").all().map((r) => r.session_id);
       if (tables.has("transcript_events")) {
-        for (const row of db.prepare("select session_id, event_json from transcript_events order by session_id, seq").all()) {
+        // A large event is kept compressed (event_json NULL, event_zstd set: the table's CHECK; OpenClaw
+        // compresses where the runtime has zstd, src/infra/zstd-codec.ts, as its bundled Node 24 has).
+        const zstd = db.prepare("select name from pragma_table_info('transcript_events') where name = 'event_zstd'").all().length > 0;
+        for (const row of db.prepare(`select session_id, event_json${zstd ? ", event_zstd" : ""} from transcript_events order by session_id, seq`).all()) {
           if (!store.segments.has(row.session_id)) store.segments.set(row.session_id, [[]]);
           const segs = store.segments.get(row.session_id);
-          const event = JSON.parse(row.event_json);
+          const event = JSON.parse(row.event_json ?? zlib.zstdDecompressSync(row.event_zstd).toString("utf8"));
           if (event.type === "reset") segs.push([]);
           else if (event.type === "message" && (event.message?.role === "user" || event.message?.role === "assistant")) segs.at(-1).push([event.message.role, textOf(event.message)]);
         }
