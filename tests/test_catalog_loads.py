@@ -88,6 +88,9 @@ KNOWN_VARIANTS = frozenset({
     "daily-day-from-utc",
     "tick-skips-when-any-busy",
     "stop-kills-delegates",
+    "cap-excludes-children",
+    "restart-config-reset-only",
+    "idle-wall-clock",
 })
 # Scenarios that need more events than a small one, and why.
 LONG = {"83-crash-inside-long-write": "a write longer than one statement takes (reference_impl.tables._CHUNK "

@@ -232,6 +232,10 @@ CASES: dict[str, tuple[Callable[[list[Obs]], Any], Any, Any]] = {
     "tick-skips-when-any-busy": (lambda r: [(x.session, x.t % 3_600_000) for x in r if x.kind == "on_session_end"][:1],
                                  [("s1", 1_860_000)], [("s1", 2_340_000)]),
     "stop-kills-delegates": (replied, ["t1", "t2"], ["t1"]),
+    "cap-excludes-children": (lambda r: [(x.session, x.d("why")) for x in r if x.kind == "note" and x.d("what") == "evict"],
+                              [("s1", "lru_cap"), ("s2", "idle_ttl")], [("s1", "idle_ttl"), ("s2", "idle_ttl")]),
+    "restart-config-reset-only": (lambda r: reply_session(r, "t2"), "s2", "s1"),
+    "idle-wall-clock": (lambda r: reply_session(r, "t2"), "s1", "s2"),
 }
 
 

@@ -31,6 +31,7 @@ from reference_impl.variants.crashpoints import (
     StopDropsOutboxFirst,
 )
 from reference_impl.variants.delegates import (
+    CapExcludesChildren,
     DelegateChildKeyedByChat,
     DelegateOpensSession,
     DelegateParentIsFirstSession,
@@ -89,6 +90,7 @@ from reference_impl.variants.policy import (
     DefaultPolicyMisreported,
     EagerChatLeftLazy,
     GroupSharesOneSession,
+    IdleWallClock,
     LazyChatStopsTheWatcher,
     MessageResetFiresNoHooks,
     NewEndsEndedSession,
@@ -96,6 +98,7 @@ from reference_impl.variants.policy import (
     QueuedJudgedAtAdmission,
     ResetCommandIgnored,
     ResetMidTurn,
+    RestartConfigResetOnly,
     RestartKeepsOldPolicy,
     ResumeRefusedMidTurn,
     ServesNewestFirst,
@@ -206,6 +209,9 @@ VARIANTS: dict[str, type[ReferenceGateway]] = {
     "daily-day-from-utc": DailyDayFromUtc,
     "tick-skips-when-any-busy": TickSkipsWhenAnyBusy,
     "stop-kills-delegates": StopKillsDelegates,
+    "cap-excludes-children": CapExcludesChildren,
+    "restart-config-reset-only": RestartConfigResetOnly,
+    "idle-wall-clock": IdleWallClock,
 }
 
 

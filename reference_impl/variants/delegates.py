@@ -156,3 +156,20 @@ class ResetsDelegateChild(ReferenceGateway):
         if fresh:
             self.h.hooks.on_session_reset(agent.session)
         return agent
+
+
+class CapExcludesChildren(ReferenceGateway):
+    """cap-excludes-children — CONTRACT I7 (the cap: "a delegate child's included"); found by
+    sessiongate's sixth audit of lazy gateways (2026-12-06: no catalog scenario ran a delegate
+    under a cache cap).
+
+    Here: the LRU cap neither counts nor evicts delegate children ("they are short-lived"): only
+    the idle sweep reaps them, and a chat's agent and its child sit cached over the cap.
+    """
+
+    def enforce_cap(self) -> None:
+        cache = self.volatile.cache
+        idle = [agent for agent in cache.agents.values() if agent.kind != "delegate" and not agent.busy]
+        for agent in idle[: max(0, len(idle) - cache.cap)]:
+            self.evict(agent, "lru_cap")
+        self.schedule_tick()

@@ -17,7 +17,7 @@ from reference_impl.cache import Agent, Row
 from reference_impl.gateway import ReferenceGateway
 from reference_impl.policy import ResetPolicyEvaluator, chat_key
 from reference_impl.store import Route
-from sim.clock import from_ms, load_zone, local_instant
+from sim.clock import MINUTE, from_ms, load_zone, local_instant
 from sim.scenario import Chat, GatewayConfig, ResetPolicy
 
 
@@ -151,6 +151,39 @@ class DailyDayFromUtc(ReferenceGateway):
         return _UtcDayPolicy(self.h.clock.zone)
 
 
+class _WallClockIdlePolicy(ResetPolicyEvaluator):
+    """The reset-policy rules with the idle boundary found on naive local wall time: the last
+    user message's local time plus `idle_minutes`, read back in the zone as the first of two
+    repeated times (`fold=0`): off by the shift when the window spans a DST change."""
+
+    def _wall(self, policy: ResetPolicy, last_user: int) -> ResetPolicy:
+        local = from_ms(last_user, self.zone).replace(tzinfo=None) + timedelta(minutes=policy.idle_minutes)
+        at = round(local.replace(tzinfo=self.zone, fold=0).timestamp() * 1000)  # the bug: wall time, not elapsed
+        return replace(policy, idle_minutes=(at - last_user) // MINUTE)
+
+    def expiry_reason(self, policy: ResetPolicy, anchor: int | None, last_user: int | None, now: int) -> str | None:
+        wall = policy if last_user is None or policy.mode not in ("idle", "both") else self._wall(policy, last_user)
+        return super().expiry_reason(wall, anchor, last_user, now)
+
+    def expiry_instant(self, policy: ResetPolicy, anchor: int, last_user: int) -> int | None:
+        wall = policy if policy.mode not in ("idle", "both") else self._wall(policy, last_user)
+        return super().expiry_instant(wall, anchor, last_user)
+
+
+class IdleWallClock(ReferenceGateway):
+    """idle-wall-clock — CONTRACT, Boundaries (idle: `idle_minutes` after the last user message,
+    in elapsed time); found by sessiongate's sixth audit of lazy gateways (2026-12-06: no catalog
+    idle window spanned a DST change).
+
+    Here: the idle boundary is the last user message's naive local wall time plus
+    `idle_minutes`: a window spanning spring-forward ends an hour early, one spanning fall-back
+    an hour early or late.
+    """
+
+    def make_policy(self) -> ResetPolicyEvaluator:
+        return _WallClockIdlePolicy(self.h.clock.zone)
+
+
 class TickSkipsWhenAnyBusy(ReferenceGateway):
     """tick-skips-when-any-busy — CONTRACT I1 (an eager session's end is owed within one watcher
     interval of its boundary) and Boundaries (a turn in flight defers its own chat's rotation);
@@ -240,6 +273,20 @@ class RestartKeepsOldPolicy(ReferenceGateway):
 
     def restart(self, config: GatewayConfig | None = None) -> None:
         super().restart(None)
+
+
+class RestartConfigResetOnly(ReferenceGateway):
+    """restart-config-reset-only — CONTRACT, A restart may change the configuration (the new
+    policy judges everything from the stop on); found by sessiongate's sixth audit of lazy
+    gateways (2026-12-06: every catalog restart that changed the configuration changed only
+    `reset`).
+
+    Here: a restart that brings a new configuration takes only its default `reset`; the
+    per-platform and per-chat-type tables stay as the gateway first booted with them.
+    """
+
+    def restart(self, config: GatewayConfig | None = None) -> None:
+        super().restart(None if config is None else replace(self.config, reset=config.reset))
 
 
 class StopNoticesNothing(ReferenceGateway):
