@@ -29,6 +29,7 @@ KNOWN_VARIANTS = frozenset({
     "stores-tags-only",
     "stop-ignored",
     "abandoned-turn-kept",
+    "crash-keeps-admitted-row",
     "delegate-child-keyed-by-chat",
     "delegate-result-to-newest-chat",
     "end-carries-delegate-turns",

@@ -48,6 +48,24 @@ def test_the_readme_coverage_table_is_the_catalogs(coverage_markdown: str) -> No
     assert said is not None and int(said.group(1)) == len(catalog_paths())
 
 
+def test_the_readme_has_one_coverage_table_and_its_commands_table() -> None:
+    """A paste of the coverage table over the Commands table (forty-eighth session) passed the
+    test above, which reads the first `| state` table only: the README lost every command's line."""
+    sections = re.split(r"^## ", README, flags=re.MULTILINE)
+    commands = next(s for s in sections if s.startswith("Commands\n"))
+    coverage = next(s for s in sections if s.startswith("Lifecycle coverage of the catalog\n"))
+    assert "| command | what it does |" in commands, "README.md's Commands section lost its table"
+    assert "| state \\ event" not in commands and "| state \\ event" in coverage
+    assert README.count("| state \\ event") == 1, "README.md has more than one coverage table"
+    documented = set(re.findall(r"^\| `sessiongate ([a-z-]+)", commands, flags=re.MULTILINE))
+    import argparse
+
+    from conformance.cli import build_parser
+
+    [sub] = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    assert documented == set(sub.choices), "README.md's Commands table: a line for each command, none for a gone one"
+
+
 def test_the_pytest_example_counts_the_catalog() -> None:
     doc = (ROOT / "docs" / "gateway-authors.md").read_text(encoding="utf-8")
     said = re.search(r"\((\d+) and 500: `collected (\d+) items`", doc)

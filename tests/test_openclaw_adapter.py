@@ -335,6 +335,35 @@ def test_a_transcript_event_stored_compressed_is_read() -> None:
     assert [row[1] for row in final.d("sessions")["oc1"]["rows"]] == ["t1", "t1", "t2", "t2"]
 
 
+RESET_LEFT_TO_OPENCLAW = """
+name: openclaw-reset-default
+zone: Europe/Berlin
+start: 2026-03-02T09:00
+config: {reset: default}
+events:
+  - message: alice
+  - message: alice
+    at: 2026-03-03T10:00
+  - advance: 1m
+"""
+
+
+@pytest.mark.parametrize(("release", "mode", "sessions"), [("2026.9.6", "none", ["oc1"]), ("2026.7.35", "daily", ["oc1", "oc2"])])
+def test_a_reset_left_to_openclaw_is_its_own_default(release: str, mode: str, sessions: list[str]) -> None:
+    """`reset: default`: the profile reports what OpenClaw resolves with no `session.reset`
+    (`resolveSessionResetPolicy`, src/config/sessions/reset-policy.ts: DEFAULT_RESET_MODE "none"
+    since 2026.8, "daily" at 4 before) and openclaw.json is written without one, so t2 the next
+    day stays in s1 on 2026.9.6 and starts a new session past 04:00 on 2026.7.35. The adapter
+    used to report none, and the runner refused such a scenario at its start."""
+    if not _installed(release):
+        pytest.skip(f"OpenClaw {release} is not installed (python -m conformance.adapters.openclaw install {release})")
+    result = run_scenario(load_text(RESET_LEFT_TO_OPENCLAW), resolve(f"openclaw:{release}")())
+    assert result.failure is None, result.failure
+    assert result.records[0].d("profile")["reset_default"]["mode"] == mode
+    [final] = [o for o in result.records if o.kind == "durable" and o.d("label") == "final"]
+    assert sorted(final.d("sessions")) == sessions
+
+
 PROVIDERS = """
 name: providers-left-out
 start: 2026-03-02T09:00

@@ -150,6 +150,8 @@ CASES: dict[str, tuple[Callable[[list[Obs]], Any], Any, Any]] = {
     "stop-ignored": (lambda r: reply_session(r, "t1"), None, "s1"),
     "abandoned-turn-kept": (lambda r: (stored(r, "s1"), ends(r, "s1")),
                             (["t2"], [("s1", ("t2",))]), (["t1", "t2"], [("s1", ("t1", "t2"))])),
+    "crash-keeps-admitted-row": (lambda r: (stored(r, "s1", label="crash"), ends(r, "s1")),
+                                 (["t1"], [("s1", ("t1", "t3"))]), (["t1", "t2"], [("s1", ("t1", "t2", "t3"))])),
     "busy-flag-stuck": (cached_at_checkpoint, [], [["s1", True]]),
     "crash-keeps-memory": (lambda r: [x.kind for x in r if x.kind in ("crash", "restart", "on_session_end")],
                            ["crash", "restart", "on_session_end", "on_session_end"],

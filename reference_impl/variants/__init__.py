@@ -109,6 +109,7 @@ from reference_impl.variants.policy import (
 from reference_impl.variants.trust import (
     AbandonedTurnKept,
     BusyFlagStuck,
+    CrashKeepsAdmittedRow,
     CrashKeepsMemory,
     DelegateAlwaysSkipped,
     DelegateSyncedToMemory,
@@ -154,6 +155,7 @@ VARIANTS: dict[str, type[ReferenceGateway]] = {
     "answers-first-turn-only": AnswersFirstTurnOnly,
     "stop-ignored": StopIgnored,
     "abandoned-turn-kept": AbandonedTurnKept,
+    "crash-keeps-admitted-row": CrashKeepsAdmittedRow,
     "busy-flag-stuck": BusyFlagStuck,
     "crash-keeps-memory": CrashKeepsMemory,
     "memory-ships-reply-twice": MemoryShipsReplyTwice,

@@ -40,6 +40,25 @@ class AbandonedTurnKept(ReferenceGateway):
         return
 
 
+class CrashKeepsAdmittedRow(ReferenceGateway):
+    """crash-keeps-admitted-row — CONTRACT Liveness, I2 (the sixth audit of lazy gateways):
+
+    "A turn never acknowledged leaves nothing behind: no stored rows, no place in an
+    `on_session_end`."
+
+    Here: what the agents hold is on disk when the process dies, as for a gateway that writes
+    the user's message when it asks the LLM (so that a crash keeps what the user said) and
+    takes it back at a `/stop` or SIGTERM: a crash cannot take it back, and the restart serves
+    the chat with a message nobody answered in its transcript (the end carries it too).
+    """
+
+    def crash(self) -> None:
+        if self.volatile is not None:
+            for agent in list(self.volatile.cache.agents.values()):
+                self.flush(agent)
+        super().crash()
+
+
 class BusyFlagStuck(ReferenceGateway):
     """busy-flag-stuck — CONTRACT I7 and Liveness (issue #19, a mutation survivor):
 

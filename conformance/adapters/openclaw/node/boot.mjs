@@ -80,6 +80,7 @@ export async function boot() {
   agentDb.ifOpen = seams.agentDbIfOpen ? await regions.load(...seams.agentDbIfOpen) : null;
   const cfg = writeConfig("main", workspace, policyOf({ mode: "none" }), {}, {});
   oc.resetConfig = await regions.load("src/config/runtime-snapshot.ts", "resetConfigRuntimeState");
+  oc.resolveResetPolicy = await regions.load("src/config/sessions/reset-policy.ts", "resolveSessionResetPolicy");
   const { getRuntimeConfig } = await import("openclaw/plugin-sdk/config-runtime");
   const config = getRuntimeConfig();
   // The gateway's own start-up sizes its command lanes from the config (maxConcurrent): without
@@ -128,6 +129,16 @@ export function policyOf(p) {
   if (p.mode === "idle") return { mode: "idle", idleMinutes: p.idle_minutes ?? 1440 };
   if (p.mode === "daily") return { mode: "daily", atHour: p.at_hour ?? 4 };
   return { mode: "daily", atHour: p.at_hour ?? 4, idleMinutes: p.idle_minutes ?? 1440 };
+}
+/** The policy OpenClaw applies to a DM when openclaw.json gives none (`reset: default`), in
+ * sessiongate's terms: resolveSessionResetPolicy (src/config/sessions/reset-policy.ts) with no
+ * session config, whose DEFAULT_RESET_MODE is "none" since 2026.8 and "daily" (at 4) before. */
+export function defaultPolicy(sessionCfg = {}) {
+  const p = oc.resolveResetPolicy({ sessionCfg, resetType: "direct" });
+  const idle = p.idleMinutes > 0 ? p.idleMinutes : null; // 0 or unset: no idle expiry
+  const mode = p.mode === "none" || (p.mode === "idle" && idle === null) ? "none"
+    : p.mode === "idle" ? "idle" : idle === null ? "daily" : "both";
+  return { mode, idle_minutes: idle ?? 1440, at_hour: p.atHour ?? 4, daily_min_idle_minutes: 0 };
 }
 export function writeConfig(agent, workspace, reset, byChannel, byType) {
   const port = server.address()?.port ?? 9;

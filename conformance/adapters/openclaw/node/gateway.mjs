@@ -12,7 +12,7 @@
 // hooks.mjs (its hooks), boot.mjs (its boot and config); this one takes the steps.
 import fs from "node:fs";
 import path from "node:path";
-import { CHAT_TYPES, RELEASE, boot, policyOf, seamsOf, writeConfig } from "./boot.mjs";
+import { CHAT_TYPES, RELEASE, boot, defaultPolicy, policyOf, seamsOf, writeConfig } from "./boot.mjs";
 import { collectMemoryFiles } from "./hooks.mjs";
 import { askModel, heldRequests, pendingReplies, reply } from "./model.mjs";
 import { BLOCKED_MS, clock, log, oc } from "./state.mjs";
@@ -39,9 +39,14 @@ async function start(req) {
   fs.mkdirSync(workspace, { recursive: true });
   const byChannel = Object.fromEntries(Object.entries(req.config.reset_by_platform ?? {}).map(([k, p]) => [k, policyOf(p)]));
   const byType = Object.fromEntries(Object.entries(req.config.reset_by_chat_type ?? {}).map(([k, p]) => [CHAT_TYPES[k] ?? k, policyOf(p)]));
-  writeConfig(agent, workspace, policyOf(req.config.reset), byChannel, byType);
+  const leftToOpenClaw = req.config.reset === "default"; // no session.reset: OpenClaw's own default applies
+  writeConfig(agent, workspace, leftToOpenClaw ? undefined : policyOf(req.config.reset), byChannel, byType);
   oc.resetConfig();
   const { getRuntimeConfig } = await import("openclaw/plugin-sdk/config-runtime");
+  if (leftToOpenClaw) { // the policy the profile reported must be the one OpenClaw resolves from the config it read
+    const inForce = defaultPolicy(getRuntimeConfig().session ?? {}), reported = defaultPolicy();
+    if (JSON.stringify(inForce) !== JSON.stringify(reported)) throw new Error(`OpenClaw applies ${JSON.stringify(inForce)} by default, not the ${JSON.stringify(reported)} its profile reported`);
+  }
   oc.scenario = { agent, stateDir: process.env.OPENCLAW_STATE_DIR, workspace, cfg: getRuntimeConfig(), open: [], memorySeen: new Set(), ended: new Map(),
     rank: new Map(), keys: new Map(), resetRows: new Map(), segmentOf: new Map(), sessionOf: new Map() };
   if (req.resume) { // a respawn after a crash: what this process must know of the dead one's, from the store alone
@@ -130,6 +135,7 @@ async function handle(req) {
     case "hello": await boot(); return { version: 2 };
     case "profile":
       return { finalization: "lazy", latency: 0, crash_durable: false, sweep_interval: 0,
+        ...(req.config?.reset === "default" ? { reset_default: defaultPolicy() } : {}),
         unsupported: [...PROFILE_UNSUPPORTED, ...(seamsOf(RELEASE).restartRecovery ? ["restart_after_cut_off_turn"] : [])] };
     case "start": await start(req); return null;
     case "deliver_message": deliver(req.chat, req.text); await endStep(`message ${req.text}`); return null;
