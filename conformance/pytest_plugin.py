@@ -34,6 +34,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--sessiongate-gateway", metavar="NAME", help="run conformance scenarios against this gateway")
     group.addoption("--sessiongate-seeds", metavar="A:B", help="also run the generated scenarios of seeds A <= seed < B")
     group.addoption("--sessiongate-profile", default="default", help="generation profile (default: default)")
+    group.addoption("--sessiongate-fit", action="store_true", default=False,
+                    help="seeds drawn without what the gateway declares unsupported, as `fuzz --fit`")
     group.addoption("--sessiongate-scenarios", metavar="PATH", action="append", default=[],
                     help="also run these scenario files or folders (repeatable); leaves the catalog out")
     group.addoption("--sessiongate-expectations", metavar="FILE",
@@ -69,6 +71,7 @@ class Settings:
     strict: bool = False  # --sessiongate-strict: a vacuous check fails
     failure_db: bool = True  # run the gateway's saved failures first (conformance.harness.failure_db)
     isolate: bool = False  # --sessiongate-isolate: each scenario in a child process
+    avoid: frozenset[str] = frozenset()  # --sessiongate-fit: what the gateway declares unsupported, never drawn
 
 
 SETTINGS = pytest.StashKey[Settings]()
@@ -99,13 +102,18 @@ def _settings(config: pytest.Config) -> Settings:
         except UsageError as err:
             raise UsageError(f"--sessiongate-scenarios {err}") from None
         expectations = load_expectations(gateway, config.getoption("sessiongate_expectations"))
+        avoid: frozenset[str] = frozenset()
+        if config.getoption("sessiongate_fit") and seed_range:
+            from conformance.search.fuzz import Isolation, declared_unsupported
+
+            avoid = declared_unsupported(gateway, Isolation(config.getoption("sessiongate_isolate")))
     except UsageError as err:
         raise pytest.UsageError(f"sessiongate: {err}") from None
     named = _named_scenario_files(config)
     catalog = config.getoption("sessiongate_catalog")
     return Settings(gateway, expectations, seed_range, scenarios, named,
                     catalog if catalog is not None else not (scenarios or named), config.getoption("sessiongate_strict"),
-                    not config.getoption("sessiongate_no_failure_db"), config.getoption("sessiongate_isolate"))
+                    not config.getoption("sessiongate_no_failure_db"), config.getoption("sessiongate_isolate"), avoid)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -121,9 +129,9 @@ class ScenarioItem(pytest.Item):
     """One scenario against one gateway: a scenario file, or a generated seed."""
 
     def __init__(self, *, gateway: str, path: Path | None = None, seed: int | None = None, profile: str = "default",
-                 expectations: Any = None, saved: Any = None, **kwargs: Any) -> None:
+                 expectations: Any = None, saved: Any = None, avoid: frozenset[str] = frozenset(), **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.gateway, self.scenario_path, self.seed, self.profile = gateway, path, seed, profile
+        self.gateway, self.scenario_path, self.seed, self.profile, self.avoid = gateway, path, seed, profile, avoid
         self.expectations = expectations
         self.saved = saved  # the FailureDB this saved failure is in: it leaves it when it passes
 
@@ -131,7 +139,9 @@ class ScenarioItem(pytest.Item):
         from sim.generate import scenario_for_seed
         from sim.loader import load_file
 
-        return load_file(self.scenario_path) if self.scenario_path is not None else scenario_for_seed(self.seed or 0, self.profile)
+        if self.scenario_path is not None:
+            return load_file(self.scenario_path)
+        return scenario_for_seed(self.seed or 0, self.profile, self.avoid)
 
     def runtest(self) -> None:
         from conformance.harness.registry import resolve
@@ -199,7 +209,8 @@ class ScenarioItem(pytest.Item):
                 lines.append(f"    … and {len(verdict.violations) - 10} more")
         if self.seed is not None:
             profile = ["--profile", self.profile] if self.profile != "default" else []
-            lines.append("reproduce: " + command("replay", "--seed", str(self.seed), "--gateway", self.gateway, *profile))
+            fit = ["--fit"] if self.avoid else []
+            lines.append("reproduce: " + command("replay", "--seed", str(self.seed), "--gateway", self.gateway, *profile, *fit))
         else:
             lines.append("reproduce: " + command("replay", _shown(self.scenario_path, self.config.invocation_params.dir),
                                                  "--gateway", self.gateway))
@@ -267,7 +278,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     for seed in settings.seeds:
         name = f"gen-{seed}"
         items.append(ScenarioItem.from_parent(session, name=name, nodeid=f"{prefix}::{name}", gateway=gateway, seed=seed,
-                                              profile=profile, expectations=expectations))
+                                              profile=profile, expectations=expectations, avoid=settings.avoid))
     ours = [item for item in items if isinstance(item, ScenarioItem) and item.parent is session]
     if ours:  # reported as collected, so pytest's "collected N items" counts them (xdist counts them anyway)
         config.hook.pytest_collectreport(report=pytest.CollectReport(prefix, "passed", None, ours))

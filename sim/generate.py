@@ -53,10 +53,8 @@ from sim.weights import (
     BACKEND_FAIL_SECONDS,
     BATCH_SIZES,
     BOUNDARY_OFFSETS,
-    CHANGED_KEYS,
     CHAT_NAMES,
     CHAT_TYPE_WEIGHTS,
-    DAILY_MIN_IDLE,
     DOWNTIME,
     EVENT_ORDERS,
     IDLE_TTLS,
@@ -64,9 +62,7 @@ from sim.weights import (
     MESSAGE_TEXTS,
     MESSAGE_USAGES,
     MODES,
-    OVERRIDE_PERCENT,
     PLATFORM_WEIGHTS,
-    PROVIDER_COUNT,
     PROVIDER_NAMES,
     SLOW_DELAY_SECONDS,
     SLOW_SECONDS,
@@ -127,12 +123,12 @@ def _policy(choices: Choices, mix: Mix) -> ResetPolicy:
         mode=mode,  # type: ignore[arg-type]
         idle_minutes=weighted(choices, mix.idle_minutes) if mode in ("idle", "both") else ResetPolicy().idle_minutes,
         at_hour=choices.integer(0, 23) if mode in ("daily", "both") else ResetPolicy().at_hour,
-        daily_min_idle_minutes=weighted(choices, DAILY_MIN_IDLE) if mode in ("daily", "both") else 0,
+        daily_min_idle_minutes=weighted(choices, mix.daily_min_idle) if mode in ("daily", "both") else 0,
     )
 
 
-def _overrides(choices: Choices, names: Sequence[str], mix: Mix) -> tuple[tuple[str, ResetPolicy], ...]:
-    if not names or not chance(choices, OVERRIDE_PERCENT):
+def _overrides(choices: Choices, names: Sequence[str], mix: Mix, percent: int) -> tuple[tuple[str, ResetPolicy], ...]:
+    if not names or not chance(choices, percent):
         return ()
     name = names[choices.integer(0, len(names) - 1)]
     return ((name, _policy(choices, mix)),)
@@ -149,9 +145,10 @@ def _chats(choices: Choices, profile: GenProfile) -> tuple[Chat, ...]:
 
 def _config(choices: Choices, chats: Sequence[Chat], mix: Mix) -> GatewayConfig:
     reset = _policy(choices, mix)
-    by_platform = _overrides(choices, sorted({c.platform for c in chats}), mix)
-    by_chat_type = _overrides(choices, sorted({c.chat_type for c in chats}), mix)
-    providers = tuple(ProviderSpec(PROVIDER_NAMES[i], weighted(choices, BATCH_SIZES)) for i in range(weighted(choices, PROVIDER_COUNT)))
+    by_platform = _overrides(choices, sorted({c.platform for c in chats}), mix, mix.platform_override_percent)
+    by_chat_type = _overrides(choices, sorted({c.chat_type for c in chats}), mix, mix.chat_type_override_percent)
+    count = weighted(choices, mix.provider_counts)
+    providers = tuple(ProviderSpec(PROVIDER_NAMES[i], weighted(choices, BATCH_SIZES)) for i in range(count))
     return GatewayConfig(
         reset=reset,
         reset_by_platform=by_platform,
@@ -175,6 +172,7 @@ class _Timeline:
         self.turns = 0
         self.last_user: dict[str, int] = {}
         self.delegated: list[str] = []
+        self.owed: dict[str, int] = {}  # chat -> when its last turn's reply is due (`Mix.stops_wait_for_replies`)
 
     def seconds(self, span: tuple[int, int]) -> int:
         return self.choices.integer(*span) * SECOND
@@ -204,12 +202,15 @@ class _Timeline:
         self.events.append(event)
         self.cursor = event.t
 
-    def message(self, t: int, chat: Chat) -> None:
+    def message(self, t: int, chat: Chat, delivered: int | None = None) -> None:
+        """A message at `t` (`delivered`: when the gateway takes it, one sent while it is down at its restart)."""
         self.turns += 1
         muted = chance(self.choices, self.mix.muted_percent)
         self.add(Message(t, chat=chat.name, turn=f"t{self.turns}", text=MESSAGE_TEXTS[self.turns % len(MESSAGE_TEXTS)],
                          muted=muted))
         self.last_user[chat.name] = t
+        at = t if delivered is None else delivered  # each chat's turns are answered one after another
+        self.owed[chat.name] = max(at, self.owed.get(chat.name, at)) + self.config.turn_latency
 
     def step(self, draw: str) -> None:
         """One draw from the mix's events (a kind, or a command by its name): one event, or a stop with its restart."""
@@ -229,6 +230,8 @@ class _Timeline:
     def _command(self, t: int, chat: Chat | None, draw: str) -> None:
         assert chat is not None
         self.add(Command(t, chat=chat.name, name=draw))
+        if draw == "/stop" and chat.name in self.owed:  # it abandons the turn in flight
+            self.owed[chat.name] = min(self.owed[chat.name], t)
 
     def _delegate(self, t: int, chat: Chat | None, draw: str) -> None:
         assert chat is not None
@@ -241,10 +244,13 @@ class _Timeline:
 
     def _stop(self, t: int, chat: Chat | None, draw: str) -> None:
         """A sigterm or crash, maybe a message held while down, then the restart."""
+        if self.mix.stops_wait_for_replies:
+            t = max(t, *self.owed.values()) if self.owed else t
         self.add(Sigterm(t) if draw == "sigterm" else Crash(t))
+        self.owed = {}
         back = t + self.seconds(weighted(self.choices, DOWNTIME))
         if chance(self.choices, self.mix.held_message_percent):
-            self.message(self.choices.integer(t, back), self.chat())
+            self.message(self.choices.integer(t, back), self.chat(), delivered=back)
         self.add(Restart(back))
 
     def _delete(self, t: int, chat: Chat | None, draw: str) -> None:
@@ -277,13 +283,15 @@ _STEPS: dict[str, _Step | None] = {
 covered("generate", _STEPS)
 
 
-def build_scenario(choices: Choices, name: str, seed: int, profile: str = "default") -> Scenario:
-    """A whole scenario from `choices`: zone, start, chats, configuration, then the timeline."""
+def build_scenario(choices: Choices, name: str, seed: int, profile: str = "default",
+                   avoid: frozenset[str] = frozenset()) -> Scenario:
+    """A whole scenario from `choices`: zone, start, chats, configuration, then the timeline
+    (`avoid`: features its mix draws none of, `Mix.without`)."""
     shape = gen_profile(profile)
     zone_name = weighted(choices, ZONES)
     zone = load_zone(zone_name)
     start = local_instant(weighted(choices, START_DAYS), choices.integer(0, 23), 15 * choices.integer(0, 3), zone)
-    mix = shape.mix
+    mix = shape.mix.without(avoid)
     chats = _chats(choices, shape)
     config = _config(choices, chats, mix)
     timeline = _Timeline(choices, start, zone, config, chats, mix)
@@ -370,7 +378,7 @@ def _with_config_changes(choices: Choices, chats: Sequence[Chat], events: tuple[
     for i in restarts:
         if not chance(choices, 50):
             continue
-        key = weighted(choices, CHANGED_KEYS)
+        key = weighted(choices, mix.changed_keys)
         if key == "reset":
             change = ConfigChange(reset=_policy(choices, mix))
         else:
@@ -399,7 +407,12 @@ def _with_instant_answers(choices: Choices, config: GatewayConfig, mix: Mix) -> 
     return replace(config, turn_latency=0)
 
 
-def scenario_for_seed(seed: int, profile: str = "default") -> Scenario:
-    """The generated scenario `gen-<seed>`: the same on every machine and Python."""
-    choices = SeededChoices(Random(derive_seed(seed, "generate" if profile == "default" else f"generate/{profile}")))
-    return build_scenario(choices, f"gen-{seed}", seed, profile)
+def scenario_for_seed(seed: int, profile: str = "default", avoid: frozenset[str] = frozenset()) -> Scenario:
+    """The generated scenario `gen-<seed>`: the same on every machine and Python. Fitted to a
+    gateway (`fuzz --fit`: `avoid`, the features it declares unsupported), a pure function of
+    `avoid` too: its mix draws none of them (`Mix.without`), from a stream of its own."""
+    label = "generate" if profile == "default" else f"generate/{profile}"
+    if avoid:
+        label += f"/fit:{','.join(sorted(avoid))}"
+    choices = SeededChoices(Random(derive_seed(seed, label)))
+    return build_scenario(choices, f"gen-{seed}", seed, profile, avoid)

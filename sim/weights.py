@@ -139,6 +139,38 @@ class Mix:
     config_change_percent: int = CONFIG_CHANGE_PERCENT
     reset_default_percent: int = RESET_DEFAULT_PERCENT
     instant_answer_percent: int = INSTANT_ANSWER_PERCENT
+    changed_keys: Table[str] = CHANGED_KEYS
+    platform_override_percent: int = OVERRIDE_PERCENT
+    chat_type_override_percent: int = OVERRIDE_PERCENT
+    daily_min_idle: Table[int] = DAILY_MIN_IDLE
+    provider_counts: Table[int] = PROVIDER_COUNT
+    stops_wait_for_replies: bool = False  # a sigterm or crash drawn while a turn is owed its reply waits for that reply
+
+    def without(self, features: frozenset[str]) -> Mix:
+        """This mix drawing none of `features` (names of `conformance.features.FEATURES`: what a
+        gateway declares unsupported), so that `fuzz --fit` spends a seed on what the gateway can
+        be judged on instead of skipping it: an event kind or command is never drawn (a stop
+        neither, without its restart), a setting's draw is off. Empty: this mix, unchanged.
+        Without `restart_after_cut_off_turn`, a stop drawn while a turn is owed its reply comes
+        when the last such reply is due instead (`conformance.features.cuts_off_a_turn_then_restarts`)."""
+        if not features:
+            return self
+        def kept(draw: str) -> bool:
+            kind = "command" if draw.startswith("/") else draw
+            return not ({draw, kind} & features or (kind in ("sigterm", "crash") and "restart" in features))
+        off = {"muted": "muted_percent", "backend_slow": "slow_backend_percent", "finalization_by_chat": "chat_mode_percent",
+               "restart_config": "config_change_percent", "reset_default": "reset_default_percent",
+               "reset_by_platform": "platform_override_percent", "reset_by_chat_type": "chat_type_override_percent"}
+        fitted = replace(self, events=tuple(row for row in self.events if kept(row[0])),
+                         changed_keys=tuple(row for row in self.changed_keys if row[0] not in features),
+                         **{field: 0 for feature, field in off.items() if feature in features})
+        if "daily_min_idle_minutes" in features:
+            fitted = replace(fitted, daily_min_idle=((0, 1),))
+        if "providers" in features:
+            fitted = replace(fitted, provider_counts=((0, 1),))
+        if "restart_after_cut_off_turn" in features:
+            fitted = replace(fitted, stops_wait_for_replies=True)
+        return fitted  # `changed_keys` keeps "reset", no feature's name
 
 
 # Faults, commands and boundaries packed close, and every rare draw common: where the oracle's

@@ -135,10 +135,11 @@ def test_time_budget_takes_seconds_or_a_duration(capsys: pytest.CaptureFixture[s
 
 
 @pytest.mark.parametrize("args", [[], ["01-idle-expiry-end-and-finalize", "--seed", "1"],
-                                  ["01-idle-expiry-end-and-finalize", "--profile", "small"]])
+                                  ["01-idle-expiry-end-and-finalize", "--profile", "small"],
+                                  ["01-idle-expiry-end-and-finalize", "--fit"]])
 def test_replay_takes_a_file_or_a_seed(capsys: pytest.CaptureFixture[str], args: list[str]) -> None:
     code, out, err = cli(capsys, "replay", *args)
-    assert_usage_error(code, out, err, "--profile goes with --seed" if "--profile" in args else
+    assert_usage_error(code, out, err, "--profile and --fit go with --seed" if {"--profile", "--fit"} & set(args) else
                        "replay takes one scenario: a FILE (or catalog name), or --seed N")
 
 

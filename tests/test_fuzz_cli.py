@@ -554,3 +554,63 @@ def test_a_failure_that_shrinks_to_an_earlier_kind_is_not_counted_again(
     out = capsys.readouterr().out
     assert "     NOTE: shrunk, it fails I1 as gen-2 does: the same failure, not counted again: " in out
     assert out.splitlines()[-1].endswith("; 3 distinct failures (by first check and violation)")
+
+
+EVERY_SETTING = '''
+from dataclasses import replace
+from conformance.features import FEATURES
+from reference_impl import ReferenceGateway
+
+
+class make(ReferenceGateway):
+    def profile(self, config):
+        lacking = FEATURES - {"command", "sigterm", "crash", "restart", "advance", "message", "checkpoint"}
+        return replace(super().profile(config), unsupported=frozenset(lacking))
+'''
+
+
+def test_fit_draws_nothing_the_gateway_declares_unsupported(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """OpenClaw declares a dozen features unsupported, and `--profile dense` draws every one of
+    them often: every dense seed was skipped whole on it. `--fit` asks the gateway's profile
+    once and draws none of what it lacks: the same seeds, fitted, are all judged."""
+    import json
+
+    (tmp_path / "lackingall.py").write_text(EVERY_SETTING, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    runs = {}
+    for fit in ([], ["--fit"]):
+        summary = tmp_path / f"s{len(fit)}.json"
+        assert main(["fuzz", "--seeds", "0:30", "--profile", "dense", "--gateway", "lackingall:make", "--no-failure-db",
+                     "--out", str(tmp_path / "o"), "--summary-json", str(summary), *fit]) == 0
+        runs[bool(fit)] = json.loads(summary.read_text())
+        out = capsys.readouterr().out
+    assert runs[False]["skipped"] >= 25 and runs[True]["skipped"] == 0 and runs[True]["passed"] == 30
+    assert runs[True]["fit"] is True
+    main(["replay", "--seed", "7", "--profile", "dense", "--gateway", "lackingall:make", "--fit"])
+    assert "skipped" not in capsys.readouterr().out  # replay --seed --fit draws the seed fuzz --fit ran
+    from conformance.features import FEATURES
+
+    lacking = sorted(FEATURES - {"command", "sigterm", "crash", "restart", "advance", "message", "checkpoint"})
+    assert out.splitlines()[0] == f"fitted to lackingall:make: drawing no {', '.join(lacking)}"
+
+
+SILENT = '''
+from reference_impl import ReferenceGateway
+
+
+class make(ReferenceGateway):
+    def profile(self, config):
+        raise RuntimeError("no profile today")
+'''
+
+
+def test_fit_on_a_gateway_that_cannot_say_what_it_supports_is_a_usage_error(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "silentgw.py").write_text(SILENT, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert main(["fuzz", "--seeds", "0:3", "--gateway", "silentgw:make", "--no-failure-db", "--out", str(tmp_path / "o"),
+                 "--fit"]) == 2
+    err = capsys.readouterr().err
+    assert "--fit: asking silentgw:make what it supports, one message: gateway error at start (profile): " in err
+    assert "no profile today" in err

@@ -190,3 +190,40 @@ def test_generated_messages_say_words_a_gateway_cannot_make_up() -> None:
     assert len({text for _turn, text in said}) == len(MESSAGE_TEXTS) and max(map(len, MESSAGE_TEXTS)) > 1024
     caught = [seed for seed in range(5) if not run_scenario(scenario_for_seed(seed), _MakesUpTheWords(), "made-up").passed]
     assert caught == [0, 1, 2, 3, 4]
+
+
+def _used(scenario: Scenario) -> frozenset[str]:
+    """Every name of `conformance.features.FEATURES` the scenario uses: its event kinds, commands,
+    muted messages, providers, and the settings `scenario_features` reads off its timeline."""
+    from conformance.features import scenario_features
+    from sim.scenario import Command
+
+    used = {e.kind for e in scenario.events} | {e.name for e in scenario.events if isinstance(e, Command)}
+    used |= {"muted"} if any(isinstance(e, Message) and e.muted for e in scenario.events) else set()
+    used |= {"providers"} if scenario.config.providers else set()
+    return frozenset(used) | scenario_features(scenario)
+
+
+@pytest.mark.parametrize("profile", ["default", "dense"])
+def test_a_fitted_seed_draws_none_of_what_it_avoids(profile: str) -> None:
+    """`fuzz --fit`: each feature a gateway may declare unsupported, avoided alone, is used by
+    none of 40 seeds fitted to it, where the same seeds unfitted use it (all but a few, which
+    the draws make rare: then at least once). A stop that would cut a turn off waits for its
+    reply instead (`restart_after_cut_off_turn`)."""
+    from conformance.features import FEATURES
+
+    never_drawn = {"crash_at", "checkpoint"}  # crash_at: `--crash-points` writes it; checkpoint is drawn and not optional
+    for feature in sorted(FEATURES - never_drawn):
+        avoid = frozenset({feature})
+        plain = sum(feature in _used(scenario_for_seed(seed, profile)) for seed in range(40))
+        fitted = [seed for seed in range(40) if feature in _used(scenario_for_seed(seed, profile, avoid))]
+        assert fitted == [], f"{feature}: fitted seeds {fitted} use it"
+        assert plain or profile == "default", f"{feature}: no dense seed of 0-39 uses it, so this proves nothing"
+
+
+def test_an_empty_fit_is_the_seed_itself() -> None:
+    """Fitting to a gateway that lacks nothing changes no seed: the digest of every profile's
+    seeds holds (`bench/common.py digest`)."""
+    assert all(scenario_for_seed(seed, profile, frozenset()) == scenario_for_seed(seed, profile)
+               for profile in ("default", "dense") for seed in range(10))
+    assert DENSE.without(frozenset()) is DENSE

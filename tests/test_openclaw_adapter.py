@@ -82,12 +82,14 @@ def test_the_adapter_is_every_module_it_imports_each_under_400_lines() -> None:
             assert imported in openclaw.ADAPTER_FILES, (name, imported)
 
 
-def test_only_2026_9_6_declares_restart_recovery_unsupported() -> None:
-    """2026.9.6 refuses a message after a restart that cut a turn off until its startup recovery
-    (which the adapter cannot run) settles the claim; 2026.7.35 has no such claims."""
+def test_restart_recovery_is_declared_unsupported_from_2026_8() -> None:
+    """2026.9.6 and 2026.8.2 refuse a message after a restart that cut a turn off until their
+    startup recovery (which the adapter cannot run) settles the claim
+    (src/auto-reply/reply/restart-recovery-claim.ts); 2026.7.35 has no such claims."""
     boot = (openclaw.NODE_DIR / "boot.mjs").read_text()
-    seams = {release: boot[boot.index(f'  "{release}": {{'):] for release in ("2026.9.6", "2026.7.35")}
+    seams = {release: boot[boot.index(f'  "{release}": {{'):] for release in ("2026.9.6", "2026.8.2", "2026.7.35")}
     assert "restartRecovery: true," in seams["2026.9.6"].split("\n  },")[0]
+    assert "restartRecovery: true," in seams["2026.8.2"].split("\n  },")[0]
     assert "restartRecovery: false," in seams["2026.7.35"].split("\n  },")[0]
     assert '"restart_after_cut_off_turn"' in (openclaw.NODE_DIR / "gateway.mjs").read_text()
 

@@ -147,3 +147,37 @@ def test_isolated_items_crash_for_real_and_the_summary_counts_played_crashes(pyt
     real.assert_outcomes(failed=1)
     assert "    - backend 'hindsight' never ingested [t1, t2] (session s1, acknowledged from 09:00:02 to 09:05:02)" in real.stdout.lines
     assert not any(line.startswith("note: ") for line in real.stdout.lines)
+
+
+LACKING_ALL = '''
+from dataclasses import replace
+from conformance.features import FEATURES
+from reference_impl import ReferenceGateway
+from reference_impl.variants import VARIANTS
+
+
+class make(ReferenceGateway):
+    def profile(self, config):
+        lacking = FEATURES - {"command", "sigterm", "crash", "restart", "advance", "message", "checkpoint"}
+        return replace(super().profile(config), unsupported=frozenset(lacking))
+
+
+class Forgets(VARIANTS["never-replies"], make):
+    """The zoo's never-replies, lacking what make lacks."""
+'''
+
+
+def test_fitted_seeds_are_all_judged_and_reproduce_with_fit(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--sessiongate-fit`, as `fuzz --fit`: dense seeds that a gateway lacking every optional
+    setting skipped whole are drawn without them, and a failing one reproduces with `--fit`."""
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    pytester.makepyfile(fitgw=LACKING_ALL)
+    pytester.syspathinsert()
+    args = [*LEAN, "-p", "no:cacheprovider", "--no-sessiongate-catalog", "--sessiongate-seeds", "0:8", "--sessiongate-profile", "dense"]
+    plain = pytester.runpytest_inprocess(*args, "--sessiongate-gateway", "fitgw:make")
+    assert plain.parseoutcomes().get("skipped", 0) >= 6
+    fitted = pytester.runpytest_inprocess(*args, "--sessiongate-gateway", "fitgw:make", "--sessiongate-fit")
+    fitted.assert_outcomes(passed=8)
+    failing = pytester.runpytest_inprocess(*args, "--sessiongate-gateway", "fitgw:Forgets", "--sessiongate-fit")
+    assert failing.parseoutcomes().get("failed", 0) >= 1
+    assert "--gateway fitgw:Forgets --profile dense --fit" in failing.stdout.str()

@@ -36,6 +36,7 @@ from conformance.search.fuzz import (
     SeedOutcome,
     SeedTask,
     WorkerDied,
+    declared_unsupported,
     factory,
     in_order,
     kinds,
@@ -94,8 +95,12 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     out = Path(args.out)
     made_out = not out.exists()
     staging = out / f".staging-{os.getpid()}"  # shards may share --out: one staging folder per run
+    avoid = declared_unsupported(args.gateway, isolation) if args.fit else frozenset()
+    if args.fit:
+        drawn = f"no {', '.join(sorted(avoid))}" if avoid else "everything (it declares nothing unsupported)"
+        print(f"fitted to {args.gateway}: drawing {drawn}", flush=True)
     tasks = [SeedTask(seed, args.gateway, args.profile, str(staging), not args.no_shrink, args.strict, isolation,
-                      args.crash_points, args.out, first=index == 0)
+                      args.crash_points, args.out, first=index == 0, avoid=avoid)
              for index, seed in enumerate(seeds)]
     by_seed = {task.seed: task for task in tasks}
     distinct: dict[tuple[str, str], int] = {}  # kinds of failure counted (each shrunk once) -> the seed that showed it
@@ -232,7 +237,7 @@ def _write_summary(args: argparse.Namespace, counts: dict[str, object]) -> None:
     from reports.rundir import atomic_write, canonical_json
 
     head = {"schema": 1, "gateway": args.gateway, "seeds": args.seeds, "shard": args.shard, "profile": args.profile,
-            "crash_points": args.crash_points, "strict": args.strict}
+            "crash_points": args.crash_points, "strict": args.strict, "fit": args.fit}
     path = Path(args.summary_json)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, canonical_json({**head, **counts}))
@@ -298,6 +303,9 @@ def add_arguments(fuzz: argparse.ArgumentParser) -> None:
     fuzz.add_argument("--summary-json", metavar="FILE",
                       help="write the run's counts and failing seeds to FILE as JSON, whatever it found (for a CI)")
     fuzz.add_argument("--profile", default="default", choices=PROFILE_NAMES)
+    fuzz.add_argument("--fit", action="store_true",
+                      help="draw nothing the gateway declares unsupported (asked once, as a run asks it), so that no "
+                           "seed is skipped for it; a fitted seed is another scenario than the same seed unfitted")
     fuzz.add_argument("--no-shrink", action="store_true", help="write failures without shrinking them")
     add_failure_db_option(fuzz)
     fuzz.add_argument("--max-failures", type=int, metavar="N",

@@ -86,10 +86,15 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if args.seed is not None:  # a generated seed, as fuzz and the pytest plugin make it: nothing written anywhere
         from sim.generate import scenario_for_seed
 
-        scenario = scenario_for_seed(args.seed, args.profile)
+        avoid = frozenset()
+        if args.fit:  # as `fuzz --fit` drew it: without what the gateway declares unsupported
+            from conformance.search.fuzz import Isolation, declared_unsupported
+
+            avoid = declared_unsupported(args.gateway, Isolation())
+        scenario = scenario_for_seed(args.seed, args.profile, avoid)
     else:
-        if args.profile != "default":
-            raise UsageError("--profile goes with --seed (a file is the scenario it holds)")
+        if args.profile != "default" or args.fit:
+            raise UsageError("--profile and --fit go with --seed (a file is the scenario it holds)")
         if Path(args.file).is_dir():  # a timeline is one scenario's; `run DIR` judges a folder
             raise UsageError(f"{args.file}: is a directory; replay takes one scenario file (run takes folders)")
         scenarios, errors = load_all(scenario_files([args.file]))
@@ -110,6 +115,8 @@ def add_arguments(replay: argparse.ArgumentParser) -> None:
     replay.add_argument("file", nargs="?", help="a scenario file, or a catalog scenario's name")
     replay.add_argument("--seed", type=int, help="the generated scenario gen-SEED instead of a file")
     replay.add_argument("--profile", choices=PROFILE_NAMES, default="default", help="with --seed: its generation profile")
+    replay.add_argument("--fit", action="store_true",
+                        help="with --seed: drawn without what the gateway declares unsupported, as fuzz --fit draws it")
     add_gateway_option(replay)
     replay.add_argument("--jsonl", action="store_true", help="print the raw canonical observation log")
     replay.add_argument("--strict", action="store_true", help="a check that examined nothing (vacuous) fails, as in run --strict")

@@ -29,7 +29,7 @@ from conformance.harness.suite import fresh_gateway
 from conformance.harness.verdict import CHECKER_ERROR, FAILING, GatewayFailure
 from conformance.harness.watchdog import DEFAULT_STEP_TIMEOUT
 from conformance.transport.factory import gateway_factory
-from sessiongate import SessiongateError
+from sessiongate import SessiongateError, UsageError
 from sim.clock import MINUTE
 from sim.generate import scenario_for_seed
 from sim.loader import load_file, load_text
@@ -192,6 +192,7 @@ class SeedTask:
     crash_points: bool = False  # a seeded swarm fires the gateway's declared crash points
     shown_out: str = ""  # --out as given, where the file ends up: its `reproduce:` line names it so
     first: bool = False  # the run's first seed: a factory that fails there is a usage error (nothing ran yet)
+    avoid: frozenset[str] = frozenset()  # `--fit`: the features the gateway declares unsupported, never drawn
 
 
 @dataclass(frozen=True)
@@ -211,6 +212,29 @@ class SeedOutcome:
     message: str = ""  # that violation's message
     played: bool = False  # it crashed the gateway by its own crash() call only (`RunResult.crashes`)
     same_as: int | None = None  # shrunk, it failed as this earlier seed's kind did: not a kind of its own
+
+
+def fitted_to(avoid: frozenset[str]) -> str:
+    """How a fitted seed's header says what it was drawn without ('' for an unfitted seed)."""
+    return f", fitted (drawing no {', '.join(sorted(avoid))})" if avoid else ""
+
+
+FIT_PROBE = "name: fit-probe\nstart: 2026-01-05T09:00\nevents:\n  - message: alice\n"
+
+
+def declared_unsupported(gateway: str, isolation: Isolation) -> frozenset[str]:
+    """What `gateway` declares unsupported (`Profile.unsupported`), asked as a run asks it: one
+    message, run and not judged, its profile read from the log. `fuzz --fit` and `replay --seed
+    --fit` draw none of it. A gateway that cannot answer is a usage error naming its failure."""
+    from conformance.features import FEATURES
+
+    made = fresh_gateway(factory(gateway, isolation), gateway, unknown_raises=True)
+    result = run_scenario(load_text(FIT_PROBE), made, gateway, check=False, step_timeout=isolation.step_timeout)
+    profile = result.records[0].d("profile") if result.records and result.records[0].kind == "scenario" else None
+    if (result.failure is not None and result.failure.step == 0) or not isinstance(profile, dict):
+        failure = result.failure.describe() if result.failure is not None else "no profile in its log"
+        raise UsageError(f"--fit: asking {gateway} what it supports, one message: {failure}")
+    return frozenset(profile.get("unsupported", ())) & FEATURES
 
 
 def run_seed(task: SeedTask) -> SeedOutcome:
@@ -242,7 +266,7 @@ class WorkerDied(SessiongateError):
 
 
 def _run_seed(task: SeedTask) -> SeedOutcome:
-    scenario = scenario_for_seed(task.seed, task.profile)
+    scenario = scenario_for_seed(task.seed, task.profile, task.avoid)
     with cyclic_gc_paused():  # the run's log is freed before the collector is back: it would walk every record
         gateway = fresh_gateway(factory(task.gateway, task.isolation), task.gateway, unknown_raises=task.first)
         result = run_scenario(scenario, gateway, task.gateway, strict=task.strict,
@@ -262,8 +286,8 @@ def _run_seed(task: SeedTask) -> SeedOutcome:
     out = Path(task.out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{scenario.name}.yaml"
-    header = "\n".join([f"generated: seed {task.seed}, profile {task.profile}{', crash points' if task.crash_points else ''}; "
-                        f"gateway {task.gateway}",
+    header = "\n".join([f"generated: seed {task.seed}, profile {task.profile}{', crash points' if task.crash_points else ''}"
+                        f"{fitted_to(task.avoid)}; gateway {task.gateway}",
                         *(f"failing: {check} {summary}" for check, summary in bad.items()),
                         "reproduce: " + command("run", str(Path(task.shown_out) / path.name) if task.shown_out else path.name,
                                                 "--gateway", task.gateway)])
