@@ -204,25 +204,29 @@ class RamOutboxGateway(ReferenceGateway):
                                  self.retry_memory_at)
 
 
+GATEWAYS = {
+    "raise": RaisingGateway,
+    "hang-in-process": HangingGateway,
+    "swallows-interrupts": SwallowsInterruptsGateway,
+    "nondeterministic": NondeterministicGateway,
+    "leaky-threads": LeakyThreadsGateway,
+    "runaway": RunawayGateway,
+    "do-nothing": DoNothingGateway,
+    "ignores-deletion": IgnoresDeletionGateway,
+    "ignores-lock": IgnoresLockGateway,
+    "hides-routing": HidesRoutingGateway,
+    "stale-routing": StaleRoutingGateway,
+    "ram-outbox": RamOutboxGateway,
+}
+# The modes `--gateway selftest:MODE` takes (the README lists them): `hang` runs `hang-in-process` in a child.
+MODES = tuple("hang" if mode == "hang-in-process" else mode for mode in GATEWAYS)
+
+
 def selftest(mode: str | None = None):  # type: ignore[no-untyped-def]
     if mode == "hang":
         from conformance.transport.isolation import isolated
 
         return isolated("selftest:hang-in-process", step_timeout=2.0)
-    gateways = {
-        "raise": RaisingGateway,
-        "hang-in-process": HangingGateway,
-        "swallows-interrupts": SwallowsInterruptsGateway,
-        "nondeterministic": NondeterministicGateway,
-        "leaky-threads": LeakyThreadsGateway,
-        "runaway": RunawayGateway,
-        "do-nothing": DoNothingGateway,
-        "ignores-deletion": IgnoresDeletionGateway,
-        "ignores-lock": IgnoresLockGateway,
-        "hides-routing": HidesRoutingGateway,
-        "stale-routing": StaleRoutingGateway,
-        "ram-outbox": RamOutboxGateway,
-    }
-    if mode not in gateways:
-        raise UnknownGateway(f"unknown self-test {mode!r}; known: hang, {', '.join(sorted(set(gateways) - {'hang-in-process'}))}")
-    return gateways[mode]()
+    if mode not in GATEWAYS:
+        raise UnknownGateway(f"unknown self-test {mode!r}; known: hang, {', '.join(sorted(set(GATEWAYS) - {'hang-in-process'}))}")
+    return GATEWAYS[mode]()
