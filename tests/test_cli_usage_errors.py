@@ -124,6 +124,36 @@ def test_a_factory_that_raises_is_placed_and_has_no_usage_banner(capsys: pytest.
     assert err.startswith("usage: sessiongate")
 
 
+@pytest.mark.parametrize("isolate", [False, True], ids=["in-process", "isolated"])
+def test_an_import_error_inside_the_module_is_the_gateways_and_placed(capsys: pytest.CaptureFixture[str], workdir: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch, isolate: bool) -> None:
+    """A gateway module whose own `import` of a missing dependency failed printed the usage banner
+    and no place, as if the command line had named no module: it is now one line, placed, like any
+    other exception raised while importing it; only a module (or package) that does not exist is
+    the command line's error."""
+    monkeypatch.syspath_prepend(str(workdir))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(workdir), os.environ.get("PYTHONPATH")])))
+    (workdir / "sg_lacks_dep.py").write_text("import os\nimport sg_no_such_dependency\ndef make():\n    return None\n",
+                                             encoding="utf-8")
+    (workdir / "sg_lacks_name.py").write_text("from json import sg_no_such_name\n", encoding="utf-8")
+    (workdir / "sg_a_package").mkdir()
+    (workdir / "sg_a_package" / "__init__.py").write_text("", encoding="utf-8")
+    isolated = ["--isolate"] if isolate else []
+    for gateway, message in (
+            ("sg_lacks_dep:make", "cannot import 'sg_lacks_dep': ModuleNotFoundError: No module named 'sg_no_such_dependency' "
+                                  "(at sg_lacks_dep.py:2)"),
+            ("sg_lacks_name:make", "cannot import 'sg_lacks_name': ImportError: cannot import name 'sg_no_such_name'")):
+        code, out, err = cli(capsys, "run", str(C), "--gateway", gateway, *isolated)
+        assert_usage_error(code, out, err, message)
+        assert "usage:" not in err and len(err.splitlines()) == 1, err
+    assert err.rstrip().endswith("(at sg_lacks_name.py:1)")
+    for gateway, message in (("sg_not_a_module:make", "cannot import 'sg_not_a_module': No module named 'sg_not_a_module'"),
+                             ("sg_a_package.nothere:make", "No module named 'sg_a_package.nothere'")):
+        code, out, err = cli(capsys, "run", str(C), "--gateway", gateway, *isolated)  # a wrong name: the command line's
+        assert_usage_error(code, out, err, message)
+        assert err.startswith("usage: sessiongate") and "(at " not in err, err
+
+
 def test_time_budget_takes_seconds_or_a_duration(capsys: pytest.CaptureFixture[str], workdir: Path) -> None:
     from conformance.cli.args import parse_time_budget
 

@@ -65,6 +65,8 @@ def _load(target: str) -> Callable[..., Any]:
     try:
         obj: Any = importlib.import_module(module)
     except ImportError as err:
+        if not _is_missing(module, err):  # raised inside the module (a dependency it lacks): the gateway's, placed
+            raise GatewayCodeFailed(f"cannot import {module!r}: {_one_line(err)}", raised_at(err)) from None
         raise UnknownGateway(f"cannot import {module!r}: {err}{_in_this_folder(module, err)}") from None
     except BaseException as err:  # a syntax error, or the module raised (SystemExit too: never an exit) while importing
         if signalled(err):
@@ -78,6 +80,14 @@ def _load(target: str) -> Callable[..., Any]:
         except AttributeError:
             raise UnknownGateway(f"{module!r} has no {attr!r}") from None
     return obj
+
+
+def _is_missing(module: str, err: ImportError) -> bool:
+    """Whether `err` says `module` itself (or a package on its dotted path) does not exist: a
+    wrong name on the command line. Any other ImportError was raised inside the module, say by
+    a dependency it imports that is not installed, and is the gateway's own error."""
+    parts = module.split(".")
+    return isinstance(err, ModuleNotFoundError) and err.name in {".".join(parts[:n]) for n in range(1, len(parts) + 1)}
 
 
 def _in_this_folder(module: str, err: ImportError) -> str:

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from conformance.harness.registry import resolve
+from conformance.harness.registry import GatewayCodeFailed, resolve
 from sessiongate import UsageError
 
 OWN_FACTORIES = ("reference", "selftest")  # sessiongate's own: safe and cheap to call in this process
@@ -41,12 +41,12 @@ def check_gateway(name: str, find: Callable[[str], Callable[[], Any]] = resolve,
 
 _CHECK_APART = """
 import sys
-from conformance.harness.registry import UnknownGateway, resolve
+from conformance.harness.registry import GatewayCodeFailed, UnknownGateway, resolve
 try:
     resolve(sys.argv[1])
 except UnknownGateway as err:
     print(err, file=sys.stderr)
-    raise SystemExit(2)
+    raise SystemExit(3 if isinstance(err, GatewayCodeFailed) else 2)
 """
 
 
@@ -64,6 +64,8 @@ def resolve_apart(name: str) -> None:
         raise UsageError(f"gateway {name!r}: importing it took over 120s") from None
     if done.returncode != 0:
         said = [line for line in done.stderr.splitlines() if line.strip()]
+        if done.returncode == 3 and said:  # the gateway's own code failed, not the command line: no usage banner
+            raise GatewayCodeFailed(said[-1])
         raise UsageError(said[-1] if said else f"gateway {name!r}: checking it in a process of its own exited {done.returncode}")
 
 
