@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -221,6 +222,26 @@ def test_every_line_of_a_catalog_run_fits_the_schema() -> None:
     assert calls == {"llm.request", "platform.send_reply", "recorder.sync_turn", "recorder.on_session_end",
                      "recorder.on_session_switch", "recorder.shutdown", "backend.ingest", "hooks.on_session_finalize",
                      "hooks.on_session_reset", "scheduler.call_at", "timer.cancel", "note", "crash_point"}
+
+
+def test_every_generated_config_fits_the_schema() -> None:
+    """And a config's own `usage`: no catalog scenario sets one, so no run sent it, and the
+    schema's closed config lacked it: a strict exec gateway would have refused a scenario file
+    that sets it at `start` (the docs audit)."""
+    jsonschema = pytest.importorskip("jsonschema")
+    from sim.generate import scenario_for_seed
+    from sim.scenario import GatewayConfig
+    from sim.writer import config_document
+
+    schema = protocol_schema()
+    config = jsonschema.Draft202012Validator({"$defs": schema["$defs"], "$ref": "#/$defs/config"})
+    configs = [scenario_for_seed(seed, profile).config for profile in ("default", "dense") for seed in range(300)]
+    configs += [replace(GatewayConfig(), usage=usage) for usage in ("none", "large", 5000)]
+    documents = {json.dumps(config_document(c), sort_keys=True) for c in configs}
+    assert sum('"usage"' in d for d in documents) == 3
+    for document in documents:
+        errors = list(config.iter_errors(json.loads(document)))
+        assert not errors, f"{document}: {errors[0].message}"
 
 
 # -- a gateway in another language -----------------------------------------------------------
