@@ -306,6 +306,7 @@ def build_scenario(choices: Choices, name: str, seed: int, profile: str = "defau
     events = _with_config_changes(choices, chats, events, mix)
     config = _with_reset_default(choices, config, mix)
     config = _with_instant_answers(choices, config, mix)
+    chats = _with_shared_id(choices, chats, mix)
     return Scenario(name=name, seed=seed, zone=zone_name, start=start, config=config, chats=chats, events=events)
 
 
@@ -405,6 +406,25 @@ def _with_instant_answers(choices: Choices, config: GatewayConfig, mix: Mix) -> 
     if not chance(choices, mix.instant_answer_percent):
         return config
     return replace(config, turn_latency=0)
+
+
+def _with_shared_id(choices: Choices, chats: tuple[Chat, ...], mix: Mix) -> tuple[Chat, ...]:
+    """In the mix's `shared_id_percent` of scenarios with two chats or more outside a shared group,
+    one chat (the twin) takes another's (the first's) chat id, on a platform other than the first's: two chats to
+    the contract (a chat is platform, chat type, chat id, thread and user). Drawn last of all
+    (the plainest, Hypothesis's shrink target, is no sharing)."""
+    taken = {c.chat_id for c in chats if c.chat_id}
+    free = [i for i, c in enumerate(chats) if c.chat_id is None and c.platform_id not in taken]  # not in a shared group
+    if len(free) < 2 or not chance(choices, mix.shared_id_percent):
+        return chats
+    pick = choices.integer(0, len(free) - 1)
+    first, twin = free[pick], free[(pick + choices.integer(1, len(free) - 1)) % len(free)]
+    platform = chats[twin].platform
+    if platform == chats[first].platform:
+        others = [name for name, _weight in PLATFORM_WEIGHTS if name != platform]
+        platform = others[choices.integer(0, len(others) - 1)]
+    joined = replace(chats[twin], platform=platform, chat_id=chats[first].platform_id)
+    return tuple(joined if i == twin else c for i, c in enumerate(chats))
 
 
 def scenario_for_seed(seed: int, profile: str = "default", avoid: frozenset[str] = frozenset()) -> Scenario:

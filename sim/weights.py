@@ -76,6 +76,11 @@ CHAT_MODE_PERCENT = 5
 # its events; a few gain this): in this share of scenarios with two chats or more, one chat becomes
 # a second user of another's group. A gateway that keys a group by the group alone is caught so.
 SHARED_GROUP_PERCENT = 5
+# One chat id on two platforms (Telegram chat 42 and Discord chat 42 are two chats), drawn last of
+# all (every older seed keeps its scenario; a few gain this): in this share of scenarios with two
+# chats or more, one chat takes another's chat id on a platform of its own. A gateway that keys a
+# chat by its id alone is caught so (the seventh audit of lazy gateways: no seed reached it).
+SHARED_ID_PERCENT = 5
 # A restart that brings a new reset configuration (`Restart.change`; docs/contract.md, *A restart
 # may change the configuration*), drawn last of all: in this share of scenarios with a restart,
 # each restart changes one of the reset keys with even odds.
@@ -136,6 +141,7 @@ class Mix:
     order_percent: int = ORDER_PERCENT
     chat_mode_percent: int = CHAT_MODE_PERCENT
     shared_group_percent: int = SHARED_GROUP_PERCENT
+    shared_id_percent: int = SHARED_ID_PERCENT
     config_change_percent: int = CONFIG_CHANGE_PERCENT
     reset_default_percent: int = RESET_DEFAULT_PERCENT
     instant_answer_percent: int = INSTANT_ANSWER_PERCENT
@@ -187,7 +193,7 @@ DENSE = Mix(
     watchers=((5 * MINUTE, 2), (None, 2), (30 * SECOND, 2), (MINUTE, 2), (10 * MINUTE, 1)),
     latencies=((2 * SECOND, 2), (500, 1), (10 * SECOND, 2), (45 * SECOND, 2), (3 * MINUTE, 2)),
     muted_percent=15, held_message_percent=60, usage_percent=40, slow_backend_percent=100, order_percent=100,
-    chat_mode_percent=50, shared_group_percent=40, config_change_percent=50, reset_default_percent=25,
+    chat_mode_percent=50, shared_group_percent=40, shared_id_percent=40, config_change_percent=50, reset_default_percent=25,
     instant_answer_percent=20,
 )
 

@@ -53,7 +53,7 @@ def check(m: RunModel) -> Verdict:
                 violations.append(Violation(
                     f"delegate child {child} stores {turn_list(doubled)} twice after its parent {r.session} was deleted "
                     f"(a foreign-key failure with the child's row present must not replay)", (delete_index,), r.t, child, tuple(doubled)))
-    # A child may drop its link to a deleted parent (`_dangling`): judged in chats without a deletion.
+    # A child may drop its link to a parent deleted for good (`_dangling`), never to one stored.
     named, out = _parentless(m, sessions, {m.records[cut.index].chat or "" for cut in cuts})
     examined += named
     violations += out
@@ -190,15 +190,16 @@ def _parentless(m: RunModel, stored: dict, cut_chats: set[str]) -> tuple[int, li
     """A delegate child's row names its parent (contract: a delegate child): in the final
     store, a child whose task's session (its chat's session when the task arrived, live or
     past its boundary) is stored names a parent, even where the parent's row was not written
-    yet when the child's was, and no session of the chat before that one. A task held
-    while the gateway was down may be spawned by the session after the restart (catalog 57).
-    Judged only in chats without a deletion (`cut_chats`: a deletion there may take the parent;
-    a chat's question, so a log judged in parts asks it the same way)."""
+    yet when the child's was, or was deleted and healed since (the seventh audit of lazy
+    gateways: a heal that wrote the child's row back without its parent passed, the rule
+    judging only chats without a deletion); and, in chats without a deletion (`cut_chats`:
+    there a deletion may have taken the parent for good), no session of the chat before
+    that one. A task held while the gateway was down may be spawned by the session after
+    the restart (catalog 57). A chat's question, so a log judged in parts asks it the same way."""
     out: list[Violation] = []
     examined = 0
     seen: set[str] = set()
-    for turn in sorted((t for t in m.turns.values() if t.delegate and t.session and t.chat not in cut_chats),
-                       key=lambda t: t.index):
+    for turn in sorted((t for t in m.turns.values() if t.delegate and t.session), key=lambda t: t.index):
         child = turn.session
         body = stored.get(child)
         if body is None or child in seen:
@@ -213,7 +214,7 @@ def _parentless(m: RunModel, stored: dict, cut_chats: set[str]) -> tuple[int, li
                 f"delegate child {child} (task {turn.id} of chat {turn.chat} at {m.at(turn.arrival)}, while its session was "
                 f"{spawner}) is stored naming no parent: a delegate child's row names the session that spawned it",
                 (turn.index,), turn.arrival, child, (turn.id,)))
-        elif parent is not None and spawner is not None and parent != spawner and not turn.held \
+        elif turn.chat not in cut_chats and parent is not None and spawner is not None and parent != spawner and not turn.held \
                 and parent in earlier_sessions(m, turn.chat, spawner):
             out.append(Violation(  # the audit of lazy gateways (2026-12-05): the chat's first session named
                 f"delegate child {child} (task {turn.id} of chat {turn.chat} at {m.at(turn.arrival)}, while its session was "

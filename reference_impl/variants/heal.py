@@ -194,3 +194,22 @@ class EndKeepsAgent(ReferenceGateway):
         super().end_memory(session, reason, agent)
         if agent is not None:
             self.volatile.cache.put(agent)
+
+
+class HealDropsChildParent(ReferenceGateway):
+    """heal-drops-child-parent — CONTRACT I8 (a delegate child's row names its parent; the
+    seventh audit of lazy gateways, 2026-12-06):
+
+    "a child whose chat's session at the task's arrival is stored names a parent, a deletion
+    and heal of either row in between or not".
+
+    Here: a heal writes a delegate child's row back with its messages only, the parent column
+    left empty, though the parent's row is stored (healed first, by the chat's own turn).
+    """
+
+    def create_row(self, agent: Agent) -> None:
+        if agent.kind == "delegate" and agent.replay_pending:
+            self.store.upsert_session(agent.session, agent.chat, None, agent.kind, self.h.clock.now())
+            agent.created = True
+            return
+        super().create_row(agent)

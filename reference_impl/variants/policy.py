@@ -341,6 +341,22 @@ class GroupSharesOneSession(ReferenceGateway):
         return chat_key(replace(chat, user=None) if chat.chat_type in ("group", "channel") else chat)
 
 
+class RouteIgnoresPlatform(ReferenceGateway):
+    """route-ignores-platform — CONTRACT words ("chat: a route (platform, chat type, chat id,
+    thread, user)"; the seventh audit of lazy gateways, 2026-12-06):
+
+    A gateway that keys a routing entry by the platform's chat id alone, as if ids were unique
+    across platforms: Telegram chat 42 and Discord chat 42 share one session, and one user's
+    `/new` ends the other's conversation.
+
+    Here: every chat's routing key names one platform, whichever it came from (its policy is
+    looked up by that key: a scenario with a policy per platform judges it by the default).
+    """
+
+    def route_key(self, chat: Chat) -> str:
+        return chat_key(replace(chat, platform="any"))
+
+
 class LazyChatStopsTheWatcher(ReferenceGateway):
     """lazy-chat-stops-the-watcher — issue #21 (format gaps: per-chat eager or lazy):
 
