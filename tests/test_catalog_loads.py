@@ -94,6 +94,11 @@ KNOWN_VARIANTS = frozenset({
     "cap-excludes-children",
     "restart-config-reset-only",
     "idle-wall-clock",
+    "child-parent-from-cache",
+    "delegate-result-frees-chat",
+    "group-turns-serialized",
+    "session-id-reused-after-delete",
+    "muted-skips-rotation",
 })
 # Scenarios that need more events than a small one, and why.
 LONG = {"83-crash-inside-long-write": "a write longer than one statement takes (reference_impl.tables._CHUNK "

@@ -240,6 +240,15 @@ CASES: dict[str, tuple[Callable[[list[Obs]], Any], Any, Any]] = {
                               [("s1", "lru_cap"), ("s2", "idle_ttl")], [("s1", "idle_ttl"), ("s2", "idle_ttl")]),
     "restart-config-reset-only": (lambda r: reply_session(r, "t2"), "s2", "s1"),
     "idle-wall-clock": (lambda r: reply_session(r, "t2"), "s1", "s2"),
+    "child-parent-from-cache": (lambda r: final_parent(r, "s2"), "s1", None),
+    "delegate-result-frees-chat": (lambda r: sequence(r, ("sync_turn", "on_session_end"), ("s1",)),
+                                   ["sync_turn s1", "sync_turn s1", "on_session_end s1"],
+                                   ["sync_turn s1", "on_session_end s1", "sync_turn s1"]),
+    "group-turns-serialized": (lambda r: [(x.turns, x.t % 3_600_000 // 60_000) for x in r if x.kind == "reply"],
+                               [(("t1",), 3), (("t2",), 4), (("t3",), 8)], [(("t1",), 3), (("t2",), 6), (("t3",), 9)]),
+    "session-id-reused-after-delete": (lambda r: reply_session(r, "t3"), "s3", "s1"),
+    "muted-skips-rotation": (lambda r: (reply_session(r, "t2"), stored(r, "s2", "visibility")),
+                             ("s2", ["hidden", "hidden", "visible", "visible"]), ("s1", None)),
 }
 
 

@@ -18,6 +18,7 @@ from reference_impl.variants.boundaries import (
     IdleExpiryNoFinalize,
     ResetNamesEndedSession,
     ResumeKeepsClocks,
+    SessionIdReusedAfterDelete,
     ShutdownEndsSessions,
     SuccessorBeginsAtNew,
     SwitchNamesStalePrevious,
@@ -32,10 +33,12 @@ from reference_impl.variants.crashpoints import (
 )
 from reference_impl.variants.delegates import (
     CapExcludesChildren,
+    ChildParentFromCache,
     DelegateChildKeyedByChat,
     DelegateOpensSession,
     DelegateParentIsFirstSession,
     DelegateResultDropped,
+    DelegateResultFreesChat,
     DelegateResultToNewestChat,
     EndCarriesDelegateTurns,
     FinalizesDelegateChild,
@@ -91,9 +94,11 @@ from reference_impl.variants.policy import (
     DefaultPolicyMisreported,
     EagerChatLeftLazy,
     GroupSharesOneSession,
+    GroupTurnsSerialized,
     IdleWallClock,
     LazyChatStopsTheWatcher,
     MessageResetFiresNoHooks,
+    MutedSkipsRotation,
     NewEndsEndedSession,
     QueuedClockAtAdmission,
     QueuedJudgedAtAdmission,
@@ -218,6 +223,11 @@ VARIANTS: dict[str, type[ReferenceGateway]] = {
     "cap-excludes-children": CapExcludesChildren,
     "restart-config-reset-only": RestartConfigResetOnly,
     "idle-wall-clock": IdleWallClock,
+    "child-parent-from-cache": ChildParentFromCache,
+    "delegate-result-frees-chat": DelegateResultFreesChat,
+    "group-turns-serialized": GroupTurnsSerialized,
+    "session-id-reused-after-delete": SessionIdReusedAfterDelete,
+    "muted-skips-rotation": MutedSkipsRotation,
 }
 
 

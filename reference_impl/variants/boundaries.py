@@ -234,3 +234,32 @@ class SwitchNamesStalePrevious(ReferenceGateway):
         stale = before.get(previous)  # the route's `previous` as it was: the session before the one left
         before[session] = previous
         self.volatile.memory.switch(stale, session)
+
+
+class SessionIdReusedAfterDelete(ReferenceGateway):
+    """session-id-reused-after-delete — CONTRACT I6 (the seventh audit of lazy gateways,
+    2026-12-06):
+
+    "a segment after a boundary has a new session ...; no session serves two segments or two
+    chats".
+
+    Here: a new session's id is counted from the rows the store holds (`s{rows + 1}`, moved past
+    ids still stored, routed or cached), not from a durable counter: once earlier sessions' rows
+    are deleted, a new session gets an id an ended session had.
+    """
+
+    def open_session(self, route: Route, chat: Chat, arrival: int) -> None:
+        previous = route.session_id
+        issued = self.store.new_session_id()  # the counter still moves: delegate children take it
+        stored = [sid for sid, _parent in self.store.all_sessions()]
+        taken = {*stored, *(r.session_id for r in self.store.routes()), *self.volatile.cache.agents,
+                 *self.volatile.children.values()}
+        n = len(stored) + 1
+        while f"s{n}" in taken:
+            n += 1
+        session = f"s{n}" if n < int(issued[1:]) else issued
+        route.previous_id, route.session_id, route.ended, route.anchor = previous, session, False, arrival
+        self.volatile.cache.put(Agent(session, chat.name, route.chat_key, last_activity=self.h.clock.now()))
+        if previous is not None:
+            self.announce_switch(previous, session)
+            self.announce_reset(previous, session)

@@ -173,3 +173,46 @@ class CapExcludesChildren(ReferenceGateway):
         for agent in idle[: max(0, len(idle) - cache.cap)]:
             self.evict(agent, "lru_cap")
         self.schedule_tick()
+
+
+class ChildParentFromCache(ReferenceGateway):
+    """child-parent-from-cache — CONTRACT I8 (a delegate child's row names its parent; the
+    seventh audit of lazy gateways, 2026-12-06):
+
+    "a child whose chat's session at the task's arrival is stored names a parent".
+
+    Here: the child's parent is read, when its row is first written, off the parent's agent in
+    the cache (a weak reference: "no cycle between agents"); a parent whose agent the idle sweep
+    or the cap let go while the child ran is not found, and the child's row names none.
+    """
+
+    def create_row(self, agent: Agent) -> None:
+        if agent.kind == "delegate" and not agent.created and agent.parent not in self.volatile.cache.agents:
+            self.store.upsert_session(agent.session, agent.chat, None, agent.kind, self.h.clock.now())
+            agent.created = True
+            return
+        super().create_row(agent)
+
+
+class DelegateResultFreesChat(ReferenceGateway):
+    """delegate-result-frees-chat — CONTRACT, Boundaries (the seventh audit of lazy gateways,
+    2026-12-06):
+
+    "A command that arrives while a turn is in flight takes effect when that turn's reply is
+    delivered (never mid-turn)".
+
+    Here: any reply hands the chat on ("the agent answered: take the next message"), a delegated
+    task's result included: a result that comes while the chat's own turn runs starts what waits
+    behind that turn, and a `/new` there ends the session under it (the running agent carries on
+    with its turn, which lands in the ended session).
+    """
+
+    def acknowledge(self, request_id: str, pending: Pending, agent: Agent) -> None:
+        super().acknowledge(request_id, pending, agent)
+        if pending.delegate and pending.key in self.volatile.busy_chats:
+            cache = self.volatile.cache
+            running = [a for a in cache.agents.values() if a.busy]
+            self.hand_on(pending.key)
+            for other in running:
+                if cache.get(other.session) is None:
+                    cache.put(other)  # the running agent carries on with its turn

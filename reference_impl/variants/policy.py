@@ -13,8 +13,9 @@ from dataclasses import replace
 from datetime import UTC, timedelta
 
 from conformance.adapter import Inbound
+from conformance.observations import first_turn
 from reference_impl.cache import Agent, Row
-from reference_impl.gateway import ReferenceGateway
+from reference_impl.gateway import Pending, ReferenceGateway
 from reference_impl.policy import ResetPolicyEvaluator, chat_key
 from reference_impl.store import Route
 from sim.clock import MINUTE, from_ms, load_zone, local_instant
@@ -471,3 +472,56 @@ class CommandNoticesNothing(ReferenceGateway):
 
     def notice_boundary_at_command(self, route: Route, when: int | None) -> None:
         pass
+
+
+class GroupTurnsSerialized(ReferenceGateway):
+    """group-turns-serialized — CONTRACT Words (the seventh audit of lazy gateways, 2026-12-06):
+
+    "two users of one group are two chats of that group".
+
+    Here: a group is served one turn at a time, whoever sent it (the lock is the group's chat
+    id): a user's message waits behind another user's turn in flight, in that chat's queue, and
+    starts when that turn is answered.
+    """
+
+    def deliver_message(self, message: Inbound) -> None:
+        chat, volatile = message.chat, self.volatile
+        key = self.route_key(chat)
+        if chat.chat_type in ("group", "channel") and key not in volatile.busy_chats and not volatile.queues.get(key):
+            group = chat_key(replace(chat, user=None))
+            for other, request in volatile.busy_chats.items():
+                if other != key and chat_key(replace(volatile.inflight[request].chat, user=None)) == group:
+                    volatile.queues.setdefault(other, deque()).append(("message", message, self.h.clock.now()))
+                    return
+        super().deliver_message(message)
+
+
+class MutedSkipsRotation(ReferenceGateway):
+    """muted-skips-rotation — CONTRACT I6 (the seventh audit of lazy gateways, 2026-12-06):
+
+    "Every admitted turn lands in its segment's session; a segment after a boundary has a new
+    session" (a muted notification reply differs from a message only in its rows' visibility).
+
+    Here: a muted notification never rotates the chat ("a notification is not the user coming
+    back"): one that arrives past the boundary, before the watcher has ended the session, is
+    answered in the expired session, and moves its idle clock.
+    """
+
+    def start_turn(self, message: Inbound, arrival: int) -> None:
+        if not message.muted:
+            super().start_turn(message, arrival)
+            return
+        chat, key = message.chat, self.route_key(message.chat)
+        route = self.store.route(key) or Route(key, chat.name, None, None, None, None, False)
+        if route.session_id is None or route.ended:  # no boundary noticed: a live session is kept, expired or not
+            self.open_session(route, chat, arrival)
+        route.last_user = arrival
+        self.store.save_route(route)
+        agent = self.route_agent(route)
+        turn = first_turn(message.text)
+        agent.rows.append(Row(turn, "user", message.text, "hidden"))
+        agent.busy, agent.last_activity = True, self.h.clock.now()
+        request = self.h.llm.request(chat.name, agent.session, self.prompt(agent))
+        self.volatile.inflight[request] = Pending(chat, key, agent.session, turn or "")
+        self.volatile.busy_chats[key] = request
+        self.enforce_cap()
