@@ -93,6 +93,11 @@ KNOWN_VARIANTS = frozenset({
     "stop-kills-delegates",
     "cap-excludes-children",
     "restart-config-reset-only",
+    "plain-restart-reverts-config",
+    "resume-global-last",
+    "resume-restores-deleted",
+    "sigterm-skips-children",
+    "timer-rearm-misses-resume",
     "idle-wall-clock",
 })
 # Scenarios that need more events than a small one, and why.

@@ -239,6 +239,12 @@ CASES: dict[str, tuple[Callable[[list[Obs]], Any], Any, Any]] = {
     "cap-excludes-children": (lambda r: [(x.session, x.d("why")) for x in r if x.kind == "note" and x.d("what") == "evict"],
                               [("s1", "lru_cap"), ("s2", "idle_ttl")], [("s1", "idle_ttl"), ("s2", "idle_ttl")]),
     "restart-config-reset-only": (lambda r: reply_session(r, "t2"), "s2", "s1"),
+    "plain-restart-reverts-config": (lambda r: (ends(r, "s1"), reply_session(r, "t2")), ([("s1", ("t1",))], "s2"),
+                                     ([], "s1")),
+    "resume-global-last": (lambda r: reply_session(r, "t4"), "s1", "s3"),
+    "resume-restores-deleted": (lambda r: stored(r, "s1"), ["t3"], ["t1", "t3"]),
+    "sigterm-skips-children": (lambda r: stored(r, "s2", label="sigterm"), ["t2"], None),
+    "timer-rearm-misses-resume": (lambda r: ends(r, "s1"), [("s1", ("t1",)), ("s1", ("t1",))], [("s1", ("t1",))]),
     "idle-wall-clock": (lambda r: reply_session(r, "t2"), "s1", "s2"),
 }
 

@@ -17,6 +17,7 @@ from reference_impl.variants.boundaries import (
     ExpirySkipsEndWithoutAgent,
     IdleExpiryNoFinalize,
     ResetNamesEndedSession,
+    ResumeGlobalLast,
     ResumeKeepsClocks,
     ShutdownEndsSessions,
     SuccessorBeginsAtNew,
@@ -60,6 +61,8 @@ from reference_impl.variants.heal import (
     HealReplaysTailOnly,
     OrphanChildNeverRecreated,
     ParentResurrectedForChild,
+    ResumeRestoresDeleted,
+    SigtermSkipsChildren,
 )
 from reference_impl.variants.liveness import (
     AnswersBeforeTheLlm,
@@ -95,6 +98,7 @@ from reference_impl.variants.policy import (
     LazyChatStopsTheWatcher,
     MessageResetFiresNoHooks,
     NewEndsEndedSession,
+    PlainRestartRevertsConfig,
     QueuedClockAtAdmission,
     QueuedJudgedAtAdmission,
     ResetCommandIgnored,
@@ -106,6 +110,7 @@ from reference_impl.variants.policy import (
     ServesNewestFirst,
     StopNoticesNothing,
     TickSkipsWhenAnyBusy,
+    TimerRearmMissesResume,
     WatcherEndsBusySession,
 )
 from reference_impl.variants.trust import (
@@ -194,6 +199,7 @@ VARIANTS: dict[str, type[ReferenceGateway]] = {
     "reset-command-ignored": ResetCommandIgnored,
     "stop-drops-queued": StopDropsQueued,
     "resume-keeps-clocks": ResumeKeepsClocks,
+    "resume-global-last": ResumeGlobalLast,
     "successor-begins-at-new": SuccessorBeginsAtNew,
     "empty-session-gets-no-end": EmptySessionGetsNoEnd,
     "delegate-opens-session": DelegateOpensSession,
@@ -209,14 +215,18 @@ VARIANTS: dict[str, type[ReferenceGateway]] = {
     "delegate-result-to-newest-chat": DelegateResultToNewestChat,
     "end-carries-delegate-turns": EndCarriesDelegateTurns,
     "end-keeps-agent": EndKeepsAgent,
+    "resume-restores-deleted": ResumeRestoresDeleted,
+    "sigterm-skips-children": SigtermSkipsChildren,
     "retry-merges-calls": RetryMergesCalls,
     "finalizes-delegate-child": FinalizesDelegateChild,
     "resets-delegate-child": ResetsDelegateChild,
     "daily-day-from-utc": DailyDayFromUtc,
     "tick-skips-when-any-busy": TickSkipsWhenAnyBusy,
+    "timer-rearm-misses-resume": TimerRearmMissesResume,
     "stop-kills-delegates": StopKillsDelegates,
     "cap-excludes-children": CapExcludesChildren,
     "restart-config-reset-only": RestartConfigResetOnly,
+    "plain-restart-reverts-config": PlainRestartRevertsConfig,
     "idle-wall-clock": IdleWallClock,
 }
 
