@@ -263,3 +263,25 @@ class SessionIdReusedAfterDelete(ReferenceGateway):
         if previous is not None:
             self.announce_switch(previous, session)
             self.announce_reset(previous, session)
+
+
+class ResumeGlobalLast(ReferenceGateway):
+    """resume-global-last — CONTRACT, Boundaries (the seventh audit of lazy gateways,
+    2026-12-06):
+
+    "`/resume` ends it (reason `switch`) and reopens the chat's previous session".
+
+    Here: `/resume` reopens the session that ended last in the whole gateway (`ORDER BY
+    ended_at DESC LIMIT 1`), not the chat's own previous one: after another chat's `/new`,
+    one chat's `/resume` takes over the other chat's conversation.
+    """
+
+    def resume_previous(self, route: Route) -> None:
+        left = None if route.ended else route.session_id
+        last = self.store.db.execute(
+            "SELECT session_id FROM session_ends WHERE session_id IS NOT ? ORDER BY t DESC, session_id DESC LIMIT 1",
+            (left,)).fetchone()
+        if last is None:
+            self.h.note("resume_skipped", chat=route.chat, reason="no previous session")
+            return
+        self.switch_back(route, left, last[0])

@@ -13,7 +13,7 @@ import sqlite3
 
 from reference_impl.cache import Agent
 from reference_impl.gateway import ReferenceGateway
-from reference_impl.store import StoreLocked, is_foreign_key_error
+from reference_impl.store import Route, Row, StoreLocked, is_foreign_key_error
 from reference_impl.transcripts import WriteOutcome
 
 
@@ -213,3 +213,62 @@ class HealDropsChildParent(ReferenceGateway):
             agent.created = True
             return
         super().create_row(agent)
+
+
+class ResumeRestoresDeleted(ReferenceGateway):
+    """resume-restores-deleted — CONTRACT I8 (the seventh audit of lazy gateways, 2026-12-06):
+
+    "A session deleted while no agent held it, or after it ended, comes back only by a turn of
+    its own ... and none after the deletion holds a turn the deletion took".
+
+    Here: every end keeps the session's transcript with the chat's routing entry, for
+    `/resume`; the end a `/resume` makes (reason `switch`) writes the previous session's row
+    back from that copy when the store lacks it ("resume must bring the conversation back"),
+    though another surface deleted it on purpose.
+    """
+
+    def end_session(self, route: Route, reason: str) -> None:
+        copies: dict[str, list[Row]] = self.__dict__.setdefault("resume_copies", {})
+        session = route.session_id
+        assert session is not None
+        agent = self.volatile.cache.get(session) or self.volatile.unflushed.get(session)
+        copies[session] = list(agent.rows) if agent is not None else self.stored_transcript(session)
+        super().end_session(route, reason)
+        target = route.previous_id  # a /resume's: it switches to it next
+        if reason == "switch" and target in copies and not self.store.session_exists(target):
+            self.store.upsert_session(target, route.chat, None, "chat", self.h.clock.now())
+            self.store.append(target, copies[target])
+
+
+class SigtermSkipsChildren(ReferenceGateway):
+    """sigterm-skips-children — CONTRACT I8, Deletions (the seventh audit of lazy gateways,
+    2026-12-06):
+
+    "The deleted turns ... are owed back from the first of: the session's next acknowledged
+    turn (its next write), its agent leaving the cache (LRU cap, idle sweep, its end) and a
+    SIGTERM."
+
+    Here: the SIGTERM lets go of the chats' agents only (written back, healed); delegate
+    children's agents are dropped as they are ("subagents are ephemeral"), so a child's row
+    deleted under its live agent is never written back.
+    """
+
+    def sigterm(self) -> None:
+        self.stop_timers()
+        for pending in self.volatile.inflight.values():
+            self.h.note("interrupted", session=pending.session, turn=pending.turn)
+            agent = self.volatile.cache.get(pending.session)
+            if agent is not None:
+                self.drop_turn(agent, pending.turn)
+        for key in sorted(self.volatile.queues):
+            for kind, payload, _arrival in self.volatile.queues[key]:
+                chat = payload.chat if kind == "message" else payload[0]
+                self.h.note("interrupted", chat=chat.name, queued=kind)
+        for index, agent in enumerate([*self.volatile.cache.agents.values(), *self.volatile.unflushed.values()]):
+            if index:
+                self.h.crash_point("shutdown-flushing")
+            if agent.kind != "delegate":
+                self.release(agent)
+            self.volatile.memory.flush(agent.session)
+        self.volatile.memory.shutdown()
+        self.volatile.running = False

@@ -290,6 +290,22 @@ class RestartConfigResetOnly(ReferenceGateway):
         super().restart(None if config is None else replace(self.config, reset=config.reset))
 
 
+class PlainRestartRevertsConfig(ReferenceGateway):
+    """plain-restart-reverts-config — CONTRACT, A restart may change the configuration (the
+    seventh audit of lazy gateways, 2026-12-06):
+
+    "The restart record carries the whole configuration in force from then on".
+
+    Here: a restart without a configuration boots under the one the gateway was first started
+    with (`config or initial_config`), not the one in force: a policy an earlier restart
+    brought is lost at the next plain restart or crash recovery.
+    """
+
+    def restart(self, config: GatewayConfig | None = None) -> None:
+        first: GatewayConfig = self.__dict__.setdefault("first_config", self.config)
+        super().restart(first if config is None else config)
+
+
 class StopNoticesNothing(ReferenceGateway):
     """stop-notices-nothing — issue #21 (format gaps: a restart that changes the configuration):
 
@@ -356,6 +372,27 @@ class RouteIgnoresPlatform(ReferenceGateway):
 
     def route_key(self, chat: Chat) -> str:
         return chat_key(replace(chat, platform="any"))
+
+
+class TimerRearmMissesResume(ReferenceGateway):
+    """timer-rearm-misses-resume — CONTRACT I1 (an eager session's end is owed within one
+    watcher interval of its boundary; the seventh audit of lazy gateways, 2026-12-06):
+
+    "`/resume` ... reopens the chat's previous session (a new *life* of that id, whose idle
+    and daily clocks restart at the resume)".
+
+    Here: the watcher's timer sleeps while nothing is due, and a turn wakes it; a `/resume`
+    does not: a session it reopens past its boundary, with nothing else going on, never
+    reaches its next boundary's end.
+    """
+
+    def command(self, key: str, command: str, when: int | None = None) -> None:
+        asleep = self.volatile.tick_timer is None
+        super().command(key, command, when)
+        timer = self.volatile.tick_timer
+        if command == "/resume" and asleep and timer is not None:
+            timer.cancel()
+            self.volatile.tick_timer = None
 
 
 class LazyChatStopsTheWatcher(ReferenceGateway):
