@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sim.kinds import KINDS
-from sim.scenario import Command, Crash, GatewayConfig, Message, Restart, Scenario, Sigterm
+from sim.scenario import BEFORE_TIMERS, Command, Crash, GatewayConfig, Message, Restart, Scenario, Sigterm
 
 EVENT_KINDS: frozenset[str] = frozenset(name for name, kind in KINDS.items() if kind.optional)
 """The event kinds a gateway may lack (`sim.kinds.KINDS`, column `optional`)."""
@@ -59,8 +59,8 @@ def cuts_off_a_turn_then_restarts(scenario: Scenario) -> bool:
     def deliver(event: Message | Command, at: int) -> None:
         if isinstance(event, Message):
             busy_until[event.chat] = max(at, busy_until.get(event.chat, at)) + latency
-        elif event.name == "/stop":
-            busy_until[event.chat] = min(busy_until.get(event.chat, at), at)
+        elif event.name == "/stop":  # the turn in flight is abandoned: nothing of the chat is owed from `at` on
+            busy_until[event.chat] = min(busy_until.get(event.chat, at), at - 1)
 
     for i, event in enumerate(events):
         if isinstance(event, (Message, Command)):
@@ -74,7 +74,10 @@ def cuts_off_a_turn_then_restarts(scenario: Scenario) -> bool:
                 deliver(waiting, event.t)
             held = []
         elif isinstance(event, (Sigterm, Crash)) and up:  # a stop while down is skipped
-            if any(until > event.t for until in busy_until.values()) and any(isinstance(e, Restart) for e in events[i + 1:]):
+            # a reply due at the stop's own instant comes after it when the stop runs before the timers
+            ahead = event.order == BEFORE_TIMERS
+            if any(until > event.t or (ahead and until == event.t) for until in busy_until.values()) \
+                    and any(isinstance(e, Restart) for e in events[i + 1:]):
                 return True
             busy_until, up = {}, False
     return False

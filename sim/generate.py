@@ -244,8 +244,8 @@ class _Timeline:
 
     def _stop(self, t: int, chat: Chat | None, draw: str) -> None:
         """A sigterm or crash, maybe a message held while down, then the restart."""
-        if self.mix.stops_wait_for_replies:
-            t = max(t, *self.owed.values()) if self.owed else t
+        if self.mix.stops_wait_for_replies and self.owed and t <= (due := max(self.owed.values())):
+            t = due + SECOND  # strictly after: a stop at a reply's own instant may run before it (`order`)
         self.add(Sigterm(t) if draw == "sigterm" else Crash(t))
         self.owed = {}
         back = t + self.seconds(weighted(self.choices, DOWNTIME))

@@ -178,8 +178,23 @@ def test_a_restart_after_a_cut_off_turn_is_a_feature_of_the_timeline() -> None:
     assert "restart_after_cut_off_turn" in FEATURES
     assert "restart_after_cut_off_turn" in scenario_features(load_text(CUT_OFF.replace("STOP", "30s")))
     assert "restart_after_cut_off_turn" not in scenario_features(load_text(CUT_OFF.replace("STOP", "2m")))  # answered by then
-    flagged = [p.stem[:2] for p in catalog_paths() if "restart_after_cut_off_turn" in scenario_features(load_file(p))]
-    assert flagged == ["27", "41"]
+    flagged = [p.stem.split("-")[0] for p in catalog_paths() if "restart_after_cut_off_turn" in scenario_features(load_file(p))]
+    assert flagged == ["27", "41", "103"]
+
+
+def test_a_stop_at_a_replys_own_instant_cuts_it_off_only_when_it_runs_first() -> None:
+    """`fuzz --fit` on OpenClaw 2026.9.6 (dense seeds 2 and 5): a SIGTERM at the very instant a
+    reply was due, ordered before the timers, cut the turn off, yet the timeline was read as
+    not cutting it (`until > t` only), and OpenClaw's restart failed its recovery claim. A
+    `/stop` at that instant abandons the turn: nothing is owed after it."""
+    from conformance.features import scenario_features
+
+    at_reply = CUT_OFF.replace("after: STOP", "after: 1m\n    order: ORDER")
+    assert "restart_after_cut_off_turn" in scenario_features(load_text(at_reply.replace("ORDER", "before-timers")))
+    assert "restart_after_cut_off_turn" not in scenario_features(load_text(at_reply.replace("ORDER", "after-timers")))
+    stopped = CUT_OFF.replace("  - sigterm: true\n    after: STOP", "  - command: /stop\n    chat: alice\n    after: 30s\n"
+                              "  - sigterm: true\n    order: before-timers")
+    assert "restart_after_cut_off_turn" not in scenario_features(load_text(stopped))
 
 
 HELD_THEN_CUT = """
