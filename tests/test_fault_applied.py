@@ -117,7 +117,8 @@ def test_ignoring_a_lock_is_an_error_where_the_gateway_wrote_through_it(path: Pa
     assert result.failure.message.endswith("written while it held")
 
 
-ENDED_BEFORE_DELETION = {"65-delete-ended-session-before-sweep"}  # its deletion comes after the chat's session ended (/new)
+ENDED_BEFORE_DELETION = {  # each deletion comes after the chat's session ended (/new)
+    "65-delete-ended-session-before-sweep", "109-new-session-after-deletions", "113-resume-into-a-deleted-session"}
 
 
 @pytest.mark.parametrize("path", DELETING, ids=[p.stem for p in DELETING])
