@@ -118,6 +118,20 @@ events:
   - checkpoint: recreated
     after: 1m
 """,
+    # The deletion takes s1 and its child s2; t3 heals s1, then t4 heals s2, which names s1 again.
+    "child-healed-after-parent": """
+config: {reset: {mode: none}}
+events:
+  - message: alice
+  - delegate: alice
+    after: 1m
+  - delete_session: alice
+    after: 1m
+  - message: alice
+    after: 1m
+  - delegate: alice
+    after: 1m
+""",
     # Reset policy none: s1's agent is reaped after the idle TTL (1h, swept every 5m), reloaded at 12:00.
     "reaped": """
 config: {reset: {mode: none}, idle_ttl: 1h}

@@ -386,6 +386,20 @@ def test_i8_child_recreated_without_its_deleted_parent() -> None:
     ]
 
 
+def test_i8_a_child_healed_after_its_parent_names_it() -> None:
+    """The seventh audit of lazy gateways: a child's parent link was judged only in chats
+    without a deletion, so a heal writing the child back without its (stored) parent passed."""
+    records = log("child-healed-after-parent")
+    assert messages(records, "I8") == []
+    final = find(records, "durable", label="final")
+    assert records[final].d("sessions")["s2"]["parent"] == "s1"
+    sessions = records[final].d("sessions")
+    parentless = edit(records, final, detail={"sessions": {**sessions, "s2": {**sessions["s2"], "parent": None}}})
+    assert messages(parentless, "I8") == [
+        "delegate child s2 (task t2 of chat alice at 09:01, while its session was s1) is stored naming no parent: "
+        "a delegate child's row names the session that spawned it"]
+
+
 def test_i8_owed_before_the_agent_lets_go() -> None:
     """A row deleted under a live agent is owed back when that agent leaves the cache, not
     only at the next write (seed 003): the laziest gateway, healing at the next write alone,
