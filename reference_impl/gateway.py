@@ -148,10 +148,14 @@ class ReferenceGateway(SessionBoundaries, AgentTranscripts):
         for index, agent in enumerate([*self.volatile.cache.agents.values(), *self.volatile.unflushed.values()]):
             if index:
                 self.h.crash_point("shutdown-flushing")
-            self.release(agent)
+            self.release_at_shutdown(agent)
             self.volatile.memory.flush(agent.session)
         self.volatile.memory.shutdown()
         self.volatile.running = False
+
+    def release_at_shutdown(self, agent: Agent) -> None:
+        """A SIGTERM lets go of every agent, a delegate child's too: each is written back first."""
+        self.release(agent)
 
     def crash(self) -> None:
         """SIGKILL: every object but the store (the disk) is gone; no hook runs. A crash point

@@ -253,22 +253,6 @@ class SigtermSkipsChildren(ReferenceGateway):
     deleted under its live agent is never written back.
     """
 
-    def sigterm(self) -> None:
-        self.stop_timers()
-        for pending in self.volatile.inflight.values():
-            self.h.note("interrupted", session=pending.session, turn=pending.turn)
-            agent = self.volatile.cache.get(pending.session)
-            if agent is not None:
-                self.drop_turn(agent, pending.turn)
-        for key in sorted(self.volatile.queues):
-            for kind, payload, _arrival in self.volatile.queues[key]:
-                chat = payload.chat if kind == "message" else payload[0]
-                self.h.note("interrupted", chat=chat.name, queued=kind)
-        for index, agent in enumerate([*self.volatile.cache.agents.values(), *self.volatile.unflushed.values()]):
-            if index:
-                self.h.crash_point("shutdown-flushing")
-            if agent.kind != "delegate":
-                self.release(agent)
-            self.volatile.memory.flush(agent.session)
-        self.volatile.memory.shutdown()
-        self.volatile.running = False
+    def release_at_shutdown(self, agent: Agent) -> None:
+        if agent.kind != "delegate":
+            self.release(agent)
