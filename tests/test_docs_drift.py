@@ -154,15 +154,23 @@ def test_every_option_a_doc_gives_a_command_exists() -> None:
     assert not wrong, "options the command does not have:\n" + "\n".join(wrong)
 
 
-@pytest.mark.parametrize("command", ["run", "fuzz"])
-def test_the_readme_row_of_run_and_fuzz_names_each_option(command: str) -> None:
-    """`run --budget` was in no doc at all, and the fuzz row left out --findings-ok and --no-shrink."""
+@pytest.mark.parametrize("command", sorted(_commands()))
+def test_the_readme_row_of_each_command_names_each_option(command: str) -> None:
+    """`run --budget` was in no doc at all, the fuzz row left out --findings-ok and --no-shrink,
+    and zoo, explore, coverage, replay and update-expectations rows left out options too."""
     row = next(line for line in _read(README).splitlines() if line.startswith(f"| `sessiongate {command} "))
     said = set(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", row))
     missing = [action.option_strings[-1] for action in _commands()[command]._actions
                if action.option_strings and action.help != argparse.SUPPRESS
                and not isinstance(action, argparse._HelpAction) and not set(action.option_strings) & said]
     assert not missing, f"README.md's `sessiongate {command}` row does not name {missing}"
+
+
+def test_every_option_of_every_command_says_what_it_does() -> None:
+    """`zoo --report`, `zoo --profile` and `--gateway` of explore and coverage printed no help."""
+    silent = [f"{name} {action.option_strings[-1]}" for name, command in _commands().items() for action in command._actions
+              if action.option_strings and not action.help]
+    assert not silent, f"options with no help text: {silent}"
 
 
 # --- counts ---------------------------------------------------------------------------------------

@@ -125,7 +125,7 @@ def add_failure_db_option(parser: argparse.ArgumentParser) -> None:
 
 def add_gateway_option(parser: argparse.ArgumentParser, help: str | None = None) -> None:
     """--gateway, defined once (default: reference)."""
-    parser.add_argument("--gateway", default="reference", help=help)
+    parser.add_argument("--gateway", default="reference", help=help or "gateway name, NAME:ARG or MODULE:FACTORY (default: reference)")
 
 
 _SEEDS = re.compile(r"(\d+):(\d+)", re.ASCII)  # int() alone also took ' 0\n', '1_0' and other scripts' digits

@@ -302,7 +302,8 @@ def add_arguments(fuzz: argparse.ArgumentParser) -> None:
     fuzz.add_argument("--out", default="fuzz-failures", help="where failing scenarios go (default fuzz-failures)")
     fuzz.add_argument("--summary-json", metavar="FILE",
                       help="write the run's counts and failing seeds to FILE as JSON, whatever it found (for a CI)")
-    fuzz.add_argument("--profile", default="default", choices=PROFILE_NAMES)
+    fuzz.add_argument("--profile", default="default", choices=PROFILE_NAMES,
+                      help="generation profile: default, small, long or dense, or a size in the dense mix (small+dense)")
     fuzz.add_argument("--fit", action="store_true",
                       help="draw nothing the gateway declares unsupported (asked once, as a run asks it), so that no "
                            "seed is skipped for it; a fitted seed is another scenario than the same seed unfitted")

@@ -137,10 +137,10 @@ def add_arguments(zoo: argparse.ArgumentParser) -> None:
     zoo.add_argument("paths", nargs="*", help="scenario files or folders instead of the catalog: each one's "
                      "`catches:` variants must fail it, and the reference must pass it")
     zoo.add_argument("--matrix", action="store_true", help="print variant × scenario")
-    zoo.add_argument("--report", metavar="DIR")
+    zoo.add_argument("--report", metavar="DIR", help="write junit.xml, summary.json and report.html of every variant's runs into DIR")
     zoo.add_argument("--generated", action="store_true", help="use generated scenarios (seeds) instead of the catalog")
     zoo.add_argument("--seeds", default="0:200", help="with --generated: seeds A:B (default 0:200)")
-    zoo.add_argument("--profile", default="default", choices=PROFILE_NAMES)
+    zoo.add_argument("--profile", default="default", choices=PROFILE_NAMES, help="with --generated: the generation profile")
     zoo.add_argument("--crash-points", action="store_true",
                      help="with --generated: also crash each variant inside steps, as `fuzz --crash-points`")
     zoo.add_argument("-j", "-n", "--jobs", dest="workers", help="with --generated: worker processes, or 'auto'")
