@@ -385,6 +385,30 @@ def test_a_worker_that_ignores_the_pools_sigterm_is_killed_and_the_run_ends(tmp_
     assert "stopped: the gateway errored before the first event of seed 0; it cannot start" in done.stdout, done.stdout
 
 
+def test_a_pool_whose_killed_worker_held_the_queue_lock_still_ends(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`Pool.terminate` first takes the task queue's read lock, which a worker holds while it
+    waits for a task; a worker SIGKILLed there (it had ignored the SIGTERM) took the lock with
+    it, and the stop waited for good (CI, once: the test above timed out). The stop's watchdog
+    releases it once every worker has been killed."""
+    import multiprocessing
+    import threading
+    from types import SimpleNamespace
+
+    from conformance.search import fuzz
+
+    monkeypatch.setattr(fuzz, "STOP_GRACE", 0.05)
+    lock = multiprocessing.get_context("spawn").Lock()
+    lock.acquire()  # held by a worker that is gone
+    killed: list[str] = []
+    worker = SimpleNamespace(terminate=lambda: killed.append("terminate"), kill=lambda: killed.append("kill"))
+    pool = SimpleNamespace(_pool=[worker], _inqueue=SimpleNamespace(_rlock=lock), terminate=lambda: lock.acquire())
+    stopping = threading.Thread(target=fuzz.end_pool, args=(pool,), daemon=True)
+    stopping.start()
+    stopping.join(timeout=10)
+    assert not stopping.is_alive(), "the pool's stop still waits on the lock a killed worker held"
+    assert killed == ["terminate", "kill"]
+
+
 WORKER_ENDING_AT_SHUTDOWN = '''
 import os, signal, threading, time
 from conformance.search import fuzz

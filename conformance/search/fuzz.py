@@ -406,6 +406,13 @@ def _escalate(pool: Any, done: threading.Event) -> None:
         for worker in list(pool._pool):  # the pool's own worker list: Pool has no public one
             with suppress(ValueError, OSError):  # reaped meanwhile: nothing to stop
                 getattr(worker, stop)()
+    # A worker killed while it waited for a task held the task queue's read lock, and a killed
+    # process releases nothing: `Pool.terminate` first takes that lock (`_help_stuff_finish`) and
+    # waited for it for good (CI, once in three runs: a gateway deaf to SIGTERM while the stop
+    # came). Every worker is dead by now; the lock is released for it (ValueError: it was free).
+    while not done.wait(STOP_GRACE):
+        with suppress(ValueError, OSError, AttributeError):
+            pool._inqueue._rlock.release()
 
 
 def seed_chunk(seeds: int, workers: int) -> int:
