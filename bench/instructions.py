@@ -223,9 +223,23 @@ def main(argv: list[str] | None = None) -> None:
     print(f"generated seed, run_seed, instructions per seed ({seeds} seeds): {per_seed:,.0f}")
     print(f"  of which generated and run, not judged: {unjudged:,.0f}; judged: {per_seed - unjudged:,.0f}")
     print(f"10,000 seeds on 2 idle workers at {args.ips:.2g} instructions/s each: {per_seed * 10_000 / 2 / args.ips:.0f} s (target 45 s)")
+    floors(gateway, run, checked, unjudged, args.ips)
     print(f"runner / gateway instructions per turn: {(run - gateway) / gateway:.2f}")
     print(f"checks / gateway instructions per turn: {(checked - run) / gateway:.2f}")
     print(f"harness+checks / gateway instructions per turn: {(checked - gateway) / gateway:.2f}")
+
+
+def floors(gateway: float, run: float, checked: float, unjudged: float, ips: float) -> None:
+    """What the targets leave once the work no check can do without is paid: (a)'s 0.3 of the
+    gateway's own cost a turn, less the runner's (the guarded calls, validated samples and the
+    final snapshot of the real store, which every check reads), is what all the checks may
+    cost; (c)'s 45 s, at `ips`, is what a seed may cost, less the seed generated and run."""
+    allowed, runner = 0.3 * gateway, run - gateway
+    print(f"(a) 0.3 of the gateway allows {allowed:,.0f} a turn; the runner takes {runner:,.0f}, "
+          f"leaving {allowed - runner:,.0f} for the checks (they take {checked - run:,.0f})")
+    budget = 45 * 2 * ips / 10_000
+    print(f"(c) 45 s allows {budget / 1e6:.1f} M a seed; generated and run, not judged, takes {unjudged / 1e6:.1f} M, "
+          f"leaving {(budget - unjudged) / 1e6:.1f} M for the checks")
 
 
 def breakdown(small: int, large: int, n: int) -> None:

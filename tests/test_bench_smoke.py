@@ -73,6 +73,11 @@ def test_instructions_bench_quick_prints_each_ratio() -> None:
     for ratio in ("runner / gateway", "checks / gateway"):
         assert re.search(rf"^{ratio} instructions per turn: \d+\.\d\d$", out, re.MULTILINE), out
     assert re.search(r"^  of which generated and run, not judged: [\d,]+; judged: -?[\d,]+$", out, re.MULTILINE), out
+    # what each target leaves for the checks once the runner, or the seed's run, is paid
+    assert re.search(r"^\(a\) 0\.3 of the gateway allows [\d,]+ a turn; the runner takes [\d,]+, leaving -?[\d,]+ for the "
+                     r"checks \(they take -?[\d,]+\)$", out, re.MULTILINE), out
+    assert re.search(r"^\(c\) 45 s allows [\d.]+ M a seed; generated and run, not judged, takes [\d.]+ M, leaving -?[\d.]+ M "
+                     r"for the checks$", out, re.MULTILINE), out
     assert re.fullmatch(r"harness\+checks / gateway instructions per turn: \d+\.\d\d", last_line(out)), out
 
 

@@ -29,7 +29,7 @@ from sim.engine import Timer
 from sim.scenario import Chat, GatewayConfig, ResetPolicy
 
 UNSUPPORTED = frozenset({
-    "delegate", "delete_parent",  # a delegate child needs the agent's delegate_task tool: an LLM that emits tool calls
+    "delegate", "delete_parent",  # Hermes delegates only inside a parent turn, on background threads (docs/hermes.md)
     "muted",  # no per-message visibility in any release (messages has no such column; gateway/session.py)
     "daily_min_idle_minutes",  # gateway/config.py:SessionResetPolicy has no such knob: it would be ignored
     "finalization_by_chat",  # one watcher over every session (gateway/run.py:_session_expiry_watcher): no mode per chat
