@@ -135,6 +135,63 @@ def test_every_relative_link_and_anchor_resolves() -> None:
     assert not broken, "broken links:\n" + "\n".join(broken)
 
 
+# Our own top-level folders and packages: a path or module a doc names under one of them is
+# ours and must exist (Hermes's `gateway/run.py` and OpenClaw's `src/…` are theirs, read from
+# their source, and are not held here).
+OUR_FOLDERS = ("sim", "conformance", "reference_impl", "reports", "tests", "bench", "docs", "examples", ".ci")
+OUR_PACKAGES = ("sim", "conformance", "reference_impl", "reports")
+
+
+def _named(text: str) -> Iterator[str]:
+    """Each path under one of our folders and each dotted name under one of our packages that
+    a code span of `text` gives (a placeholder such as `iN_name.py`, a glob, `<…>`: not a name)."""
+    for span in _code(text):
+        for token in span.split():
+            name = re.split(r"::|:(?=\w)", token)[0].strip("'\"").rstrip(",.;)").lstrip("(").split("#")[0]
+            if re.search(r"[*<>{}\[\]]|iN_|/X\.|\.\.\.|…", name):
+                continue
+            if ("/" in name and name.split("/")[0] in OUR_FOLDERS) or re.fullmatch(rf"({'|'.join(OUR_PACKAGES)})(\.\w+)+", name):
+                yield name
+
+
+def _missing(name: str) -> str | None:
+    """Why `name` (a path, or a module and maybe one of its attributes) is not in the tree."""
+    if "/" in name:
+        return None if (ROOT / name).exists() else "no such file"
+    import importlib
+
+    parts = name.split(".")
+    k = len(parts)
+    while k and not ((ROOT / "/".join(parts[:k])).with_suffix(".py").exists() or (ROOT / "/".join(parts[:k]) / "__init__.py").exists()):
+        k -= 1
+    if k == 0:
+        return "no such module"
+    if k == len(parts):
+        return None
+    module = importlib.import_module(".".join(parts[:k]))
+    return None if hasattr(module, parts[k]) else f"{'.'.join(parts[:k])} has no {parts[k]}"
+
+
+def test_every_path_and_module_of_ours_a_doc_names_exists() -> None:
+    """A doc naming a module the restructure moved (docs/hermes.md named three) or a file since
+    renamed sends a reader nowhere."""
+    gone = [f"{path.name}: `{name}` ({why})" for path in DOCS for name in sorted(set(_named(_read(path))))
+            if (why := _missing(name)) is not None]
+    assert not gone, "names of nothing in the tree:\n" + "\n".join(gone)
+
+
+def test_a_moved_module_or_renamed_file_is_found() -> None:
+    """The check above can fail: the names the restructure left behind in docs/hermes.md, a
+    function a module lost, a file gone; and Hermes's own paths and placeholders are not ours."""
+    text = ("`conformance.hermes_adapter` and `conformance.harness.calls.no_such_thing` and `bench/gone.py:12` "
+            "and `conformance.harness.calls.exit_is_ours` and `gateway/run.py` and `bench/X.py`")
+    named = list(_named(text))
+    assert named == ["conformance.hermes_adapter", "conformance.harness.calls.no_such_thing", "bench/gone.py",
+                     "conformance.harness.calls.exit_is_ours"]
+    assert [_missing(name) for name in named] == ["conformance has no hermes_adapter", "conformance.harness.calls has no no_such_thing",
+                                                  "no such file", None]
+
+
 # --- command-line options ------------------------------------------------------------------------
 
 def test_every_option_a_doc_gives_a_command_exists() -> None:
