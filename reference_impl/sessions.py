@@ -181,6 +181,12 @@ class SessionBoundaries:
                 route.ended = True
                 self.store.save_route(route)
 
+    def sweep(self, now: int) -> None:
+        """The idle sweep: every agent idle past the TTL leaves the cache, whatever memory it
+        still owes (a failed backend's turns are in the outbox, the provider's to retry)."""
+        for agent in self.volatile.cache.stale(now):
+            self.evict(agent, "idle_ttl")
+
     def tick(self) -> None:
         """The expiry watcher (of the watched chats), the idle sweep and retries of failed writes."""
         if not self.running:
@@ -194,9 +200,7 @@ class SessionBoundaries:
             reason = self.expiry_reason(route)
             if reason:
                 self.end_session(route, reason)
-        now = self.h.clock.now()
-        for agent in self.volatile.cache.stale(now):
-            self.evict(agent, "idle_ttl")
+        self.sweep(self.h.clock.now())
         for session in sorted(self.volatile.unflushed):
             if self.flush(self.volatile.unflushed[session]):
                 del self.volatile.unflushed[session]

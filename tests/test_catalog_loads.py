@@ -104,6 +104,10 @@ KNOWN_VARIANTS = frozenset({
     "group-turns-serialized",
     "session-id-reused-after-delete",
     "muted-skips-rotation",
+    "route-ignores-thread",
+    "sweep-keeps-owed",
+    "slow-calls-keyed-by-session",
+    "warm-restart-revives-deleted",
 })
 # Scenarios that need more events than a small one, and why.
 LONG = {"83-crash-inside-long-write": "a write longer than one statement takes (reference_impl.tables._CHUNK "

@@ -255,6 +255,14 @@ CASES: dict[str, tuple[Callable[[list[Obs]], Any], Any, Any]] = {
     "session-id-reused-after-delete": (lambda r: reply_session(r, "t3"), "s3", "s1"),
     "muted-skips-rotation": (lambda r: (reply_session(r, "t2"), stored(r, "s2", "visibility")),
                              ("s2", ["hidden", "hidden", "visible", "visible"]), ("s1", None)),
+    "route-ignores-thread": (lambda r: reply_session(r, "t2"), "s2", "s1"),
+    "sweep-keeps-owed": (lambda r: [(x.session, x.d("why"), x.t % 3_600_000 // 1000) for x in r
+                                    if x.kind == "note" and x.d("what") == "evict"],
+                         [("s1", "idle_ttl", 720)], [("s1", "idle_ttl", 1320)]),
+    "slow-calls-keyed-by-session": (lambda r: [(x.turns, x.t % 3_600_000 // 1000) for x in r
+                                               if x.kind == "ingest" and x.d("backend") == "hindsight"],
+                                    [(("t1",), 92), (("t2",), 122)], [(("t1", "t2"), 122)]),
+    "warm-restart-revives-deleted": (lambda r: stored(r, "s1"), None, ["t1", "t2"]),
 }
 
 

@@ -51,6 +51,7 @@ from reference_impl.variants.eviction import (
     IdleSweepNeverReapsNone,
     IdleSweepOnlyNone,
     LruEvictDropsUnflushed,
+    SweepKeepsOwed,
 )
 from reference_impl.variants.heal import (
     AnswerRefusedAfterRowDeleted,
@@ -66,6 +67,7 @@ from reference_impl.variants.heal import (
     ParentResurrectedForChild,
     ResumeRestoresDeleted,
     SigtermSkipsChildren,
+    WarmRestartRevivesDeleted,
 )
 from reference_impl.variants.liveness import (
     AnswersBeforeTheLlm,
@@ -86,6 +88,7 @@ from reference_impl.variants.memory import (
     MemoryShipsReplyTwice,
     RetryDropsNewerTurns,
     RetryMergesCalls,
+    SlowCallsKeyedBySession,
     SyncTurnSwapped,
 )
 from reference_impl.variants.policy import (
@@ -112,6 +115,7 @@ from reference_impl.variants.policy import (
     RestartKeepsOldPolicy,
     ResumeRefusedMidTurn,
     RouteIgnoresPlatform,
+    RouteIgnoresThread,
     ServesNewestFirst,
     StopNoticesNothing,
     TickSkipsWhenAnyBusy,
@@ -238,6 +242,10 @@ VARIANTS: dict[str, type[ReferenceGateway]] = {
     "group-turns-serialized": GroupTurnsSerialized,
     "session-id-reused-after-delete": SessionIdReusedAfterDelete,
     "muted-skips-rotation": MutedSkipsRotation,
+    "route-ignores-thread": RouteIgnoresThread,
+    "sweep-keeps-owed": SweepKeepsOwed,
+    "slow-calls-keyed-by-session": SlowCallsKeyedBySession,
+    "warm-restart-revives-deleted": WarmRestartRevivesDeleted,
 }
 
 

@@ -107,3 +107,21 @@ class IdleSweepOnlyNone(ReferenceGateway):
             if route is not None and self.policy_for(route).mode != "none":
                 return  # "the others end at their boundary"
         super().evict(agent, why)
+
+
+class SweepKeepsOwed(ReferenceGateway):
+    """sweep-keeps-owed — CONTRACT I7 ("an agent of a never-ending (`none`) session is still
+    reaped after the idle TTL"; the eighth audit of lazy gateways, 2026-12-06):
+
+    A gateway whose idle sweep spares an agent while a memory backend still refuses its
+    turns, as if the agent were what keeps them: the outbox does, and the provider retries.
+    A backend down longer than the TTL keeps the agent cached past its deadline.
+
+    Here: the sweep skips the agents of sessions a provider owes a failed write.
+    """
+
+    def sweep(self, now: int) -> None:
+        owed = {session for provider in self.volatile.memory.providers for session in provider.owed}
+        for agent in self.volatile.cache.stale(now):
+            if agent.session not in owed:
+                self.evict(agent, "idle_ttl")

@@ -256,3 +256,24 @@ class SigtermSkipsChildren(ReferenceGateway):
     def release_at_shutdown(self, agent: Agent) -> None:
         if agent.kind != "delegate":
             self.release(agent)
+
+
+class WarmRestartRevivesDeleted(ReferenceGateway):
+    """warm-restart-revives-deleted — docs/contract.md, Deletions ("gone for good: no agent held
+    it, and none may have kept it in memory ... or a stop has dropped every object since");
+    the eighth audit of lazy gateways, 2026-12-06:
+
+    A gateway that saves its agent cache at SIGTERM and loads it back at the restart (a warm
+    start): a session deleted while the gateway was down comes back from the saved agent's
+    transcript at its next write, with no turn of its own.
+
+    Here: a restart after a SIGTERM puts the agents the stopped process held back into the
+    cache (up to the cap); a crash still loses them.
+    """
+
+    def boot(self) -> None:
+        stopped = self.volatile
+        warm = list(stopped.cache.agents.values()) if stopped is not None and not stopped.running else []
+        super().boot()
+        for agent in warm[-self.config.cache_cap:]:
+            self.volatile.cache.put(agent)

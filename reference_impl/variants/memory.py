@@ -225,3 +225,24 @@ class RetryMergesCalls(ReferenceGateway):
     def make_provider(self, spec: ProviderSpec) -> BatchingProvider:
         return MergedRetryProvider(spec.name, spec.retain_every_n_turns, self.h.backends[spec.name], self.store,
                                    self.retry_memory_at)
+
+
+class SlowCallsKeyedBySession(ReferenceGateway):
+    """slow-calls-keyed-by-session — CONTRACT I3 (a slow backend: "a turn whose call was made in
+    time and that landed when the backend said it would is on time ... late is late"; the
+    eighth audit of lazy gateways, 2026-12-06):
+
+    A gateway that remembers the calls a slow backend is completing by session alone, in one
+    table its providers share: a healthy provider's flush takes the slow one's calls as its
+    own, and the slow one makes its turns again as one call, which lands when the newest is
+    done, after the session end that owed the oldest.
+
+    Here: once a process is up, its providers keep their slow calls in one dict.
+    """
+
+    def boot(self) -> None:
+        super().boot()
+        shared: dict[str, list[set[str]]] = {}
+        for provider in self.volatile.memory.providers:
+            shared.update(provider.slow_calls)
+            provider.slow_calls = shared

@@ -562,3 +562,18 @@ class MutedSkipsRotation(ReferenceGateway):
         self.volatile.inflight[request] = Pending(chat, key, agent.session, turn or "")
         self.volatile.busy_chats[key] = request
         self.enforce_cap()
+
+
+class RouteIgnoresThread(ReferenceGateway):
+    """route-ignores-thread — CONTRACT words ("chat: a route (platform, chat type, chat id,
+    thread, user)"; the eighth audit of lazy gateways, 2026-12-06):
+
+    A gateway that keys a routing entry by platform, chat type and chat id (and user), leaving
+    out the thread: two forum topics of one Telegram group share one session, and a `/new` in
+    one topic ends the other's conversation.
+
+    Here: every chat's routing key leaves its thread out.
+    """
+
+    def route_key(self, chat: Chat) -> str:
+        return chat_key(replace(chat, thread=None))
