@@ -19,6 +19,7 @@ SETTINGS: dict[str, str] = {
                                   "reply, and then restarts, is skipped whole (outcome `skip`)",
     "reset_default": "a scenario that leaves the reset policy to the gateway (`reset: default`) is skipped whole (outcome `skip`)",
     "providers": "the scenario's memory providers are left out: it runs, and is judged, with the recorder alone (a `skipped` record)",
+    "several_providers": "a scenario whose config has more than one memory provider is skipped whole (outcome `skip`)",
 }
 UNSUPPORTED_COMMANDS = frozenset({"/resume"})
 """Commands a gateway may lack (OpenClaw has no /resume): each such command event is skipped."""
@@ -42,6 +43,8 @@ def config_features(config: GatewayConfig) -> frozenset[str]:
         used.add("finalization_by_chat")
     if config.reset_default:
         used.add("reset_default")
+    if len(config.providers) > 1:
+        used.add("several_providers")
     return frozenset(used)
 
 

@@ -307,6 +307,9 @@ def build_scenario(choices: Choices, name: str, seed: int, profile: str = "defau
     config = _with_reset_default(choices, config, mix)
     config = _with_instant_answers(choices, config, mix)
     chats = _with_shared_id(choices, chats, mix)
+    chats = _with_thread_twins(choices, chats, mix)
+    events = _with_deletion_while_down(choices, events, mix)
+    events = _with_long_outage(choices, config, events, mix)
     return Scenario(name=name, seed=seed, zone=zone_name, start=start, config=config, chats=chats, events=events)
 
 
@@ -425,6 +428,64 @@ def _with_shared_id(choices: Choices, chats: tuple[Chat, ...], mix: Mix) -> tupl
         platform = others[choices.integer(0, len(others) - 1)]
     joined = replace(chats[twin], platform=platform, chat_id=chats[first].platform_id)
     return tuple(joined if i == twin else c for i, c in enumerate(chats))
+
+
+def _with_thread_twins(choices: Choices, chats: tuple[Chat, ...], mix: Mix) -> tuple[Chat, ...]:
+    """In the mix's `thread_twin_percent` of scenarios with two chats or more outside a shared group
+    or id, two chats become two threads (forum topics) of one group chat, on the first's platform
+    and id: two chats to the contract (a chat is platform, chat type, chat id, thread and user).
+    Drawn after the shared id (the eighth audit of lazy gateways: routes keyed without the thread
+    passed every seed)."""
+    taken = {c.chat_id for c in chats if c.chat_id}
+    free = [i for i, c in enumerate(chats) if c.chat_id is None and c.platform_id not in taken]
+    if len(free) < 2 or not chance(choices, mix.thread_twin_percent):
+        return chats
+    pick = choices.integer(0, len(free) - 1)
+    first, twin = free[pick], free[(pick + choices.integer(1, len(free) - 1)) % len(free)]
+    group, platform = chats[first].platform_id, chats[first].platform
+    topics = {first: replace(chats[first], chat_type="thread", chat_id=group, thread="th1"),
+              twin: replace(chats[twin], platform=platform, chat_type="thread", chat_id=group, thread="th2")}
+    return tuple(topics.get(i, c) for i, c in enumerate(chats))
+
+
+def _with_deletion_while_down(choices: Choices, events: tuple[Event, ...], mix: Mix) -> tuple[Event, ...]:
+    """In the mix's `down_delete_percent` of scenarios with a stop and a restart after it, one
+    chat's session row deleted by another surface while the gateway is down: no agent holds it
+    then, so it is gone for good (docs/contract.md, Deletions). Drawn after the chats (the
+    eighth audit: a warm restart that brought a deleted session back passed every seed)."""
+    downs: list[tuple[int, int]] = []
+    for i, event in enumerate(events):
+        if isinstance(event, (Sigterm, Crash)):
+            back = next((j for j in range(i + 1, len(events)) if isinstance(events[j], Restart)), None)
+            if back is not None and (not downs or downs[-1][1] < i):
+                downs.append((i, back))
+    if not downs or not chance(choices, mix.down_delete_percent):
+        return events
+    stop, back = downs[choices.integer(0, len(downs) - 1)]
+    spoken = sorted({e.chat for e in events[:stop] if isinstance(e, Message)})
+    if not spoken:
+        return events
+    chat = spoken[choices.integer(0, len(spoken) - 1)]
+    t = choices.integer(events[stop].t, events[back].t)
+    at = next(k for k in range(stop + 1, back + 1) if k == back or events[k].t > t)  # after the stop, before its restart
+    return (*events[:at], DeleteSession(t, chat=chat), *events[at:])
+
+
+def _with_long_outage(choices: Choices, config: GatewayConfig, events: tuple[Event, ...], mix: Mix) -> tuple[Event, ...]:
+    """In the mix's `long_outage_percent` of scenarios with a backend failure, that backend down
+    again from the instant it came back, for half the idle TTL to all of it: an outage that can
+    outlast an idle agent's TTL (what the backend refused stays owed; the agent is still reaped).
+    No longer than the TTL, so the run's horizon still sees it end. Drawn after the chats (the
+    eighth audit: a sweep sparing the agents of owed sessions passed every seed)."""
+    fails = [i for i, e in enumerate(events) if isinstance(e, BackendFail)]
+    if not fails or not chance(choices, mix.long_outage_percent):
+        return events
+    fail = events[fails[choices.integer(0, len(fails) - 1)]]
+    assert isinstance(fail, BackendFail)
+    ttl = config.idle_ttl // SECOND
+    again = BackendFail(fail.t + fail.duration, provider=fail.provider, duration=choices.integer(ttl // 2, ttl) * SECOND)
+    at = next((k for k, e in enumerate(events) if e.t > again.t), len(events))
+    return (*events[:at], again, *events[at:])
 
 
 def scenario_for_seed(seed: int, profile: str = "default", avoid: frozenset[str] = frozenset()) -> Scenario:

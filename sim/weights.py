@@ -81,6 +81,14 @@ SHARED_GROUP_PERCENT = 5
 # chats or more, one chat takes another's chat id on a platform of its own. A gateway that keys a
 # chat by its id alone is caught so (the seventh audit of lazy gateways: no seed reached it).
 SHARED_ID_PERCENT = 5
+# Drawn after the shared id (every older seed keeps its scenario; a few gain each), from the
+# eighth audit of lazy gateways, where each passed every seed: two chats made two threads of one
+# group chat (a route keyed without its thread); a chat's session row deleted while the gateway
+# is down, in scenarios with a stop (a warm restart bringing it back); a backend failure followed
+# at once by another, up to the idle TTL long (a sweep sparing an agent whose memory is owed).
+THREAD_TWIN_PERCENT = 5
+DOWN_DELETE_PERCENT = 10
+LONG_OUTAGE_PERCENT = 20
 # A restart that brings a new reset configuration (`Restart.change`; docs/contract.md, *A restart
 # may change the configuration*), drawn last of all: in this share of scenarios with a restart,
 # each restart changes one of the reset keys with even odds.
@@ -142,6 +150,9 @@ class Mix:
     chat_mode_percent: int = CHAT_MODE_PERCENT
     shared_group_percent: int = SHARED_GROUP_PERCENT
     shared_id_percent: int = SHARED_ID_PERCENT
+    thread_twin_percent: int = THREAD_TWIN_PERCENT
+    down_delete_percent: int = DOWN_DELETE_PERCENT
+    long_outage_percent: int = LONG_OUTAGE_PERCENT
     config_change_percent: int = CONFIG_CHANGE_PERCENT
     reset_default_percent: int = RESET_DEFAULT_PERCENT
     instant_answer_percent: int = INSTANT_ANSWER_PERCENT
@@ -166,7 +177,8 @@ class Mix:
             return not ({draw, kind} & features or (kind in ("sigterm", "crash") and "restart" in features))
         off = {"muted": "muted_percent", "backend_slow": "slow_backend_percent", "finalization_by_chat": "chat_mode_percent",
                "restart_config": "config_change_percent", "reset_default": "reset_default_percent",
-               "reset_by_platform": "platform_override_percent", "reset_by_chat_type": "chat_type_override_percent"}
+               "reset_by_platform": "platform_override_percent", "reset_by_chat_type": "chat_type_override_percent",
+               "delete_session": "down_delete_percent", "backend_fail": "long_outage_percent"}
         fitted = replace(self, events=tuple(row for row in self.events if kept(row[0])),
                          changed_keys=tuple(row for row in self.changed_keys if row[0] not in features),
                          **{field: 0 for feature, field in off.items() if feature in features})
@@ -174,6 +186,8 @@ class Mix:
             fitted = replace(fitted, daily_min_idle=((0, 1),))
         if "providers" in features:
             fitted = replace(fitted, provider_counts=((0, 1),))
+        elif "several_providers" in features:
+            fitted = replace(fitted, provider_counts=tuple(row for row in fitted.provider_counts if row[0] <= 1))
         if "restart_after_cut_off_turn" in features:
             fitted = replace(fitted, stops_wait_for_replies=True)
         return fitted  # `changed_keys` keeps "reset", no feature's name
@@ -194,7 +208,7 @@ DENSE = Mix(
     latencies=((2 * SECOND, 2), (500, 1), (10 * SECOND, 2), (45 * SECOND, 2), (3 * MINUTE, 2)),
     muted_percent=15, held_message_percent=60, usage_percent=40, slow_backend_percent=100, order_percent=100,
     chat_mode_percent=50, shared_group_percent=40, shared_id_percent=40, config_change_percent=50, reset_default_percent=25,
-    instant_answer_percent=20,
+    instant_answer_percent=20, thread_twin_percent=40, down_delete_percent=50, long_outage_percent=60,
 )
 
 

@@ -32,6 +32,7 @@ UNSUPPORTED = frozenset({
     "delegate", "delete_parent",  # Hermes delegates only inside a parent turn, on background threads (docs/hermes.md)
     "muted",  # no per-message visibility in any release (messages has no such column; gateway/session.py)
     "daily_min_idle_minutes",  # gateway/config.py:SessionResetPolicy has no such knob: it would be ignored
+    "several_providers",  # one external memory provider at a time (agent/memory_manager.py:MemoryManager.add_provider)
     "finalization_by_chat",  # one watcher over every session (gateway/run.py:_session_expiry_watcher): no mode per chat
 })
 ADAPTER_STATE = "hermes-adapter.json"  # in a child's state directory, beside Hermes's home (`remember`)
