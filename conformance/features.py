@@ -20,6 +20,8 @@ SETTINGS: dict[str, str] = {
     "reset_default": "a scenario that leaves the reset policy to the gateway (`reset: default`) is skipped whole (outcome `skip`)",
     "providers": "the scenario's memory providers are left out: it runs, and is judged, with the recorder alone (a `skipped` record)",
     "several_providers": "a scenario whose config has more than one memory provider is skipped whole (outcome `skip`)",
+    "shared_chat_ids": "a scenario in which two chats share a platform chat id (two users of one group, one id on two "
+                       "platforms, two threads of one chat) is skipped whole (outcome `skip`)",
 }
 UNSUPPORTED_COMMANDS = frozenset({"/resume"})
 """Commands a gateway may lack (OpenClaw has no /resume): each such command event is skipped."""
@@ -88,9 +90,12 @@ def cuts_off_a_turn_then_restarts(scenario: Scenario) -> bool:
 
 def scenario_features(scenario: Scenario) -> frozenset[str]:
     """The optional settings of `SETTINGS` that `scenario` uses: its config's, those of the
-    configurations its restarts change to, `restart_config` if any restart changes it, and
+    configurations its restarts change to, `restart_config` if any restart changes it,
+    `shared_chat_ids` if two of its chats share a platform chat id, and
     `restart_after_cut_off_turn` if it restarts after a stop that cut a turn off."""
     used = set(config_features(scenario.config))
+    if len({chat.platform_id for chat in scenario.chats}) < len(scenario.chats):
+        used.add("shared_chat_ids")
     if cuts_off_a_turn_then_restarts(scenario):
         used.add("restart_after_cut_off_turn")
     config = scenario.config

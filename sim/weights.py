@@ -188,6 +188,8 @@ class Mix:
             fitted = replace(fitted, provider_counts=((0, 1),))
         elif "several_providers" in features:
             fitted = replace(fitted, provider_counts=tuple(row for row in fitted.provider_counts if row[0] <= 1))
+        if "shared_chat_ids" in features:
+            fitted = replace(fitted, shared_group_percent=0, shared_id_percent=0, thread_twin_percent=0)
         if "restart_after_cut_off_turn" in features:
             fitted = replace(fitted, stops_wait_for_replies=True)
         return fitted  # `changed_keys` keeps "reset", no feature's name

@@ -246,3 +246,25 @@ def test_a_scenario_skipped_whole_after_its_providers_were_left_out_is_a_skip() 
     result = run_scenario(load_text(text), NoProvidersNoRestartRecovery(), "lacking")
     assert [r.d("scope") for r in result.records[1:3]] == ["config", "scenario"]
     assert outcome(result) == "skip" and "restart_after_cut_off_turn" in result.skipped
+
+
+@pytest.mark.parametrize(("feature", "want"), [("shared_chat_ids", ["60", "105", "108", "116"]), ("several_providers", ["118"])])
+def test_chat_ids_shared_and_several_providers_are_features_of_the_scenario(feature: str, want: list[str]) -> None:
+    """Two features a gateway's adapter may not drive (fifty-first session): OpenClaw's drives
+    every chat as a DM peer of its own, so chats sharing a chat id passed there by construction;
+    Hermes loads one external memory provider, so catalog 118 errored at start. A gateway that
+    declares one is skipped on exactly the scenarios that use it."""
+    from conformance.features import scenario_features
+    from conformance.harness.suite import catalog_paths
+    from sim.loader import load_file
+
+    paths = {p.stem.split("-")[0]: p for p in catalog_paths()}
+    assert [n for n, p in paths.items() if feature in scenario_features(load_file(p))] == want
+
+    class Lacking(ReferenceGateway):
+        def profile(self, config):  # type: ignore[no-untyped-def]
+            return replace(super().profile(config), unsupported=frozenset({feature}))
+
+    for number in want:
+        assert outcome(run_scenario(load_file(paths[number]), Lacking(), "lacking")) == "skip"
+    assert outcome(run_scenario(load_file(paths["01"]), Lacking(), "lacking")) == "pass"

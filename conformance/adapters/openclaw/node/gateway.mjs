@@ -28,7 +28,8 @@ let messageCount = 0;
 // chat is a Telegram DM (the only channel bundled with 2026.9.6), so no policy per platform or chat type; and
 // freshness is judged only when a message arrives (lazy for every chat), so no chat of its own can be eager.
 const PROFILE_UNSUPPORTED = ["delegate", "delete_parent", "db_locked", "muted", "daily_min_idle_minutes", "providers",
-  "backend_fail", "backend_slow", "/resume", "reset_by_platform", "reset_by_chat_type", "finalization_by_chat"];
+  "backend_fail", "backend_slow", "/resume", "reset_by_platform", "reset_by_chat_type", "finalization_by_chat",
+  "shared_chat_ids"];
 async function start(req) {
   const agent = req.agent;
   if (!/^[a-z][a-z0-9-]*$/.test(agent ?? "")) throw new Error("start needs agent, the scenario's agent id (the Python side, conformance/adapters/openclaw, passes it)");
