@@ -108,6 +108,9 @@ KNOWN_VARIANTS = frozenset({
     "sweep-keeps-owed",
     "slow-calls-keyed-by-session",
     "warm-restart-revives-deleted",
+    "sigterm-skips-busy",
+    "stop-notices-first",
+    "group-delegate-first-user",
 })
 # Scenarios that need more events than a small one, and why.
 LONG = {"83-crash-inside-long-write": "a write longer than one statement takes (reference_impl.tables._CHUNK "

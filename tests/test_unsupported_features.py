@@ -248,7 +248,8 @@ def test_a_scenario_skipped_whole_after_its_providers_were_left_out_is_a_skip() 
     assert outcome(result) == "skip" and "restart_after_cut_off_turn" in result.skipped
 
 
-@pytest.mark.parametrize(("feature", "want"), [("shared_chat_ids", ["60", "105", "108", "116"]), ("several_providers", ["118"])])
+@pytest.mark.parametrize(("feature", "want"), [("shared_chat_ids", ["60", "105", "108", "116", "122"]),
+                                                ("several_providers", ["118"])])
 def test_chat_ids_shared_and_several_providers_are_features_of_the_scenario(feature: str, want: list[str]) -> None:
     """Two features a gateway's adapter may not drive (fifty-first session): OpenClaw's drives
     every chat as a DM peer of its own, so chats sharing a chat id passed there by construction;

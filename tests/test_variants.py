@@ -263,6 +263,9 @@ CASES: dict[str, tuple[Callable[[list[Obs]], Any], Any, Any]] = {
                                                if x.kind == "ingest" and x.d("backend") == "hindsight"],
                                     [(("t1",), 92), (("t2",), 122)], [(("t1", "t2"), 122)]),
     "warm-restart-revives-deleted": (lambda r: stored(r, "s1"), None, ["t1", "t2"]),
+    "sigterm-skips-busy": (lambda r: stored(r, "s1", label="sigterm"), ["t1"], None),
+    "stop-notices-first": (lambda r: reply_session(r, "t2"), "s1", "s2"),
+    "group-delegate-first-user": (lambda r: final_parent(r, "s3"), "s2", "s1"),
 }
 
 

@@ -43,6 +43,7 @@ from reference_impl.variants.delegates import (
     DelegateResultToNewestChat,
     EndCarriesDelegateTurns,
     FinalizesDelegateChild,
+    GroupDelegateFirstUser,
     ResetsDelegateChild,
 )
 from reference_impl.variants.eviction import (
@@ -66,6 +67,7 @@ from reference_impl.variants.heal import (
     OrphanChildNeverRecreated,
     ParentResurrectedForChild,
     ResumeRestoresDeleted,
+    SigtermSkipsBusy,
     SigtermSkipsChildren,
     WarmRestartRevivesDeleted,
 )
@@ -117,6 +119,7 @@ from reference_impl.variants.policy import (
     RouteIgnoresPlatform,
     RouteIgnoresThread,
     ServesNewestFirst,
+    StopNoticesFirst,
     StopNoticesNothing,
     TickSkipsWhenAnyBusy,
     TimerRearmMissesResume,
@@ -246,6 +249,9 @@ VARIANTS: dict[str, type[ReferenceGateway]] = {
     "sweep-keeps-owed": SweepKeepsOwed,
     "slow-calls-keyed-by-session": SlowCallsKeyedBySession,
     "warm-restart-revives-deleted": WarmRestartRevivesDeleted,
+    "sigterm-skips-busy": SigtermSkipsBusy,
+    "stop-notices-first": StopNoticesFirst,
+    "group-delegate-first-user": GroupDelegateFirstUser,
 }
 
 

@@ -8,6 +8,8 @@ transcript. Each variant here undoes one, and catalog 85 catches all three.
 
 from __future__ import annotations
 
+import re
+
 from reference_impl.cache import Agent
 from reference_impl.gateway import Pending, ReferenceGateway
 from reference_impl.store import Route
@@ -216,3 +218,27 @@ class DelegateResultFreesChat(ReferenceGateway):
             for other in running:
                 if cache.get(other.session) is None:
                     cache.put(other)  # the running agent carries on with its turn
+
+
+class GroupDelegateFirstUser(ReferenceGateway):
+    """group-delegate-first-user — CONTRACT Words (two users of one group are two chats), I6 (a
+    delegated task runs in a child of its chat's live session); the eighth audit of lazy
+    gateways, 2026-12-06 (caught only by generated seeds 247 and dense 1):
+
+    A gateway that runs a group's delegated task from the group's conversation, as if the group
+    had one: the task of one user is delegated from another user's session.
+
+    Here: a delegate runs from the session of the group's route that sorts first (its first
+    user), whichever user delegated it.
+    """
+
+    def delegating_session(self, route: Route | None) -> str | None:
+        if route is not None:
+            group = _without_user(route.chat_key)
+            route = next((r for r in self.store.routes() if _without_user(r.chat_key) == group), route)
+        return super().delegating_session(route)
+
+
+def _without_user(key: str) -> str:
+    """A route key (`reference_impl.policy.chat_key`) without its user part."""
+    return re.sub(r":user=[^:@]*", "", key)

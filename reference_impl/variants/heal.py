@@ -277,3 +277,20 @@ class WarmRestartRevivesDeleted(ReferenceGateway):
         super().boot()
         for agent in warm[-self.config.cache_cap:]:
             self.volatile.cache.put(agent)
+
+
+class SigtermSkipsBusy(ReferenceGateway):
+    """sigterm-skips-busy — CONTRACT I8, Deletions ("owed back from the first of: the session's
+    next acknowledged turn, its agent leaving the cache ... and a SIGTERM"), I2; the eighth
+    audit of lazy gateways, 2026-12-06 (caught only by a dense seed):
+
+    A gateway whose SIGTERM writes back only its idle agents, as if a busy one's rows would be
+    written when its reply comes: the reply never comes (the stop abandons the turn), so a row
+    deleted under the busy agent is never written back.
+
+    Here: the SIGTERM lets go of idle agents only; a busy one is dropped as it is.
+    """
+
+    def release_at_shutdown(self, agent: Agent) -> None:
+        if not agent.busy:
+            self.release(agent)

@@ -577,3 +577,29 @@ class RouteIgnoresThread(ReferenceGateway):
 
     def route_key(self, chat: Chat) -> str:
         return chat_key(replace(chat, thread=None))
+
+
+class StopNoticesFirst(ReferenceGateway):
+    """stop-notices-first — docs/contract.md, Boundaries (a command past the boundary notices it,
+    as of when it takes effect; a message waiting behind a turn moved the chat's clock when it
+    arrived), I1/I6; the eighth audit of lazy gateways, 2026-12-06 (caught only by a dense seed):
+
+    A gateway whose `/stop` notices the boundary before it abandons the turn, by the clock of
+    the turn in flight: a message that arrived in time and waits behind it has not moved the
+    clock yet, so the session is ended early and that message lands in the next one.
+
+    Here: a `/stop` abandons the turn and notices the boundary before it lets the chat's waiting
+    messages in.
+    """
+
+    def deliver_command(self, chat: Chat, command: str) -> None:
+        if command != "/stop":
+            super().deliver_command(chat, command)
+            return
+        key = self.route_key(chat)
+        waiting = self.volatile.queues.pop(key, None)  # held back while the boundary is noticed
+        self.stop_turn(key)
+        self.notice_expiry(key)
+        if waiting:
+            self.volatile.queues[key] = waiting
+            self.drain_queue(key)
