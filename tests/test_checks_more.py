@@ -609,3 +609,28 @@ def test_a_boundary_a_reset_made_names_reset_not_new() -> None:
     first = result.verdicts["I1"].violations[0].message
     assert first.startswith("session s1 reached its new boundary at 09:05 (/reset) but got no on_session_end"), first
     assert "(/new)" not in " ".join(v.message for c in ("I1", "I6") for v in result.verdicts[c].violations)
+
+
+def test_a_turn_that_waited_past_the_boundary_is_worded_as_waiting() -> None:
+    """A message that arrived before the boundary, behind the chat's turn and a `/new`, and was
+    started ahead of that `/new` (the eighth audit's `due_after_queue`) lands in the session that
+    ended: I6 said it "arrived at 03:59, past s1's daily boundary at 04:00", an arrival before
+    the boundary worded as after it. It waited until past it."""
+    from conformance.harness.runner import run_scenario
+    from conformance.harness.suite import catalog_paths
+    from reference_impl.gateway import ReferenceGateway
+    from sim.loader import load_file
+
+    class MessagesFirst(ReferenceGateway):
+        def drain_queue(self, key: str) -> None:
+            queue = self.volatile.queues.get(key)
+            if queue:
+                ordered = sorted(queue, key=lambda item: item[0] != "message")  # the waiting messages first
+                queue.clear()
+                queue.extend(ordered)
+            super().drain_queue(key)
+
+    [path] = [p for p in catalog_paths() if p.stem == "88-session-begins-at-arrival"]
+    result = run_scenario(load_file(path), MessagesFirst(), "messages-first")
+    assert [v.message.split(" (")[0] for v in result.verdicts["I6"].violations][:1] == [
+        "turn t2 arrived at 03:59 and waited until past s1's daily boundary at 04:00"]

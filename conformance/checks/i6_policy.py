@@ -36,9 +36,11 @@ def check(m: RunModel) -> Verdict:
                     f"ahead of the turn in flight that the rotation waited for", (first.request_index,), first.request_t,
                     seg.session, (first.id,)))
             if previous is not None and previous.session == seg.session:
+                waited = first.arrival < previous.boundary  # behind the chat's turn or command, or held for a restart
+                arrived = f"arrived at {m.at(first.arrival)}" + (" and waited until" if waited else ",")
                 violations.append(Violation(
-                    f"turn {first.id} arrived at {m.at(first.arrival)}, past {previous.session}'s {previous.reason} boundary "
-                    f"at {m.at(previous.boundary)} ({boundary_words(m, previous)}): it should open a new session "
+                    f"turn {first.id} {arrived} past {previous.session}'s {previous.reason} boundary at "
+                    f"{m.at(previous.boundary)} ({boundary_words(m, previous)}): it should open a new session "
                     f"but landed in {seg.session}", (first.request_index,), first.arrival, seg.session, (first.id,)))
             elif seg.session in owner and owner[seg.session] != (chat, seg.number):
                 other_chat, _ = owner[seg.session]
