@@ -397,3 +397,18 @@ def test_providers_declared_unsupported_are_left_out_and_said_so() -> None:
     assert all(v.status == "pass" for v in result.verdicts.values()), result.verdicts
     assert not any(o.kind == "ingest" and o.detail.get("backend") == "hindsight" for o in result.records)
     assert result.scenario.config.providers, "the result keeps the scenario as given (a rerun leaves them out again)"
+
+
+@pytest.mark.skipif(not _installed(), reason="OpenClaw 2026.9.6 is not installed (python -m conformance.adapters.openclaw install)")
+def test_the_reply_to_a_stopped_turn_leaves_the_next_turns_request_waiting() -> None:
+    """Catalog 121: a /stop abandons t1 while t2 waits behind it; the reply to t1's request comes
+    while t2's own is out. It cleared every turn of the chat as no longer waiting for the model,
+    so the step waited for t2 until the settle limit and the run ended in a gateway error. Now
+    it runs to its verdicts (OpenClaw rolls the session over at the /stop: a finding, I6)."""
+    from conformance.harness.suite import catalog_paths
+    from sim.loader import load_file
+
+    [path] = [p for p in catalog_paths() if p.stem == "121-stop-behind-a-waiting-message"]
+    result = run_scenario(load_file(path), resolve("openclaw")())
+    assert result.failure is None
+    assert result.verdicts["I6"].status == "fail"

@@ -147,7 +147,10 @@ async function handle(req) {
         pendingReplies.delete(req.request);
         // Its turn is no longer waiting for the model: the step waits until OpenClaw has
         // delivered it (or asks the model again), however long a busy machine makes that.
-        for (const turn of oc.scenario.open) if (turn.chat === pending.chat && !turn.done) turn.asked = false;
+        // A chat waits for the model while any request of it is out: the reply to an abandoned
+        // turn's request (a /stop) leaves the next turn's own request waiting (catalog 121).
+        const stillAsking = [...pendingReplies.values()].some((p) => p.chat === pending.chat);
+        if (!stillAsking) for (const turn of oc.scenario.open) if (turn.chat === pending.chat && !turn.done) turn.asked = false;
         reply(pending.res, pending.request, req.text);
       }
       await endStep(`reply ${req.request}`);
