@@ -411,17 +411,27 @@ def _with_instant_answers(choices: Choices, config: GatewayConfig, mix: Mix) -> 
     return replace(config, turn_latency=0)
 
 
+def _free_chats(chats: tuple[Chat, ...]) -> list[int]:
+    """The chats outside a shared group or id: no `chat_id`, and no other chat's id their name."""
+    taken = {c.chat_id for c in chats if c.chat_id}
+    return [i for i, c in enumerate(chats) if c.chat_id is None and c.platform_id not in taken]
+
+
+def _two_of(choices: Choices, free: list[int]) -> tuple[int, int]:
+    """Two different chats of `free` (two chats or more): the first and its twin."""
+    pick = choices.integer(0, len(free) - 1)
+    return free[pick], free[(pick + choices.integer(1, len(free) - 1)) % len(free)]
+
+
 def _with_shared_id(choices: Choices, chats: tuple[Chat, ...], mix: Mix) -> tuple[Chat, ...]:
     """In the mix's `shared_id_percent` of scenarios with two chats or more outside a shared group,
     one chat (the twin) takes another's (the first's) chat id, on a platform other than the first's: two chats to
     the contract (a chat is platform, chat type, chat id, thread and user). Drawn last of all
     (the plainest, Hypothesis's shrink target, is no sharing)."""
-    taken = {c.chat_id for c in chats if c.chat_id}
-    free = [i for i, c in enumerate(chats) if c.chat_id is None and c.platform_id not in taken]  # not in a shared group
+    free = _free_chats(chats)
     if len(free) < 2 or not chance(choices, mix.shared_id_percent):
         return chats
-    pick = choices.integer(0, len(free) - 1)
-    first, twin = free[pick], free[(pick + choices.integer(1, len(free) - 1)) % len(free)]
+    first, twin = _two_of(choices, free)
     platform = chats[twin].platform
     if platform == chats[first].platform:
         others = [name for name, _weight in PLATFORM_WEIGHTS if name != platform]
@@ -436,12 +446,10 @@ def _with_thread_twins(choices: Choices, chats: tuple[Chat, ...], mix: Mix) -> t
     and id: two chats to the contract (a chat is platform, chat type, chat id, thread and user).
     Drawn after the shared id (the eighth audit of lazy gateways: routes keyed without the thread
     passed every seed)."""
-    taken = {c.chat_id for c in chats if c.chat_id}
-    free = [i for i, c in enumerate(chats) if c.chat_id is None and c.platform_id not in taken]
+    free = _free_chats(chats)
     if len(free) < 2 or not chance(choices, mix.thread_twin_percent):
         return chats
-    pick = choices.integer(0, len(free) - 1)
-    first, twin = free[pick], free[(pick + choices.integer(1, len(free) - 1)) % len(free)]
+    first, twin = _two_of(choices, free)
     group, platform = chats[first].platform_id, chats[first].platform
     topics = {first: replace(chats[first], chat_type="thread", chat_id=group, thread="th1"),
               twin: replace(chats[twin], platform=platform, chat_type="thread", chat_id=group, thread="th2")}
